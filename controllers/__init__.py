@@ -1,0 +1,1 @@
+"""Reconcilers for ValkeyImage, ValkeyConfig, ValkeyRole and ValkeyCluster."""

@@ -1,0 +1,323 @@
+"""Build the test bed's control-plane binaries from Go modules, once, into a cache.
+
+There is no Docker engine or image registry here, so the real kube-apiserver,
+kube-controller-manager, kube-scheduler, kubectl, etcd and helm are compiled
+from the Go module proxy. Each artifact is stamped with what built it; a
+build whose stamp matches is skipped, so the command is idempotent and cheap
+when warm. Builds run under a file lock so concurrent callers wait, not race.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+
+from valkey_operator.testing import versions
+
+Progress = Callable[[str], None]
+
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+_KUBE_MAIN = """\
+// Multi-call binary: links the control plane once and dispatches on argv[0].
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	kubectl "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	switch name := filepath.Base(os.Args[0]); name {
+	case "kube-apiserver":
+		os.Exit(cli.Run(apiserver.NewAPIServerCommand()))
+	case "kube-controller-manager":
+		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
+	case "kube-scheduler":
+		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
+	case "kubectl":
+		logs.GlogSetter(kubectl.GetLogVerbosity(os.Args)) // nolint:errcheck
+		if err := cli.RunNoErrOutput(kubectl.NewDefaultKubectlCommand()); err != nil {
+			kubectlutil.CheckErr(err)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q: run me as kube-apiserver, kube-controller-manager, "+
+			"kube-scheduler or kubectl\\n", name)
+		os.Exit(2)
+	}
+}
+"""
+
+_ETCD_MAIN = """\
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
+"""
+
+
+def cache_root() -> Path:
+    """Where built binaries live: outside the repository, shared by checkouts."""
+    explicit = os.environ.get("VALKEY_OPERATOR_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "valkey-operator"
+
+
+@attrs.frozen
+class Binaries:
+    """Paths of the built control-plane executables."""
+
+    bin_dir: Path
+
+    def path(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    @property
+    def etcd(self) -> Path:
+        return self.path("etcd")
+
+    @property
+    def kube_apiserver(self) -> Path:
+        return self.path("kube-apiserver")
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.path("kube-controller-manager")
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.path("kube-scheduler")
+
+    @property
+    def kubectl(self) -> Path:
+        return self.path("kubectl")
+
+    @property
+    def helm(self) -> Path:
+        return self.path("helm")
+
+
+def binaries() -> Binaries:
+    """Where the binaries for the pinned versions are (built or not)."""
+    return Binaries(cache_root() / "k8s" / versions.KUBERNETES / "bin")
+
+
+def _go_build_cache() -> Path:
+    return cache_root() / "go-build"
+
+
+def _go_env(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        CGO_ENABLED="0",
+        GOFLAGS="-mod=mod -buildvcs=false",
+        GOTOOLCHAIN="local",
+        GOWORK="off",
+    )
+    env["GOCACHE"] = str(_go_build_cache())
+    env["GOTMPDIR"] = str(work)
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, progress: Progress) -> None:
+    progress("  $ " + " ".join(cmd))
+    started = time.monotonic()
+    result = subprocess.run(
+        cmd, cwd=cwd, env=_go_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    if result.returncode != 0:
+        raise BuildError(f"{' '.join(cmd)} failed in {cwd} (exit {result.returncode}):\n{result.stdout}")
+    progress(f"    done in {time.monotonic() - started:.0f}s")
+
+
+class BuildError(RuntimeError):
+    """A Go build step failed; the message carries the tool's output."""
+
+
+def _staging_replacements() -> list[str]:
+    """The kubernetes module's own replace block, pointed at published staging modules.
+
+    Outside the kubernetes repository `./staging/src/k8s.io/X` does not exist,
+    so each is mapped to `k8s.io/X v0.Y.Z`, the same code as published.
+    """
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{versions.KUBERNETES}"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_go_env(Path.cwd()),
+    )
+    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    modules = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.MULTILINE)
+    if not modules:
+        raise BuildError("no staging replace directives found in k8s.io/kubernetes go.mod")
+    return [f"\t{m} => {m} {versions.KUBERNETES_STAGING}" for m in modules]
+
+
+def _version_ldflags() -> str:
+    major, minor = versions.KUBERNETES.lstrip("v").split(".")[:2]
+    stamps = {
+        "gitVersion": versions.KUBERNETES,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+    }
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.{key}={value}" for key, value in stamps.items()]
+    return " ".join(flags)
+
+
+@attrs.frozen
+class _Artifact:
+    """One Go build producing one executable, plus the names linked to it."""
+
+    name: str
+    stamp: str
+    build: Callable[[Path, Path, Progress], None]
+    links: tuple[str, ...] = ()
+
+
+def _build_kube(work: Path, output: Path, progress: Progress) -> None:
+    replaces = "\n".join(_staging_replacements())
+    (work / "go.mod").write_text(
+        f"module valkeyoperator.local/kube\n\ngo 1.26\n\n"
+        f"require k8s.io/kubernetes {versions.KUBERNETES}\n\nreplace (\n{replaces}\n)\n"
+    )
+    (work / "main.go").write_text(_KUBE_MAIN)
+    _run(["go", "mod", "tidy"], work, progress)
+    _run(["go", "build", "-trimpath", "-ldflags", _version_ldflags(), "-o", str(output), "."], work, progress)
+
+
+def _build_etcd(work: Path, output: Path, progress: Progress) -> None:
+    (work / "go.mod").write_text(
+        f"module valkeyoperator.local/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 {versions.ETCD}\n"
+    )
+    (work / "main.go").write_text(_ETCD_MAIN)
+    _run(["go", "mod", "tidy"], work, progress)
+    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(output), "."], work, progress)
+
+
+def _build_helm(work: Path, output: Path, progress: Progress) -> None:
+    (work / "go.mod").write_text(
+        f"module valkeyoperator.local/helm\n\ngo 1.26\n\nrequire helm.sh/helm/v3 {versions.HELM}\n"
+    )
+    (work / "tools.go").write_text(
+        '//go:build tools\n\npackage tools\n\nimport _ "helm.sh/helm/v3/cmd/helm"\n'
+    )
+    _run(["go", "mod", "tidy"], work, progress)
+    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM}"
+    _run(
+        ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), "helm.sh/helm/v3/cmd/helm"],
+        work,
+        progress,
+    )
+
+
+def _artifacts() -> list[_Artifact]:
+    return [
+        _Artifact("etcd", f"etcd {versions.ETCD}", _build_etcd),
+        _Artifact("kube", f"kubernetes {versions.KUBERNETES}", _build_kube, KUBE_COMMANDS),
+        _Artifact("helm", f"helm {versions.HELM}", _build_helm),
+    ]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _stamp_text(artifact: _Artifact) -> str:
+    go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout.strip()
+    return f"{artifact.stamp} built by {go}\n"
+
+
+def build(progress: Progress = print) -> Binaries:
+    """Build every missing or stale binary; return where they are."""
+    bins = binaries()
+    bins.bin_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    built_any = False
+    with _locked(bins.bin_dir.parent / ".lock"):
+        for artifact in _artifacts():
+            target = bins.path(artifact.name)
+            stamp_file = bins.bin_dir / f".{artifact.name}.stamp"
+            wanted = _stamp_text(artifact)
+            fresh = target.exists() and stamp_file.exists() and stamp_file.read_text() == wanted
+            if fresh:
+                progress(f"{artifact.stamp}: cached at {target}")
+            else:
+                progress(f"{artifact.stamp}: building (cold builds take minutes)...")
+                work = bins.bin_dir.parent / "src" / artifact.name
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir(parents=True)
+                partial = target.with_suffix(".partial")
+                artifact.build(work, partial, progress)
+                partial.replace(target)
+                stamp_file.write_text(wanted)
+                built_any = True
+            for link in artifact.links:
+                link_path = bins.path(link)
+                if not link_path.is_symlink() or os.readlink(link_path) != artifact.name:
+                    link_path.unlink(missing_ok=True)
+                    link_path.symlink_to(artifact.name)
+        if built_any:
+            # Compiler caches are gigabytes and only speed up a rebuild of the same versions.
+            shutil.rmtree(_go_build_cache(), ignore_errors=True)
+            shutil.rmtree(bins.bin_dir.parent / "src", ignore_errors=True)
+    size = sum(
+        path.stat().st_size for path in bins.bin_dir.iterdir() if path.is_file() and not path.is_symlink()
+    )
+    elapsed = time.monotonic() - started
+    progress(f"test bed binaries ready in {bins.bin_dir} ({size / 2**20:.0f} MiB, {elapsed:.0f}s)")
+    return bins
+
+
+def main() -> int:
+    try:
+        build(lambda line: print(line, flush=True))
+    except BuildError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0

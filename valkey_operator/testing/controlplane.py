@@ -1,0 +1,346 @@
+"""Run a real Kubernetes control plane as local processes on 127.0.0.1.
+
+etcd (data in /dev/shm, no fsync), kube-apiserver (real TLS, client-cert
+auth, RBAC, default admission plugins including ServiceAccount and
+PodSecurity), kube-controller-manager with the controllers a pod-running
+cluster needs, and kube-scheduler. State lives in one directory: the PKI,
+`kubeconfig`, logs, and `state.json` with what runs, so `down` can stop
+exactly our processes, by pid, from any later process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import yaml
+
+from valkey_operator.testing import processes
+from valkey_operator.testing.build import Binaries, binaries
+from valkey_operator.testing.certs import PKI, write_pki
+
+# Services exist as objects, but nothing ever dials a ClusterIP (TESTBED.md).
+SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_IP = "10.96.0.1"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+# The controllers a pod-running cluster needs. Endpoint(slice) controllers are
+# off: the API server rejects loopback pod IPs in endpoints anyway.
+CONTROLLERS = (
+    "namespace-controller",
+    "garbage-collector-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "disruption-controller",
+    "pod-garbage-collector-controller",
+    "node-lifecycle-controller",
+)
+NODE_MONITOR_GRACE_PERIOD = "15s"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane did not come up; the message points at the logs."""
+
+
+@attrs.frozen
+class Endpoints:
+    etcd_client_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    controller_manager_port: int
+    scheduler_port: int
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+
+@attrs.define
+class ControlPlane:
+    """One local control plane rooted at state_dir."""
+
+    state_dir: Path
+    bins: Binaries = attrs.field(factory=binaries)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def pki(self) -> PKI:
+        return PKI(self.state_dir / "pki")
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def _state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def etcd_data(self) -> Path:
+        """etcd data in RAM: tests need speed, not durability."""
+        digest = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:12]
+        return Path("/dev/shm") / f"valkey-operator-etcd-{digest}"
+
+    # -- state -----------------------------------------------------------------
+
+    def records(self) -> list[processes.ProcessRecord]:
+        if not self._state_file.exists():
+            return []
+        state = json.loads(self._state_file.read_text())
+        return [processes.ProcessRecord(**record) for record in state.get("processes", [])]
+
+    def endpoints(self) -> Endpoints | None:
+        if not self._state_file.exists():
+            return None
+        state = json.loads(self._state_file.read_text())
+        return Endpoints(**state["endpoints"]) if "endpoints" in state else None
+
+    def _save(self, endpoints: Endpoints, records: list[processes.ProcessRecord]) -> None:
+        state = {
+            "endpoints": attrs.asdict(endpoints),
+            "processes": [attrs.asdict(record) for record in records],
+        }
+        self._state_file.write_text(json.dumps(state, indent=2))
+
+    def running(self) -> bool:
+        records = self.records()
+        return bool(records) and all(record.alive() for record in records) and self.ready()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def up(self, timeout: float = 120.0) -> None:
+        """Start everything and return once the API server is ready (reuses a running one)."""
+        if self.running():
+            return
+        self.down()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            if not self.bins.path(name).exists():
+                raise ControlPlaneError(
+                    f"{self.bins.path(name)} is missing: run `python -m valkey_operator.testing build`"
+                )
+        pki = write_pki(self.state_dir / "pki", SERVICE_IP)
+        endpoints = Endpoints(*(processes.free_port() for _ in range(5)))
+        self._write_kubeconfig(endpoints, pki)
+        records: list[processes.ProcessRecord] = []
+        try:
+            records.append(self._start_etcd(endpoints))
+            self._save(endpoints, records)
+            records.append(self._start_apiserver(endpoints, pki))
+            self._save(endpoints, records)
+            self._poll(self.ready, records, timeout, "kube-apiserver /readyz")
+            records.append(self._start_controller_manager(endpoints, pki))
+            records.append(self._start_scheduler(endpoints))
+            self._save(endpoints, records)
+            self._wait_component_healthy(endpoints.controller_manager_port, records, timeout)
+            self._wait_component_healthy(endpoints.scheduler_port, records, timeout)
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        """Stop every process this state dir started, by pid, and drop etcd's data."""
+        processes.stop(list(reversed(self.records())))
+        if self._state_file.exists():
+            self._state_file.unlink()
+        shutil.rmtree(self.etcd_data, ignore_errors=True)
+
+    # -- readiness -------------------------------------------------------------
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        pki = self.pki
+        context = ssl.create_default_context(cafile=str(pki.ca.cert))
+        context.load_cert_chain(str(pki.admin.cert), str(pki.admin.key))
+        return context
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        """GET path on the API server as admin; returns (status, body)."""
+        endpoints = self.endpoints()
+        if endpoints is None:
+            raise ControlPlaneError("control plane is not up")
+        try:
+            with urllib.request.urlopen(
+                endpoints.server + path, context=self._ssl_context(), timeout=timeout
+            ) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def ready(self) -> bool:
+        try:
+            status, _ = self.get("/readyz", timeout=2.0)
+        except (OSError, ControlPlaneError):
+            return False
+        return status == 200
+
+    def _wait_component_healthy(
+        self, port: int, records: list[processes.ProcessRecord], timeout: float
+    ) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{port}/healthz", context=context, timeout=2.0
+                ) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+
+        self._poll(healthy, records, timeout, f"component on port {port} /healthz")
+
+    def _poll(
+        self,
+        check: Callable[[], bool],
+        records: list[processes.ProcessRecord],
+        timeout: float,
+        what: str,
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [record.name for record in records if not record.alive()]
+            if dead:
+                raise ControlPlaneError(f"{', '.join(dead)} exited; see logs in {self.logs}")
+            if check():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"timed out after {timeout:.0f}s waiting for {what}; see logs in {self.logs}")
+
+    # -- components ------------------------------------------------------------
+
+    def _write_kubeconfig(self, endpoints: Endpoints, pki: PKI) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "testbed",
+                    "cluster": {"server": endpoints.server, "certificate-authority": str(pki.ca.cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate": str(pki.admin.cert),
+                        "client-key": str(pki.admin.key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "testbed", "context": {"cluster": "testbed", "user": "admin"}}],
+            "current-context": "testbed",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    def _start_etcd(self, endpoints: Endpoints) -> processes.ProcessRecord:
+        shutil.rmtree(self.etcd_data, ignore_errors=True)
+        client = f"http://127.0.0.1:{endpoints.etcd_client_port}"
+        peer = f"http://127.0.0.1:{endpoints.etcd_peer_port}"
+        return processes.start(
+            "etcd",
+            [
+                self.bins.etcd,
+                "--name=testbed",
+                f"--data-dir={self.etcd_data}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=testbed={peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            self.logs / "etcd.log",
+        )
+
+    def _start_apiserver(self, endpoints: Endpoints, pki: PKI) -> processes.ProcessRecord:
+        return processes.start(
+            "kube-apiserver",
+            [
+                self.bins.kube_apiserver,
+                f"--etcd-servers=http://127.0.0.1:{endpoints.etcd_client_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={endpoints.apiserver_port}",
+                f"--cert-dir={self.state_dir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki.apiserver.cert}",
+                f"--tls-private-key-file={pki.apiserver.key}",
+                f"--client-ca-file={pki.ca.cert}",
+                # Aggregation-layer settings nothing uses, set so components stop warning about them.
+                f"--requestheader-client-ca-file={pki.ca.cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={pki.service_account_pub}",
+                f"--service-account-signing-key-file={pki.service_account_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=0",
+            ],
+            self.logs / "kube-apiserver.log",
+        )
+
+    def _start_controller_manager(self, endpoints: Endpoints, pki: PKI) -> processes.ProcessRecord:
+        return processes.start(
+            "kube-controller-manager",
+            [
+                self.bins.kube_controller_manager,
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={endpoints.controller_manager_port}",
+                f"--cert-dir={self.state_dir / 'controller-manager-certs'}",
+                "--leader-elect=false",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--service-account-private-key-file={pki.service_account_key}",
+                f"--root-ca-file={pki.ca.cert}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
+                "--node-monitor-period=2s",
+                "--profiling=false",
+                "--v=0",
+            ],
+            self.logs / "kube-controller-manager.log",
+        )
+
+    def _start_scheduler(self, endpoints: Endpoints) -> processes.ProcessRecord:
+        return processes.start(
+            "kube-scheduler",
+            [
+                self.bins.kube_scheduler,
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={endpoints.scheduler_port}",
+                f"--cert-dir={self.state_dir / 'scheduler-certs'}",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=0",
+            ],
+            self.logs / "kube-scheduler.log",
+        )
