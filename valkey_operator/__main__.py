@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import sys
+from collections.abc import Sequence
+
+from valkey_operator import operator, settings
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="valkey-operator", description="Kubernetes operator for Valkey clusters")
-    parser.add_argument("--kubeconfig", help="kubeconfig path (in-cluster config when unset)")
-    parser.parse_args(argv)
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    return asyncio.run(operator.run(settings.parse(argv)))
 
 
 if __name__ == "__main__":

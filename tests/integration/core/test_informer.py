@@ -1,0 +1,513 @@
+"""Reflector and shared informer against the real API server of the test bed.
+
+Watch cuts go through a loopback TCP proxy (TESTBED.md), never by restarting
+the shared API server. The test bed's API server keeps every resourceVersion
+in its watch cache (a young cluster), so it never answers 410 by itself; the
+relist tests inject the API server's own "too old resource version" answer at
+the RestClient boundary, as an ERROR event and as an HTTP status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import aiohttp
+import orjson
+import pytest
+from kubernetes_asyncio import client, config
+
+from valkey_operator.core.informer import (
+    NAMESPACE_ALL,
+    FuncHandler,
+    SharedInformer,
+    SharedInformerFactory,
+)
+from valkey_operator.core.reflector import Reflector, WatchBackoff
+from valkey_operator.core.resource import CONFIG_MAPS, NAMESPACES
+from valkey_operator.core.rest import JSON, MERGE_PATCH, ApiError, Obj, Query, RestClient
+from valkey_operator.core.store import DeletedFinalStateUnknown, Store, unwrap_tombstone
+from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.tcpproxy import TcpProxy
+
+pytestmark = pytest.mark.integration
+
+PREFIX = "cm-"  # the namespace also holds kube-root-ca.crt, published at its own pace
+
+GONE_STATUS: Obj = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "message": "too old resource version: 1 (300)",
+    "reason": "Expired",
+    "code": 410,
+}
+
+GoneAs = Literal["error_event", "http_status"]
+
+
+# -- helpers ---------------------------------------------------------------------
+
+
+def fast_backoff() -> WatchBackoff:
+    """Reconnect within 0.05..0.4 s: these tests cut watches on purpose."""
+    return WatchBackoff(initial=0.05, maximum=0.2)
+
+
+async def eventually(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+class _CannedContent:
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        self._lines = list(lines)
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for line in self._lines:
+            yield line
+
+
+class _CannedWatch:
+    """Stands in for a watch response: only `.content.iter_any()` is read."""
+
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        self.content = _CannedContent(lines)
+
+
+class ScriptedRestClient(RestClient):
+    """Records LIST and WATCH requests; can answer the next watch with 410 Gone."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        super().__init__(api_client)
+        self.lists: list[dict[str, Any]] = []
+        self.watch_resource_versions: list[str] = []
+        self.next_watch_gone: GoneAs | None = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = 30.0,
+    ) -> Obj:
+        answer = await super().request(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+        if method == "GET":  # counted once answered: failed attempts are not lists
+            self.lists.append(dict(query or {}))
+        return answer
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, query: Query | None = None, timeout: aiohttp.ClientTimeout | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        self.watch_resource_versions.append(str((query or {}).get("resourceVersion")))
+        gone, self.next_watch_gone = self.next_watch_gone, None
+        if gone == "http_status":
+            raise ApiError(410, orjson.dumps(GONE_STATUS))
+        if gone == "error_event":
+            event = orjson.dumps({"type": "ERROR", "object": GONE_STATUS}) + b"\n"
+            yield cast(aiohttp.ClientResponse, _CannedWatch([event]))
+            return
+        async with super().stream(path, query=query, timeout=timeout) as response:
+            yield response
+
+    @property
+    def list_count(self) -> int:
+        return len(self.lists)
+
+
+class Recorder:
+    """Records (event, name, detail) for objects named PREFIX*; keeps the raw arguments too."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+        self.deleted: list[Obj | DeletedFinalStateUnknown] = []
+
+    @staticmethod
+    def _relevant(obj: Obj) -> bool:
+        return str(obj["metadata"]["name"]).startswith(PREFIX)
+
+    @staticmethod
+    def _value(obj: Obj) -> str:
+        return str((obj.get("data") or {}).get("v"))
+
+    def on_add(self, obj: Obj) -> None:
+        if self._relevant(obj):
+            self.events.append(("add", obj["metadata"]["name"], self._value(obj)))
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        if self._relevant(new):
+            self.events.append(("update", new["metadata"]["name"], f"{self._value(old)}->{self._value(new)}"))
+
+    def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        final = unwrap_tombstone(obj)
+        if self._relevant(final):
+            kind = "tombstone" if isinstance(obj, DeletedFinalStateUnknown) else "delete"
+            self.events.append((kind, final["metadata"]["name"], self._value(final)))
+            self.deleted.append(obj)
+
+
+class ConfigMaps:
+    """Writes ConfigMaps straight to the API server (never through the proxy)."""
+
+    def __init__(self, rest: RestClient, namespace: str) -> None:
+        self.rest = rest
+        self.namespace = namespace
+
+    async def create(self, name: str, value: str, labels: Mapping[str, str] | None = None) -> Obj:
+        body = {"metadata": {"name": name, "labels": dict(labels or {})}, "data": {"v": value}}
+        return await self.rest.request("POST", CONFIG_MAPS.path(self.namespace), body=body)
+
+    async def update(self, name: str, value: str) -> Obj:
+        return await self.rest.request(
+            "PATCH",
+            CONFIG_MAPS.path(self.namespace, name),
+            body={"data": {"v": value}},
+            content_type=MERGE_PATCH,
+        )
+
+    async def delete(self, name: str) -> Obj:
+        return await self.rest.request("DELETE", CONFIG_MAPS.path(self.namespace, name))
+
+
+def rv(obj: Obj) -> int:
+    """resourceVersions are opaque to clients; the test bed's etcd makes them integers."""
+    return int(obj["metadata"]["resourceVersion"])
+
+
+def cached_values(informer: SharedInformer) -> dict[str, str]:
+    return {
+        o["metadata"]["name"]: str((o.get("data") or {}).get("v"))
+        for o in informer.store.list()
+        if str(o["metadata"]["name"]).startswith(PREFIX)
+    }
+
+
+async def watch_established(proxy: TcpProxy, rest: ScriptedRestClient) -> None:
+    await eventually(lambda: proxy.live_connections >= 1 and bool(rest.watch_resource_versions), "a watch")
+
+
+@contextlib.asynccontextmanager
+async def api_client_via(kubeconfig_path: Path, proxy: TcpProxy) -> AsyncIterator[client.ApiClient]:
+    """An admin ApiClient whose connections go through the proxy (TLS still verifies: IP SAN)."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig_path), client_configuration=configuration)
+    configuration.host = proxy.url
+    async with client.ApiClient(configuration) as api:
+        yield api
+
+
+@contextlib.asynccontextmanager
+async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
+    informer.start()
+    try:
+        async with asyncio.timeout(20):
+            await informer.wait_for_sync()
+        yield informer
+    finally:
+        await informer.stop()
+
+
+@pytest.fixture
+def configmaps(kube_api: client.ApiClient, namespace: str) -> ConfigMaps:
+    return ConfigMaps(RestClient(kube_api), namespace)
+
+
+@pytest.fixture
+async def proxy(kube_control_plane: ControlPlane) -> AsyncIterator[TcpProxy]:
+    endpoints = kube_control_plane.endpoints()
+    assert endpoints is not None
+    async with TcpProxy(endpoints.apiserver_port) as started:
+        yield started
+
+
+# -- ordering and handlers --------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_informer_delivers_create_update_delete_in_order(
+    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
+) -> None:
+    recorder = Recorder()
+    informer = SharedInformer(RestClient(kube_api), CONFIG_MAPS, namespace=namespace)
+    informer.add_event_handler(recorder)
+    async with running(informer):
+        assert informer.has_synced()
+        await configmaps.create("cm-a", "1")
+        await configmaps.update("cm-a", "2")
+        await configmaps.create("cm-b", "1")
+        await configmaps.delete("cm-a")
+        last = await configmaps.update("cm-b", "2")
+        await eventually(lambda: len(recorder.events) >= 5, "five events")
+        assert recorder.events == [
+            ("add", "cm-a", "1"),
+            ("update", "cm-a", "1->2"),
+            ("add", "cm-b", "1"),
+            ("delete", "cm-a", "2"),
+            ("update", "cm-b", "1->2"),
+        ]
+        await eventually(lambda: int(informer.last_sync_resource_version) >= rv(last), "rv of last write")
+        assert cached_values(informer) == {"cm-b": "2"}
+        # The delete carried the object's final state, not a tombstone.
+        assert isinstance(recorder.deleted[0], dict)
+        cached = informer.store.get_by_key(f"{namespace}/cm-b")
+        assert cached is not None
+        assert "managedFields" not in cached["metadata"], "default transform strips managedFields"
+        assert cached["kind"] == "ConfigMap"
+
+
+@pytest.mark.timeout(60)
+async def test_handler_added_after_sync_gets_existing_objects_then_live_events(
+    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
+) -> None:
+    for name in ("cm-1", "cm-2", "cm-3"):
+        await configmaps.create(name, "0")
+    informer = SharedInformer(RestClient(kube_api), CONFIG_MAPS, namespace=namespace)
+    async with running(informer):
+        listed = [o["kind"] for o in informer.store.list()]
+        late = Recorder()
+        informer.add_event_handler(late)
+        # Synthetic adds happen synchronously, inside add_event_handler.
+        assert sorted(late.events) == [("add", "cm-1", "0"), ("add", "cm-2", "0"), ("add", "cm-3", "0")]
+        await configmaps.create("cm-4", "0")
+        await eventually(lambda: ("add", "cm-4", "0") in late.events, "live add")
+        assert len(late.events) == 4
+    assert set(listed) == {"ConfigMap"}, "listed items get kind/apiVersion like watched ones"
+
+
+@pytest.mark.timeout(60)
+async def test_failing_handler_neither_stops_informer_nor_other_handlers(
+    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
+) -> None:
+    calls: list[str] = []
+
+    def explode(obj: Obj) -> None:
+        if obj["metadata"]["name"].startswith(PREFIX):
+            calls.append(obj["metadata"]["name"])
+        raise RuntimeError("handler bug")
+
+    await configmaps.create("cm-listed", "1")
+    rest = ScriptedRestClient(kube_api)
+    informer = SharedInformer(rest, CONFIG_MAPS, namespace=namespace)
+    informer.add_event_handler(FuncHandler(on_add=explode))
+    recorder = Recorder()
+    informer.add_event_handler(recorder)
+    async with running(informer):
+        await configmaps.create("cm-x", "1")
+        await configmaps.create("cm-y", "1")
+        await eventually(lambda: len(recorder.events) == 3, "every add on the healthy handler")
+        assert recorder.events == [("add", "cm-listed", "1"), ("add", "cm-x", "1"), ("add", "cm-y", "1")]
+        assert calls == ["cm-listed", "cm-x", "cm-y"]
+        # The failures stayed inside the handler: no retried list, no broken watch.
+        assert rest.list_count == 1
+        assert len(rest.watch_resource_versions) == 1
+        assert informer.running
+
+
+# -- list paging and large objects -------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_paged_list_and_watch_events_larger_than_64k(
+    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
+) -> None:
+    big = "x" * (200 * 1024)
+    for index in range(7):
+        await configmaps.create(f"cm-{index}", big if index == 0 else str(index))
+    rest = ScriptedRestClient(kube_api)
+    store = Store()
+    recorder = Recorder()
+    reflector = Reflector(rest, CONFIG_MAPS, store, recorder, namespace=namespace, page_size=3)
+    task = asyncio.create_task(reflector.run())
+    try:
+        async with asyncio.timeout(20):
+            await reflector.wait_for_sync()
+        assert rest.list_count >= 3, "7+ objects in pages of 3"
+        assert [q.get("limit") for q in rest.lists] == [3] * rest.list_count
+        assert all(q.get("continue") for q in rest.lists[1:])
+        assert len([k for k in store.list_keys() if k.startswith(f"{namespace}/cm-")]) == 7
+        await configmaps.update("cm-1", big)
+        await eventually(lambda: ("update", "cm-1", f"1->{big}") in recorder.events, "a 200 KiB watch event")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+# -- watch cuts, resume and relist --------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+async def test_watch_cut_is_resumed_from_last_resource_version_without_relist(
+    kubeconfig_path: Path, proxy: TcpProxy, namespace: str, configmaps: ConfigMaps
+) -> None:
+    for name in ("cm-a", "cm-b", "cm-c"):
+        await configmaps.create(name, "1")
+    async with api_client_via(kubeconfig_path, proxy) as api:
+        rest = ScriptedRestClient(api)
+        recorder = Recorder()
+        informer = SharedInformer(
+            rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
+        )
+        informer.add_event_handler(recorder)
+        async with running(informer):
+            await watch_established(proxy, rest)
+            resume_from = informer.last_sync_resource_version
+            recorder.events.clear()
+
+            proxy.pause()
+            assert proxy.cut() >= 1
+            await configmaps.update("cm-a", "2")
+            await configmaps.delete("cm-b")
+            await configmaps.create("cm-d", "1")
+            await asyncio.sleep(0.3)  # reconnect attempts are refused meanwhile
+            assert cached_values(informer) == {"cm-a": "1", "cm-b": "1", "cm-c": "1"}
+            proxy.resume()
+
+            await eventually(
+                lambda: cached_values(informer) == {"cm-a": "2", "cm-c": "1", "cm-d": "1"}, "catch up"
+            )
+            assert recorder.events == [
+                ("update", "cm-a", "1->2"),
+                ("delete", "cm-b", "1"),
+                ("add", "cm-d", "1"),
+            ]
+            assert isinstance(recorder.deleted[0], dict), "a resumed watch sees the real DELETED event"
+            assert rest.list_count == 1, "a cut is resumed by a watch, not a relist"
+            assert resume_from in rest.watch_resource_versions[1:]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("gone_as", ["error_event", "http_status"])
+async def test_relist_after_410_reports_missed_delete_as_tombstone(
+    kubeconfig_path: Path, proxy: TcpProxy, namespace: str, configmaps: ConfigMaps, gone_as: GoneAs
+) -> None:
+    for name in ("cm-a", "cm-b", "cm-c"):
+        await configmaps.create(name, "1")
+    async with api_client_via(kubeconfig_path, proxy) as api:
+        rest = ScriptedRestClient(api)
+        recorder = Recorder()
+        informer = SharedInformer(
+            rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
+        )
+        informer.add_event_handler(recorder)
+        async with running(informer):
+            await watch_established(proxy, rest)
+            last_known_b = informer.store.get_by_key(f"{namespace}/cm-b")
+            recorder.events.clear()
+
+            proxy.pause()
+            proxy.cut()
+            await configmaps.update("cm-a", "2")
+            await configmaps.delete("cm-b")
+            created = await configmaps.create("cm-d", "1")
+            # The resume point is now "too old": the next watch gets 410 and must relist
+            # (through the still-paused proxy first, so the list is retried with backoff).
+            rest.next_watch_gone = gone_as
+            await eventually(lambda: rest.next_watch_gone is None, "the 410 answer consumed")
+            proxy.resume()
+
+            await eventually(
+                lambda: cached_values(informer) == {"cm-a": "2", "cm-c": "1", "cm-d": "1"}, "relist"
+            )
+            assert rest.list_count == 2
+            assert sorted(recorder.events) == [
+                ("add", "cm-d", "1"),
+                ("tombstone", "cm-b", "1"),
+                ("update", "cm-a", "1->2"),
+                ("update", "cm-c", "1->1"),  # client-go: a relist reports every survivor
+            ]
+            [tombstone] = recorder.deleted
+            assert isinstance(tombstone, DeletedFinalStateUnknown)
+            assert tombstone.key == f"{namespace}/cm-b"
+            assert tombstone.obj is last_known_b
+            assert int(informer.last_sync_resource_version) >= rv(created)
+
+            # And it goes on watching from the relist's resourceVersion.
+            await configmaps.create("cm-e", "1")
+            await eventually(lambda: ("add", "cm-e", "1") in recorder.events, "watch after relist")
+            assert rest.list_count == 2
+
+
+# -- bookmarks and watch timeouts ---------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_bookmarks_advance_resource_version_and_timed_out_watch_resumes(
+    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
+) -> None:
+    rest = ScriptedRestClient(kube_api)
+    recorder = Recorder()
+    informer = SharedInformer(
+        rest, CONFIG_MAPS, namespace=namespace, label_selector="watched=yes", watch_timeout=4
+    )
+    informer.add_event_handler(recorder)
+    async with running(informer):
+        listed_at = int(informer.last_sync_resource_version)
+        # Invisible to this informer, but it moves the API server's resourceVersion on.
+        unseen = await configmaps.create("cm-unwatched", "1")
+        assert rv(unseen) > listed_at
+        # The bookmark comes ~2 s before the 4 s watch timeout.
+        await eventually(
+            lambda: int(informer.last_sync_resource_version) >= rv(unseen), "a bookmark", timeout=15
+        )
+        assert recorder.events == [], "a bookmark is not an event"
+        # The timed-out watch is resumed from the bookmark's resourceVersion, without a relist.
+        await eventually(
+            lambda: any(int(v) >= rv(unseen) for v in rest.watch_resource_versions),
+            "a watch resumed from the bookmark",
+            timeout=15,
+        )
+        assert rest.list_count == 1
+        assert all(q.get("labelSelector") == "watched=yes" for q in rest.lists)
+
+        await configmaps.create("cm-watched", "1", labels={"watched": "yes"})
+        await eventually(lambda: recorder.events == [("add", "cm-watched", "1")], "a matching object")
+
+
+# -- the factory ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_factory_shares_one_informer_per_resource_and_namespace(
+    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
+) -> None:
+    await configmaps.create("cm-shared", "1")
+    factory = SharedInformerFactory(RestClient(kube_api), namespace=namespace)
+    scoped = factory.informer_for(CONFIG_MAPS)
+    assert factory.informer_for(CONFIG_MAPS, namespace) is scoped
+    everywhere = factory.informer_for(CONFIG_MAPS, NAMESPACE_ALL)
+    assert everywhere is not scoped
+    assert factory.informer_for(NAMESPACES) is factory.informer_for(NAMESPACES, "ignored")
+    factory.start()
+    try:
+        async with asyncio.timeout(20):
+            await factory.wait_for_cache_sync()
+        assert all(informer.has_synced() for informer in factory.informers)
+        assert f"{namespace}/cm-shared" in scoped.store
+        assert {o["metadata"].get("namespace") for o in scoped.store.list()} == {namespace}
+        assert f"{namespace}/cm-shared" in everywhere.store
+        assert "kube-system/kube-root-ca.crt" in everywhere.store
+        assert namespace in factory.informer_for(NAMESPACES).store
+
+        # An informer asked for after start starts by itself.
+        late = factory.informer_for(CONFIG_MAPS, "default")
+        assert late.running
+        async with asyncio.timeout(20):
+            await late.wait_for_sync()
+    finally:
+        await factory.stop()
+    assert not any(informer.running for informer in factory.informers)

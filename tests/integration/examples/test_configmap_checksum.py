@@ -1,0 +1,94 @@
+"""The example operator, built only on the public core API, on the real API server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+from kubernetes_asyncio import client as k8s
+from prometheus_client import CollectorRegistry
+
+from examples.configmap_checksum.operator import (
+    CHECKSUM_ANNOTATION,
+    MISSING,
+    SOURCE_ANNOTATION,
+    checksum,
+    setup,
+)
+from valkey_operator.core.client import Client
+from valkey_operator.core.manager import Manager
+from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS
+from valkey_operator.core.rest import Obj, RestClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.1)
+
+
+def deployment(name: str, namespace: str, source: str) -> Obj:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {SOURCE_ANNOTATION: source}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "example/app:1"}]},
+            },
+        },
+    }
+
+
+def test_checksum_is_stable_and_content_sensitive() -> None:
+    a = {"data": {"k": "v", "j": "w"}}
+    assert checksum(a) == checksum({"data": {"j": "w", "k": "v"}})
+    assert checksum(a) != checksum({"data": {"k": "v2", "j": "w"}})
+    assert checksum(None) == MISSING
+
+
+async def test_example_operator_follows_configmap_changes(kube_api: k8s.ApiClient, namespace: str) -> None:
+    api = Client(RestClient(kube_api), field_manager="test")
+    manager = Manager(
+        kube_api,
+        field_manager="configmap-checksum",
+        namespace=namespace,
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="127.0.0.1:0",
+        registry=CollectorRegistry(),
+    )
+    setup(manager)
+    running = asyncio.create_task(manager.run())
+
+    async def annotation() -> str | None:
+        current = await api.get(DEPLOYMENTS, "web", namespace)
+        value: str | None = (
+            current["spec"]["template"]["metadata"].get("annotations", {}).get(CHECKSUM_ANNOTATION)
+        )
+        return value
+
+    try:
+        await api.create(DEPLOYMENTS, deployment("web", namespace, source="settings"))
+        await eventually(lambda: _equals(annotation(), MISSING))
+        configmap = await api.create(
+            CONFIG_MAPS,
+            {"metadata": {"name": "settings", "namespace": namespace}, "data": {"color": "blue"}},
+        )
+        await eventually(lambda: _equals(annotation(), checksum(configmap)))
+        changed = await api.patch(CONFIG_MAPS, "settings", {"data": {"color": "green"}}, namespace)
+        await eventually(lambda: _equals(annotation(), checksum(changed)))
+        assert manager.ready()
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 30)
+
+
+async def _equals(value: Awaitable[str | None], expected: str) -> bool:
+    return await value == expected

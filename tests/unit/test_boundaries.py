@@ -1,0 +1,37 @@
+"""Dependency rules of the codebase: the core embeds anywhere; controllers sit on top."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def imported_modules(package: Path) -> dict[Path, set[str]]:
+    found: dict[Path, set[str]] = {}
+    for path in package.rglob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        found[path] = names
+    return found
+
+
+def test_core_imports_nothing_valkey_specific() -> None:
+    allowed_own = "valkey_operator.core"
+    for path, names in imported_modules(ROOT / "valkey_operator" / "core").items():
+        for name in names:
+            top = name.split(".")[0]
+            assert top != "controllers", f"{path} imports {name}"
+            assert top != "valkey", f"{path} imports the Valkey client ({name})"
+            if top == "valkey_operator":
+                assert name == allowed_own or name.startswith(allowed_own + "."), f"{path} imports {name}"
+
+
+def test_nothing_below_controllers_imports_them() -> None:
+    for path, names in imported_modules(ROOT / "valkey_operator").items():
+        assert not any(name.split(".")[0] == "controllers" for name in names), path

@@ -1,0 +1,100 @@
+"""Builder-style wiring of a controller onto a manager (controller-runtime's `builder`).
+
+build_controller(manager, "widgets")
+    .for_(WIDGETS)
+    .owns(CONFIG_MAPS)
+    .watches(SECRETS, map_secret_to_widgets)
+    .with_workers(4)
+    .complete(WidgetReconciler(...))
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from valkey_operator.core.controller import Controller
+from valkey_operator.core.handler import (
+    MapFunc,
+    UpdateFilter,
+    request_for_object,
+    requests_for_controller_owner,
+)
+from valkey_operator.core.manager import Manager
+from valkey_operator.core.reconcile import Reconciler, Request
+from valkey_operator.core.resource import Resource
+from valkey_operator.core.workqueue import RateLimiter
+
+
+@attrs.frozen
+class _Watch:
+    resource: Resource
+    map_fn: MapFunc
+    namespace: str | None
+    update_filter: UpdateFilter | None
+
+
+@attrs.frozen
+class ControllerBuilder:
+    """Immutable: each step returns a new builder, so partial builders can be shared."""
+
+    manager: Manager
+    name: str
+    primary: Resource | None = None
+    watched: tuple[_Watch, ...] = ()
+    workers: int = 1
+    rate_limiter: RateLimiter[Request] | None = None
+
+    def for_(
+        self, resource: Resource, *, namespace: str | None = None, update_filter: UpdateFilter | None = None
+    ) -> ControllerBuilder:
+        """The reconciled kind: each of its objects is a Request."""
+        if self.primary is not None:
+            raise ValueError(f"controller {self.name}: for_() was already called")
+        watch = _Watch(resource, request_for_object, namespace, update_filter)
+        return attrs.evolve(self, primary=resource, watched=(*self.watched, watch))
+
+    def owns(self, resource: Resource, *, update_filter: UpdateFilter | None = None) -> ControllerBuilder:
+        """A kind we create: its events enqueue the controlling owner of the primary kind."""
+        if self.primary is None:
+            raise ValueError(f"controller {self.name}: call for_() before owns()")
+        watch = _Watch(resource, requests_for_controller_owner(self.primary), None, update_filter)
+        return attrs.evolve(self, watched=(*self.watched, watch))
+
+    def watches(
+        self,
+        resource: Resource,
+        map_fn: MapFunc,
+        *,
+        namespace: str | None = None,
+        update_filter: UpdateFilter | None = None,
+    ) -> ControllerBuilder:
+        """Any kind: map_fn says which Requests an object's change affects."""
+        return attrs.evolve(self, watched=(*self.watched, _Watch(resource, map_fn, namespace, update_filter)))
+
+    def with_workers(self, workers: int) -> ControllerBuilder:
+        return attrs.evolve(self, workers=workers)
+
+    def with_rate_limiter(self, rate_limiter: RateLimiter[Request]) -> ControllerBuilder:
+        return attrs.evolve(self, rate_limiter=rate_limiter)
+
+    def complete(self, reconciler: Reconciler) -> Controller:
+        """Create the controller, hook its watches to shared informers, add it to the manager."""
+        if self.primary is None:
+            raise ValueError(f"controller {self.name}: for_() is required")
+        controller = Controller(
+            self.name,
+            reconciler,
+            workers=self.workers,
+            rate_limiter=self.rate_limiter,
+            clock=self.manager.clock,
+            registry=self.manager.registry,
+        )
+        for watch in self.watched:
+            informer = self.manager.informer(watch.resource, watch.namespace)
+            controller.watch(informer, watch.map_fn, watch.update_filter)
+        self.manager.add(controller)
+        return controller
+
+
+def build_controller(manager: Manager, name: str) -> ControllerBuilder:
+    return ControllerBuilder(manager, name)

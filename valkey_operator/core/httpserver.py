@@ -1,0 +1,63 @@
+"""The manager's HTTP endpoints: Prometheus /metrics, and /healthz + /readyz probes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+Check = Callable[[], bool]
+
+
+def parse_bind_address(address: str) -> tuple[str, int] | None:
+    """':8080' -> ('0.0.0.0', 8080); '127.0.0.1:0' -> ephemeral port; '0' -> disabled (None)."""
+    if address in ("", "0"):
+        return None
+    host, _, port = address.rpartition(":")
+    return (host.strip("[]") or "0.0.0.0", int(port))
+
+
+class HttpEndpoint:
+    """One aiohttp site; `port` is the bound port (useful with port 0)."""
+
+    def __init__(self, app: web.Application, host: str, port: int) -> None:
+        self._runner = web.AppRunner(app, access_log=None)
+        self._host = host
+        self._requested_port = port
+        self.port = port
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._requested_port)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None)
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+
+def metrics_app(registry: CollectorRegistry) -> web.Application:
+    async def metrics(_request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def probes_app(healthy: Check, ready: Check) -> web.Application:
+    def probe(check: Check) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(_request: web.Request) -> web.Response:
+            ok = check()
+            return web.Response(status=200 if ok else 503, text="ok" if ok else "not ready")
+
+        return handler
+
+    app = web.Application()
+    app.router.add_get("/healthz", probe(healthy))
+    app.router.add_get("/readyz", probe(ready))
+    return app

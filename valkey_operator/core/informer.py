@@ -1,0 +1,312 @@
+"""Shared informers: one reflector and one indexed store per watched kind, many handlers.
+
+Modelled on client-go's `sharedIndexInformer` and `SharedInformerFactory`:
+every controller that needs a kind asks the factory, which hands out the same
+informer for the same (resource, namespace), so the process keeps one watch
+and one cache per kind however many controllers read it.
+
+Handlers are called synchronously, in event order, on the event loop, after
+the store has been updated. They must be quick and must not block (enqueue a
+key and return) and must not mutate the objects they are given, which are the
+cached objects themselves. A handler that raises is logged and skipped; it
+never stops the informer or the other handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import structlog
+
+from valkey_operator.core.clock import Clock
+from valkey_operator.core.reflector import Reflector, WatchBackoff
+from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import Obj, RestClient
+from valkey_operator.core.store import (
+    DeletedFinalStateUnknown,
+    IndexFunc,
+    Store,
+    Transform,
+    meta_namespace_key,
+    strip_managed_fields,
+)
+
+__all__ = [
+    "NAMESPACE_ALL",
+    "FuncHandler",
+    "ResourceEventHandler",
+    "SharedInformer",
+    "SharedInformerFactory",
+]
+
+log = structlog.get_logger(__name__)
+
+NAMESPACE_ALL = ""
+"""Pass as `namespace` to watch every namespace (client-go's metav1.NamespaceAll)."""
+
+
+class ResourceEventHandler(Protocol):
+    """Notified of every change to an informer's cache, after the cache has it.
+
+    `on_delete` receives the object's final state, or a
+    `DeletedFinalStateUnknown` tombstone when the delete was only noticed by a
+    relist. On a relist every object still present arrives as `on_update`,
+    even when unchanged.
+    """
+
+    def on_add(self, obj: Obj) -> None: ...
+
+    def on_update(self, old: Obj, new: Obj) -> None: ...
+
+    def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None: ...
+
+
+class FuncHandler:
+    """A ResourceEventHandler from plain callables; a missing one ignores that event."""
+
+    def __init__(
+        self,
+        on_add: Callable[[Obj], None] | None = None,
+        on_update: Callable[[Obj, Obj], None] | None = None,
+        on_delete: Callable[[Obj | DeletedFinalStateUnknown], None] | None = None,
+    ) -> None:
+        self._on_add = on_add
+        self._on_update = on_update
+        self._on_delete = on_delete
+
+    def on_add(self, obj: Obj) -> None:
+        if self._on_add is not None:
+            self._on_add(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        if self._on_update is not None:
+            self._on_update(old, new)
+
+    def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        if self._on_delete is not None:
+            self._on_delete(obj)
+
+
+def _safe_key(obj: Obj | DeletedFinalStateUnknown) -> str:
+    try:
+        return meta_namespace_key(obj)
+    except Exception:
+        return "?"
+
+
+class SharedInformer:
+    """One reflector feeding one indexed store, fanning changes out to many handlers."""
+
+    def __init__(
+        self,
+        rest: RestClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        watch_timeout: float | None = None,
+        backoff: WatchBackoff | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """`namespace` None or NAMESPACE_ALL watches all namespaces; see Reflector for the rest."""
+        self.resource = resource
+        self.namespace = namespace if resource.namespaced and namespace else NAMESPACE_ALL
+        self.store = Store(transform=transform, indexers=indexers)
+        """The cache: read it freely, never write it, never mutate what it returns."""
+        self._handlers: list[ResourceEventHandler] = []
+        self._reflector = Reflector(
+            rest,
+            resource,
+            self.store,
+            self,
+            namespace=self.namespace or None,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+            clock=clock,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._log = log.bind(resource=str(resource), namespace=self.namespace)
+
+    # -- handlers --------------------------------------------------------------
+
+    def add_event_handler(self, handler: ResourceEventHandler) -> ResourceEventHandler:
+        """Register a handler; it first gets an `on_add` for every object already cached.
+
+        Returns the handler, to pass to `remove_event_handler` later.
+        """
+        for obj in self.store.list():
+            self._call(handler.on_add, "add", obj, obj)
+        self._handlers.append(handler)
+        return handler
+
+    def remove_event_handler(self, handler: ResourceEventHandler) -> None:
+        with contextlib.suppress(ValueError):
+            self._handlers.remove(handler)
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add named indexes to the shared store (names must be unique across all users)."""
+        self.store.add_indexers(indexers)
+
+    # -- EventSink: called by the reflector after each store change ---------------
+
+    def on_add(self, obj: Obj) -> None:
+        for handler in tuple(self._handlers):
+            self._call(handler.on_add, "add", obj, obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        for handler in tuple(self._handlers):
+            self._call(handler.on_update, "update", new, old, new)
+
+    def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        for handler in tuple(self._handlers):
+            self._call(handler.on_delete, "delete", obj, obj)
+
+    def _call(
+        self,
+        method: Callable[..., None],
+        notification: str,
+        subject: Obj | DeletedFinalStateUnknown,
+        *args: object,
+    ) -> None:
+        try:
+            method(*args)
+        except Exception:
+            # Only the key: object contents (Secrets!) never reach the logs.
+            self._log.exception("event_handler_failed", notification=notification, key=_safe_key(subject))
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def last_sync_resource_version(self) -> str:
+        return self._reflector.last_sync_resource_version
+
+    def has_synced(self) -> bool:
+        """True once the initial LIST is in the store and was delivered to the handlers."""
+        return self._reflector.has_synced
+
+    async def wait_for_sync(self) -> None:
+        """Wait for the initial sync; raises if the informer stops before it.
+
+        Waits indefinitely otherwise (e.g. while RBAC forbids the list): bound it
+        with `asyncio.timeout` where that matters.
+        """
+        if self.has_synced():
+            return
+        if self._task is None:
+            raise RuntimeError(f"informer for {self.resource} is not running")
+        synced = asyncio.ensure_future(self._reflector.wait_for_sync())
+        try:
+            await asyncio.wait({synced, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            synced.cancel()
+        if not self.has_synced():
+            raise RuntimeError(f"informer for {self.resource} stopped before its initial sync")
+
+    async def run(self) -> None:
+        """Run the reflector until cancelled.
+
+        `start`/`stop` manage this as a task; use either them or `run`, never both.
+        """
+        self._log.debug("informer_started")
+        try:
+            await self._reflector.run()
+        finally:
+            self._log.debug("informer_stopped")
+
+    def start(self) -> None:
+        """Start running in a background task; a no-op if already running."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self.run(), name=f"informer:{self.resource}:{self.namespace}"
+            )
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def stop(self) -> None:
+        """Cancel the watch and wait until it has ended. The cache keeps its contents."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class SharedInformerFactory:
+    """Hands out one SharedInformer per (resource, namespace), so all controllers share watches."""
+
+    def __init__(
+        self,
+        rest: RestClient,
+        *,
+        namespace: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+        watch_timeout: float | None = None,
+        backoff: Callable[[], WatchBackoff] = WatchBackoff,
+        clock: Clock | None = None,
+    ) -> None:
+        """`namespace` is the default for `informer_for` (None: all namespaces)."""
+        self._rest = rest
+        self.namespace = namespace or NAMESPACE_ALL
+        self._transform = transform
+        self._watch_timeout = watch_timeout
+        self._backoff = backoff
+        self._clock = clock
+        self._informers: dict[tuple[Resource, str], SharedInformer] = {}
+        self._started = False
+
+    def informer_for(self, resource: Resource, namespace: str | None = None) -> SharedInformer:
+        """The shared informer for this resource.
+
+        `namespace` None means the factory's namespace; NAMESPACE_ALL means every
+        namespace even when the factory has one. Ignored for cluster-scoped
+        resources. Informers created after `start` start at once.
+        """
+        effective = self.namespace if namespace is None else namespace
+        if not resource.namespaced:
+            effective = NAMESPACE_ALL
+        key = (resource, effective)
+        informer = self._informers.get(key)
+        if informer is None:
+            informer = SharedInformer(
+                self._rest,
+                resource,
+                namespace=effective,
+                transform=self._transform,
+                watch_timeout=self._watch_timeout,
+                backoff=self._backoff(),
+                clock=self._clock,
+            )
+            self._informers[key] = informer
+            if self._started:
+                informer.start()
+        return informer
+
+    @property
+    def informers(self) -> list[SharedInformer]:
+        return list(self._informers.values())
+
+    def start(self) -> None:
+        """Start every informer handed out so far, and any handed out later."""
+        self._started = True
+        for informer in self._informers.values():
+            informer.start()
+
+    async def wait_for_cache_sync(self) -> None:
+        """Wait until every started informer has synced (bound it with `asyncio.timeout`)."""
+        await asyncio.gather(*(informer.wait_for_sync() for informer in self.informers if informer.running))
+
+    async def stop(self) -> None:
+        """Stop every informer and wait for their watches to end."""
+        self._started = False
+        await asyncio.gather(*(informer.stop() for informer in self._informers.values()))

@@ -1,0 +1,203 @@
+"""The manager: shared informers, controllers, leader election, metrics and probes, graceful stop.
+
+Start order: HTTP endpoints, then informers (standbys keep warm caches, so a
+takeover starts reconciling at once), then leader election, then
+controllers. Stop order (SIGTERM): controllers drain in-flight reconciles,
+the lease is released, informers and endpoints stop. A leader that misses its
+renew deadline stops acting immediately and `run` raises LeadershipLost, so
+the process exits and restarts as a standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Awaitable, Coroutine
+from typing import Any
+
+import attrs
+import structlog
+from kubernetes_asyncio.client import ApiClient
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from valkey_operator.core.client import Client
+from valkey_operator.core.clock import Clock, RealClock
+from valkey_operator.core.controller import Controller
+from valkey_operator.core.events import EventRecorder
+from valkey_operator.core.httpserver import HttpEndpoint, metrics_app, parse_bind_address, probes_app
+from valkey_operator.core.informer import NAMESPACE_ALL, SharedInformer, SharedInformerFactory
+from valkey_operator.core.leaderelection import KubernetesLeaseLock, LeaderElector
+from valkey_operator.core.metrics import controller_metrics
+from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import RestClient
+
+log = structlog.get_logger(__name__)
+
+ALL_NAMESPACES = NAMESPACE_ALL
+
+
+def default_identity() -> str:
+    """Unique per process: hostname (the pod name in a cluster) plus pid."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+
+
+@attrs.frozen
+class LeaderElectionConfig:
+    lease_name: str
+    namespace: str
+    identity: str = attrs.field(factory=default_identity)
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class Manager:
+    """Owns everything controllers share; `run()` until `stop()` (or lost leadership)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        field_manager: str,
+        namespace: str | None = None,
+        metrics_bind_address: str = ":8080",
+        health_probe_bind_address: str = ":8081",
+        leader_election: LeaderElectionConfig | None = None,
+        registry: CollectorRegistry = REGISTRY,
+        graceful_shutdown_timeout: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.rest = RestClient(api_client)
+        self.client = Client(self.rest, field_manager)
+        self.namespace = namespace
+        self.informers = SharedInformerFactory(self.rest, namespace=namespace)
+        self.registry = registry
+        self.clock = clock or RealClock()
+        self.leader_election = leader_election
+        self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        self.controllers: list[Controller] = []
+        self._metrics_address = parse_bind_address(metrics_bind_address)
+        self._probe_address = parse_bind_address(health_probe_bind_address)
+        self.metrics_endpoint: HttpEndpoint | None = None
+        self.probe_endpoint: HttpEndpoint | None = None
+        self._stop = asyncio.Event()
+        self._caches_synced = False
+        self._identity = leader_election.identity if leader_election else default_identity()
+
+    # -- wiring ------------------------------------------------------------------
+
+    def informer(self, resource: Resource, namespace: str | None = None) -> SharedInformer:
+        """The shared informer for resource, scoped to namespace (default: the manager's scope).
+
+        Pass ALL_NAMESPACES to watch every namespace regardless of the manager's scope.
+        """
+        return self.informers.informer_for(resource, namespace=namespace)
+
+    def add(self, controller: Controller) -> None:
+        self.controllers.append(controller)
+
+    def event_recorder(self, controller_name: str) -> EventRecorder:
+        return EventRecorder(self.client, controller_name, self._identity)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        return True
+
+    def ready(self) -> bool:
+        return self._caches_synced and not self._stop.is_set()
+
+    def stop(self) -> None:
+        """Ask run() to shut down gracefully (safe from a signal handler)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Run until stop(); raises LeadershipLost if the lease is lost while leading."""
+        await self._start_endpoints()
+        self.informers.start()
+        try:
+            if not await self._until_stopped(self.informers.wait_for_cache_sync()):
+                return
+            self._caches_synced = True
+            if self.leader_election is None:
+                await self._run_controllers(renewal=None)
+                return
+            elector = self._new_elector(self.leader_election)
+            self._set_leader(False)
+            if not await self._until_stopped(elector.acquire()):
+                return
+            self._set_leader(True)
+            try:
+                await self._run_controllers(renewal=elector.keep_renewing())
+            finally:
+                self._set_leader(False)
+            await elector.release()
+        finally:
+            await self.informers.stop()
+            await self._stop_endpoints()
+            log.info("manager stopped")
+
+    async def _run_controllers(self, renewal: Coroutine[None, None, None] | None) -> None:
+        """Run controllers until stop() (then drain them) or until renewal fails (then abandon them)."""
+        tasks = [asyncio.create_task(c.run(), name=f"controller-{c.name}") for c in self.controllers]
+        stopping = asyncio.create_task(self._stop.wait())
+        renewing = asyncio.create_task(renewal, name="lease-renewal") if renewal else None
+        waiting: set[asyncio.Task[Any]] = {stopping, *tasks, *([renewing] if renewing else [])}
+        try:
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {stopping}:
+                task.result()  # LeadershipLost, or a controller that crashed
+            await self._shutdown_controllers()
+        finally:
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+
+    def _set_leader(self, leading: bool) -> None:
+        assert self.leader_election is not None
+        gauge = controller_metrics(self.registry).leader_election_master_status
+        gauge.labels(name=self.leader_election.lease_name).set(1 if leading else 0)
+
+    def _new_elector(self, config: LeaderElectionConfig) -> LeaderElector:
+        return LeaderElector(
+            KubernetesLeaseLock(self.client, config.namespace, config.lease_name),
+            config.identity,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+            clock=self.clock,
+        )
+
+    async def _until_stopped(self, awaitable: Awaitable[Any]) -> bool:
+        """Await awaitable unless stop() comes first; True when it completed."""
+        work = asyncio.ensure_future(awaitable)
+        stopping = asyncio.create_task(self._stop.wait())
+        done, _ = await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            stopping.cancel()
+            work.result()
+            return True
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        return False
+
+    async def _shutdown_controllers(self) -> None:
+        await asyncio.gather(
+            *(controller.shutdown(self.graceful_shutdown_timeout) for controller in self.controllers)
+        )
+
+    async def _start_endpoints(self) -> None:
+        if self._metrics_address is not None:
+            self.metrics_endpoint = HttpEndpoint(metrics_app(self.registry), *self._metrics_address)
+            await self.metrics_endpoint.start()
+        if self._probe_address is not None:
+            self.probe_endpoint = HttpEndpoint(probes_app(self.healthy, self.ready), *self._probe_address)
+            await self.probe_endpoint.start()
+
+    async def _stop_endpoints(self) -> None:
+        for endpoint in (self.metrics_endpoint, self.probe_endpoint):
+            if endpoint is not None:
+                await endpoint.stop()

@@ -1,0 +1,37 @@
+"""What a reconciler receives and returns (controller-runtime's `reconcile` package)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+
+@attrs.frozen
+class Request:
+    """The key of one object to reconcile; the reconciler reads the rest from the cache."""
+
+    name: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@attrs.frozen
+class Result:
+    """Ask to be called again: after a delay, or rate-limited when `requeue` is set.
+
+    A plain `Result()` means "done until something changes".
+    """
+
+    requeue: bool = False
+    requeue_after: float = 0.0
+
+
+class TerminalError(Exception):
+    """A failure retrying cannot fix (bad input); reported, never requeued."""
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, request: Request) -> Result: ...

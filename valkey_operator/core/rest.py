@@ -1,0 +1,132 @@
+"""Raw JSON requests over kubernetes-asyncio's authenticated HTTP session.
+
+The core caches plain dicts, not generated model objects (SPEC section 6):
+requests go through `ApiClient.call_api(..., _preload_content=False)`, which
+keeps kubernetes-asyncio's auth (client certs, rotating in-cluster tokens)
+and TLS set-up, and bodies are decoded with orjson.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+Obj = dict[str, Any]
+"""A Kubernetes object as decoded JSON."""
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server, with its Status fields."""
+
+    def __init__(self, status: int, body: bytes | str) -> None:
+        self.status = status
+        self.body: Obj = {}
+        try:
+            decoded = orjson.loads(body) if body else {}
+            if isinstance(decoded, dict):
+                self.body = decoded
+        except orjson.JSONDecodeError:
+            pass
+        self.reason: str = self.body.get("reason", "")
+        self.message: str = self.body.get(
+            "message", body.decode(errors="replace") if isinstance(body, bytes) else body
+        )
+        super().__init__(f"{status} {self.reason}: {self.message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.reason == "Conflict"
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        """410: the requested resourceVersion is too old (watch must relist)."""
+        return self.status == 410
+
+
+Query = Mapping[str, str | int | bool | None]
+
+
+def _query_pairs(query: Query | None) -> list[tuple[str, str]]:
+    pairs = []
+    for key, value in (query or {}).items():
+        if value is None:
+            continue
+        pairs.append((key, str(value).lower() if isinstance(value, bool) else str(value)))
+    return pairs
+
+
+class RestClient:
+    """JSON in, JSON out, over one kubernetes-asyncio ApiClient."""
+
+    def __init__(self, api_client: ApiClient) -> None:
+        self.api_client = api_client
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: Query | None,
+        body: Any,
+        content_type: str,
+        timeout: float | aiohttp.ClientTimeout | None,
+    ) -> aiohttp.ClientResponse:
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        response: aiohttp.ClientResponse = await self.api_client.call_api(
+            path,
+            method,
+            query_params=_query_pairs(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = 30.0,
+    ) -> Obj:
+        """Send one request; return the decoded body or raise ApiError."""
+        response = await self._send(method, path, query, body, content_type, timeout)
+        async with response:
+            data = await response.read()
+            if not 200 <= response.status <= 299:
+                raise ApiError(response.status, data)
+        decoded: Obj = orjson.loads(data) if data else {}
+        return decoded
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, query: Query | None = None, timeout: aiohttp.ClientTimeout | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A GET whose body is read incrementally (watches); raises ApiError on non-2xx."""
+        response = await self._send("GET", path, query, None, JSON, timeout)
+        async with response:
+            if not 200 <= response.status <= 299:
+                raise ApiError(response.status, await response.read())
+            yield response
