@@ -1,1 +1,21 @@
 """Reconcilers for ValkeyImage, ValkeyConfig, ValkeyRole and ValkeyCluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controllers import image, role
+from controllers.config import reconciler as config
+from controllers.indexes import ReferenceIndex
+from valkey_operator.core.controller import Controller
+from valkey_operator.core.manager import Manager
+
+
+def setup_all(manager: Manager, workers: Mapping[str, int]) -> list[Controller]:
+    """Install the shared reference index and every reconciler on manager."""
+    index = ReferenceIndex.install(manager)
+    return [
+        image.setup(manager, index, workers.get("image", 2)),
+        config.setup(manager, index, workers.get("config", 2)),
+        role.setup(manager, index, workers.get("role", 2)),
+    ]

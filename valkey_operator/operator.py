@@ -9,7 +9,9 @@ from pathlib import Path
 
 import structlog
 from kubernetes_asyncio import client, config
+from prometheus_client import disable_created_metrics
 
+import controllers
 from valkey_operator.core.leaderelection import LeadershipLost
 from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.manager import LeaderElectionConfig, Manager
@@ -63,12 +65,14 @@ def build_manager(settings: Settings, api_client: client.ApiClient) -> Manager:
 
 async def run(settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # controller-runtime has no *_created series
     async with await load_api_client(settings.kubeconfig) as api_client:
         try:
             manager = build_manager(settings, api_client)
         except ConfigurationError as exc:
             log.error("invalid configuration", error=str(exc))
             return 2
+        controllers.setup_all(manager, settings.workers)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, manager.stop)

@@ -1,0 +1,1 @@
+"""ValkeyConfig: chain resolution (pure) and its reconciler."""

@@ -1,0 +1,104 @@
+"""Named indexes on the shared cache: who references whom (SPEC section 2).
+
+Reconcilers ask these, never the API server, whether an object is still
+referenced and which objects a change affects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES, VALKEY_ROLES
+from valkey_operator.core.informer import NAMESPACE_ALL, SharedInformer
+from valkey_operator.core.manager import Manager
+from valkey_operator.core.rest import Obj
+
+CONFIGS_BY_IMAGE = "configs-by-imageRef"
+CONFIGS_BY_BASE = "configs-by-baseRef"
+CLUSTERS_BY_CONFIG = "clusters-by-configRef"
+CLUSTERS_BY_ROLE = "clusters-by-roleRef"
+
+
+def config_image_ref(config: Obj) -> list[str]:
+    ref = config.get("spec", {}).get("imageRef")
+    return [ref] if ref else []
+
+
+def config_base_ref(config: Obj) -> list[str]:
+    ref = config.get("spec", {}).get("baseRef")
+    return [ref] if ref else []
+
+
+def cluster_config_ref(cluster: Obj) -> list[str]:
+    ref = cluster.get("spec", {}).get("configRef")
+    return [ref] if ref else []
+
+
+def cluster_role_refs(cluster: Obj) -> list[str]:
+    refs = {
+        permission["roleRef"]
+        for user in cluster.get("spec", {}).get("acl", [])
+        for permission in user.get("permissions", [])
+        if permission.get("roleRef")
+    }
+    return sorted(refs)
+
+
+@attrs.frozen
+class ReferenceIndex:
+    """The shared informers of the four kinds, with the reference indexes installed.
+
+    ValkeyClusters are watched in every namespace even when the operator
+    reconciles only one, so protection of cluster-scoped objects stays correct.
+    """
+
+    images: SharedInformer
+    configs: SharedInformer
+    roles: SharedInformer
+    clusters: SharedInformer
+
+    @classmethod
+    def install(cls, manager: Manager) -> ReferenceIndex:
+        """Install the indexes on the manager's shared informers (once per manager)."""
+        configs = manager.informer(VALKEY_CONFIGS)
+        clusters = manager.informer(VALKEY_CLUSTERS, namespace=NAMESPACE_ALL)
+        configs.add_indexers({CONFIGS_BY_IMAGE: config_image_ref, CONFIGS_BY_BASE: config_base_ref})
+        clusters.add_indexers({CLUSTERS_BY_CONFIG: cluster_config_ref, CLUSTERS_BY_ROLE: cluster_role_refs})
+        return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters)
+
+    # -- lookups -------------------------------------------------------------------
+
+    def image(self, name: str) -> Obj | None:
+        return self.images.store.get_by_key(name)
+
+    def config(self, name: str) -> Obj | None:
+        return self.configs.store.get_by_key(name)
+
+    def role(self, name: str) -> Obj | None:
+        return self.roles.store.get_by_key(name)
+
+    def configs_using_image(self, image: str) -> list[str]:
+        return self.configs.store.index_keys(CONFIGS_BY_IMAGE, image)
+
+    def configs_based_on(self, config: str) -> list[str]:
+        return self.configs.store.index_keys(CONFIGS_BY_BASE, config)
+
+    def clusters_using_config(self, config: str) -> list[str]:
+        """namespace/name keys of the clusters whose spec.configRef is config."""
+        return self.clusters.store.index_keys(CLUSTERS_BY_CONFIG, config)
+
+    def clusters_using_role(self, role: str) -> list[str]:
+        return self.clusters.store.index_keys(CLUSTERS_BY_ROLE, role)
+
+    def descendants(self, configs: Iterable[str]) -> list[str]:
+        """Every config whose baseRef chain passes through any of configs (cycle-safe)."""
+        seen: set[str] = set()
+        pending = list(configs)
+        while pending:
+            for child in self.configs_based_on(pending.pop()):
+                if child not in seen:
+                    seen.add(child)
+                    pending.append(child)
+        return sorted(seen)

@@ -1,0 +1,28 @@
+"""Suite-wide fixtures on top of the test-bed plugin (valkey_operator.testing.plugin)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+from kubernetes_asyncio import client as k8s
+
+from valkey_operator.core.client import Client
+from valkey_operator.core.rest import RestClient
+from valkey_operator.testing.crds import install_crds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest_asyncio.fixture
+async def kube(kube_api: k8s.ApiClient) -> AsyncIterator[Client]:
+    """Our JSON client as cluster admin, for arranging and inspecting objects in tests."""
+    yield Client(RestClient(kube_api), field_manager="tests")
+
+
+@pytest_asyncio.fixture
+async def valkey_crds(kube: Client) -> AsyncIterator[None]:
+    """The product's CRDs (crds/*.yaml) installed and Established (idempotent, cheap when current)."""
+    await install_crds(kube, sorted((ROOT / "crds").glob("*.yaml")))
+    yield

@@ -1,0 +1,377 @@
+"""Image, config and role reconcilers on the real API server: protection and resolution."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client as k8s
+from prometheus_client import CollectorRegistry
+
+import controllers
+from valkey_operator.api.resources import (
+    CONFIG_PROTECTION_FINALIZER,
+    IMAGE_PROTECTION_FINALIZER,
+    ROLE_PROTECTION_FINALIZER,
+    VALKEY_CLUSTERS,
+    VALKEY_CONFIGS,
+    VALKEY_IMAGES,
+    VALKEY_ROLES,
+)
+from valkey_operator.core.client import Client, retry_on_conflict
+from valkey_operator.core.conditions import find_condition
+from valkey_operator.core.manager import Manager
+from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import Obj
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
+
+
+class Operator:
+    """The operator's reconcilers in this process; restartable."""
+
+    def __init__(self, api: k8s.ApiClient, namespace: str | None = None) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.task: asyncio.Task[None] | None = None
+        self.manager: Manager | None = None
+
+    async def start(self) -> None:
+        self.manager = Manager(
+            self.api,
+            field_manager="valkey-operator",
+            namespace=self.namespace,
+            metrics_bind_address="0",
+            health_probe_bind_address="0",
+            registry=CollectorRegistry(),
+        )
+        controllers.setup_all(self.manager, {})
+        self.task = asyncio.create_task(self.manager.run())
+        async with asyncio.timeout(30):
+            while not self.manager.ready():
+                await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self.manager is not None and self.task is not None:
+            self.manager.stop()
+            await asyncio.wait_for(self.task, 30)
+            self.manager = self.task = None
+
+
+@pytest_asyncio.fixture
+async def operator(kube_api: k8s.ApiClient) -> AsyncIterator[Operator]:
+    running = Operator(kube_api)
+    await running.start()
+    yield running
+    await running.stop()
+
+
+class Names:
+    """Cluster-scoped objects named uniquely per test, all cleaned up afterwards."""
+
+    def __init__(self, kube: Client, suffix: str) -> None:
+        self.kube = kube
+        self.suffix = suffix
+        self.created: list[tuple[Resource, str]] = []
+
+    def __call__(self, name: str) -> str:
+        return f"{name}-{self.suffix}"
+
+    async def image(self, name: str, version: str = "9.1.2") -> Obj:
+        body = {
+            "metadata": {"name": self(name)},
+            "spec": {"repository": "valkey/valkey", "tag": version, "version": version},
+        }
+        return await self._create(VALKEY_IMAGES, body)
+
+    async def config(self, name: str, **spec: Any) -> Obj:
+        for ref in ("imageRef", "baseRef"):
+            if ref in spec:
+                spec[ref] = self(spec[ref])
+        return await self._create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
+
+    async def role(self, name: str) -> Obj:
+        spec = {"categories": [{"name": "read", "access": "allow"}, {"name": "dangerous", "access": "deny"}]}
+        return await self._create(VALKEY_ROLES, {"metadata": {"name": self(name)}, "spec": spec})
+
+    async def _create(self, resource: Resource, body: Obj) -> Obj:
+        created = await self.kube.create(
+            resource, {"apiVersion": resource.api_version, "kind": resource.kind, **body}
+        )
+        self.created.append((resource, created["metadata"]["name"]))
+        return created
+
+    async def cleanup(self) -> None:
+        for resource, name in reversed(self.created):
+            current = await self.kube.get_or_none(resource, name)
+            if current is not None and current["metadata"].get("finalizers"):
+                await self.kube.patch(resource, name, {"metadata": {"finalizers": None}})
+            await self.kube.delete(resource, name)
+
+
+@pytest_asyncio.fixture
+async def names(kube: Client, namespace: str) -> AsyncIterator[Names]:
+    created = Names(kube, namespace[-6:])
+    yield created
+    await created.cleanup()
+
+
+def cluster(name: str, namespace: str, config: str, roles: tuple[str, ...] = ()) -> Obj:
+    acl = [
+        {
+            "username": f"user{i}",
+            "passwordHashes": ["a" * 64],
+            "permissions": [{"roleRef": role, "keys": [{"pattern": "*", "access": "readwrite"}]}],
+        }
+        for i, role in enumerate(roles)
+    ]
+    spec: Obj = {"configRef": config, "shards": 1, "replicasPerShard": 0}
+    if acl:
+        spec["acl"] = acl
+    return {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> float:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while loop.time() - started < timeout:
+        if await check():
+            return loop.time() - started
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def finalizers(kube: Client, resource: Resource, name: str) -> list[str] | None:
+    """The object's finalizers, or None once it is gone."""
+    current = await kube.get_or_none(resource, name)
+    return None if current is None else current["metadata"].get("finalizers", [])
+
+
+async def has(kube: Client, resource: Resource, name: str, finalizer: str) -> bool:
+    return finalizer in (await finalizers(kube, resource, name) or [])
+
+
+async def gone(kube: Client, resource: Resource, name: str) -> bool:
+    return await kube.get_or_none(resource, name) is None
+
+
+async def resolved(kube: Client, name: str) -> dict[str, Any] | None:
+    config = await kube.get(VALKEY_CONFIGS, name)
+    return find_condition(config.get("status", {}).get("conditions"), "Resolved")
+
+
+async def test_referenced_image_is_protected_until_its_last_config_goes(
+    operator: Operator, kube: Client, names: Names
+) -> None:
+    await names.image("img")
+    await names.config("a", imageRef="img")
+    await names.config("b", imageRef="img")
+    await eventually(lambda: has(kube, VALKEY_IMAGES, names("img"), IMAGE_PROTECTION_FINALIZER), "protection")
+
+    await kube.delete(VALKEY_IMAGES, names("img"))
+    marked = await kube.get(VALKEY_IMAGES, names("img"))
+    assert "deletionTimestamp" in marked["metadata"]
+    await kube.delete(VALKEY_CONFIGS, names("a"))
+    await asyncio.sleep(1)
+    assert not await gone(kube, VALKEY_IMAGES, names("img")), "still referenced by b"
+
+    await kube.delete(VALKEY_CONFIGS, names("b"))
+    released_in = await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release", timeout=10)
+    assert released_in < 5
+
+
+async def test_unreferenced_image_deletes_at_once(operator: Operator, kube: Client, names: Names) -> None:
+    await names.image("lonely")
+    await asyncio.sleep(0.5)  # let the reconciler see it
+    assert await finalizers(kube, VALKEY_IMAGES, names("lonely")) == []
+    await kube.delete(VALKEY_IMAGES, names("lonely"))
+    assert await gone(kube, VALKEY_IMAGES, names("lonely"))
+
+
+async def test_moving_image_ref_releases_the_old_image(
+    operator: Operator, kube: Client, names: Names
+) -> None:
+    await names.image("old")
+    await names.image("new")
+    await names.config("cfg", imageRef="old")
+    await eventually(
+        lambda: has(kube, VALKEY_IMAGES, names("old"), IMAGE_PROTECTION_FINALIZER), "old protected"
+    )
+    await kube.patch(VALKEY_CONFIGS, names("cfg"), {"spec": {"imageRef": names("new")}})
+    await eventually(
+        lambda: has(kube, VALKEY_IMAGES, names("new"), IMAGE_PROTECTION_FINALIZER), "new protected"
+    )
+    await eventually(
+        lambda: _not(has(kube, VALKEY_IMAGES, names("old"), IMAGE_PROTECTION_FINALIZER)), "old released"
+    )
+
+
+async def _not(value: Awaitable[bool]) -> bool:
+    return not await value
+
+
+async def test_chain_resolution_and_every_failure_reason(
+    operator: Operator, kube: Client, names: Names
+) -> None:
+    await names.config("leaf", baseRef="base", valkey={"maxmemory-policy": "allkeys-lru"})
+
+    async def reason_is(name: str, reason: str) -> bool:
+        condition = await resolved(kube, names(name))
+        return condition is not None and condition["reason"] == reason
+
+    await eventually(lambda: reason_is("leaf", "BaseNotFound"), "BaseNotFound")
+    await names.config("base", imageRef="img", valkey={"maxmemory-policy": "noeviction", "timeout": "5"})
+    await eventually(lambda: reason_is("leaf", "ImageNotFound"), "ImageNotFound")
+    await names.image("img")
+    await eventually(lambda: reason_is("leaf", "Resolved"), "Resolved")
+    leaf = await kube.get(VALKEY_CONFIGS, names("leaf"))
+    assert leaf["status"]["resolvedImage"] == {
+        "name": names("img"),
+        "repository": "valkey/valkey",
+        "tag": "9.1.2",
+        "version": "9.1.2",
+    }
+    assert leaf["status"]["observedGeneration"] == leaf["metadata"]["generation"]
+    first_hash = leaf["status"]["settingsHash"]
+    # A change in the base changes the derived config's effective settings.
+    await kube.patch(VALKEY_CONFIGS, names("base"), {"spec": {"valkey": {"timeout": "6"}}})
+
+    async def hash_changed() -> bool:
+        current = await kube.get(VALKEY_CONFIGS, names("leaf"))
+        return bool(current["status"].get("settingsHash") not in (None, first_hash))
+
+    await eventually(hash_changed, "the derived config's hash to follow its base")
+
+    await names.config("loop1", baseRef="loop2")
+    await names.config("loop2", baseRef="loop1", imageRef="img")
+    await eventually(lambda: reason_is("loop1", "BaseCycle"), "BaseCycle")
+
+    await names.config("d0", imageRef="img")
+    for depth in range(1, 9):
+        await names.config(f"d{depth}", baseRef=f"d{depth - 1}")
+    await eventually(lambda: reason_is("d7", "Resolved"), "8 deep resolves")
+    await eventually(lambda: reason_is("d8", "TooDeep"), "9 deep is too deep")
+    condition = await resolved(kube, names("d8"))
+    assert condition is not None and condition["status"] == "False"
+
+
+async def test_configs_and_roles_are_protected_while_referenced(
+    operator: Operator, kube: Client, names: Names, namespace: str
+) -> None:
+    await names.image("img")
+    await names.config("base", imageRef="img")
+    await names.config("child", baseRef="base")
+    await names.config("used", imageRef="img")
+    await names.role("reader")
+    await eventually(
+        lambda: has(kube, VALKEY_CONFIGS, names("base"), CONFIG_PROTECTION_FINALIZER), "base protected"
+    )
+    assert not await has(kube, VALKEY_CONFIGS, names("child"), CONFIG_PROTECTION_FINALIZER)
+
+    await kube.create(VALKEY_CLUSTERS, cluster("c1", namespace, names("used"), roles=(names("reader"),)))
+    await eventually(
+        lambda: has(kube, VALKEY_CONFIGS, names("used"), CONFIG_PROTECTION_FINALIZER), "used protected"
+    )
+    await eventually(
+        lambda: has(kube, VALKEY_ROLES, names("reader"), ROLE_PROTECTION_FINALIZER), "role protected"
+    )
+    role = await kube.get(VALKEY_ROLES, names("reader"))
+    assert role["status"]["summary"] == "+@read -@dangerous"
+
+    await kube.delete(VALKEY_ROLES, names("reader"))
+    await kube.delete(VALKEY_CONFIGS, names("used"))
+    await asyncio.sleep(1)
+    assert not await gone(kube, VALKEY_ROLES, names("reader"))
+    assert not await gone(kube, VALKEY_CONFIGS, names("used"))
+    await kube.delete(VALKEY_CLUSTERS, "c1", namespace)
+    await eventually(lambda: gone(kube, VALKEY_ROLES, names("reader")), "role released")
+    await eventually(lambda: gone(kube, VALKEY_CONFIGS, names("used")), "config released")
+
+    await kube.delete(VALKEY_CONFIGS, names("child"))
+    await eventually(
+        lambda: _not(has(kube, VALKEY_CONFIGS, names("base"), CONFIG_PROTECTION_FINALIZER)), "base released"
+    )
+
+
+async def test_restart_mid_way_converges(kube_api: k8s.ApiClient, kube: Client, names: Names) -> None:
+    first = Operator(kube_api)
+    await first.start()
+    await names.image("img")
+    await names.config("cfg", imageRef="img")
+    await eventually(lambda: has(kube, VALKEY_IMAGES, names("img"), IMAGE_PROTECTION_FINALIZER), "protection")
+    await first.stop()
+    # While no operator runs: the image is deleted (marked) and its config removed.
+    await kube.delete(VALKEY_IMAGES, names("img"))
+    await kube.delete(VALKEY_CONFIGS, names("cfg"))
+    await asyncio.sleep(0.5)
+    assert not await gone(kube, VALKEY_IMAGES, names("img"))
+    second = Operator(kube_api)
+    await second.start()
+    try:
+        await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release after restart")
+    finally:
+        await second.stop()
+
+
+async def test_concurrent_writers_keep_each_others_finalizers(
+    operator: Operator, kube: Client, names: Names
+) -> None:
+    await names.image("busy")
+    other = "example.com/someone-else"
+
+    async def other_writer() -> None:
+        for i in range(20):
+            await kube.patch(VALKEY_IMAGES, names("busy"), {"metadata": {"labels": {"tick": str(i)}}})
+
+        async def add_ours() -> Obj:
+            current = await kube.get(VALKEY_IMAGES, names("busy"))
+            return await kube.patch(
+                VALKEY_IMAGES,
+                names("busy"),
+                {
+                    "metadata": {
+                        "finalizers": [*current["metadata"].get("finalizers", []), other],
+                        "resourceVersion": current["metadata"]["resourceVersion"],
+                    }
+                },
+            )
+
+        await retry_on_conflict(add_ours)  # the operator writes the same list concurrently
+
+    writer = asyncio.create_task(other_writer())
+    for index in range(5):
+        await names.config(f"user{index}", imageRef="busy")
+    await writer
+    await eventually(
+        lambda: has(kube, VALKEY_IMAGES, names("busy"), IMAGE_PROTECTION_FINALIZER), "protection"
+    )
+    assert other in (await finalizers(kube, VALKEY_IMAGES, names("busy")) or [])
+    await kube.patch(VALKEY_IMAGES, names("busy"), {"metadata": {"finalizers": [IMAGE_PROTECTION_FINALIZER]}})
+
+
+async def test_namespace_scoped_operator_still_protects_for_other_namespaces(
+    kube_api: k8s.ApiClient, kube: Client, names: Names, namespace: str
+) -> None:
+    scoped = Operator(kube_api, namespace="somewhere-else")
+    await scoped.start()
+    try:
+        await names.image("img")
+        await names.config("cfg", imageRef="img")
+        await kube.create(VALKEY_CLUSTERS, cluster("c", namespace, names("cfg")))
+        await eventually(
+            lambda: has(kube, VALKEY_CONFIGS, names("cfg"), CONFIG_PROTECTION_FINALIZER), "protected"
+        )
+        await kube.delete(VALKEY_CLUSTERS, "c", namespace)
+        await eventually(
+            lambda: _not(has(kube, VALKEY_CONFIGS, names("cfg"), CONFIG_PROTECTION_FINALIZER)), "released"
+        )
+    finally:
+        await scoped.stop()

@@ -1,0 +1,486 @@
+"""The attrs models parse and render API objects losslessly, and parse minimal objects with defaults."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from valkey_operator.api.cluster import (
+    AclUser,
+    ClusterState,
+    KeyAccess,
+    KeyPattern,
+    NodeRole,
+    NodeStatus,
+    Permission,
+    Placement,
+    TaintEffect,
+    Tls,
+    Toleration,
+    TolerationOperator,
+    ValkeyCluster,
+    ValkeyClusterSpec,
+    ValkeyClusterStatus,
+    ZoneSpread,
+)
+from valkey_operator.api.config import PodSecurity, Resources, ValkeyConfig, ValkeyConfigSpec
+from valkey_operator.api.image import ValkeyImage, ValkeyImageSpec, meets_floor, parse_version
+from valkey_operator.api.meta import Condition, ConditionStatus, ObjectMeta
+from valkey_operator.api.role import Access, AclCategory, CategoryRule, ValkeyRole, ValkeyRoleSpec
+from valkey_operator.core.rest import Obj
+
+API_VERSION = "valkey.gomomento.com/v1alpha1"
+HASH_A = "a" * 64
+HASH_B = "0123456789abcdef" * 4
+
+METADATA: Obj = {
+    "name": "cache",
+    "uid": "6f1c2d0e-0000-4000-8000-000000000001",
+    "generation": 4,
+    "resourceVersion": "12345",
+    "labels": {"team": "payments"},
+    "annotations": {"example.com/note": "hello"},
+    "finalizers": ["valkey.gomomento.com/image-protection"],
+    "deletionTimestamp": "2025-01-02T03:04:05Z",
+    "ownerReferences": [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "owner",
+            "uid": "6f1c2d0e-0000-4000-8000-000000000002",
+            "controller": True,
+            "blockOwnerDeletion": False,
+        }
+    ],
+}
+
+
+def condition(type_: str, status: str = "True", reason: str = "Ok") -> Obj:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": f"{type_} is {status}",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+        "observedGeneration": 4,
+    }
+
+
+IMAGE: Obj = {
+    "apiVersion": API_VERSION,
+    "kind": "ValkeyImage",
+    "metadata": METADATA,
+    "spec": {"repository": "docker.io/valkey/valkey", "tag": "9.0.1-alpine", "version": "9.0.1"},
+    "status": {},
+}
+
+CONFIG: Obj = {
+    "apiVersion": API_VERSION,
+    "kind": "ValkeyConfig",
+    "metadata": METADATA,
+    "spec": {
+        "imageRef": "valkey-9",
+        "baseRef": "defaults",
+        "resources": {"cpu": "500m", "memory": "1Gi"},
+        "valkey": {"maxmemory-policy": "allkeys-lru", "io-threads": "4"},
+        "podSecurity": {"runAsUser": 1000, "runAsGroup": 1001, "fsGroup": 1002},
+    },
+    "status": {
+        "observedGeneration": 4,
+        "resolvedImage": {
+            "name": "valkey-9",
+            "repository": "docker.io/valkey/valkey",
+            "tag": "9.0.1",
+            "version": "9.0.1",
+        },
+        "settingsHash": "deadbeef",
+        "conditions": [condition("Resolved")],
+    },
+}
+
+ROLE: Obj = {
+    "apiVersion": API_VERSION,
+    "kind": "ValkeyRole",
+    "metadata": METADATA,
+    "spec": {
+        "categories": [
+            {"name": "read", "access": "allow"},
+            {"name": "write", "access": "allow"},
+            {"name": "dangerous", "access": "deny"},
+        ],
+        "commands": [{"name": "client|kill", "access": "deny"}, {"name": "info", "access": "allow"}],
+    },
+    "status": {
+        "observedGeneration": 4,
+        "summary": "+read +write -dangerous",
+        "conditions": [condition("Ready")],
+    },
+}
+
+CLUSTER: Obj = {
+    "apiVersion": API_VERSION,
+    "kind": "ValkeyCluster",
+    "metadata": {**METADATA, "namespace": "apps"},
+    "spec": {
+        "configRef": "standard",
+        "shards": 6,
+        "replicasPerShard": 2,
+        "acl": [
+            {
+                "username": "app",
+                "passwordHashes": [HASH_A, HASH_B],
+                "permissions": [
+                    {
+                        "roleRef": "read-write",
+                        "keys": [
+                            {"pattern": "app:*", "access": "readwrite"},
+                            {"pattern": "shared:*", "access": "read"},
+                        ],
+                        "channels": ["events.*"],
+                    },
+                    {"roleRef": "read-only", "keys": [{"pattern": "audit:*", "access": "write"}]},
+                ],
+            }
+        ],
+        "tls": {"secretRef": "cache-tls"},
+        "placement": {
+            "zones": ["zone-a", "zone-b"],
+            "zoneSpread": "required",
+            "nodeSelector": {"pool": "cache"},
+            "tolerations": [
+                {
+                    "key": "dedicated",
+                    "operator": "Equal",
+                    "value": "cache",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {"operator": "Exists"},
+            ],
+            "priorityClassName": "high",
+        },
+        "podAnnotations": {"example.com/scrape": "true"},
+    },
+    "status": {
+        "state": "Active",
+        "message": "all 6 shards ready",
+        "endpoint": "cache.apps.svc.cluster.local:6379",
+        "observedGeneration": 4,
+        "shards": 6,
+        "readyShards": 6,
+        "readyNodes": 18,
+        "currentImage": "docker.io/valkey/valkey:9.0.1",
+        "configHash": "cafebabe",
+        "nodes": [
+            {
+                "pod": "cache-0-abcde",
+                "shard": 0,
+                "role": "primary",
+                "nodeId": "f" * 40,
+                "ip": "10.0.0.7",
+                "version": "9.0.1",
+                "slots": "0-5460",
+            },
+            {"pod": "cache-0-fghij", "shard": 0},
+        ],
+        "conditions": [
+            condition("Ready"),
+            condition("Progressing", "False", "Idle"),
+            condition("Degraded", "False", "Healthy"),
+        ],
+    },
+}
+
+KINDS: list[tuple[Any, Obj]] = [
+    (ValkeyImage, IMAGE),
+    (ValkeyConfig, CONFIG),
+    (ValkeyRole, ROLE),
+    (ValkeyCluster, CLUSTER),
+]
+
+
+@pytest.mark.parametrize(("model", "document"), KINDS, ids=lambda value: getattr(value, "__name__", ""))
+def test_full_document_round_trips_exactly(model: Any, document: Obj) -> None:
+    before = copy.deepcopy(document)
+    parsed = model.from_dict(document)
+    assert document == before, "from_dict must not mutate its input"
+    assert parsed.to_dict() == document
+    assert model.from_dict(parsed.to_dict()) == parsed
+
+
+@pytest.mark.parametrize(("model", "document"), KINDS, ids=lambda value: getattr(value, "__name__", ""))
+def test_parsed_model_does_not_alias_the_input(model: Any, document: Obj) -> None:
+    mine = copy.deepcopy(document)
+    parsed = model.from_dict(mine)
+    mine["metadata"]["labels"]["team"] = "changed"
+    assert parsed.metadata.labels == {"team": "payments"}
+    rendered = parsed.to_dict()
+    rendered["metadata"]["labels"]["team"] = "changed too"
+    assert parsed.metadata.labels == {"team": "payments"}
+
+
+def test_full_cluster_parses_into_typed_fields() -> None:
+    cluster = ValkeyCluster.from_dict(CLUSTER)
+    assert cluster.metadata.namespace == "apps"
+    assert cluster.metadata.owner_references[0].controller is True
+    user = cluster.spec.acl[0]
+    assert user.permissions[0].keys[0] == KeyPattern(pattern="app:*", access=KeyAccess.READWRITE)
+    assert user.permissions[1].channels == ()
+    assert cluster.spec.tls == Tls(secret_ref="cache-tls")
+    assert cluster.spec.placement is not None
+    assert cluster.spec.placement.zone_spread is ZoneSpread.REQUIRED
+    assert cluster.spec.placement.tolerations[1] == Toleration(operator=TolerationOperator.EXISTS)
+    assert cluster.status is not None
+    assert cluster.status.state is ClusterState.ACTIVE
+    assert cluster.status.nodes[0].role is NodeRole.PRIMARY
+    assert cluster.status.nodes[1] == NodeStatus(pod="cache-0-fghij", shard=0)
+    assert cluster.status.conditions[1].status is ConditionStatus.FALSE
+
+
+def minimal(kind: str, spec: Obj, namespace: str | None = None) -> Obj:
+    metadata: Obj = {"name": "m"} if namespace is None else {"name": "m", "namespace": namespace}
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def test_minimal_image() -> None:
+    image = ValkeyImage.from_dict(
+        minimal("ValkeyImage", {"repository": "valkey/valkey", "tag": "9.1", "version": "9.1.0"})
+    )
+    assert image.metadata == ObjectMeta(name="m")
+    assert image.status is None
+    assert image.reference == "valkey/valkey:9.1"
+    assert image.parsed_version == (9, 1, 0)
+    assert image.to_dict() == minimal(
+        "ValkeyImage", {"repository": "valkey/valkey", "tag": "9.1", "version": "9.1.0"}
+    )
+
+
+def test_minimal_config_and_int_quantities() -> None:
+    config = ValkeyConfig.from_dict(minimal("ValkeyConfig", {"baseRef": "parent"}))
+    assert config.spec == ValkeyConfigSpec(base_ref="parent")
+    assert config.spec.valkey == {}
+    assert config.to_dict()["spec"] == {"baseRef": "parent"}
+    # The schema allows int-or-string quantities; models keep strings.
+    spec = ValkeyConfigSpec.from_dict({"imageRef": "i", "resources": {"cpu": 2}, "podSecurity": {}})
+    assert spec.resources == Resources(cpu="2")
+    assert spec.pod_security == PodSecurity()
+
+
+def test_minimal_role() -> None:
+    role = ValkeyRole.from_dict(minimal("ValkeyRole", {"categories": [{"name": "all", "access": "allow"}]}))
+    assert role.spec == ValkeyRoleSpec(
+        categories=(CategoryRule(name=AclCategory.ALL, access=Access.ALLOW),),
+    )
+    assert role.to_dict()["spec"] == {"categories": [{"name": "all", "access": "allow"}]}
+
+
+def test_absent_access_gets_the_schema_default() -> None:
+    assert CategoryRule.from_dict({"name": "read"}).access is Access.ALLOW
+    assert (
+        ValkeyRoleSpec.from_dict({"categories": [], "commands": [{"name": "get"}]}).commands[0].access
+        is Access.ALLOW
+    )
+    assert KeyPattern.from_dict({"pattern": "*"}).access is KeyAccess.READWRITE
+
+
+def test_minimal_cluster_gets_schema_defaults() -> None:
+    cluster = ValkeyCluster.from_dict(minimal("ValkeyCluster", {"configRef": "standard"}, namespace="ns"))
+    assert cluster.spec == ValkeyClusterSpec(config_ref="standard", shards=3, replicas_per_shard=1)
+    assert cluster.spec.acl == () and cluster.spec.tls is None and cluster.spec.placement is None
+    assert cluster.to_dict()["spec"] == {"configRef": "standard", "shards": 3, "replicasPerShard": 1}
+    # An empty status (as a fresh status write may leave) parses to an all-unset status.
+    assert ValkeyClusterStatus.from_dict({}) == ValkeyClusterStatus()
+    assert ValkeyClusterStatus().to_dict() == {}
+
+
+def test_null_values_count_as_absent() -> None:
+    spec = ValkeyClusterSpec.from_dict({"configRef": "c", "acl": None, "tls": None, "podAnnotations": None})
+    assert spec == ValkeyClusterSpec(config_ref="c")
+
+
+def test_empty_nested_objects_are_kept_but_empty_collections_are_omitted() -> None:
+    spec = ValkeyClusterSpec(config_ref="c", placement=Placement(), acl=())
+    assert spec.to_dict() == {"configRef": "c", "shards": 3, "replicasPerShard": 1, "placement": {}}
+
+
+def test_condition_message_is_always_rendered() -> None:
+    parsed = Condition.from_dict(
+        {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "Starting",
+            "lastTransitionTime": "2025-01-01T00:00:00Z",
+        }
+    )
+    assert parsed.message == ""
+    assert parsed.to_dict()["message"] == ""
+
+
+def test_enums_render_as_plain_strings() -> None:
+    rendered = ValkeyCluster.from_dict(CLUSTER).to_dict()
+    state = rendered["status"]["state"]
+    assert type(state) is str and state == "Active"
+    assert type(rendered["spec"]["placement"]["tolerations"][0]["effect"]) is str
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("9.0.1", (9, 0, 1)),
+        ("9.1.0", (9, 1, 0)),
+        ("10.0.0", (10, 0, 0)),
+        ("9.0.0", (9, 0, 0)),
+        ("9.1", None),
+        ("v9.1.0", None),
+        ("9.01.0", None),
+        ("9.0.1-rc1", None),
+        ("", None),
+        ("9.0.1\n", None),
+    ],
+)
+def test_parse_version(text: str, expected: tuple[int, int, int] | None) -> None:
+    assert parse_version(text) == expected
+
+
+def test_version_floor() -> None:
+    assert meets_floor((9, 0, 1)) and meets_floor((10, 0, 0))
+    assert not meets_floor((9, 0, 0)) and not meets_floor((8, 1, 8)) and not meets_floor(None)
+
+
+# -- property-based round trips ---------------------------------------------------------------
+
+text = st.text(max_size=12)
+maps = st.dictionaries(text, text, max_size=3)
+
+
+def small_tuples(elements: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.lists(elements, max_size=3).map(tuple)
+
+
+conditions = st.builds(
+    Condition,
+    type=text,
+    status=st.sampled_from(ConditionStatus),
+    reason=text,
+    message=text,
+    last_transition_time=text,
+    observed_generation=st.none() | st.integers(min_value=0),
+)
+tolerations = st.builds(
+    Toleration,
+    key=st.none() | text,
+    operator=st.none() | st.sampled_from(TolerationOperator),
+    value=st.none() | text,
+    effect=st.none() | st.sampled_from(TaintEffect),
+    toleration_seconds=st.none() | st.integers(),
+)
+placements = st.builds(
+    Placement,
+    zones=small_tuples(text),
+    zone_spread=st.none() | st.sampled_from(ZoneSpread),
+    node_selector=maps,
+    tolerations=small_tuples(tolerations),
+    priority_class_name=st.none() | text,
+)
+permissions = st.builds(
+    Permission,
+    role_ref=text,
+    keys=small_tuples(st.builds(KeyPattern, pattern=text, access=st.sampled_from(KeyAccess))),
+    channels=small_tuples(text),
+)
+users = st.builds(
+    AclUser,
+    username=text,
+    password_hashes=small_tuples(st.text("0123456789abcdef", min_size=64, max_size=64)),
+    permissions=small_tuples(permissions),
+)
+cluster_specs = st.builds(
+    ValkeyClusterSpec,
+    config_ref=text,
+    shards=st.integers(min_value=1, max_value=64),
+    replicas_per_shard=st.integers(min_value=0, max_value=5),
+    acl=small_tuples(users),
+    tls=st.none() | st.builds(Tls, secret_ref=text),
+    placement=st.none() | placements,
+    pod_annotations=maps,
+)
+node_statuses = st.builds(
+    NodeStatus,
+    pod=text,
+    shard=st.integers(min_value=0),
+    role=st.none() | st.sampled_from(NodeRole),
+    node_id=st.none() | text,
+    ip=st.none() | text,
+    version=st.none() | text,
+    slots=st.none() | text,
+)
+cluster_statuses = st.builds(
+    ValkeyClusterStatus,
+    state=st.none() | st.sampled_from(ClusterState),
+    message=st.none() | text,
+    endpoint=st.none() | text,
+    observed_generation=st.none() | st.integers(min_value=0),
+    shards=st.none() | st.integers(min_value=0),
+    ready_shards=st.none() | st.integers(min_value=0),
+    ready_nodes=st.none() | st.integers(min_value=0),
+    current_image=st.none() | text,
+    config_hash=st.none() | text,
+    nodes=small_tuples(node_statuses),
+    conditions=small_tuples(conditions),
+)
+metadata = st.builds(
+    ObjectMeta,
+    name=text,
+    namespace=st.none() | text,
+    uid=st.none() | text,
+    generation=st.none() | st.integers(min_value=1),
+    resource_version=st.none() | text,
+    labels=maps,
+    annotations=maps,
+    finalizers=small_tuples(text),
+    deletion_timestamp=st.none() | text,
+)
+
+
+@given(cluster_specs)
+def test_cluster_spec_round_trips(spec: ValkeyClusterSpec) -> None:
+    assert ValkeyClusterSpec.from_dict(spec.to_dict()) == spec
+
+
+@given(metadata, cluster_specs, st.none() | cluster_statuses)
+def test_cluster_round_trips(
+    meta: ObjectMeta, spec: ValkeyClusterSpec, status: ValkeyClusterStatus | None
+) -> None:
+    cluster = ValkeyCluster(metadata=meta, spec=spec, status=status)
+    rendered = cluster.to_dict()
+    assert rendered["apiVersion"] == API_VERSION and rendered["kind"] == "ValkeyCluster"
+    assert ValkeyCluster.from_dict(rendered) == cluster
+
+
+@given(
+    st.builds(
+        ValkeyConfigSpec,
+        image_ref=st.none() | text,
+        base_ref=st.none() | text,
+        resources=st.none() | st.builds(Resources, cpu=st.none() | text, memory=st.none() | text),
+        valkey=maps,
+        pod_security=st.none()
+        | st.builds(
+            PodSecurity,
+            run_as_user=st.none() | st.integers(min_value=1),
+            run_as_group=st.none() | st.integers(min_value=1),
+            fs_group=st.none() | st.integers(min_value=1),
+        ),
+    )
+)
+def test_config_spec_round_trips(spec: ValkeyConfigSpec) -> None:
+    assert ValkeyConfigSpec.from_dict(spec.to_dict()) == spec
+
+
+@given(st.builds(ValkeyImageSpec, repository=text, tag=text, version=text))
+def test_image_spec_round_trips(spec: ValkeyImageSpec) -> None:
+    assert ValkeyImageSpec.from_dict(spec.to_dict()) == spec

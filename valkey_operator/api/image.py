@@ -1,0 +1,95 @@
+"""ValkeyImage: one allowlisted Valkey image and the version it promises (SPEC 1.1)."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Self
+
+import attrs
+
+from valkey_operator.api.meta import ObjectMeta, omitempty, parse_optional
+from valkey_operator.api.resources import API_VERSION, VALKEY_IMAGES, VERSION_FLOOR
+from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import Obj
+
+_VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+
+Version = tuple[int, int, int]
+
+
+def parse_version(text: str) -> Version | None:
+    """MAJOR.MINOR.PATCH exactly as admission accepts it (no prefix, suffix or leading zeros), else None.
+
+    Also used on a running binary's `valkey_version`, where the same strictness applies.
+    """
+    match = _VERSION.fullmatch(text)
+    if match is None:
+        return None
+    major, minor, patch = (int(group) for group in match.groups())
+    return major, minor, patch
+
+
+def meets_floor(version: Version | None) -> bool:
+    """Whether a version is runnable by the operator; unknown (None) never is."""
+    return version is not None and version >= VERSION_FLOOR
+
+
+@attrs.frozen(kw_only=True)
+class ValkeyImageSpec:
+    repository: str
+    tag: str
+    version: str
+
+    @classmethod
+    def from_dict(cls, obj: Obj) -> Self:
+        return cls(repository=obj["repository"], tag=obj["tag"], version=obj["version"])
+
+    def to_dict(self) -> Obj:
+        return omitempty(repository=self.repository, tag=self.tag, version=self.version)
+
+
+@attrs.frozen
+class ValkeyImageStatus:
+    """Intentionally empty: the kind has a status subresource but nothing to report yet."""
+
+    @classmethod
+    def from_dict(cls, obj: Obj) -> Self:
+        return cls()
+
+    def to_dict(self) -> Obj:
+        return {}
+
+
+@attrs.frozen(kw_only=True)
+class ValkeyImage:
+    RESOURCE: ClassVar[Resource] = VALKEY_IMAGES
+
+    metadata: ObjectMeta
+    spec: ValkeyImageSpec
+    status: ValkeyImageStatus | None = None
+
+    @property
+    def reference(self) -> str:
+        """The container image reference pods run."""
+        return f"{self.spec.repository}:{self.spec.tag}"
+
+    @property
+    def parsed_version(self) -> Version | None:
+        return parse_version(self.spec.version)
+
+    @classmethod
+    def from_dict(cls, obj: Obj) -> Self:
+        return cls(
+            metadata=ObjectMeta.from_dict(obj["metadata"]),
+            spec=ValkeyImageSpec.from_dict(obj["spec"]),
+            status=parse_optional(obj, "status", ValkeyImageStatus.from_dict),
+        )
+
+    def to_dict(self) -> Obj:
+        return omitempty(
+            apiVersion=API_VERSION,
+            kind=self.RESOURCE.kind,
+            metadata=self.metadata,
+            spec=self.spec,
+            status=self.status,
+        )

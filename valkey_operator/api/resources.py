@@ -1,0 +1,32 @@
+"""Names of the API: group, kinds, finalizers, annotations, reserved users."""
+
+from __future__ import annotations
+
+from valkey_operator.core.resource import Resource
+
+GROUP = "valkey.gomomento.com"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+VALKEY_IMAGES = Resource(GROUP, VERSION, "valkeyimages", "ValkeyImage", namespaced=False)
+VALKEY_CONFIGS = Resource(GROUP, VERSION, "valkeyconfigs", "ValkeyConfig", namespaced=False)
+VALKEY_ROLES = Resource(GROUP, VERSION, "valkeyroles", "ValkeyRole", namespaced=False)
+VALKEY_CLUSTERS = Resource(GROUP, VERSION, "valkeyclusters", "ValkeyCluster", namespaced=True)
+
+IMAGE_PROTECTION_FINALIZER = f"{GROUP}/image-protection"
+CONFIG_PROTECTION_FINALIZER = f"{GROUP}/config-protection"
+ROLE_PROTECTION_FINALIZER = f"{GROUP}/role-protection"
+
+PAUSED_ANNOTATION = f"{GROUP}/paused"
+RESERVED_ANNOTATION_PREFIX = f"{GROUP}/"
+
+# Valkey ACL users the operator owns; users may not declare these names.
+ADMIN_USER = "valkey-operator"
+REPLICATION_USER = "valkey-replication"
+RESERVED_USERNAMES = ("default", ADMIN_USER, REPLICATION_USER)
+
+# The oldest Valkey release the operator runs (SPEC 1.1): atomic slot migration et al.
+VERSION_FLOOR = (9, 0, 1)
+VERSION_FLOOR_TEXT = ".".join(map(str, VERSION_FLOOR))
+
+MAX_BASE_CHAIN_DEPTH = 8
