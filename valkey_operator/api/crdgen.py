@@ -38,6 +38,7 @@ from valkey_operator.api.resources import (
     VERSION,
     VERSION_FLOOR_TEXT,
 )
+from valkey_operator.api.role import AclCategory
 from valkey_operator.core.resource import Resource
 
 Schema = dict[str, Any]
@@ -80,30 +81,7 @@ MAX_MESSAGE = 32768
 MAX_LABEL_VALUE = 63
 MAX_QUALIFIED_NAME = 317  # 253-char DNS prefix + "/" + 63-char name
 
-ACL_CATEGORIES = (
-    "all",
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-)
+ACL_CATEGORIES = tuple(category.value for category in AclCategory)
 """Valkey's ACL command categories (`ACL CAT`), without the leading '@'."""
 
 CLUSTER_STATES = ("Creating", "Active", "Updating", "Failed")

@@ -7,8 +7,8 @@ from typing import ClassVar, Self
 
 import attrs
 
-from valkey_operator.api.meta import ObjectMeta, omitempty, parse_optional
-from valkey_operator.api.resources import API_VERSION, VALKEY_IMAGES, VERSION_FLOOR
+from valkey_operator.api.meta import ObjectMeta, kind_fields, omitempty, render_kind
+from valkey_operator.api.resources import VALKEY_IMAGES, VERSION_FLOOR
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
 
@@ -79,17 +79,7 @@ class ValkeyImage:
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            metadata=ObjectMeta.from_dict(obj["metadata"]),
-            spec=ValkeyImageSpec.from_dict(obj["spec"]),
-            status=parse_optional(obj, "status", ValkeyImageStatus.from_dict),
-        )
+        return cls(**kind_fields(obj, ValkeyImageSpec.from_dict, ValkeyImageStatus.from_dict))
 
     def to_dict(self) -> Obj:
-        return omitempty(
-            apiVersion=API_VERSION,
-            kind=self.RESOURCE.kind,
-            metadata=self.metadata,
-            spec=self.spec,
-            status=self.status,
-        )
+        return render_kind(self.RESOURCE.kind, self.metadata, self.spec, self.status)

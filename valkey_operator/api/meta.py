@@ -15,6 +15,7 @@ from typing import Any, Protocol, Self, TypeVar
 
 import attrs
 
+from valkey_operator.api.resources import API_VERSION
 from valkey_operator.core.rest import Obj
 
 T = TypeVar("T")
@@ -172,3 +173,19 @@ class Condition:
             lastTransitionTime=self.last_transition_time,
             observedGeneration=self.observed_generation,
         )
+
+
+def kind_fields(
+    obj: Obj, parse_spec: Callable[[Obj], Any], parse_status: Callable[[Obj], Any]
+) -> dict[str, Any]:
+    """The metadata/spec/status constructor arguments of a top-level kind, parsed from an API object."""
+    return {
+        "metadata": ObjectMeta.from_dict(obj["metadata"]),
+        "spec": parse_spec(obj["spec"]),
+        "status": parse_optional(obj, "status", parse_status),
+    }
+
+
+def render_kind(kind: str, metadata: ObjectMeta, spec: Renderable, status: Renderable | None) -> Obj:
+    """An API object of one of our kinds, optional parts left out."""
+    return omitempty(apiVersion=API_VERSION, kind=kind, metadata=metadata, spec=spec, status=status)

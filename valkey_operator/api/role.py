@@ -7,8 +7,15 @@ from typing import ClassVar, Self
 
 import attrs
 
-from valkey_operator.api.meta import Condition, ObjectMeta, omitempty, parse_list, parse_optional
-from valkey_operator.api.resources import API_VERSION, VALKEY_ROLES
+from valkey_operator.api.meta import (
+    Condition,
+    ObjectMeta,
+    kind_fields,
+    omitempty,
+    parse_list,
+    render_kind,
+)
+from valkey_operator.api.resources import VALKEY_ROLES
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
 
@@ -122,17 +129,7 @@ class ValkeyRole:
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            metadata=ObjectMeta.from_dict(obj["metadata"]),
-            spec=ValkeyRoleSpec.from_dict(obj["spec"]),
-            status=parse_optional(obj, "status", ValkeyRoleStatus.from_dict),
-        )
+        return cls(**kind_fields(obj, ValkeyRoleSpec.from_dict, ValkeyRoleStatus.from_dict))
 
     def to_dict(self) -> Obj:
-        return omitempty(
-            apiVersion=API_VERSION,
-            kind=self.RESOURCE.kind,
-            metadata=self.metadata,
-            spec=self.spec,
-            status=self.status,
-        )
+        return render_kind(self.RESOURCE.kind, self.metadata, self.spec, self.status)

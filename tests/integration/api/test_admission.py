@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from valkey_operator.api import tunables
+from valkey_operator.api.crdgen import ACL_CATEGORIES
 from valkey_operator.api.resources import (
     API_VERSION,
     RESERVED_USERNAMES,
@@ -414,33 +415,7 @@ ROLE_CASES = [
         "every category",
         (
             "spec.categories",
-            [
-                {"name": name}
-                for name in (
-                    "all",
-                    "keyspace",
-                    "read",
-                    "write",
-                    "set",
-                    "sortedset",
-                    "list",
-                    "hash",
-                    "string",
-                    "bitmap",
-                    "hyperloglog",
-                    "geo",
-                    "stream",
-                    "pubsub",
-                    "admin",
-                    "fast",
-                    "slow",
-                    "blocking",
-                    "dangerous",
-                    "connection",
-                    "transaction",
-                    "scripting",
-                )
-            ],
+            [{"name": name} for name in ACL_CATEGORIES],
         ),
     ),
     ok("role", "no commands", ("spec.commands", DROP)),

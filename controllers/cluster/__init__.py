@@ -1,0 +1,1 @@
+"""ValkeyCluster controller: pure rendering of owned objects, observation, planning and acting."""

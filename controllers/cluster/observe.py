@@ -1,0 +1,490 @@
+"""What one reconcile pass of a ValkeyCluster observed, and what it wants (pure data).
+
+The cluster planner decides only from this model (SPEC 5): the owned pods as
+the informer cache shows them and, per pod whose server was probed, what that
+Valkey node reported about itself and about the cluster as it sees it. A probe
+that failed is recorded as `NodeObservation(reachable=False)`: a fact the
+planner plans around, never an exception that aborts the pass. Nothing in here
+remembers an earlier pass, so an operator restart loses nothing.
+
+Also here: the slot-range arithmetic every layer shares (parsing
+"0-5460,5462", formatting, coverage), and small parsers for the Valkey replies
+the model is read from, so their meaning is pinned down next to the fields.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from typing import Self
+
+import attrs
+
+from controllers.cluster.render.names import TEMPLATE_HASH_LABEL, shard_of
+from valkey_operator.api.cluster import ClusterState, NodeRole, ValkeyCluster
+from valkey_operator.api.resources import PAUSED_ANNOTATION, VERSION_FLOOR
+from valkey_operator.core.rest import Obj
+
+SLOT_COUNT = 16384
+
+Version = tuple[int, int, int]
+
+
+# --- slot ranges -------------------------------------------------------------------------------
+
+
+@attrs.frozen(order=True)
+class SlotRange:
+    """Slots start..end, both inclusive, as Valkey writes them."""
+
+    start: int
+    end: int
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.start <= self.end < SLOT_COUNT:
+            raise ValueError(f"invalid slot range {self.start}-{self.end}")
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start + 1
+
+    def __str__(self) -> str:
+        return str(self.start) if self.start == self.end else f"{self.start}-{self.end}"
+
+
+SlotRanges = tuple[SlotRange, ...]
+"""Always normalized where this module returns it: sorted, disjoint, adjacent ranges merged."""
+
+ALL_SLOTS: SlotRanges = (SlotRange(0, SLOT_COUNT - 1),)
+
+
+def normalize(ranges: Iterable[SlotRange]) -> SlotRanges:
+    """Sorted, with overlapping and adjacent ranges merged, so equal slot sets compare equal."""
+    merged: list[SlotRange] = []
+    for item in sorted(ranges):
+        if merged and item.start <= merged[-1].end + 1:
+            last = merged[-1]
+            merged[-1] = SlotRange(last.start, max(last.end, item.end))
+        else:
+            merged.append(item)
+    return tuple(merged)
+
+
+def parse_slot_ranges(text: str) -> SlotRanges:
+    """'0-5460,5462' (status spelling) or '0-10 20-30' (GETSLOTMIGRATIONS spelling) -> ranges."""
+    ranges = []
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        start, _, end = part.partition("-")
+        ranges.append(SlotRange(int(start), int(end or start)))
+    return normalize(ranges)
+
+
+def format_slot_ranges(ranges: Iterable[SlotRange]) -> str:
+    """The status spelling: '0-5460,5462'; empty for no slots."""
+    return ",".join(str(item) for item in normalize(ranges))
+
+
+def slot_count(ranges: Iterable[SlotRange]) -> int:
+    return sum(item.size for item in normalize(ranges))
+
+
+def union(*groups: Iterable[SlotRange]) -> SlotRanges:
+    return normalize(item for group in groups for item in group)
+
+
+def subtract(ranges: Iterable[SlotRange], removed: Iterable[SlotRange]) -> SlotRanges:
+    """The slots of ranges that are not in removed."""
+    result: list[SlotRange] = []
+    cuts = normalize(removed)
+    for item in normalize(ranges):
+        start = item.start
+        for cut in cuts:
+            if cut.end < start or cut.start > item.end:
+                continue
+            if cut.start > start:
+                result.append(SlotRange(start, cut.start - 1))
+            start = cut.end + 1
+            if start > item.end:
+                break
+        if start <= item.end:
+            result.append(SlotRange(start, item.end))
+    return tuple(result)
+
+
+def intersect(left: Iterable[SlotRange], right: Iterable[SlotRange]) -> SlotRanges:
+    left_ranges = normalize(left)
+    return subtract(left_ranges, subtract(left_ranges, right))
+
+
+def even_split(shards: int) -> tuple[SlotRanges, ...]:
+    """The bootstrap layout: shard i gets slots [i*16384//n, (i+1)*16384//n), so sizes differ by <= 1."""
+    if shards < 1:
+        raise ValueError("a cluster has at least one shard")
+    bounds = [index * SLOT_COUNT // shards for index in range(shards + 1)]
+    return tuple((SlotRange(bounds[i], bounds[i + 1] - 1),) for i in range(shards))
+
+
+@attrs.frozen
+class Coverage:
+    """How a set of slot claims covers the 16384 slots: what nobody claims, what several claim."""
+
+    uncovered: SlotRanges
+    contested: SlotRanges
+
+    @property
+    def complete(self) -> bool:
+        """Every slot claimed exactly once."""
+        return not self.uncovered and not self.contested
+
+
+def coverage(claims: Iterable[Iterable[SlotRange]]) -> Coverage:
+    """Sweep the claims (one normalized group per owner) once; O(ranges log ranges), never per slot."""
+    events: list[tuple[int, int]] = []
+    for group in claims:
+        for item in normalize(group):
+            events.append((item.start, 1))
+            events.append((item.end + 1, -1))
+    events.sort()
+    uncovered: list[SlotRange] = []
+    contested: list[SlotRange] = []
+    depth, position, index = 0, 0, 0
+    while position < SLOT_COUNT:
+        while index < len(events) and events[index][0] == position:
+            depth += events[index][1]
+            index += 1
+        following = events[index][0] if index < len(events) else SLOT_COUNT
+        end = min(following, SLOT_COUNT) - 1
+        if depth == 0:
+            uncovered.append(SlotRange(position, end))
+        elif depth > 1:
+            contested.append(SlotRange(position, end))
+        position = end + 1
+    return Coverage(normalize(uncovered), normalize(contested))
+
+
+# --- versions ----------------------------------------------------------------------------------
+
+
+def parse_version(text: str | None) -> Version | None:
+    """'9.0.1' -> (9, 0, 1); None (absent or not MAJOR.MINOR.PATCH) means 'not a Valkey we run'."""
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", text or "")
+    if match is None:
+        return None
+    major, minor, patch = (int(group) for group in match.groups())
+    return (major, minor, patch)
+
+
+def format_version(version: Version | None) -> str | None:
+    return None if version is None else ".".join(map(str, version))
+
+
+def version_from_info(info: Mapping[str, object]) -> Version | None:
+    """The binary's version from parsed `INFO server`: valkey_version only (Redis reports none)."""
+    value = info.get("valkey_version")
+    return parse_version(str(value)) if value is not None else None
+
+
+def meets_floor(version: Version | None) -> bool:
+    return version is not None and version >= VERSION_FLOOR
+
+
+# --- what a node reports -----------------------------------------------------------------------
+
+
+class NodeFlag(enum.StrEnum):
+    """CLUSTER NODES flags the planner reads (others are kept verbatim)."""
+
+    MYSELF = "myself"
+    PRIMARY = "master"
+    REPLICA = "slave"
+    PFAIL = "fail?"
+    FAIL = "fail"
+    HANDSHAKE = "handshake"
+    NOADDR = "noaddr"
+
+
+@attrs.frozen(kw_only=True)
+class KnownNode:
+    """One line of CLUSTER NODES: another node (or itself) as one node sees it."""
+
+    node_id: str
+    ip: str | None
+    """None when the node has no address ('noaddr', ':0')."""
+    flags: frozenset[str] = frozenset()
+    primary_id: str | None = None
+    connected: bool = True
+    slots: SlotRanges = ()
+
+    @property
+    def failed(self) -> bool:
+        """Agreed dead by the cluster (FAIL), not merely suspected (PFAIL)."""
+        return NodeFlag.FAIL in self.flags
+
+    @property
+    def suspected(self) -> bool:
+        return NodeFlag.PFAIL in self.flags
+
+    @property
+    def in_handshake(self) -> bool:
+        """A MEET under way: the id is a temporary one, not a node's identity."""
+        return NodeFlag.HANDSHAKE in self.flags
+
+    @property
+    def myself(self) -> bool:
+        return NodeFlag.MYSELF in self.flags
+
+
+def parse_cluster_nodes(text: str) -> tuple[KnownNode, ...]:
+    """Parse CLUSTER NODES lines.
+
+    Each line: '<id> <ip:port@cport[,host]> <flags> <primary|-> <ping> <pong> <epoch> <link> <slot>...'.
+
+    Importing/migrating markers ('[5461->-<id>]') are skipped: atomic slot
+    migration reports progress through CLUSTER GETSLOTMIGRATIONS instead.
+    """
+    nodes = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        address = fields[1].split("@")[0].split(",")[0]
+        flags = frozenset(fields[2].split(","))
+        host = None if NodeFlag.NOADDR in flags else address.rpartition(":")[0].strip("[]") or None
+        slot_fields = [field for field in fields[8:] if not field.startswith("[")]
+        nodes.append(
+            KnownNode(
+                node_id=fields[0],
+                ip=host,
+                flags=flags,
+                primary_id=None if fields[3] == "-" else fields[3],
+                connected=fields[7] == "connected",
+                slots=parse_slot_ranges(" ".join(slot_fields)),
+            )
+        )
+    return tuple(nodes)
+
+
+class MigrationOperation(enum.StrEnum):
+    EXPORT = "EXPORT"
+    IMPORT = "IMPORT"
+
+
+TERMINAL_MIGRATION_STATES = frozenset({"success", "failed", "cancelled"})
+
+
+@attrs.frozen(kw_only=True)
+class SlotMigration:
+    """One CLUSTER GETSLOTMIGRATIONS entry (Valkey 9 atomic slot migration), as this node reports it."""
+
+    name: str
+    operation: MigrationOperation
+    slots: SlotRanges
+    source_id: str | None
+    """Only primaries of the participating shards report source and target."""
+    target_id: str | None
+    state: str
+    """'success', 'failed', 'cancelled' are terminal; any other value is a migration under way."""
+    message: str = ""
+    last_update_time: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.state not in TERMINAL_MIGRATION_STATES
+
+    @property
+    def failed(self) -> bool:
+        return self.state in {"failed", "cancelled"}
+
+    @classmethod
+    def from_reply(cls, entry: Mapping[str, object]) -> Self:
+        """From one entry of the reply, decoded to a str-keyed mapping (RESP2 pairs or RESP3 map)."""
+
+        def text(key: str) -> str:
+            value = entry.get(key)
+            return value.decode() if isinstance(value, bytes) else str(value or "")
+
+        return cls(
+            name=text("name"),
+            operation=MigrationOperation(text("operation").upper()),
+            slots=parse_slot_ranges(text("slot_ranges")),
+            source_id=text("source_node") or None,
+            target_id=text("target_node") or None,
+            state=text("state"),
+            message=text("message"),
+            last_update_time=int(text("last_update_time") or 0),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class NodeObservation:
+    """What the Valkey server in one pod reported in this pass; every field but `reachable` may be unknown.
+
+    Built by the observer from INFO server/replication, CLUSTER INFO, CLUSTER
+    MYID, CLUSTER MYSHARDID, CLUSTER NODES and CLUSTER GETSLOTMIGRATIONS, each
+    call with a bounded timeout. When the server could not be asked,
+    `reachable` is False and `error` says why.
+    """
+
+    reachable: bool
+    error: str | None = None
+    version: Version | None = None
+    """valkey_version from INFO server; None means not Valkey, or one too old to report it."""
+    version_text: str | None = None
+    """What the server reported, verbatim, for messages (e.g. 'redis_version 7.2.4')."""
+    node_id: str | None = None
+    role: NodeRole | None = None
+    primary_id: str | None = None
+    """For a replica: the node id of the primary it replicates (Valkey's view, not a label)."""
+    shard_id: str | None = None
+    """CLUSTER MYSHARDID: shared by a primary and its replicas."""
+    slots: SlotRanges = ()
+    """Slots this node serves as a primary, from its own CLUSTER NODES 'myself' line."""
+    repl_offset: int = 0
+    """master_repl_offset on a primary; the offset processed so far on a replica."""
+    link_up: bool | None = None
+    """master_link_status on a replica (None on a primary)."""
+    cluster_ok: bool | None = None
+    """cluster_state from CLUSTER INFO."""
+    known_nodes: tuple[KnownNode, ...] = ()
+    """CLUSTER NODES as this node sees the cluster, its own line included."""
+    migrations: tuple[SlotMigration, ...] = ()
+
+    @classmethod
+    def unreachable(cls, error: str) -> Self:
+        return cls(reachable=False, error=error)
+
+    def knows(self, node_id: str) -> KnownNode | None:
+        """This node's line about node_id, if it has one that is not a handshake placeholder."""
+        for known in self.known_nodes:
+            if known.node_id == node_id and not known.in_handshake:
+                return known
+        return None
+
+    def handshaking_with(self, ip: str) -> bool:
+        return any(known.in_handshake and known.ip == ip for known in self.known_nodes)
+
+    @property
+    def peers(self) -> tuple[KnownNode, ...]:
+        """The other nodes this node knows (handshakes excluded)."""
+        return tuple(
+            known
+            for known in self.known_nodes
+            if not known.in_handshake and not known.myself and known.node_id != self.node_id
+        )
+
+
+# --- pods ----------------------------------------------------------------------------------------
+
+
+class PodPhase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@attrs.frozen(kw_only=True)
+class PodObservation:
+    """An owned pod as the informer cache shows it."""
+
+    name: str
+    shard: int | None
+    """The shard label; None when absent or not a number (such a pod is reported, never acted on)."""
+    template_hash: str | None
+    phase: PodPhase
+    ready: bool
+    ip: str | None
+    deleting: bool
+    """deletionTimestamp is set: the pod still exists (and may still serve) until it is gone."""
+    created: str
+    """creationTimestamp (RFC 3339, sortable); with the name it orders a shard's pods deterministically."""
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.created, self.name)
+
+    @property
+    def live(self) -> bool:
+        """Counts toward the shard's desired pods: not going away and not terminated for good."""
+        return not self.deleting and self.phase not in {PodPhase.SUCCEEDED, PodPhase.FAILED}
+
+    @property
+    def never_started(self) -> bool:
+        """Pending pods have not run their server yet, so they carry no node identity."""
+        return self.phase is PodPhase.PENDING
+
+    @classmethod
+    def from_pod(cls, pod: Obj) -> Self:
+        """From a decoded Pod; tolerant of the fields a young pod does not have yet."""
+        metadata = pod.get("metadata", {})
+        labels = metadata.get("labels") or {}
+        status = pod.get("status") or {}
+        conditions = status.get("conditions") or []
+        try:
+            phase = PodPhase(status.get("phase", "Pending"))
+        except ValueError:
+            phase = PodPhase.UNKNOWN
+        return cls(
+            name=metadata["name"],
+            shard=shard_of(labels),
+            template_hash=labels.get(TEMPLATE_HASH_LABEL),
+            phase=phase,
+            ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+            ip=status.get("podIP") or None,
+            deleting=metadata.get("deletionTimestamp") is not None,
+            created=metadata.get("creationTimestamp", ""),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Observation:
+    """Everything one pass observed: the pods and, keyed by pod name, their servers' reports.
+
+    The observer probes every pod that is Ready or going away (a terminating
+    pod may still serve); a pod absent from `nodes` was not probed. A Ready pod
+    that was not probed counts as unreachable.
+    """
+
+    pods: tuple[PodObservation, ...]
+    nodes: Mapping[str, NodeObservation] = attrs.field(factory=dict)
+    recorded_state: ClusterState | None = None
+    """status.state as stored before this pass: tells a first bootstrap (Creating) from a later
+    change (Updating). Only the state's name depends on it, never an action."""
+
+    def node(self, pod: str) -> NodeObservation | None:
+        return self.nodes.get(pod)
+
+
+# --- what is wanted ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Desired:
+    """The resolved spec the planner steers toward."""
+
+    shards: int
+    replicas_per_shard: int
+    template_hash: str
+    """The pod-template hash current pods should carry (from the renderer)."""
+    image: str
+    """The image reference the pods run, named in version-floor messages."""
+    paused: bool = False
+    """The paused annotation: plan nothing, still report status."""
+
+    @property
+    def pods_per_shard(self) -> int:
+        return 1 + self.replicas_per_shard
+
+    @classmethod
+    def of(cls, cluster: ValkeyCluster, *, template_hash: str, image: str) -> Self:
+        return cls(
+            shards=cluster.spec.shards,
+            replicas_per_shard=cluster.spec.replicas_per_shard,
+            template_hash=template_hash,
+            image=image,
+            paused=cluster.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true",
+        )

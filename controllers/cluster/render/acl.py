@@ -1,0 +1,271 @@
+"""Valkey ACL users (SPEC 1.4 "ACLs"): the startup ACL file and per-user `ACL SETUSER` rules.
+
+Users, in this order: `default` (disabled), the operator's admin user, the
+replication user, then spec.acl's users in spec order. Each user's rules are
+absolute, so applying them with ACL SETUSER converges whatever the user had:
+
+1. `reset`: no passwords, keys, channels, commands or selectors, and off.
+2. `on` (`off` for default).
+3. `#<sha256>` per password hash, in spec order (listing old and new rotates).
+4. Root permissions: for spec users only the keyless topology commands
+   cluster-aware clients need (TOPOLOGY_COMMANDS); no keys, no channels.
+5. One selector `(...)` per permission entry, in spec order. Inside it:
+   key patterns (`~p` readwrite, `%R~p` read, `%W~p` write), channel patterns
+   (`&c`, none by default), then the role's rules: category allows, category
+   denies, command allows, command denies, each group in the role's order.
+   So a command rule beats a category rule and a deny beats an allow at the
+   same level, whatever order the role lists them in. Selectors are OR-ed by
+   Valkey, so one entry's keys never gain another entry's commands.
+
+The same text serves the file and ACL SETUSER: the file parser splits a line on
+spaces and re-joins a selector's pieces, and both then split the selector's
+inside with sdssplitargs, which is why a pattern holding a quote is written as
+a double-quoted token there (see selector_token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
+
+import attrs
+
+from controllers.cluster.render.credentials import InternalCredentials
+from valkey_operator.api.cluster import AclUser, KeyAccess, Permission
+from valkey_operator.api.resources import ADMIN_USER, REPLICATION_USER, RESERVED_USERNAMES
+from valkey_operator.api.role import Access, ValkeyRole, ValkeyRoleSpec
+
+TOPOLOGY_COMMANDS: tuple[str, ...] = (
+    # discovering the cluster and following MOVED/ASK
+    "+cluster|slots",
+    "+cluster|shards",
+    "+cluster|nodes",
+    "+cluster|info",
+    "+cluster|myid",
+    "+cluster|myshardid",
+    "+cluster|keyslot",
+    "+asking",
+    "+readonly",
+    "+readwrite",
+    # connection set-up and health checks
+    "+hello",
+    "+auth",
+    "+ping",
+    "+echo",
+    "+reset",
+    "+client|setname",
+    "+client|getname",
+    "+client|setinfo",
+    "+client|id",
+    # command metadata (some clients route by it)
+    "+command",
+)
+"""Keyless commands every user gets so cluster-aware clients can connect, discover and route."""
+
+REPLICATION_RULES: tuple[str, ...] = (
+    "~*",
+    "+@write",
+    "-flushall",
+    "-flushdb",
+    "-swapdb",
+    "+psync",
+    "+sync",
+    "+replconf",
+    "+ping",
+    "+select",
+    "+cluster|syncslots",
+)
+"""What replication and atomic slot migration need: proven in part 2 by migrating populated slots.
+
+Checked by hand on 9.1.2: a populated slot of every data type (with hash field TTLs and stream
+groups) and a slot under concurrent writes, deletes and expiries migrated with these rules.
+
+A replica authenticates as `primaryuser` and only runs PING/REPLCONF/PSYNC (SYNC with dual-channel
+replication); the replicated stream is then applied by Valkey's internal client, whatever the user
+may do. Atomic slot migration is the other way round: the source connects to the target as
+`primaryuser` and pushes the slots as commands (an AOF-format snapshot, then the incremental
+stream: SELECT, every write command, DEL/UNLINK of expired or deleted keys) plus CLUSTER SYNCSLOTS,
+and the target checks them against this user. Hence @write on every key, minus the whole-database
+commands migration never sends.
+"""
+
+_USERNAME = re.compile(r"[A-Za-z0-9._-]+")
+_PASSWORD_HASH = re.compile(r"[0-9a-f]{64}")
+_COMMAND = re.compile(r"[a-z0-9_-]+(\|[a-z0-9_-]+)?")
+
+RoleLookup = Callable[[str], ValkeyRole | ValkeyRoleSpec | None]
+CommandCheck = Callable[[str], bool]
+AclErrorReason = Literal["RoleNotFound", "InvalidAcl", "UnknownCommand"]
+
+
+@attrs.frozen
+class AclError:
+    """Why the ACL cannot be rendered; the caller reports it in status and applies nothing."""
+
+    reason: AclErrorReason
+    message: str
+
+
+@attrs.frozen
+class UserAcl:
+    """One user: `ACL SETUSER <username> <rules...>`, or a `user <username> <rules...>` file line."""
+
+    username: str
+    rules: tuple[str, ...]
+
+    def file_line(self) -> str:
+        return " ".join(("user", self.username, *self.rules))
+
+
+@attrs.frozen
+class RenderedAcl:
+    users: tuple[UserAcl, ...]
+
+    @property
+    def text(self) -> str:
+        """The startup ACL file (`aclfile`). No comments: Valkey's ACL file does not allow them."""
+        return "".join(user.file_line() + "\n" for user in self.users)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes exactly when some user's rules change."""
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    @property
+    def usernames(self) -> tuple[str, ...]:
+        return tuple(user.username for user in self.users)
+
+    def rules_of(self, username: str) -> tuple[str, ...] | None:
+        return next((user.rules for user in self.users if user.username == username), None)
+
+
+def internal_users(credentials: InternalCredentials) -> tuple[UserAcl, ...]:
+    """default (disabled), the admin user (everything) and the replication user."""
+    return (
+        UserAcl("default", ("reset", "off")),
+        UserAcl(ADMIN_USER, ("reset", "on", f"#{credentials.admin_hash}", "~*", "&*", "+@all")),
+        UserAcl(REPLICATION_USER, ("reset", "on", f"#{credentials.replication_hash}", *REPLICATION_RULES)),
+    )
+
+
+def selector_token(token: str) -> str:
+    """A token inside `(...)`, which Valkey splits with sdssplitargs: quote it when it holds a quote."""
+    if '"' not in token and "'" not in token:
+        return token
+    return '"' + token.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _key_tokens(permission: Permission) -> list[str]:
+    if any(key.pattern == "*" and key.access == KeyAccess.READWRITE for key in permission.keys):
+        return ["~*"]  # Valkey rejects any key pattern added after ~*; it covers them all anyway
+    prefix = {KeyAccess.READWRITE: "~", KeyAccess.READ: "%R~", KeyAccess.WRITE: "%W~"}
+    return list(dict.fromkeys(prefix[key.access] + key.pattern for key in permission.keys))
+
+
+def _channel_tokens(permission: Permission) -> list[str]:
+    if "*" in permission.channels:
+        return ["&*"]  # likewise for channels after &*
+    return list(dict.fromkeys("&" + channel for channel in permission.channels))
+
+
+def role_rules(role: ValkeyRoleSpec) -> list[str]:
+    """Category allows, category denies, command allows, command denies (see the module doc)."""
+    rules = [f"+@{c.name}" for c in role.categories if c.access == Access.ALLOW]
+    rules += [f"-@{c.name}" for c in role.categories if c.access == Access.DENY]
+    rules += [f"+{c.name}" for c in role.commands if c.access == Access.ALLOW]
+    rules += [f"-{c.name}" for c in role.commands if c.access == Access.DENY]
+    return rules
+
+
+def selector(permission: Permission, role: ValkeyRoleSpec) -> str:
+    tokens = [*_key_tokens(permission), *_channel_tokens(permission), *role_rules(role)]
+    return "(" + " ".join(selector_token(token) for token in tokens) + ")"
+
+
+def user_acl(user: AclUser, roles: dict[str, ValkeyRoleSpec]) -> UserAcl:
+    """A validated spec user's rules; `roles` must hold every role its permissions reference."""
+    hashes = [f"#{h}" for h in dict.fromkeys(user.password_hashes)]
+    selectors = [selector(p, roles[p.role_ref]) for p in user.permissions]
+    return UserAcl(user.username, ("reset", "on", *hashes, *TOPOLOGY_COMMANDS, *selectors))
+
+
+def _pattern_problem(what: str, pattern: str) -> str | None:
+    if not pattern:
+        return f"an empty {what} pattern"
+    if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F or char in "()" for char in pattern):
+        return f"{what} pattern {pattern!r} holds whitespace, a control character or a parenthesis"
+    return None
+
+
+def _user_problems(user: AclUser) -> Iterable[str]:
+    name = user.username
+    if not _USERNAME.fullmatch(name):
+        yield f"username {name!r} may contain only letters, digits, '.', '_' and '-'"
+    elif name in RESERVED_USERNAMES:
+        yield f"username {name} is reserved"
+    if not user.password_hashes:
+        yield f"user {name} has no password hash"
+    for password_hash in user.password_hashes:
+        if not _PASSWORD_HASH.fullmatch(password_hash):
+            yield f"user {name} has a password hash that is not 64 lowercase hex characters"
+    for permission in user.permissions:
+        for key in permission.keys:
+            problem = _pattern_problem("key", key.pattern)
+            if problem:
+                yield f"user {name}: {problem}"
+        for channel in permission.channels:
+            problem = _pattern_problem("channel", channel)
+            if problem:
+                yield f"user {name}: {problem}"
+
+
+def _spec_of(role: ValkeyRole | ValkeyRoleSpec) -> ValkeyRoleSpec:
+    return role.spec if isinstance(role, ValkeyRole) else role
+
+
+def _command_problems(role_name: str, role: ValkeyRoleSpec, exists: CommandCheck | None) -> Iterable[str]:
+    for command in role.commands:
+        if not _COMMAND.fullmatch(command.name):
+            yield f"ValkeyRole {role_name}: command {command.name!r} is not a lowercase command[|subcommand]"
+        elif exists is not None and not exists(command.name):
+            yield f"ValkeyRole {role_name}: unknown command {command.name}"
+
+
+def render_acl(
+    users: Sequence[AclUser],
+    roles: RoleLookup,
+    credentials: InternalCredentials,
+    *,
+    command_exists: CommandCheck | None = None,
+) -> RenderedAcl | AclError:
+    """Every user's rules, or the first kind of problem found (each kind lists all its instances).
+
+    `command_exists` (for instance backed by a node's COMMAND LIST) catches role commands this Valkey
+    does not know: the ACL file would otherwise stop every restarted node from starting.
+    """
+    names = [user.username for user in users]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    problems = [f"username {name} is listed more than once" for name in duplicates]
+    problems += [problem for user in users for problem in _user_problems(user)]
+
+    referenced = list(dict.fromkeys(p.role_ref for user in users for p in user.permissions))
+    found: dict[str, ValkeyRoleSpec] = {}
+    missing: list[str] = []
+    for role_name in referenced:
+        role = roles(role_name)
+        if role is None:
+            missing.append(role_name)
+        else:
+            found[role_name] = _spec_of(role)
+    if missing:
+        return AclError("RoleNotFound", "ValkeyRole not found: " + ", ".join(sorted(missing)))
+
+    bad_commands = [p for name, role in found.items() for p in _command_problems(name, role, None)]
+    if problems or bad_commands:
+        return AclError("InvalidAcl", "; ".join([*problems, *bad_commands]))
+    unknown = [p for name, role in found.items() for p in _command_problems(name, role, command_exists)]
+    if unknown:
+        return AclError("UnknownCommand", "; ".join(unknown))
+    return RenderedAcl((*internal_users(credentials), *(user_acl(user, found) for user in users)))

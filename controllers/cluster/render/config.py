@@ -1,0 +1,139 @@
+"""valkey.conf (pure): the directives the operator owns, then the tunables of the resolved config.
+
+Operator-owned directives are fixed; the only inputs are TLS on/off and the
+resolved config. `bind` and `cluster-announce-ip` are not in the file: the
+file is shared by every pod through one ConfigMap and cannot read the
+environment, so the pod passes `--bind $(POD_IP) --cluster-announce-ip
+$(POD_IP)` on the command line, expanded by the kubelet (see pods.py).
+
+Settings split in two (SPEC 1.2): runtime tunables (valkey_operator.api.tunables.
+RUNTIME_TUNABLES) are applied to live nodes with CONFIG SET and never roll pods;
+everything else here is read only at start-up, so a change rolls (template.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from controllers.cluster.render import layout
+from controllers.cluster.render.quantity import quantity_bytes
+from controllers.config.resolve import ResolvedConfig
+from valkey_operator.api.tunables import RUNTIME_TUNABLES, is_tunable
+
+DEFAULT_CLUSTER_NODE_TIMEOUT_MS = 15000
+DEFAULT_MAXMEMORY_POLICY = "allkeys-lru"
+"""SPEC 1.2 wants a full cache to evict; Valkey's own default (noeviction) would refuse writes instead."""
+MAXMEMORY_FRACTION = (3, 4)
+"""maxmemory = 75% of the memory limit: headroom for replication buffers, fork copy-on-write, clients."""
+SHUTDOWN_TIMEOUT_S = 10
+"""How long a shutting-down primary waits for replicas to catch up (Valkey's default, stated)."""
+
+OPERATOR_DEFAULTED = frozenset({"maxmemory", "maxmemory-policy", "cluster-node-timeout"})
+"""Runtime tunables with an operator default: removing them from a config reverts to it at runtime."""
+
+_BARE = re.compile(r"[A-Za-z0-9_.,:/@%+=*-]+")
+
+
+def quote(value: str) -> str:
+    """One valkey.conf argument: bare when safe, else double-quoted with sdssplitargs escapes."""
+    if _BARE.fullmatch(value):
+        return value
+    escaped = []
+    for char in value:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif char.isprintable() or ord(char) > 127:
+            escaped.append(char)
+        else:
+            escaped.append("".join(f"\\x{byte:02x}" for byte in char.encode()))
+    return '"' + "".join(escaped) + '"'
+
+
+def default_maxmemory(config: ResolvedConfig) -> int | None:
+    """About 75% of the memory limit in bytes; None without a memory limit (SPEC 1.2)."""
+    memory = config.resources.get("memory")
+    if memory is None:
+        return None
+    numerator, denominator = MAXMEMORY_FRACTION
+    return quantity_bytes(memory) * numerator // denominator
+
+
+def tunables(config: ResolvedConfig) -> dict[str, str]:
+    """Every tunable the node runs with: operator defaults overridden by the config chain, by name."""
+    settings: dict[str, str] = {
+        "cluster-node-timeout": str(DEFAULT_CLUSTER_NODE_TIMEOUT_MS),
+        "maxmemory-policy": DEFAULT_MAXMEMORY_POLICY,
+    }
+    maxmemory = default_maxmemory(config)
+    if maxmemory is not None:
+        settings["maxmemory"] = str(maxmemory)
+    # Only allowlisted names: admission already rejects the rest, and a config that slipped past it
+    # (an older CRD, a direct etcd write) must still never override an operator-owned directive.
+    settings.update({key.lower(): str(value) for key, value in config.valkey.items() if is_tunable(key)})
+    return dict(sorted(settings.items()))
+
+
+def runtime_settings(config: ResolvedConfig) -> dict[str, str]:
+    """The tunables to apply to live nodes with CONFIG SET (compare with CONFIG GET first)."""
+    return {key: value for key, value in tunables(config).items() if key in RUNTIME_TUNABLES}
+
+
+def startup_settings(config: ResolvedConfig) -> dict[str, str]:
+    """The config's tunables Valkey only reads at start: a change rolls the pods."""
+    return {key: value for key, value in tunables(config).items() if key not in RUNTIME_TUNABLES}
+
+
+def owned_directives(tls: bool) -> list[tuple[str, str]]:
+    """The directives the operator owns, in file order (admission rejects them in a ValkeyConfig)."""
+    if tls:
+        network = [
+            ("port", "0"),
+            ("tls-port", str(layout.VALKEY_PORT)),
+            ("tls-cert-file", layout.TLS_CERT_FILE),
+            ("tls-key-file", layout.TLS_KEY_FILE),
+            ("tls-ca-cert-file", layout.TLS_CA_FILE),
+            ("tls-auth-clients", "optional"),
+            ("tls-replication", "yes"),
+            ("tls-cluster", "yes"),
+        ]
+    else:
+        network = [("port", str(layout.VALKEY_PORT))]
+    return [
+        *network,
+        ("cluster-port", str(layout.CLUSTER_BUS_PORT)),
+        ("cluster-enabled", "yes"),
+        ("cluster-config-file", layout.NODES_FILE),
+        ("cluster-allow-replica-migration", "no"),
+        ("dir", layout.DATA_DIR),
+        ("save", ""),
+        ("appendonly", "no"),
+        ("aclfile", layout.ACL_FILE),
+        ("acl-pubsub-default", "resetchannels"),
+        ("include", layout.REPLICATION_AUTH_FILE),
+        ("shutdown-on-sigterm", "failover"),
+        ("shutdown-timeout", str(SHUTDOWN_TIMEOUT_S)),
+    ]
+
+
+def _lines(directives: list[tuple[str, str]] | Mapping[str, str]) -> list[str]:
+    items = directives.items() if isinstance(directives, Mapping) else directives
+    return [f"{key} {quote(value)}" for key, value in items]
+
+
+def render_valkey_conf(config: ResolvedConfig, *, tls: bool) -> str:
+    """The whole file; deterministic (tunables sorted by name), so its hash is stable."""
+    lines = [
+        "# Rendered by valkey-operator; edits are overwritten.",
+        "# bind and cluster-announce-ip are passed on the command line ($(POD_IP)).",
+        "# Owned by the operator:",
+        *_lines(owned_directives(tls)),
+        "# Tunables (operator defaults, overridden by the ValkeyConfig chain):",
+        *_lines(tunables(config)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def replication_auth_conf(username: str, password: str) -> str:
+    """Included by valkey.conf from the Secret: replicas and atomic slot migration authenticate with it."""
+    return f"primaryuser {quote(username)}\nprimaryauth {quote(password)}\n"

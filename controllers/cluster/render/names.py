@@ -1,0 +1,90 @@
+"""Names and labels of the objects a ValkeyCluster owns.
+
+Pods are named `{cluster}-{shard}-{suffix}` with a fresh random suffix per
+incarnation (SPEC 1.4), so a replaced pod never reuses a dead node's name,
+DNS record or Valkey identity. The cluster name is at most 50 characters
+(admission), which keeps pod names within the 63 characters a hostname allows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Mapping
+
+from valkey_operator.api.resources import GROUP
+
+APP_NAME = "valkey"
+MANAGER = "valkey-operator"
+
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+CLUSTER_LABEL = f"{GROUP}/cluster"
+SHARD_LABEL = f"{GROUP}/shard"
+TEMPLATE_HASH_LABEL = f"{GROUP}/template-hash"
+"""Hash of what a change must roll (see template.py); the planner compares it, pod by pod."""
+
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""Kubernetes' own generateName alphabet: lowercase alphanumerics without vowels or look-alikes."""
+SUFFIX_LENGTH = 5
+
+
+def service_name(cluster: str) -> str:
+    """The headless Service: per-pod DNS via hostname/subdomain and the seed name clients use."""
+    return cluster
+
+
+def config_map_name(cluster: str) -> str:
+    return f"{cluster}-config"
+
+
+def secret_name(cluster: str) -> str:
+    return f"{cluster}-internal"
+
+
+def pdb_name(cluster: str, shard: int) -> str:
+    return f"{cluster}-{shard}"
+
+
+def pod_name(cluster: str, shard: int, rng: random.Random, taken: Collection[str] = ()) -> str:
+    """A name for a new incarnation of a pod in `shard`, distinct from every name in `taken`.
+
+    `rng` is injected so tests are deterministic; production passes random.SystemRandom().
+    """
+    while True:
+        suffix = "".join(rng.choice(SUFFIX_ALPHABET) for _ in range(SUFFIX_LENGTH))
+        name = f"{cluster}-{shard}-{suffix}"
+        if name not in taken:
+            return name
+
+
+def cluster_selector(cluster: str) -> dict[str, str]:
+    """Matches every Valkey pod of the cluster (the Service's selector)."""
+    return {NAME_LABEL: APP_NAME, CLUSTER_LABEL: cluster}
+
+
+def shard_selector(cluster: str, shard: int) -> dict[str, str]:
+    """Matches the pods of one shard (its PDB and spread constraints)."""
+    return {**cluster_selector(cluster), SHARD_LABEL: str(shard)}
+
+
+def common_labels(cluster: str) -> dict[str, str]:
+    """Labels on every owned object, so `kubectl get all -l` finds them."""
+    return {
+        NAME_LABEL: APP_NAME,
+        INSTANCE_LABEL: cluster,
+        MANAGED_BY_LABEL: MANAGER,
+        CLUSTER_LABEL: cluster,
+    }
+
+
+def pod_labels(cluster: str, shard: int, template_hash: str) -> dict[str, str]:
+    return {**common_labels(cluster), SHARD_LABEL: str(shard), TEMPLATE_HASH_LABEL: template_hash}
+
+
+def shard_of(labels: Mapping[str, str]) -> int | None:
+    """The shard index a pod's labels claim, or None when absent or malformed."""
+    value = labels.get(SHARD_LABEL)
+    if value is None or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value)

@@ -1,0 +1,182 @@
+"""The Valkey pod (SPEC 1.4): one Valkey node, managed directly by the operator.
+
+Choices, and why:
+- restartPolicy Never. The data lives only in memory while nodes.conf (the
+  node's identity and slots) lives on the emptyDir, which survives a container
+  restart. A restarted container would come back as the same primary, empty,
+  still owning its slots, and its replicas would sync the empty dataset
+  (SPEC 1.4 restart safety). With Never a crashed or OOM-killed container ends
+  the pod (phase Failed); the operator replaces it with a new pod, a new node
+  id and an empty emptyDir, and the shard's replica is promoted instead.
+- Readiness and liveness are tcpSocket probes on the pod IP. Valkey binds only
+  $(POD_IP); an exec probe would need a shell to expand it, a valkey-cli in
+  the image, credentials and TLS flags. Cluster health is the operator's
+  business (it asks every node), not the kubelet's. Liveness is generous: a
+  restart here means a replacement pod.
+- terminationGracePeriodSeconds 60: longer than shutdown-timeout (10 s) plus
+  the manual failover `shutdown-on-sigterm failover` runs on a primary.
+- Restricted Pod Security Standard: non-root ids from the config's podSecurity,
+  no privilege escalation, all capabilities dropped, RuntimeDefault seccomp,
+  read-only root filesystem (Valkey writes only to the /data emptyDir).
+- No service account token and no service links: Valkey talks to no API.
+"""
+
+from __future__ import annotations
+
+from controllers.cluster.render import layout, names
+from controllers.cluster.render.context import RenderContext
+from controllers.cluster.render.placement import scheduling
+from controllers.cluster.render.template import template_hash
+from valkey_operator.api.config import DEFAULT_POD_ID
+from valkey_operator.core.rest import Obj
+
+TERMINATION_GRACE_PERIOD_S = 60
+READ_ONLY_MODE = 0o440
+"""Secrets and config readable by the pod's user and fsGroup, by nobody else."""
+
+
+def command() -> list[str]:
+    """valkey-server with the shared file, plus what differs per pod ($(VAR) is expanded by the kubelet)."""
+    return [
+        "valkey-server",
+        layout.CONFIG_FILE,
+        "--bind",
+        "$(POD_IP)",
+        "--cluster-announce-ip",
+        "$(POD_IP)",
+        "--cluster-announce-human-nodename",
+        "$(POD_NAME)",
+    ]
+
+
+def _env() -> list[Obj]:
+    def field(name: str, path: str) -> Obj:
+        return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+    return [
+        field("POD_IP", "status.podIP"),
+        field("POD_NAME", "metadata.name"),
+        field("POD_NAMESPACE", "metadata.namespace"),
+    ]
+
+
+def _probes() -> dict[str, Obj]:
+    socket = {"tcpSocket": {"port": "valkey"}}
+    return {
+        "readinessProbe": {**socket, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
+        "livenessProbe": {
+            **socket,
+            "initialDelaySeconds": 15,
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
+    }
+
+
+def resources(ctx: RenderContext) -> Obj:
+    """Requests equal limits (SPEC 1.2): Guaranteed QoS when both cpu and memory are set."""
+    amounts = {key: ctx.config.resources[key] for key in ("cpu", "memory") if key in ctx.config.resources}
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def pod_security_context(ctx: RenderContext) -> Obj:
+    ids = ctx.config.pod_security
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": ids.get("runAsUser", DEFAULT_POD_ID),
+        "runAsGroup": ids.get("runAsGroup", DEFAULT_POD_ID),
+        "fsGroup": ids.get("fsGroup", DEFAULT_POD_ID),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> Obj:
+    return {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _secret_volume(name: str, secret: str, keys: list[str]) -> Obj:
+    items = [{"key": key, "path": key} for key in keys]
+    return {"name": name, "secret": {"secretName": secret, "defaultMode": READ_ONLY_MODE, "items": items}}
+
+
+def volumes(ctx: RenderContext) -> tuple[list[Obj], list[Obj]]:
+    """(volumes, volumeMounts). The internal Secret is mounted without the admin password."""
+    vols: list[Obj] = [
+        {"name": "data", "emptyDir": {}},
+        {
+            "name": "config",
+            "configMap": {
+                "name": names.config_map_name(ctx.name),
+                "defaultMode": READ_ONLY_MODE,
+                "items": [{"key": layout.CONFIG_KEY, "path": layout.CONFIG_KEY}],
+            },
+        },
+        _secret_volume(
+            "internal", names.secret_name(ctx.name), [layout.ACL_KEY, layout.REPLICATION_AUTH_KEY]
+        ),
+    ]
+    mounts: list[Obj] = [
+        {"name": "data", "mountPath": layout.DATA_DIR},
+        {"name": "config", "mountPath": layout.CONFIG_DIR, "readOnly": True},
+        {"name": "internal", "mountPath": layout.INTERNAL_DIR, "readOnly": True},
+    ]
+    if ctx.tls_secret is not None:
+        keys = [layout.TLS_CERT_KEY, layout.TLS_KEY_KEY, layout.TLS_CA_KEY]
+        vols.append(_secret_volume("tls", ctx.tls_secret, keys))
+        mounts.append({"name": "tls", "mountPath": layout.TLS_DIR, "readOnly": True})
+    return vols, mounts
+
+
+def container(ctx: RenderContext) -> Obj:
+    _, mounts = volumes(ctx)
+    spec: Obj = {
+        "name": layout.CONTAINER_NAME,
+        "image": ctx.config.image.reference,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command(),
+        "env": _env(),
+        "ports": [
+            {"name": "valkey", "containerPort": layout.VALKEY_PORT, "protocol": "TCP"},
+            {"name": "cluster-bus", "containerPort": layout.CLUSTER_BUS_PORT, "protocol": "TCP"},
+        ],
+        **_probes(),
+        "securityContext": container_security_context(),
+        "volumeMounts": mounts,
+    }
+    limits = resources(ctx)
+    if limits:
+        spec["resources"] = limits
+    return spec
+
+
+def render_pod(ctx: RenderContext, shard: int, name: str) -> Obj:
+    """A new pod for `shard` named `name` (from names.pod_name); labels carry the template hash."""
+    metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx)))
+    if ctx.cluster.spec.pod_annotations:
+        metadata["annotations"] = dict(ctx.cluster.spec.pod_annotations)
+    vols, _ = volumes(ctx)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "hostname": name,
+            "subdomain": names.service_name(ctx.name),
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_PERIOD_S,
+            "securityContext": pod_security_context(ctx),
+            "containers": [container(ctx)],
+            "volumes": vols,
+            **scheduling(ctx, shard),
+        },
+    }

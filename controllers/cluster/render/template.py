@@ -1,0 +1,57 @@
+"""The pod-template hash: what a change must roll pods for, and nothing else (SPEC 1.4, SPEC 5).
+
+The planner reads progress from the world by comparing each pod's
+`valkey.gomomento.com/template-hash` label with `template_hash(ctx)`.
+
+In the hash: the image (reference and declared version), resources, pod
+security ids, the startup-only tunables (io-threads), which runtime tunables
+without an operator default the config sets (Valkey cannot CONFIG SET a
+directive back to "unset"), TLS (on/off and the Secret the pods mount),
+placement (zones, nodeSelector, tolerations, priorityClassName: fields of a
+live pod that cannot change in place), and TEMPLATE_VERSION.
+
+Not in the hash: runtime tunable values (CONFIG SET on live nodes, SPEC 1.2),
+podAnnotations (patched in place) and zoneSpread (applies to pods created
+later), as SPEC 1.4 requires; nor ACLs (ACL SETUSER at runtime).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from controllers.cluster.render import config as conf
+from controllers.cluster.render.context import RenderContext
+from valkey_operator.api.tunables import RUNTIME_TUNABLES
+from valkey_operator.core.rest import Obj
+
+TEMPLATE_VERSION = 1
+"""Bump when the rendered pod changes shape in a way live pods must be replaced for."""
+
+
+def template_inputs(ctx: RenderContext) -> Obj:
+    """Everything the hash covers, as plain JSON (also handy for explaining a rollout)."""
+    image = ctx.config.image
+    placement = ctx.placement
+    user_runtime_keys = {key.lower() for key in ctx.config.valkey} & RUNTIME_TUNABLES
+    return {
+        "version": TEMPLATE_VERSION,
+        "image": {"reference": image.reference, "version": image.version},
+        "resources": dict(sorted(ctx.config.resources.items())),
+        "podSecurity": dict(sorted(ctx.config.pod_security.items())),
+        "startupSettings": conf.startup_settings(ctx.config),
+        "runtimeSettingsSet": sorted(user_runtime_keys - conf.OPERATOR_DEFAULTED),
+        "tls": ctx.tls_secret,
+        "placement": {
+            "zones": sorted(set(placement.zones)),
+            "nodeSelector": dict(sorted(placement.node_selector.items())),
+            "tolerations": [toleration.to_dict() for toleration in placement.tolerations],
+            "priorityClassName": placement.priority_class_name,
+        },
+    }
+
+
+def template_hash(ctx: RenderContext) -> str:
+    """16 hex characters: a valid label value, short enough to read in `kubectl get pods -L`."""
+    encoded = json.dumps(template_inputs(ctx), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]

@@ -1,0 +1,464 @@
+"""A deterministic in-memory Valkey cluster that applies the planner's actions (unit tests only).
+
+It models what the operator can see of a cluster, not Valkey's internals:
+pods that start after a delay and terminate after a grace period; servers with
+a node id, version, role, slots, replication offset and link; CLUSTER MEET
+handshakes; gossip that spreads membership one hop per pass (only to live
+nodes, as Valkey's handshakes do); the FORGET ban list; PFAIL/FAIL flags for
+silent nodes; automatic failover of a replica when its primary dies and a
+majority of slot owners survive; cluster_state computed from each node's view.
+
+Actions are checked the way Valkey and the API server would check them, and an
+invalid one comes back as an `Outcome` with an error instead of changing
+anything, so a test can assert that the planner only asks for what the world
+accepts. Time advances only by `advance()`, one reconcile pass per call, so a
+run is a pure function of its inputs: hypothesis can shrink and replay it.
+
+Integration tests never use this: they run real Valkey.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import assert_never
+
+import attrs
+
+from controllers.cluster.observe import (
+    ALL_SLOTS,
+    KnownNode,
+    NodeFlag,
+    NodeObservation,
+    Observation,
+    PodObservation,
+    PodPhase,
+    SlotRanges,
+    Version,
+    format_version,
+    intersect,
+    subtract,
+    union,
+)
+from controllers.cluster.plan import Action, AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
+from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.resources import VERSION_FLOOR
+
+EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+
+
+@attrs.frozen(kw_only=True)
+class SimSettings:
+    """The knobs of a simulated world; every delay counts passes (calls to `advance`)."""
+
+    cluster: str = "vk"
+    template_hash: str = "t1"
+    """The template hash the pods the operator creates now carry."""
+    versions: Mapping[str, Version | None] = attrs.field(factory=dict)
+    """The binary each template runs; absent templates run the floor version."""
+    version_overrides: Mapping[int, Version | None] = attrs.field(factory=dict)
+    """By pod sequence number (0 = first pod created): a different binary for that one pod."""
+    ready_delays: Sequence[int] = (1,)
+    """Passes from creation to Running and Ready, cycled over pods in creation order."""
+    sync_delay: int = 1
+    termination_delay: int = 1
+    node_timeout: int = 2
+    """Passes a dead node stays PFAIL before FAIL (and before a failover can happen)."""
+    forget_window: int = 30
+    """Passes a FORGET bans the id from being re-learned (Valkey: 60 s)."""
+    offset_step: int = 100
+    gossip_every: int = 1
+    """Gossip spreads membership one hop every this many passes (Valkey's gossip can lag the operator)."""
+    """Replication offset a primary advances per pass."""
+
+
+@attrs.define
+class SimPod:
+    name: str
+    shard: int
+    template_hash: str
+    seq: int
+    created_tick: int
+    ready_tick: int
+    ip: str | None = None
+    phase: PodPhase = PodPhase.PENDING
+    deleting_since: int | None = None
+    node_id: str | None = None
+
+
+@attrs.define
+class SimNode:
+    node_id: str
+    pod: str
+    ip: str
+    version: Version | None
+    shard_id: str
+    role: NodeRole = NodeRole.PRIMARY
+    primary_id: str | None = None
+    slots: SlotRanges = ()
+    repl_offset: int = 0
+    link_up: bool = False
+    sync_left: int = 0
+    alive: bool = True
+    dead_since: int | None = None
+    known: set[str] = attrs.field(factory=set)
+    handshakes: dict[str, int] = attrs.field(factory=dict)
+    banned: dict[str, int] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Outcome:
+    """What applying one action did: error is what the actor would have been told, or None."""
+
+    action: Action
+    error: str | None = None
+
+
+def _hex_id(*parts: object) -> str:
+    return hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()
+
+
+class SimulatedCluster:
+    """The world one cluster's planner acts on; `observe` -> plan -> `apply` -> `advance`, repeated."""
+
+    def __init__(self, settings: SimSettings | None = None) -> None:
+        self.settings = settings or SimSettings()
+        self.tick = 0
+        self.pods: dict[str, SimPod] = {}
+        self.nodes: dict[str, SimNode] = {}
+        """Every server identity ever started, dead ones included (others may still know them)."""
+        self._seq = 0
+        self.template_hash = self.settings.template_hash
+
+    # --- observing -------------------------------------------------------------------------------
+
+    def observe(
+        self, unreachable: Collection[str] = frozenset(), recorded_state: ClusterState | None = None
+    ) -> Observation:
+        """What an observer would read now; pods named in unreachable do not answer this pass."""
+        pods = tuple(self._pod_observation(pod) for pod in sorted(self.pods.values(), key=lambda p: p.name))
+        nodes: dict[str, NodeObservation] = {}
+        for pod in self.pods.values():
+            node = self.node_of(pod.name)
+            if node is None or not (pod.deleting_since is not None or self._ready(pod)):
+                continue
+            if pod.name in unreachable:
+                nodes[pod.name] = NodeObservation.unreachable("timeout")
+            else:
+                nodes[pod.name] = self._node_observation(node)
+        return Observation(pods=pods, nodes=nodes, recorded_state=recorded_state)
+
+    def _ready(self, pod: SimPod) -> bool:
+        return pod.phase is PodPhase.RUNNING and pod.deleting_since is None
+
+    def _pod_observation(self, pod: SimPod) -> PodObservation:
+        created = EPOCH + datetime.timedelta(seconds=pod.created_tick)
+        return PodObservation(
+            name=pod.name,
+            shard=pod.shard,
+            template_hash=pod.template_hash,
+            phase=pod.phase,
+            ready=self._ready(pod),
+            ip=pod.ip,
+            deleting=pod.deleting_since is not None,
+            created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+
+    def _node_observation(self, node: SimNode) -> NodeObservation:
+        version_text = format_version(node.version) or "redis_version 7.2.4"
+        myself = self._known_line(node, node, myself=True)
+        others = [self._known_line(node, self.nodes[node_id]) for node_id in sorted(node.known)]
+        handshakes = [
+            KnownNode(
+                node_id=_hex_id("handshake", node.node_id, ip),
+                ip=ip,
+                flags=frozenset({NodeFlag.HANDSHAKE, NodeFlag.PRIMARY}),
+                connected=False,
+            )
+            for ip in sorted(node.handshakes)
+        ]
+        return NodeObservation(
+            reachable=True,
+            version=node.version,
+            version_text=version_text,
+            node_id=node.node_id,
+            role=node.role,
+            primary_id=node.primary_id,
+            shard_id=node.shard_id,
+            slots=node.slots,
+            repl_offset=node.repl_offset,
+            link_up=node.link_up if node.role is NodeRole.REPLICA else None,
+            cluster_ok=self.cluster_ok(node),
+            known_nodes=(myself, *others, *handshakes),
+        )
+
+    def _known_line(self, viewer: SimNode, node: SimNode, *, myself: bool = False) -> KnownNode:
+        flags = {NodeFlag.PRIMARY if node.role is NodeRole.PRIMARY else NodeFlag.REPLICA}
+        if myself:
+            flags.add(NodeFlag.MYSELF)
+        elif not node.alive:
+            flags.add(NodeFlag.FAIL if self._failed(node) else NodeFlag.PFAIL)
+        return KnownNode(
+            node_id=node.node_id,
+            ip=node.ip,
+            flags=frozenset(flags),
+            primary_id=node.primary_id,
+            connected=node.alive,
+            slots=node.slots,
+        )
+
+    def _failed(self, node: SimNode) -> bool:
+        return node.dead_since is not None and self.tick - node.dead_since >= self.settings.node_timeout
+
+    def cluster_ok(self, node: SimNode) -> bool:
+        """cluster_state:ok as node computes it: every slot served by a node it does not consider FAIL."""
+        served = union(
+            node.slots,
+            *(self.nodes[other].slots for other in node.known if not self._failed(self.nodes[other])),
+        )
+        return not subtract(ALL_SLOTS, served)
+
+    # --- acting ------------------------------------------------------------------------------------
+
+    def apply(self, actions: Iterable[Action], unreachable: Collection[str] = frozenset()) -> list[Outcome]:
+        """Apply actions in order, as the actor would; pods named in unreachable time out."""
+        return [self._apply(action, unreachable) for action in actions]
+
+    def _apply(self, action: Action, unreachable: Collection[str]) -> Outcome:
+        match action:
+            case CreatePod(shard=shard):
+                self.create_pod(shard)
+                return Outcome(action)
+            case DeletePod(pod=pod):
+                if pod not in self.pods:
+                    return Outcome(action, "NotFound")
+                self.delete_pod(pod)
+                return Outcome(action)
+            case Meet() | AssignSlots() | Replicate():
+                node = self._target(action.node, unreachable)
+                if isinstance(node, str):
+                    return Outcome(action, node)
+                return Outcome(action, self._valkey(node, action))
+            case Forget(node_id=node_id, on=on):
+                errors = []
+                for pod in on:
+                    target = self._target(pod, unreachable)
+                    error = target if isinstance(target, str) else self._forget(target, node_id)
+                    if error is not None:
+                        errors.append(f"{pod}: {error}")
+                return Outcome(action, "; ".join(errors) or None)
+        assert_never(action)
+
+    def _target(self, pod: str, unreachable: Collection[str]) -> SimNode | str:
+        node = self.node_of(pod)
+        if node is None:
+            return f"pod {pod} runs no server"
+        if pod in unreachable:
+            return "timeout"
+        return node
+
+    def _valkey(self, node: SimNode, action: Meet | AssignSlots | Replicate) -> str | None:
+        match action:
+            case Meet(peer_ip=ip):
+                if ip == node.ip:
+                    return "cannot meet myself"
+                if not any(self.nodes[other].ip == ip for other in node.known):
+                    node.handshakes.setdefault(ip, self.tick)
+                return None
+            case AssignSlots(slots=slots):
+                if node.role is not NodeRole.PRIMARY:
+                    return "only a primary can own slots"
+                owned = union(node.slots, *(self.nodes[other].slots for other in node.known))
+                if intersect(slots, owned):
+                    return "Slot is already busy"
+                node.slots = union(node.slots, slots)
+                return None
+            case Replicate(primary_id=primary_id):
+                return self._replicate(node, primary_id)
+        assert_never(action)
+
+    def _replicate(self, node: SimNode, primary_id: str) -> str | None:
+        if primary_id not in node.known:
+            return f"Unknown node {primary_id}"
+        primary = self.nodes[primary_id]
+        if primary.role is not NodeRole.PRIMARY:
+            return "I can only replicate a master, not a replica."
+        if node.role is NodeRole.PRIMARY and node.slots:
+            return "To set a master the node must be empty and without assigned slots."
+        if node.primary_id == primary_id:
+            return None
+        node.role, node.primary_id, node.shard_id = NodeRole.REPLICA, primary_id, primary.shard_id
+        node.link_up, node.sync_left, node.repl_offset = False, self.settings.sync_delay, 0
+        return None
+
+    def _forget(self, node: SimNode, node_id: str) -> str | None:
+        if node_id == node.node_id:
+            return "I tried hard but I can't forget myself..."
+        if node_id == node.primary_id:
+            return "Can't forget my master!"
+        if node_id not in node.known:
+            return f"Unknown node {node_id}"
+        node.known.discard(node_id)
+        node.banned[node_id] = self.tick + self.settings.forget_window
+        return None
+
+    # --- the world outside the operator -----------------------------------------------------------------
+
+    def create_pod(self, shard: int) -> SimPod:
+        seq = self._seq
+        self._seq += 1
+        delays = self.settings.ready_delays or (0,)
+        pod = SimPod(
+            name=f"{self.settings.cluster}-{shard}-{seq:05x}",
+            shard=shard,
+            template_hash=self.template_hash,
+            seq=seq,
+            created_tick=self.tick,
+            ready_tick=self.tick + delays[seq % len(delays)],
+        )
+        self.pods[pod.name] = pod
+        return pod
+
+    def delete_pod(self, name: str) -> None:
+        """A delete request: the pod terminates after the grace period (idempotent)."""
+        pod = self.pods[name]
+        if pod.deleting_since is None:
+            pod.deleting_since = self.tick
+
+    def advance(self) -> None:
+        """One pass of time: pods start and stop, handshakes finish, gossip, failover, replication."""
+        self.tick += 1
+        self._pods_lifecycle()
+        self._handshakes()
+        if self.tick % max(self.settings.gossip_every, 1) == 0:
+            self._gossip()
+        self._failovers()
+        self._replication()
+
+    def _pods_lifecycle(self) -> None:
+        for pod in list(self.pods.values()):
+            if (
+                pod.deleting_since is not None
+                and self.tick - pod.deleting_since >= self.settings.termination_delay
+            ):
+                self._stop(pod)
+                del self.pods[pod.name]
+            elif pod.phase is PodPhase.PENDING and self.tick >= pod.ready_tick and pod.deleting_since is None:
+                self._start(pod)
+
+    def _start(self, pod: SimPod) -> None:
+        pod.phase = PodPhase.RUNNING
+        pod.ip = f"10.0.{pod.seq // 200}.{pod.seq % 200 + 10}"
+        node_id = _hex_id("node", pod.name, self.tick)
+        version = self.settings.versions.get(pod.template_hash, VERSION_FLOOR)
+        version = self.settings.version_overrides.get(pod.seq, version)
+        self.nodes[node_id] = SimNode(
+            node_id=node_id, pod=pod.name, ip=pod.ip, version=version, shard_id=_hex_id("shard", node_id)
+        )
+        pod.node_id = node_id
+
+    def _stop(self, pod: SimPod) -> None:
+        node = self.node_of(pod.name)
+        if node is not None:
+            node.alive, node.dead_since = False, self.tick
+            node.link_up = False
+
+    def _live(self) -> list[SimNode]:
+        return [node for node in self.nodes.values() if node.alive]
+
+    def _by_ip(self, ip: str) -> SimNode | None:
+        return next((node for node in self._live() if node.ip == ip), None)
+
+    def _handshakes(self) -> None:
+        for node in self._live():
+            for ip, started in list(node.handshakes.items()):
+                peer = self._by_ip(ip)
+                if peer is not None and peer is not node:
+                    del node.handshakes[ip]
+                    self._link(node, peer)
+                    self._link(peer, node)
+                elif self.tick - started > self.settings.node_timeout:
+                    del node.handshakes[ip]
+
+    def _link(self, node: SimNode, peer: SimNode) -> None:
+        if self.tick >= node.banned.get(peer.node_id, -1):
+            node.known.add(peer.node_id)
+
+    def _gossip(self) -> None:
+        """Each live node learns the live nodes its live peers know (as of the previous pass)."""
+        before = {node.node_id: set(node.known) for node in self._live()}
+        for node in self._live():
+            for peer_id in before[node.node_id]:
+                if peer_id not in before:
+                    continue  # a dead peer gossips nothing
+                for candidate in before[peer_id] | {peer_id}:
+                    if candidate != node.node_id and candidate in before:
+                        self._link(node, self.nodes[candidate])
+
+    def _failovers(self) -> None:
+        owners = [node for node in self.nodes.values() if node.role is NodeRole.PRIMARY and node.slots]
+        for primary in owners:
+            if primary.alive or not self._failed(primary):
+                continue
+            voters = sum(1 for owner in owners if owner.alive)
+            if voters * 2 <= len(owners):
+                continue  # no majority of slot owners to elect a replacement
+            replicas = [  # finished their initial sync, so they hold the data (the validity check)
+                node
+                for node in self._live()
+                if node.role is NodeRole.REPLICA
+                and node.primary_id == primary.node_id
+                and node.sync_left == 0
+            ]
+            if not replicas:
+                continue
+            chosen = max(replicas, key=lambda node: (node.repl_offset, node.node_id))
+            chosen.role, chosen.primary_id, chosen.slots = NodeRole.PRIMARY, None, primary.slots
+            chosen.link_up = False
+            primary.slots = ()
+            for other in replicas:
+                if other is not chosen:
+                    other.primary_id, other.link_up, other.sync_left = chosen.node_id, False, 1
+
+    def _replication(self) -> None:
+        for node in self._live():
+            if node.role is NodeRole.PRIMARY:
+                node.repl_offset += self.settings.offset_step
+        for node in self._live():
+            if node.role is not NodeRole.REPLICA:
+                continue
+            primary = self.nodes.get(node.primary_id or "")
+            if primary is None or not primary.alive:
+                node.link_up = False
+            elif node.sync_left > 0:
+                node.sync_left -= 1
+                node.link_up = node.sync_left == 0
+            else:
+                node.link_up = True
+            if node.link_up and primary is not None:
+                node.repl_offset = primary.repl_offset
+
+    # --- ground truth, for invariants -----------------------------------------------------------------
+
+    def node_of(self, pod: str) -> SimNode | None:
+        """The server the pod runs now (None before it starts or after it is gone)."""
+        current = self.pods.get(pod)
+        if current is None or current.node_id is None:
+            return None
+        node = self.nodes[current.node_id]
+        return node if node.alive else None
+
+    def pod_ids(self) -> set[str]:
+        """Node ids of servers whose pods exist."""
+        return {pod.node_id for pod in self.pods.values() if pod.node_id is not None}
+
+    def served(self) -> dict[str, SlotRanges]:
+        """Slots per live primary."""
+        return {
+            node.node_id: node.slots for node in self._live() if node.role is NodeRole.PRIMARY and node.slots
+        }
+
+    def members_known_by(self, node_id: str) -> set[str]:
+        """Live node ids that know node_id (a node below the floor must never show up here)."""
+        return {node.node_id for node in self._live() if node_id in node.known}

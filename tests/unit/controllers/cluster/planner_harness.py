@@ -1,0 +1,279 @@
+"""Drive the pure planner against the simulator, checking SPEC 5's invariants after every step.
+
+One pass: observe the simulated world (some nodes may not answer) -> plan ->
+check the plan against the world's ground truth -> act (perhaps only partly,
+or twice, as an operator that restarts mid-act would) -> time passes. Part 2
+(scaling, repair, rolling updates) extends `check_step` and `Chaos`.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Collection, Sequence
+
+import attrs
+
+from controllers.cluster.observe import (
+    ALL_SLOTS,
+    Desired,
+    Observation,
+    coverage,
+    format_slot_ranges,
+    meets_floor,
+    subtract,
+    union,
+)
+from controllers.cluster.plan import (
+    AssignSlots,
+    DeletePod,
+    Forget,
+    Meet,
+    Plan,
+    Reason,
+    Replicate,
+    plan,
+)
+from controllers.cluster.simulate import SimNode, SimSettings, SimulatedCluster
+from valkey_operator.api.cluster import ClusterState, NodeRole
+
+
+class Act(enum.Enum):
+    """How the operator acts on a pass's plan."""
+
+    ALL = "all"
+    CRASH = "crash"
+    """Apply only a prefix of the actions, then restart (no memory survives)."""
+    TWICE = "twice"
+    """Apply the actions twice: a restart after acting, replaying from a cache that has not caught up."""
+    LOSE_STATUS = "lose-status"
+    """Act, but the status write is lost: the next pass sees the previously recorded state."""
+
+
+@attrs.frozen
+class Chaos:
+    """What goes wrong, per pass; the default is a calm world."""
+
+    acts: Sequence[tuple[Act, int]] = ()
+    """Per pass (index): how the operator acts, and for CRASH how many actions get through."""
+    unreachable: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): that pod's server does not answer the operator in that pass."""
+    deletions: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): someone deletes that pod (only while its server owns no slots)."""
+    paused: Collection[int] = frozenset()
+    """Passes during which the cluster carries the paused annotation."""
+
+    def act(self, index: int) -> tuple[Act, int]:
+        return self.acts[index] if index < len(self.acts) else (Act.ALL, 0)
+
+
+@attrs.define
+class Run:
+    sim: SimulatedCluster
+    desired: Desired
+    plans: list[Plan] = attrs.field(factory=list)
+    recorded: ClusterState | None = None
+
+    @property
+    def last(self) -> Plan:
+        return self.plans[-1]
+
+    @property
+    def passes(self) -> int:
+        return len(self.plans)
+
+
+def run(
+    desired: Desired,
+    *,
+    settings: SimSettings | None = None,
+    chaos: Chaos | None = None,
+    max_passes: int = 60,
+    until: Callable[[Plan], bool] = lambda plan: plan.status.state is ClusterState.ACTIVE,
+    sim: SimulatedCluster | None = None,
+) -> Run:
+    """Reconcile until `until(plan)` holds (checked after the plan's actions are applied) or max_passes."""
+    chaos = chaos or Chaos()
+    world = sim or SimulatedCluster(settings)
+    result = Run(world, desired)
+    for index in range(max_passes):
+        one_pass(result, index, chaos)
+        if until(result.last):
+            return result
+    return result
+
+
+def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
+    sim = result.sim
+    for pass_index, seq in sorted(chaos.deletions):
+        if pass_index == index:
+            _external_delete(sim, seq)
+    unreachable = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unreachable}
+    observation = sim.observe(unreachable, recorded_state=result.recorded)
+    desired = attrs.evolve(result.desired, paused=True) if index in chaos.paused else result.desired
+    planned = plan(observation, desired)
+    check_step(sim, observation, planned, desired, unreachable)
+    act, through = chaos.act(index)
+    actions = planned.actions[:through] if act is Act.CRASH else planned.actions
+    outcomes = sim.apply(actions, unreachable)
+    errors = [outcome for outcome in outcomes if outcome.error is not None]
+    assert not errors, f"the world refused planned actions: {errors}"
+    if act is Act.TWICE:
+        sim.apply(actions, unreachable)  # errors allowed: a stale replay, the next pass re-observes
+    if act is not Act.LOSE_STATUS and act is not Act.CRASH:
+        result.recorded = planned.status.state
+    result.plans.append(planned)
+    check_world(sim)
+    sim.advance()
+    return planned
+
+
+def _external_delete(sim: SimulatedCluster, seq: int) -> None:
+    for pod in list(sim.pods.values()):
+        node = sim.node_of(pod.name)
+        if pod.seq == seq and (node is None or not node.slots):
+            sim.delete_pod(pod.name)
+
+
+# --- invariants ----------------------------------------------------------------------------------
+
+
+def check_step(
+    sim: SimulatedCluster, observation: Observation, planned: Plan, desired: Desired, unreachable: set[str]
+) -> None:
+    """SPEC 5, checked against ground truth before the plan is acted on."""
+    check_deterministic(observation, planned, desired)
+    if desired.paused:
+        assert planned.actions == ()
+    check_one_disruption(observation, planned)
+    check_deletions(sim, planned)
+    check_forgets(sim, planned)
+    check_version_floor(sim, planned)
+    check_reachable_targets(planned, unreachable)
+    check_status(sim, observation, planned, desired)
+
+
+def check_deterministic(observation: Observation, planned: Plan, desired: Desired) -> None:
+    """Re-planning from the same observation (a restarted operator) yields the same plan, in any order."""
+    assert plan(observation, desired) == planned
+    shuffled = list(observation.pods)
+    random.Random(len(shuffled)).shuffle(shuffled)
+    reordered = Observation(
+        pods=tuple(reversed(shuffled)),
+        nodes=dict(reversed(list(observation.nodes.items()))),
+        recorded_state=observation.recorded_state,
+    )
+    assert plan(reordered, desired) == planned
+
+
+def check_one_disruption(observation: Observation, planned: Plan) -> None:
+    assert len(planned.disruptive) <= 1, planned.disruptive
+    if any(pod.deleting for pod in observation.pods):
+        assert planned.disruptive == (), "a disruptive step while another is in flight"
+
+
+def check_deletions(sim: SimulatedCluster, planned: Plan) -> None:
+    """Never delete a pod whose node owns slots or is the only up-to-date copy of its shard."""
+    for action in planned.actions:
+        if not isinstance(action, DeletePod):
+            continue
+        node = sim.node_of(action.pod)
+        if node is None:
+            continue
+        assert not node.slots, f"deleting {action.pod}, which owns slots"
+        if node.role is NodeRole.REPLICA:
+            primary = sim.nodes.get(node.primary_id or "")
+            assert primary is not None and primary.alive, f"deleting {action.pod}, the last copy"
+
+
+def check_forgets(sim: SimulatedCluster, planned: Plan) -> None:
+    """Never forget a node id while its pod exists; never ask a replica to forget its primary."""
+    for action in planned.actions:
+        if not isinstance(action, Forget):
+            continue
+        assert action.node_id not in sim.pod_ids(), f"forgetting {action.node_id}, whose pod exists"
+        for pod in action.on:
+            node = sim.node_of(pod)
+            assert node is not None and node.primary_id != action.node_id
+
+
+def check_version_floor(sim: SimulatedCluster, planned: Plan) -> None:
+    """A node below the floor is never met, given slots or replicated, and no node knows it."""
+    rejected = {node.node_id: node for node in sim.nodes.values() if not meets_floor(node.version)}
+    rejected_pods = {node.pod for node in rejected.values()}
+    for action in planned.actions:
+        match action:
+            case Meet():
+                assert {action.node, action.peer}.isdisjoint(rejected_pods), action
+            case AssignSlots() | Replicate():
+                assert action.node not in rejected_pods, action
+        if isinstance(action, Replicate):
+            assert action.primary_id not in rejected, action
+    for node_id, node in rejected.items():
+        assert not sim.members_known_by(node_id), f"{node.pod} below the floor joined"
+        assert not node.known and not node.slots
+
+
+def check_reachable_targets(planned: Plan, unreachable: set[str]) -> None:
+    """Unreachable is a fact to plan around: nothing is sent to a node that did not answer."""
+    for action in planned.actions:
+        targets: tuple[str, ...] = ()
+        match action:
+            case Meet(node=node, peer=peer):
+                targets = (node, peer)
+            case AssignSlots(node=node) | Replicate(node=node):
+                targets = (node,)
+            case Forget(on=on):
+                targets = on
+        assert unreachable.isdisjoint(targets), action
+
+
+def check_status(sim: SimulatedCluster, observation: Observation, planned: Plan, desired: Desired) -> None:
+    """Active only when it is true; otherwise the status says which slots are not served and why."""
+    status = planned.status
+    if status.state is ClusterState.ACTIVE:
+        check_active_truth(sim, desired)
+        assert status.uncovered == ()
+        assert status.ready_shards == desired.shards
+        assert status.condition("Ready").status
+    else:
+        assert not status.condition("Ready").status
+    if status.uncovered:
+        named = {Reason.ASSIGNING_SLOTS, Reason.SLOTS_UNCOVERED}
+        first = format_slot_ranges(status.uncovered[:1]).split("-")[0]
+        assert any(f.reason in named and first in f.message for f in status.findings), status.findings
+    assert len(status.nodes) == sum(1 for pod in observation.pods if pod.shard is not None)
+
+
+def check_active_truth(sim: SimulatedCluster, desired: Desired) -> None:
+    """Ground truth of Active: each slot served by exactly one live primary, every replica in sync."""
+    served = sim.served()
+    assert coverage(served.values()).complete, format_slot_ranges(
+        subtract(ALL_SLOTS, union(*served.values()))
+    )
+    primaries = [sim.nodes[node_id] for node_id in served]
+    assert sorted(sim.pods[node.pod].shard for node in primaries) == list(range(desired.shards))
+    for primary in primaries:
+        replicas = _replicas_of(sim, primary)
+        assert len(replicas) == desired.replicas_per_shard
+        for replica in replicas:
+            assert replica.link_up and replica.repl_offset == primary.repl_offset
+            assert sim.pods[replica.pod].shard == sim.pods[primary.pod].shard
+    assert len(sim.pods) == desired.shards * desired.pods_per_shard
+    live = [node for node in sim.nodes.values() if node.alive]
+    assert all(sim.cluster_ok(node) for node in live)
+    ids = {node.node_id for node in live}
+    assert all(node.known == ids - {node.node_id} for node in live), "members do not all know each other"
+
+
+def _replicas_of(sim: SimulatedCluster, primary: SimNode) -> list[SimNode]:
+    return [
+        node
+        for node in sim.nodes.values()
+        if node.alive and node.role is NodeRole.REPLICA and node.primary_id == primary.node_id
+    ]
+
+
+def check_world(sim: SimulatedCluster) -> None:
+    """After every step: no slot is served by two live primaries."""
+    assert not coverage(sim.served().values()).contested

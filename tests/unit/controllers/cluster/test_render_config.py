@@ -1,0 +1,135 @@
+"""valkey.conf: operator-owned directives, TLS and plain, the maxmemory default, tunables passed through."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from render_support import parse_valkey_conf, resolved
+
+from controllers.cluster.render import config as conf
+from controllers.cluster.render.config import quote, render_valkey_conf
+
+
+def directives(text: str) -> dict[str, list[str]]:
+    parsed = parse_valkey_conf(text)
+    keys = [args[0] for args in parsed]
+    assert len(keys) == len(set(keys)), f"a directive appears twice: {keys}"
+    return {args[0]: args[1:] for args in parsed}
+
+
+def test_plain_mode_owned_directives() -> None:
+    found = directives(render_valkey_conf(resolved(), tls=False))
+    assert found["port"] == ["6379"]
+    assert found["cluster-port"] == ["16379"]
+    assert found["cluster-enabled"] == ["yes"]
+    assert found["cluster-config-file"] == ["/data/nodes.conf"]
+    assert found["cluster-allow-replica-migration"] == ["no"]
+    assert found["dir"] == ["/data"]
+    assert found["save"] == [""]
+    assert found["appendonly"] == ["no"]
+    assert found["aclfile"] == ["/etc/valkey/internal/users.acl"]
+    assert found["acl-pubsub-default"] == ["resetchannels"]
+    assert found["include"] == ["/etc/valkey/internal/replication.conf"]
+    assert found["shutdown-on-sigterm"] == ["failover"]
+    assert found["shutdown-timeout"] == ["10"]
+    assert found["cluster-node-timeout"] == ["15000"]
+    assert found["maxmemory-policy"] == ["allkeys-lru"]
+    # per-pod values come from the command line, never the shared file
+    assert "bind" not in found
+    assert "cluster-announce-ip" not in found
+    assert not any(key.startswith("tls-") for key in found)
+
+
+def test_tls_mode_is_tls_only() -> None:
+    found = directives(render_valkey_conf(resolved(), tls=True))
+    assert found["port"] == ["0"]
+    assert found["tls-port"] == ["6379"]
+    assert found["tls-cluster"] == ["yes"]
+    assert found["tls-replication"] == ["yes"]
+    assert found["tls-auth-clients"] == ["optional"]
+    assert found["tls-cert-file"] == ["/etc/valkey/tls/tls.crt"]
+    assert found["tls-key-file"] == ["/etc/valkey/tls/tls.key"]
+    assert found["tls-ca-cert-file"] == ["/etc/valkey/tls/ca.crt"]
+    assert found["cluster-port"] == ["16379"]
+
+
+def test_maxmemory_defaults_to_three_quarters_of_the_limit() -> None:
+    assert directives(render_valkey_conf(resolved(), tls=False))["maxmemory"] == [str(805306368)]
+    half_gig = resolved(resources={"memory": "512Mi"})
+    assert directives(render_valkey_conf(half_gig, tls=False))["maxmemory"] == [str(402653184)]
+    decimal = resolved(resources={"memory": "1G"})
+    assert directives(render_valkey_conf(decimal, tls=False))["maxmemory"] == ["750000000"]
+
+
+def test_no_memory_limit_means_no_maxmemory_default() -> None:
+    assert "maxmemory" not in directives(render_valkey_conf(resolved(resources={"cpu": "1"}), tls=False))
+
+
+def test_config_overrides_operator_defaults() -> None:
+    config = resolved(
+        valkey={"maxmemory": "2gb", "Cluster-Node-Timeout": "5000", "maxmemory-policy": "volatile-lru"}
+    )
+    found = directives(render_valkey_conf(config, tls=False))
+    assert found["maxmemory"] == ["2gb"]
+    assert found["cluster-node-timeout"] == ["5000"]
+    assert found["maxmemory-policy"] == ["volatile-lru"]
+
+
+def test_tunables_pass_through_sorted_and_quoted() -> None:
+    config = resolved(
+        valkey={
+            "notify-keyspace-events": "Ex",
+            "latency-tracking-info-percentiles": "50 99 99.9",
+            "io-threads": "2",
+            "lazyfree-lazy-eviction": "yes",
+        }
+    )
+    text = render_valkey_conf(config, tls=False)
+    found = directives(text)
+    assert found["notify-keyspace-events"] == ["Ex"]
+    assert found["latency-tracking-info-percentiles"] == ["50 99 99.9"]
+    assert found["io-threads"] == ["2"]
+    tunable_lines = text.split("# Tunables", 1)[1].splitlines()[1:]
+    keys = [line.split(" ", 1)[0] for line in tunable_lines]
+    assert keys == sorted(keys)
+
+
+def test_operator_owned_directives_cannot_be_overridden() -> None:
+    """Admission rejects these; a config that slipped past it still cannot override them."""
+    config = resolved(valkey={"port": "7000", "aclfile": "/tmp/x", "bind": "0.0.0.0", "maxclients": "100"})
+    found = directives(render_valkey_conf(config, tls=False))
+    assert found["port"] == ["6379"]
+    assert found["aclfile"] == ["/etc/valkey/internal/users.acl"]
+    assert "bind" not in found
+    assert found["maxclients"] == ["100"]
+
+
+def test_rendering_is_deterministic() -> None:
+    a = resolved(valkey={"timeout": "10", "hz": "20", "activedefrag": "yes"})
+    b = resolved(valkey={"activedefrag": "yes", "hz": "20", "timeout": "10"})
+    assert render_valkey_conf(a, tls=False) == render_valkey_conf(b, tls=False)
+
+
+def test_runtime_and_startup_split() -> None:
+    config = resolved(valkey={"io-threads": "4", "maxmemory-policy": "allkeys-lfu", "timeout": "30"})
+    runtime = conf.runtime_settings(config)
+    assert runtime == {
+        "cluster-node-timeout": "15000",
+        "maxmemory": "805306368",
+        "maxmemory-policy": "allkeys-lfu",
+        "timeout": "30",
+    }
+    assert conf.startup_settings(config) == {"io-threads": "4"}
+
+
+def test_replication_auth_file() -> None:
+    text = conf.replication_auth_conf("valkey-replication", "s3cret")
+    assert parse_valkey_conf(text) == [["primaryuser", "valkey-replication"], ["primaryauth", "s3cret"]]
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\r\n\x00"), max_size=40))
+def test_any_value_round_trips_through_valkeys_parser(value: str) -> None:
+    """Values may hold anything but CR/LF (admission): quoting must keep them one exact argument."""
+    assert parse_valkey_conf(f"notify-keyspace-events {quote(value)}\n") == [
+        ["notify-keyspace-events", value]
+    ]
