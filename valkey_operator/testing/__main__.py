@@ -1,7 +1,7 @@
 """Command line for the local test bed: build, up, env, down.
 
 python -m valkey_operator.testing build
-python -m valkey_operator.testing up --state-dir DIR
+python -m valkey_operator.testing up --state-dir DIR [--nodes N]
 python -m valkey_operator.testing env --state-dir DIR
 python -m valkey_operator.testing down --state-dir DIR
 """
@@ -35,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--state-dir", type=Path, required=True, help="directory holding the test bed's state"
         )
+        if name == "up":
+            command.add_argument(
+                "--nodes", type=int, default=3, help="nodes of the process kubelet (0: no kubelet, no pods)"
+            )
     return parser
 
 
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "build":
         return build.main()
-    plane = ControlPlane(args.state_dir.resolve())
+    plane = ControlPlane(args.state_dir.resolve(), nodes=getattr(args, "nodes", 0))
     if args.command == "up":
         started = time.monotonic()
         try:
@@ -50,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         except ControlPlaneError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"control plane ready in {time.monotonic() - started:.1f}s; kubeconfig: {plane.kubeconfig}")
+        nodes = f" with {plane.nodes} nodes" if plane.nodes else ""
+        elapsed = time.monotonic() - started
+        print(f"control plane ready{nodes} in {elapsed:.1f}s; kubeconfig: {plane.kubeconfig}")
     elif args.command == "env":
         print(f"export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}")
         print(f'export PATH={shlex.quote(str(plane.bins.bin_dir))}:"$PATH"')

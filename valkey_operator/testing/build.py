@@ -311,6 +311,10 @@ def build(progress: Progress = print) -> Binaries:
     )
     elapsed = time.monotonic() - started
     progress(f"test bed binaries ready in {bins.bin_dir} ({size / 2**20:.0f} MiB, {elapsed:.0f}s)")
+    # The image catalog (real Valkey binaries for pods); imported here as it builds on this module.
+    from valkey_operator.testing.images import install_images
+
+    install_images(progress)
     return bins
 
 

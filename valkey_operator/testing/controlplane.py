@@ -26,6 +26,7 @@ import yaml
 from valkey_operator.testing import processes
 from valkey_operator.testing.build import Binaries, binaries
 from valkey_operator.testing.certs import PKI, write_pki
+from valkey_operator.testing.kubelet import launch as kubelet_launch
 
 # Services exist as objects, but nothing ever dials a ClusterIP (TESTBED.md).
 SERVICE_CIDR = "10.96.0.0/16"
@@ -69,10 +70,21 @@ class Endpoints:
 
 @attrs.define
 class ControlPlane:
-    """One local control plane rooted at state_dir."""
+    """One local control plane rooted at state_dir.
+
+    `apiserver_args` are appended to kube-apiserver's command line, after our
+    own flags (so they win), e.g. ("--watch-cache=false",) for a plane whose
+    watches are served straight from etcd.
+
+    `nodes` > 0 also runs the process kubelet with that many nodes
+    (valkey_operator.testing.kubelet), passing it `kubelet_args`.
+    """
 
     state_dir: Path
     bins: Binaries = attrs.field(factory=binaries)
+    apiserver_args: tuple[str, ...] = ()
+    nodes: int = 0
+    kubelet_args: tuple[str, ...] = ()
 
     @property
     def kubeconfig(self) -> Path:
@@ -110,11 +122,26 @@ class ControlPlane:
         state = json.loads(self._state_file.read_text())
         return Endpoints(**state["endpoints"]) if "endpoints" in state else None
 
-    def _save(self, endpoints: Endpoints, records: list[processes.ProcessRecord]) -> None:
+    def kubelet_record(self) -> processes.ProcessRecord | None:
+        """The kubelet process, kept apart from `records()` (the control plane's own processes)."""
+        if not self._state_file.exists():
+            return None
+        record = json.loads(self._state_file.read_text()).get("kubelet")
+        return processes.ProcessRecord(**record) if record else None
+
+    def _save(
+        self,
+        endpoints: Endpoints,
+        records: list[processes.ProcessRecord],
+        kubelet: processes.ProcessRecord | None = None,
+    ) -> None:
         state = {
             "endpoints": attrs.asdict(endpoints),
             "processes": [attrs.asdict(record) for record in records],
         }
+        kubelet = kubelet or self.kubelet_record()
+        if kubelet is not None:
+            state["kubelet"] = attrs.asdict(kubelet)
         self._state_file.write_text(json.dumps(state, indent=2))
 
     def running(self) -> bool:
@@ -126,6 +153,7 @@ class ControlPlane:
     def up(self, timeout: float = 120.0) -> None:
         """Start everything and return once the API server is ready (reuses a running one)."""
         if self.running():
+            self._ensure_kubelet(timeout)
             return
         self.down()
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -149,16 +177,39 @@ class ControlPlane:
             self._save(endpoints, records)
             self._wait_component_healthy(endpoints.controller_manager_port, records, timeout)
             self._wait_component_healthy(endpoints.scheduler_port, records, timeout)
+            self._ensure_kubelet(timeout)
         except BaseException:
             self.down()
             raise
 
     def down(self) -> None:
         """Stop every process this state dir started, by pid, and drop etcd's data."""
-        processes.stop(list(reversed(self.records())))
+        kubelet_launch.stop(self.state_dir, self.kubelet_record())
+        # One at a time, newest first: an API server whose etcd is already gone
+        # hangs in shutdown until SIGKILL instead of exiting at once.
+        for record in reversed(self.records()):
+            processes.stop([record])
         if self._state_file.exists():
             self._state_file.unlink()
         shutil.rmtree(self.etcd_data, ignore_errors=True)
+
+    def _ensure_kubelet(self, timeout: float) -> None:
+        """Start the kubelet if nodes are wanted and it is not running; wait for its nodes."""
+        if not self.nodes:
+            return
+        record = self.kubelet_record()
+        if record is None or not record.alive():
+            log_file = self.logs / "kubelet.log"
+            record = kubelet_launch.start(self.state_dir, self.nodes, self.kubelet_args, log_file)
+            endpoints = self.endpoints()
+            assert endpoints is not None
+            self._save(endpoints, self.records(), record)
+        self._poll(
+            lambda: kubelet_launch.nodes_ready(self.get, self.nodes),
+            [*self.records(), record],
+            timeout,
+            f"{self.nodes} Ready nodes from the kubelet",
+        )
 
     # -- readiness -------------------------------------------------------------
 
@@ -299,6 +350,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=0",
+                *self.apiserver_args,
             ],
             self.logs / "kube-apiserver.log",
         )

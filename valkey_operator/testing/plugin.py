@@ -4,7 +4,10 @@ Registered as the `valkey_operator_testbed` pytest11 entry point, so any
 project that installs this package (with the `testing` extra) gets these
 fixtures. Nothing starts until a test asks for one of them.
 
-- `kube_control_plane` (session): the running ControlPlane.
+- `kube_control_plane` (session): the running ControlPlane, with the process
+  kubelet's three zoned nodes (pods really run; see docs/testing.md).
+- `kubelet` (session): a KubeletControl for that kubelet: node failure and
+  recovery, pod pids and log paths, exec in a container.
 - `kubeconfig_path` (session): path of its admin kubeconfig.
 - `kube_api`: a kubernetes-asyncio ApiClient, connected as cluster admin.
 - `namespace`: a namespace created for this test, deleted after it.
@@ -28,6 +31,18 @@ from kubernetes_asyncio import client, config
 
 from valkey_operator.testing.build import build
 from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.kubelet import KubeletControl
+
+# The session kubelet: three zoned nodes, and timings shortened for tests.
+NODES = 3
+SYNC_DELAY = 2.0
+BACKOFF_BASE = 1.0
+BACKOFF_MAX = 10.0
+KUBELET_ARGS = (
+    f"--sync-delay={SYNC_DELAY}",
+    f"--backoff-base={BACKOFF_BASE}",
+    f"--backoff-max={BACKOFF_MAX}",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,7 +60,7 @@ def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]
     kept = request.config.getoption("--testbed-state-dir")
     state_dir = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="valkey-operator-testbed-"))
     build(progress=lambda _line: None)
-    plane = ControlPlane(state_dir.resolve())
+    plane = ControlPlane(state_dir.resolve(), nodes=NODES, kubelet_args=KUBELET_ARGS)
     plane.up()
     try:
         yield plane
@@ -53,6 +68,12 @@ def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]
         if not kept:
             plane.down()
             shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kubelet(kube_control_plane: ControlPlane) -> KubeletControl:
+    """The session kubelet's control channel (fail_node, recover_node, pod, exec)."""
+    return KubeletControl(kube_control_plane.state_dir)
 
 
 @pytest.fixture(scope="session")

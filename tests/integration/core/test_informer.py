@@ -1,23 +1,27 @@
 """Reflector and shared informer against the real API server of the test bed.
 
 Watch cuts go through a loopback TCP proxy (TESTBED.md), never by restarting
-the shared API server. The test bed's API server keeps every resourceVersion
-in its watch cache (a young cluster), so it never answers 410 by itself; the
-relist tests inject the API server's own "too old resource version" answer at
-the RestClient boundary, as an ERROR event and as an HTTP status.
+the shared API server. The shared API server keeps every resourceVersion in
+its watch cache (a young cluster) and replays history even past an etcd
+compaction, so it never answers 410 by itself. The relist test therefore runs
+its own control plane with the watch cache off, so watches are served straight
+from etcd, and compacts etcd past the informer's resume point: the 410 comes
+from the real kube-apiserver. A real kube-apiserver sends it as HTTP 200 and
+an ERROR watch event (code 410, reason Expired), never as an HTTP 410 status
+on a watch, so that is the form tested.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 import aiohttp
-import orjson
 import pytest
+import structlog.testing
 from kubernetes_asyncio import client, config
 
 from valkey_operator.core.informer import (
@@ -37,18 +41,6 @@ pytestmark = pytest.mark.integration
 
 PREFIX = "cm-"  # the namespace also holds kube-root-ca.crt, published at its own pace
 
-GONE_STATUS: Obj = {
-    "kind": "Status",
-    "apiVersion": "v1",
-    "metadata": {},
-    "status": "Failure",
-    "message": "too old resource version: 1 (300)",
-    "reason": "Expired",
-    "code": 410,
-}
-
-GoneAs = Literal["error_event", "http_status"]
-
 
 # -- helpers ---------------------------------------------------------------------
 
@@ -67,30 +59,16 @@ async def eventually(check: Callable[[], bool], what: str, timeout: float = 20.0
         await asyncio.sleep(0.02)
 
 
-class _CannedContent:
-    def __init__(self, lines: Iterable[bytes]) -> None:
-        self._lines = list(lines)
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        for line in self._lines:
-            yield line
-
-
-class _CannedWatch:
-    """Stands in for a watch response: only `.content.iter_any()` is read."""
-
-    def __init__(self, lines: Iterable[bytes]) -> None:
-        self.content = _CannedContent(lines)
-
-
-class ScriptedRestClient(RestClient):
-    """Records LIST and WATCH requests; can answer the next watch with 410 Gone."""
+class RecordingRestClient(RestClient):
+    """Records LIST and WATCH requests; every answer comes from the real API server."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
         super().__init__(api_client)
         self.lists: list[dict[str, Any]] = []
         self.watch_resource_versions: list[str] = []
-        self.next_watch_gone: GoneAs | None = None
+        """The resourceVersion of every watch attempt, answered or not."""
+        self.watch_answers: list[tuple[str, int]] = []
+        """(resourceVersion, HTTP status) of every watch the API server answered."""
 
     async def request(
         self,
@@ -113,16 +91,15 @@ class ScriptedRestClient(RestClient):
     async def stream(
         self, path: str, *, query: Query | None = None, timeout: aiohttp.ClientTimeout | None = None
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        self.watch_resource_versions.append(str((query or {}).get("resourceVersion")))
-        gone, self.next_watch_gone = self.next_watch_gone, None
-        if gone == "http_status":
-            raise ApiError(410, orjson.dumps(GONE_STATUS))
-        if gone == "error_event":
-            event = orjson.dumps({"type": "ERROR", "object": GONE_STATUS}) + b"\n"
-            yield cast(aiohttp.ClientResponse, _CannedWatch([event]))
-            return
-        async with super().stream(path, query=query, timeout=timeout) as response:
-            yield response
+        resource_version = str((query or {}).get("resourceVersion"))
+        self.watch_resource_versions.append(resource_version)
+        try:
+            async with super().stream(path, query=query, timeout=timeout) as response:
+                self.watch_answers.append((resource_version, response.status))
+                yield response
+        except ApiError as exc:
+            self.watch_answers.append((resource_version, exc.status))
+            raise
 
     @property
     def list_count(self) -> int:
@@ -196,18 +173,35 @@ def cached_values(informer: SharedInformer) -> dict[str, str]:
     }
 
 
-async def watch_established(proxy: TcpProxy, rest: ScriptedRestClient) -> None:
-    await eventually(lambda: proxy.live_connections >= 1 and bool(rest.watch_resource_versions), "a watch")
+async def watch_established(proxy: TcpProxy, rest: RecordingRestClient) -> None:
+    """Wait until the API server has answered a watch through the proxy."""
+    await eventually(lambda: proxy.live_connections >= 1 and bool(rest.watch_answers), "a watch")
 
 
 @contextlib.asynccontextmanager
-async def api_client_via(kubeconfig_path: Path, proxy: TcpProxy) -> AsyncIterator[client.ApiClient]:
-    """An admin ApiClient whose connections go through the proxy (TLS still verifies: IP SAN)."""
+async def api_client_via(
+    kubeconfig_path: Path, proxy: TcpProxy | None = None
+) -> AsyncIterator[client.ApiClient]:
+    """An admin ApiClient whose connections go through the proxy (TLS still verifies: IP SAN).
+
+    Without a proxy it talks to the kubeconfig's API server directly.
+    """
     configuration = client.Configuration()
     await config.load_kube_config(config_file=str(kubeconfig_path), client_configuration=configuration)
-    configuration.host = proxy.url
+    if proxy is not None:
+        configuration.host = proxy.url
     async with client.ApiClient(configuration) as api:
         yield api
+
+
+async def etcd_compact(etcd_client_port: int, revision: int) -> None:
+    """Drop etcd's history before `revision`, through etcd's own v3 HTTP/JSON gateway (loopback)."""
+    url = f"http://127.0.0.1:{etcd_client_port}/v3/kv/compaction"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, json={"revision": str(revision), "physical": True}) as response,
+    ):
+        response.raise_for_status()
 
 
 @contextlib.asynccontextmanager
@@ -224,6 +218,19 @@ async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
 @pytest.fixture
 def configmaps(kube_api: client.ApiClient, namespace: str) -> ConfigMaps:
     return ConfigMaps(RestClient(kube_api), namespace)
+
+
+@pytest.fixture
+def uncached_plane(kube_control_plane: ControlPlane, tmp_path: Path) -> Iterator[ControlPlane]:
+    """A control plane of its own whose API server serves watches straight from etcd (~3 s)."""
+    plane = ControlPlane(
+        tmp_path / "plane", bins=kube_control_plane.bins, apiserver_args=("--watch-cache=false",)
+    )
+    try:
+        plane.up()
+        yield plane
+    finally:
+        plane.down()
 
 
 @pytest.fixture
@@ -300,7 +307,7 @@ async def test_failing_handler_neither_stops_informer_nor_other_handlers(
         raise RuntimeError("handler bug")
 
     await configmaps.create("cm-listed", "1")
-    rest = ScriptedRestClient(kube_api)
+    rest = RecordingRestClient(kube_api)
     informer = SharedInformer(rest, CONFIG_MAPS, namespace=namespace)
     informer.add_event_handler(FuncHandler(on_add=explode))
     recorder = Recorder()
@@ -327,7 +334,7 @@ async def test_paged_list_and_watch_events_larger_than_64k(
     big = "x" * (200 * 1024)
     for index in range(7):
         await configmaps.create(f"cm-{index}", big if index == 0 else str(index))
-    rest = ScriptedRestClient(kube_api)
+    rest = RecordingRestClient(kube_api)
     store = Store()
     recorder = Recorder()
     reflector = Reflector(rest, CONFIG_MAPS, store, recorder, namespace=namespace, page_size=3)
@@ -357,7 +364,7 @@ async def test_watch_cut_is_resumed_from_last_resource_version_without_relist(
     for name in ("cm-a", "cm-b", "cm-c"):
         await configmaps.create(name, "1")
     async with api_client_via(kubeconfig_path, proxy) as api:
-        rest = ScriptedRestClient(api)
+        rest = RecordingRestClient(api)
         recorder = Recorder()
         informer = SharedInformer(
             rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
@@ -391,55 +398,75 @@ async def test_watch_cut_is_resumed_from_last_resource_version_without_relist(
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("gone_as", ["error_event", "http_status"])
-async def test_relist_after_410_reports_missed_delete_as_tombstone(
-    kubeconfig_path: Path, proxy: TcpProxy, namespace: str, configmaps: ConfigMaps, gone_as: GoneAs
-) -> None:
-    for name in ("cm-a", "cm-b", "cm-c"):
-        await configmaps.create(name, "1")
-    async with api_client_via(kubeconfig_path, proxy) as api:
-        rest = ScriptedRestClient(api)
+async def test_relist_after_410_reports_missed_delete_as_tombstone(uncached_plane: ControlPlane) -> None:
+    endpoints = uncached_plane.endpoints()
+    assert endpoints is not None
+    namespace = "default"  # the plane is this test's alone
+    async with (
+        api_client_via(uncached_plane.kubeconfig) as direct,
+        TcpProxy(endpoints.apiserver_port) as proxy,
+        api_client_via(uncached_plane.kubeconfig, proxy) as api,
+    ):
+        configmaps = ConfigMaps(RestClient(direct), namespace)
+        for name in ("cm-a", "cm-b", "cm-c"):
+            await configmaps.create(name, "1")
+        rest = RecordingRestClient(api)
         recorder = Recorder()
-        informer = SharedInformer(
-            rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
-        )
-        informer.add_event_handler(recorder)
-        async with running(informer):
-            await watch_established(proxy, rest)
-            last_known_b = informer.store.get_by_key(f"{namespace}/cm-b")
-            recorder.events.clear()
-
-            proxy.pause()
-            proxy.cut()
-            await configmaps.update("cm-a", "2")
-            await configmaps.delete("cm-b")
-            created = await configmaps.create("cm-d", "1")
-            # The resume point is now "too old": the next watch gets 410 and must relist
-            # (through the still-paused proxy first, so the list is retried with backoff).
-            rest.next_watch_gone = gone_as
-            await eventually(lambda: rest.next_watch_gone is None, "the 410 answer consumed")
-            proxy.resume()
-
-            await eventually(
-                lambda: cached_values(informer) == {"cm-a": "2", "cm-c": "1", "cm-d": "1"}, "relist"
+        with structlog.testing.capture_logs() as logs:
+            informer = SharedInformer(
+                rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
             )
-            assert rest.list_count == 2
-            assert sorted(recorder.events) == [
-                ("add", "cm-d", "1"),
-                ("tombstone", "cm-b", "1"),
-                ("update", "cm-a", "1->2"),
-                ("update", "cm-c", "1->1"),  # client-go: a relist reports every survivor
-            ]
-            [tombstone] = recorder.deleted
-            assert isinstance(tombstone, DeletedFinalStateUnknown)
-            assert tombstone.key == f"{namespace}/cm-b"
-            assert tombstone.obj is last_known_b
-            assert int(informer.last_sync_resource_version) >= rv(created)
+            informer.add_event_handler(recorder)
+            async with running(informer):
+                await watch_established(proxy, rest)
+                last_known_b = informer.store.get_by_key(f"{namespace}/cm-b")
+                resume_from = informer.last_sync_resource_version
+                answered = len(rest.watch_answers)
+                recorder.events.clear()
 
-            # And it goes on watching from the relist's resourceVersion.
-            await configmaps.create("cm-e", "1")
-            await eventually(lambda: ("add", "cm-e", "1") in recorder.events, "watch after relist")
-            assert rest.list_count == 2
+                proxy.pause()
+                proxy.cut()
+                await configmaps.update("cm-a", "2")
+                await configmaps.delete("cm-b")
+                created = await configmaps.create("cm-d", "1")
+                # The API server's resourceVersion is etcd's revision: compacting at the
+                # last write makes the resume point (and every missed event) too old for real.
+                assert rv(created) > int(resume_from) + 1
+                await etcd_compact(endpoints.etcd_client_port, rv(created))
+                assert len(rest.watch_answers) == answered, "no watch got through the paused proxy"
+                proxy.resume()
+
+                await eventually(
+                    lambda: cached_values(informer) == {"cm-a": "2", "cm-c": "1", "cm-d": "1"}, "relist"
+                )
+                assert rest.list_count == 2
+                assert sorted(recorder.events) == [
+                    ("add", "cm-d", "1"),
+                    ("tombstone", "cm-b", "1"),
+                    ("update", "cm-a", "1->2"),
+                    ("update", "cm-c", "1->1"),  # client-go: a relist reports every survivor
+                ]
+                [tombstone] = recorder.deleted
+                assert isinstance(tombstone, DeletedFinalStateUnknown)
+                assert tombstone.key == f"{namespace}/cm-b"
+                assert tombstone.obj is last_known_b
+                assert int(informer.last_sync_resource_version) >= rv(created)
+
+                # The real server answered the resumed watch with HTTP 200 and an ERROR event
+                # (410 Expired), and that, nothing else, made the reflector relist, once.
+                await eventually(lambda: len(rest.watch_answers) >= answered + 2, "the watch after relist")
+                resumed, after_relist = rest.watch_answers[answered : answered + 2]
+                assert resumed == (resume_from, 200)
+                relists = [e for e in logs if e["event"] == "watch_resume_impossible_relisting"]
+                assert [e["reason"] for e in relists] == [
+                    "410 Expired: The resourceVersion for the provided watch is too old."
+                ]
+                assert int(after_relist[0]) >= rv(created) and after_relist[1] == 200
+
+                # And it goes on watching from the relist's resourceVersion.
+                await configmaps.create("cm-e", "1")
+                await eventually(lambda: ("add", "cm-e", "1") in recorder.events, "watch after relist")
+                assert rest.list_count == 2
 
 
 # -- bookmarks and watch timeouts ---------------------------------------------------
@@ -449,7 +476,7 @@ async def test_relist_after_410_reports_missed_delete_as_tombstone(
 async def test_bookmarks_advance_resource_version_and_timed_out_watch_resumes(
     kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
 ) -> None:
-    rest = ScriptedRestClient(kube_api)
+    rest = RecordingRestClient(kube_api)
     recorder = Recorder()
     informer = SharedInformer(
         rest, CONFIG_MAPS, namespace=namespace, label_selector="watched=yes", watch_timeout=4
@@ -457,6 +484,10 @@ async def test_bookmarks_advance_resource_version_and_timed_out_watch_resumes(
     informer.add_event_handler(recorder)
     async with running(informer):
         listed_at = int(informer.last_sync_resource_version)
+        # Written only once the server has answered the watch: a filtered-out event that is
+        # replayed to a watch starting before it never moves that watch's bookmarks on a quiet
+        # cluster (the real server then sends none at all).
+        await eventually(lambda: bool(rest.watch_answers), "the watch")
         # Invisible to this informer, but it moves the API server's resourceVersion on.
         unseen = await configmaps.create("cm-unwatched", "1")
         assert rv(unseen) > listed_at

@@ -1,0 +1,738 @@
+"""The process kubelet: pods scheduled by the real scheduler run as real processes.
+
+Every test runs its pods in a fresh namespace; at teardown the pods are
+deleted and the test checks that the kubelet forgot them and that none of
+their processes is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS, NAMESPACES, PODS, Resource
+from valkey_operator.core.rest import RestClient
+from valkey_operator.testing import images
+from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.kubelet import KubeletControl
+from valkey_operator.testing.kubelet.nodes import NODES
+from valkey_operator.testing.plugin import BACKOFF_BASE, SYNC_DELAY
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+Obj = dict[str, Any]
+BUSYBOX = "busybox:1.36"
+OPERATOR = "valkey-operator:dev"
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 60.0, what: str = "") -> Any:
+    """Poll check until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
+        await asyncio.sleep(0.25)
+
+
+def condition(pod: Obj, kind: str) -> str | None:
+    for entry in pod.get("status", {}).get("conditions") or []:
+        if entry["type"] == kind:
+            status: str = entry["status"]
+            return status
+    return None
+
+
+def container_status(pod: Obj, name: str = "main") -> Obj:
+    for entry in pod.get("status", {}).get("containerStatuses") or []:
+        if entry["name"] == name:
+            return dict(entry)
+    return {}
+
+
+def pod_body(name: str, container: Obj, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"terminationGracePeriodSeconds": 5, "containers": [{"name": "main", **container}], **spec},
+    }
+
+
+def busybox(script: str, **extra: Any) -> Obj:
+    return {"image": BUSYBOX, "command": ["sh", "-c", script], **extra}
+
+
+POD_IP_ENV = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[19])
+
+
+def process(pid: int) -> tuple[int, int]:
+    """(pid, start time): pids wrap quickly here (pid_max 32768), so a pid alone is not an identity."""
+    stat = _stat(pid)
+    return pid, stat[1] if stat else -1
+
+
+def alive(proc_id: int | tuple[int, int]) -> bool:
+    pid, ticks = proc_id if isinstance(proc_id, tuple) else (proc_id, None)
+    stat = _stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
+        return False
+    return ticks is None or stat[1] == ticks
+
+
+def describe(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text()[:200]
+    except OSError:
+        return "gone"
+
+
+def proc(pid: int, name: str) -> bytes:
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
+def read_text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def catalog_installed() -> None:
+    """The images these tests run must be installed (`python -m valkey_operator.testing build`)."""
+    missing = [ref for ref in (BUSYBOX, OPERATOR) if images.resolve_image(ref) is None]
+    assert not missing, f"images not installed: {missing}; run `python -m valkey_operator.testing build`"
+
+
+REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+
+
+async def clear_namespace(kube: Client, kubelet: KubeletControl, namespace: str) -> None:
+    """Delete the namespace's workloads and pods (no grace) until the kubelet runs none of them."""
+    for resource in (DEPLOYMENTS, REPLICA_SETS):
+        for obj in await kube.list(resource, namespace):
+            await kube.delete(resource, obj["metadata"]["name"], namespace)
+
+    async def forgotten() -> bool:
+        for pod in await kube.list(PODS, namespace):
+            await kube.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
+        return not any(p["namespace"] == namespace for p in (await kubelet.status())["pods"])
+
+    await eventually(forgotten, 60, f"the kubelet to forget the pods of {namespace}")
+
+
+class Pods:
+    """Create pods in the test's namespace and look at them from the API and the kubelet."""
+
+    def __init__(self, kube: Client, kubelet: KubeletControl, namespace: str) -> None:
+        self.kube = kube
+        self.kubelet = kubelet
+        self.namespace = namespace
+        self.pids: set[tuple[int, int]] = set()
+
+    async def create(self, body: Obj) -> Obj:
+        body["metadata"]["namespace"] = self.namespace
+        return await self.kube.create(PODS, body)
+
+    async def get(self, name: str) -> Obj:
+        return await self.kube.get(PODS, name, self.namespace)
+
+    async def wait(
+        self, name: str, check: Callable[[Obj], bool], timeout: float = 60.0, what: str = ""
+    ) -> Obj:
+        async def matches() -> Obj | None:
+            pod = await self.kube.get_or_none(PODS, name, self.namespace)
+            return pod if pod is not None and check(pod) else None
+
+        found: Obj = await eventually(matches, timeout, what or f"pod {name}")
+        return found
+
+    async def ready(self, name: str, timeout: float = 60.0) -> Obj:
+        return await self.wait(name, lambda p: condition(p, "Ready") == "True", timeout, f"pod {name} Ready")
+
+    async def view(self, name: str) -> Obj:
+        """The kubelet's view: node, ip, and per container pid and log path."""
+        view = await self.kubelet.pod(self.namespace, name)
+        assert view is not None, f"the kubelet does not run {self.namespace}/{name}"
+        for container in view["containers"]:
+            if container["pid"]:
+                self.pids.add(process(container["pid"]))
+        return view
+
+    async def pid(self, name: str, container: str = "main") -> int:
+        view = await self.view(name)
+        pid = next(c["pid"] for c in view["containers"] if c["name"] == container)
+        assert pid, f"{name}/{container} has no process"
+        return int(pid)
+
+    async def log(self, name: str, container: str = "main") -> str:
+        view = await self.view(name)
+        path = Path(next(c["log"] for c in view["containers"] if c["name"] == container))
+        return read_text(path)
+
+    async def wait_log(self, name: str, text: str, timeout: float = 60.0) -> str:
+        async def has() -> str | None:
+            log = await self.log(name)
+            return log if text in log else None
+
+        found: str = await eventually(has, timeout, f"{text!r} in the log of {name}")
+        return found
+
+
+@pytest_asyncio.fixture
+async def pods(kube: Client, kubelet: KubeletControl, namespace: str) -> AsyncIterator[Pods]:
+    """Pods in this test's namespace; at teardown all are deleted and none of their processes is left."""
+    helper = Pods(kube, kubelet, namespace)
+    try:
+        yield helper
+    finally:
+        for view in (await kubelet.status())["pods"]:
+            if view["namespace"] == namespace:
+                helper.pids.update(process(c["pid"]) for c in view["containers"] if c["pid"])
+        await clear_namespace(kube, kubelet, namespace)
+        left = sorted(proc_id for proc_id in helper.pids if alive(proc_id))
+        assert not left, f"pod processes left behind: {[describe(pid) for pid, _ in left]}"
+
+
+async def test_nodes_are_registered_with_zones_and_leases(kube: Client) -> None:
+    nodes = {n["metadata"]["name"]: n for n in await kube.list(NODES)}
+    assert {"node-1", "node-2", "node-3"} <= set(nodes)
+    zones = {nodes[f"node-{i}"]["metadata"]["labels"]["topology.kubernetes.io/zone"] for i in (1, 2, 3)}
+    assert zones == {"a", "b", "c"}
+    for name in ("node-1", "node-2", "node-3"):
+        node = nodes[name]
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == name
+        assert int(node["status"]["allocatable"]["pods"]) >= 100
+        address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+        assert ipaddress.ip_address(address).is_loopback
+        lease = await kube.get(
+            Resource("coordination.k8s.io", "v1", "leases", "Lease"), name, "kube-node-lease"
+        )
+        assert lease["spec"]["holderIdentity"] == name
+
+
+async def test_deployment_pods_run_and_become_ready(kube: Client, namespace: str, pods: Pods) -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "sleepers", "namespace": namespace},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "sleepers"}},
+            "template": {
+                "metadata": {"labels": {"app": "sleepers"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 2,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": BUSYBOX,
+                            "command": ["sleep", "3600"],
+                            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 2},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    await kube.create(DEPLOYMENTS, deployment)
+
+    async def available() -> bool:
+        status = (await kube.get(DEPLOYMENTS, "sleepers", namespace)).get("status", {})
+        return status.get("availableReplicas") == 3
+
+    await eventually(available, 90, "3 available replicas")
+    nodes = {n["metadata"]["name"]: n for n in await kube.list(NODES)}
+    running = await kube.list(PODS, namespace)
+    assert len(running) == 3
+    ips = set()
+    for pod in running:
+        status = pod["status"]
+        assert status["phase"] == "Running"
+        assert {condition(pod, c) for c in ("Initialized", "ContainersReady", "Ready", "PodScheduled")} == {
+            "True"
+        }
+        assert ipaddress.ip_address(status["podIP"]) in POD_NETWORK
+        assert status["podIPs"] == [{"ip": status["podIP"]}]
+        node = nodes[pod["spec"]["nodeName"]]
+        assert status["hostIP"] == next(
+            a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"
+        )
+        main = container_status(pod)
+        assert main["ready"] is True and main["restartCount"] == 0 and "running" in main["state"]
+        ips.add(status["podIP"])
+        pid = await pods.pid(pod["metadata"]["name"])
+        assert proc(pid, "cmdline").split(b"\0")[-2:] == [b"3600", b""]
+    assert len(ips) == 3, "pod IPs must be unique"
+
+
+async def test_args_are_expanded_with_downward_api_env(pods: Pods, namespace: str) -> None:
+    env = [
+        *POD_IP_ENV,
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "GREETING", "value": "hello-$(NS)"},
+    ]
+    script = 'echo "ip=$1 node=$2 greeting=$3 escaped=$4 unknown=$5 host=$(hostname)"; exec sleep 3600'
+    container = {
+        "image": BUSYBOX,
+        "command": ["sh", "-c", script, "sh"],
+        "args": ["$(POD_IP)", "$(NODE)", "$(GREETING)", "$$(POD_IP)", "$(NOT_DEFINED)"],
+        "env": env,
+    }
+    await pods.create(pod_body("expander", container))
+    pod = await pods.ready("expander")
+    log = await pods.wait_log("expander", "ip=")
+    expected = (
+        f"ip={pod['status']['podIP']} node={pod['spec']['nodeName']} greeting=hello-{namespace} "
+        f"escaped=$(POD_IP) unknown=$(NOT_DEFINED) host=expander"
+    )
+    assert expected in log, log
+    environ = proc(await pods.pid("expander"), "environ").split(b"\0")
+    assert f"POD_IP={pod['status']['podIP']}".encode() in environ
+    assert b"KUBERNETES_SERVICE_HOST=127.0.0.1" in environ
+
+
+async def test_configmap_volume_change_reaches_the_process_after_the_sync_delay(
+    kube: Client, pods: Pods, namespace: str
+) -> None:
+    await kube.create(
+        CONFIG_MAPS, {"metadata": {"name": "settings", "namespace": namespace}, "data": {"value": "one"}}
+    )
+    script = (
+        "last=; while true; do v=$(cat /etc/settings/value); "
+        'if [ "$v" != "$last" ]; then echo "seen=$v"; last=$v; fi; sleep 0.2; done'
+    )
+    container = busybox(script, volumeMounts=[{"name": "settings", "mountPath": "/etc/settings"}])
+    volumes = [{"name": "settings", "configMap": {"name": "settings"}}]
+    await pods.create(pod_body("reader", container, volumes=volumes))
+    await pods.ready("reader")
+    await pods.wait_log("reader", "seen=one")
+
+    changed = time.monotonic()
+    await kube.patch(CONFIG_MAPS, "settings", {"data": {"value": "two"}}, namespace)
+    early = await pods.log("reader")
+    if time.monotonic() - changed < SYNC_DELAY / 2:
+        assert "seen=two" not in early, "the volume changed before the sync delay"
+    await pods.wait_log("reader", "seen=two", timeout=SYNC_DELAY + 30)
+    assert time.monotonic() - changed >= SYNC_DELAY * 0.9
+
+
+async def test_exec_readiness_probe_fails_then_recovers(
+    pods: Pods, kubelet: KubeletControl, namespace: str
+) -> None:
+    probe = {"exec": {"command": ["test", "-f", "/work/ready"]}, "periodSeconds": 1, "failureThreshold": 1}
+    container = busybox(
+        "exec sleep 3600", readinessProbe=probe, volumeMounts=[{"name": "work", "mountPath": "/work"}]
+    )
+    await pods.create(pod_body("probed", container, volumes=[{"name": "work", "emptyDir": {}}]))
+    pod = await pods.wait(
+        "probed", lambda p: "running" in container_status(p).get("state", {}), what="probed running"
+    )
+    await asyncio.sleep(3)
+    pod = await pods.get("probed")
+    assert condition(pod, "Ready") == "False" and container_status(pod)["ready"] is False
+
+    result = await kubelet.exec(namespace, "probed", "main", ["touch", "/work/ready"])
+    assert result.exit_code == 0, result.output
+    await pods.ready("probed", timeout=30)
+
+    await kubelet.exec(namespace, "probed", "main", ["rm", "/work/ready"])
+    await pods.wait("probed", lambda p: condition(p, "Ready") == "False", 30, "probed not Ready")
+
+    await kubelet.exec(namespace, "probed", "main", ["touch", "/work/ready"])
+    pod = await pods.ready("probed", timeout=30)
+    assert container_status(pod)["restartCount"] == 0, "a readiness probe never restarts a container"
+    # The probe ran in the container's own mount namespace: the file is not on the host.
+    assert not read_text(Path("/work/ready"))
+
+
+async def test_crashing_container_restarts_with_backoff(pods: Pods) -> None:
+    script = "date +%s.%N; exit 3"
+    await pods.create(pod_body("crasher", busybox(script), terminationGracePeriodSeconds=1))
+    seen_backoff: set[str] = set()
+
+    async def restarted_enough() -> Obj | None:
+        pod = await pods.get("crasher")
+        main = container_status(pod)
+        waiting = main.get("state", {}).get("waiting", {})
+        if waiting.get("reason"):
+            seen_backoff.add(waiting["reason"])
+        return pod if main.get("restartCount", 0) >= 4 else None
+
+    pod = await eventually(restarted_enough, 120, "restartCount >= 4")
+    main = container_status(pod)
+    assert "CrashLoopBackOff" in seen_backoff
+    terminated = main["lastState"]["terminated"]
+    assert terminated["exitCode"] == 3 and terminated["reason"] == "Error"
+    assert pod["status"]["phase"] == "Running"  # restartPolicy Always: the pod keeps running
+    starts = [float(line) for line in (await pods.log("crasher")).split()]
+    assert len(starts) >= 5
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    # Immediate first restart, then base, 2*base, 4*base: the waits grow.
+    assert gaps[2] >= BACKOFF_BASE * 0.9 and gaps[3] >= 2 * BACKOFF_BASE * 0.9, gaps
+    assert gaps[3] > gaps[1], gaps
+
+
+async def test_deletion_sends_sigterm_and_honours_the_grace_period(
+    kube: Client, pods: Pods, namespace: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    volume = [{"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}]
+    mount = [{"name": "out", "mountPath": "/out"}]
+    graceful = busybox(
+        "trap 'echo term > /out/graceful-term; sleep 3; echo done > /out/graceful-done; exit 0' TERM; "
+        "echo up; while true; do sleep 0.2; done",
+        volumeMounts=mount,
+    )
+    stubborn = busybox(
+        "trap 'echo term > /out/stubborn-term' TERM; echo up; while true; do sleep 0.2; done",
+        volumeMounts=mount,
+    )
+    await pods.create(pod_body("graceful", graceful, volumes=volume, terminationGracePeriodSeconds=30))
+    await pods.create(pod_body("stubborn", stubborn, volumes=volume, terminationGracePeriodSeconds=3))
+    for name in ("graceful", "stubborn"):
+        await pods.ready(name)
+        await pods.wait_log(name, "up")
+    pids = {name: process(await pods.pid(name)) for name in ("graceful", "stubborn")}
+
+    started = time.monotonic()
+    await kube.delete(PODS, "graceful", namespace)
+    await kube.delete(PODS, "stubborn", namespace)
+
+    async def gone(name: str) -> float | None:
+        pod = await kube.get_or_none(PODS, name, namespace)
+        return time.monotonic() - started if pod is None else None
+
+    graceful_after, stubborn_after = await asyncio.gather(
+        eventually(lambda: gone("graceful"), 60, "graceful pod removed"),
+        eventually(lambda: gone("stubborn"), 60, "stubborn pod removed"),
+    )
+    # graceful: its TERM trap ran to the end (3 s) and it exited well before its 30 s grace.
+    assert (out / "graceful-term").read_text() == "term\n"
+    assert (out / "graceful-done").read_text() == "done\n"
+    assert 2.5 <= graceful_after < 25, graceful_after
+    # stubborn: TERM was delivered and ignored; SIGKILL came when its 3 s grace ran out.
+    assert (out / "stubborn-term").read_text() == "term\n"
+    assert 2.5 <= stubborn_after < 15, stubborn_after
+    assert not any(alive(pid) for pid in pids.values())
+
+
+async def test_restricted_namespace_runs_a_compliant_pod_as_its_uid(
+    kube: Client, kubelet: KubeletControl, pods: Pods, namespace: str
+) -> None:
+    restricted = f"{namespace}-r"
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    await kube.create(NAMESPACES, {"metadata": {"name": restricted, "labels": labels}})
+    confined = Pods(kube, kubelet, restricted)
+    try:
+        container = busybox(
+            "id; exec sleep 3600",
+            securityContext={
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "runAsNonRoot": True,
+            },
+            volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}],
+        )
+        security = {
+            "runAsUser": 1000,
+            "runAsGroup": 3000,
+            "fsGroup": 2000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        await confined.create(
+            pod_body(
+                "compliant",
+                container,
+                securityContext=security,
+                volumes=[{"name": "scratch", "emptyDir": {}}],
+            )
+        )
+        await confined.ready("compliant")
+        status = proc(await confined.pid("compliant"), "status").decode()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        assert fields["Uid"].split() == ["1000"] * 4
+        assert fields["Gid"].split() == ["3000"] * 4
+        assert "2000" in fields["Groups"].split()
+        assert fields["NoNewPrivs"].strip() == "1"
+        log = await confined.wait_log("compliant", "uid=1000")
+        assert "gid=3000" in log
+    finally:
+        await clear_namespace(kube, kubelet, restricted)
+        await kube.delete(NAMESPACES, restricted)
+    assert not any(alive(pid) for pid in confined.pids)
+
+    # runAsNonRoot is enforced by the kubelet too: an explicit root user is refused.
+    rooted = busybox("exec sleep 3600", securityContext={"runAsNonRoot": True, "runAsUser": 0})
+    await pods.create(pod_body("rooted", rooted))
+    pod = await pods.wait(
+        "rooted",
+        lambda p: (
+            container_status(p).get("state", {}).get("waiting", {}).get("reason")
+            == "CreateContainerConfigError"
+        ),
+        what="CreateContainerConfigError",
+    )
+    assert "non-root" in container_status(pod)["state"]["waiting"]["message"]
+
+
+async def test_node_failure_and_recovery(
+    kube: Client, kubelet: KubeletControl, pods: Pods, namespace: str
+) -> None:
+    node = "node-3"
+    script = "echo $(POD_IP) >> /data/history; exec sleep 3600"
+    for name in ("survivor-a", "survivor-b"):
+        container = busybox(script, env=POD_IP_ENV, volumeMounts=[{"name": "data", "mountPath": "/data"}])
+        await pods.create(
+            pod_body(
+                name,
+                container,
+                nodeSelector={"kubernetes.io/hostname": node},
+                volumes=[{"name": "data", "emptyDir": {}}],
+            )
+        )
+    before = {name: await pods.ready(name) for name in ("survivor-a", "survivor-b")}
+    pids = {name: process(await pods.pid(name)) for name in before}
+
+    await kubelet.fail_node(node)
+    try:
+        assert not any(alive(pid) for pid in pids.values()), "the node's processes must die with it"
+        for name, pod in before.items():  # the API still shows the pods as they were
+            assert (await pods.get(name))["metadata"]["uid"] == pod["metadata"]["uid"]
+
+        async def node_not_ready() -> bool:
+            conditions = (await kube.get(NODES, node))["status"]["conditions"]
+            return any(c["type"] == "Ready" and c["status"] != "True" for c in conditions)
+
+        await eventually(node_not_ready, 60, f"{node} NotReady")
+        for name in before:
+            await pods.wait(name, lambda p: condition(p, "Ready") == "False", 30, f"{name} marked not ready")
+    finally:
+        await kubelet.recover_node(node)
+
+    async def node_ready() -> bool:
+        conditions = (await kube.get(NODES, node))["status"]["conditions"]
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    await eventually(node_ready, 60, f"{node} Ready again")
+    for name, pod in before.items():
+        after = await pods.wait(
+            name,
+            lambda p: condition(p, "Ready") == "True" and container_status(p).get("restartCount") == 1,
+            60,
+            f"{name} back",
+        )
+        assert after["metadata"]["uid"] == pod["metadata"]["uid"], "the same pod, not a replacement"
+        assert after["spec"]["nodeName"] == node
+        old_ip, new_ip = pod["status"]["podIP"], after["status"]["podIP"]
+        assert new_ip != old_ip, "a recovered pod gets a new IP"
+        history = await kubelet.exec(namespace, name, "main", ["cat", "/data/history"])
+        assert history.output.decode().split() == [old_ip, new_ip], "emptyDir contents survive"
+        assert process(await pods.pid(name)) != pids[name]
+
+
+async def test_operator_image_lists_valkeyimages_only_with_rbac(
+    kube: Client, pods: Pods, namespace: str, kube_control_plane: ControlPlane, valkey_crds: None
+) -> None:
+    account = "valkey-operator"
+    await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": account, "namespace": namespace}})
+    container = {
+        "image": OPERATOR,
+        "args": [
+            "--metrics-bind-address=$(POD_IP):8080",
+            "--health-probe-bind-address=$(POD_IP):8081",
+            "--log-format=json",
+        ],
+        "env": POD_IP_ENV,
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8081}, "periodSeconds": 2},
+        "securityContext": {"runAsNonRoot": True},
+    }
+    await pods.create(pod_body("operator", container, serviceAccountName=account))
+    await pods.wait(
+        "operator", lambda p: "running" in container_status(p).get("state", {}), 60, "operator running"
+    )
+    user = f"system:serviceaccount:{namespace}:{account}"
+    forbidden = f'User "{user}" cannot list resource "valkeyimages"'
+
+    async def refused() -> bool:  # the log is JSON lines: quotes inside messages are escaped
+        return forbidden in (await pods.log("operator")).replace('\\"', '"')
+
+    try:
+        await eventually(refused, 90, "the operator's list of valkeyimages to be forbidden")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; operator log:\n{(await pods.log('operator'))[-4000:]}") from None
+    assert condition(await pods.get("operator"), "Ready") == "False"
+
+    environ = proc(await pods.pid("operator"), "environ").split(b"\0")
+    endpoints = kube_control_plane.endpoints()
+    assert endpoints is not None
+    assert b"KUBERNETES_SERVICE_HOST=127.0.0.1" in environ
+    assert f"KUBERNETES_SERVICE_PORT={endpoints.apiserver_port}".encode() in environ
+
+    role = f"{namespace}-operator"
+    rules = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    await kube.create(CLUSTER_ROLES, {"metadata": {"name": role}, "rules": rules})
+    binding = {
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    try:
+        await kube.create(CLUSTER_ROLE_BINDINGS, binding)
+        # Its informers sync once the list is allowed: /readyz (on the pod IP) turns the pod Ready.
+        await pods.ready("operator", timeout=120)
+        assert container_status(await pods.get("operator"))["restartCount"] == 0
+    finally:
+        await kube.delete(CLUSTER_ROLE_BINDINGS, role)
+        await kube.delete(CLUSTER_ROLES, role)
+
+
+async def test_unknown_image_waits_like_a_failed_pull(pods: Pods) -> None:
+    await pods.create(pod_body("unpullable", {"image": "example.invalid/nothing:1"}))
+    reasons: set[str] = set()
+
+    async def both_seen() -> bool:
+        waiting = container_status(await pods.get("unpullable")).get("state", {}).get("waiting", {})
+        reasons.add(waiting.get("reason", ""))
+        return {"ErrImagePull", "ImagePullBackOff"} <= reasons
+
+    await eventually(both_seen, 60, "ErrImagePull and ImagePullBackOff")
+    assert (await pods.get("unpullable"))["status"]["phase"] == "Pending"
+
+
+def _testbed(*args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "valkey_operator.testing", *args], capture_output=True, text=True, timeout=180
+    )
+    assert result.returncode == 0, result.stderr
+
+
+async def test_cli_up_runs_nodes_and_down_stops_pods_even_after_a_kubelet_crash(tmp_path: Path) -> None:
+    state = tmp_path / "bed"
+    await asyncio.to_thread(_testbed, "up", "--state-dir", str(state), "--nodes", "1")
+    plane = ControlPlane(state)
+    try:
+        kubelet_record = plane.kubelet_record()
+        assert kubelet_record is not None and kubelet_record.alive()
+        assert {r.name for r in plane.records()} == {
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        }
+        configuration = k8s.Configuration()
+        await k8s_config.load_kube_config(
+            config_file=str(plane.kubeconfig), client_configuration=configuration
+        )
+        async with k8s.ApiClient(configuration) as api:
+            kube = Client(RestClient(api), field_manager="tests")
+            assert [n["metadata"]["name"] for n in await kube.list(NODES)] == ["node-1"]
+            body = pod_body("lonely", busybox("exec sleep 3600"))
+            body["metadata"]["namespace"] = "default"
+            await kube.create(PODS, body)
+            control = KubeletControl(state)
+
+            async def running_pid() -> int | None:
+                view = await control.pod("default", "lonely")
+                return view["containers"][0]["pid"] if view else None
+
+            pid = process(await eventually(running_pid, 60, "the pod's process"))
+        os.kill(kubelet_record.pid, signal.SIGKILL)  # the kubelet crashes; its pod keeps running
+        await eventually(lambda: _async(not kubelet_record.alive()), 10, "the kubelet to die")
+        assert alive(pid)
+    finally:
+        await asyncio.to_thread(_testbed, "down", "--state-dir", str(state))
+    assert not alive(pid), "down must stop pod processes from their records"
+    assert plane.kubelet_record() is None
+
+
+async def _async(value: bool) -> bool:
+    return value
+
+
+async def test_three_hand_built_valkey_pods_form_a_cluster(
+    pods: Pods, kubelet: KubeletControl, namespace: str
+) -> None:
+    """No operator: three valkey/valkey pods, each bound to its own pod IP, joined by valkey-cli."""
+    image = "valkey/valkey:9.1.2"
+    if images.resolve_image(image) is None:
+        pytest.skip(f"{image} is not installed (python -m valkey_operator.testing build)")
+    args = [
+        "--bind", "$(POD_IP)", "--port", "6379", "--protected-mode", "no",
+        "--cluster-enabled", "yes", "--cluster-announce-ip", "$(POD_IP)", "--cluster-node-timeout", "5000",
+        "--dir", "/data", "--save", "", "--appendonly", "no",
+    ]  # fmt: skip
+    ping = ["sh", "-c", 'valkey-cli -h "$POD_IP" ping | grep -q PONG']
+    names = [f"valkey-{i}" for i in range(3)]
+    for name in names:
+        container = {
+            "image": image,
+            "args": args,
+            "env": POD_IP_ENV,
+            "ports": [{"name": "valkey", "containerPort": 6379}],
+            "readinessProbe": {"tcpSocket": {"port": "valkey"}, "periodSeconds": 1},
+            "livenessProbe": {"exec": {"command": ping}, "periodSeconds": 5, "timeoutSeconds": 5},
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        }
+        await pods.create(pod_body(name, container, volumes=[{"name": "data", "emptyDir": {}}]))
+    ips = [(await pods.ready(name, timeout=90))["status"]["podIP"] for name in names]
+    assert len(set(ips)) == 3
+    created = await kubelet.exec(
+        namespace,
+        names[0],
+        "main",
+        ["valkey-cli", "--cluster", "create", *(f"{ip}:6379" for ip in ips), "--cluster-yes"],
+        timeout=60,
+    )
+    assert created.exit_code == 0, created.output.decode()[-2000:]
+
+    async def cluster_ok() -> bool:
+        info = await kubelet.exec(
+            namespace, names[1], "main", ["valkey-cli", "-h", ips[1], "cluster", "info"]
+        )
+        return b"cluster_state:ok" in info.output
+
+    await eventually(cluster_ok, 60, "cluster_state:ok")
+    from valkey.asyncio.cluster import ValkeyCluster
+
+    cluster = ValkeyCluster(host=ips[2], port=6379, decode_responses=True)
+    try:
+        for index in range(20):
+            await cluster.set(f"key-{index}", f"value-{index}")
+        assert [await cluster.get(f"key-{index}") for index in range(20)] == [f"value-{i}" for i in range(20)]
+        announced = {node.host for node in cluster.get_nodes()}
+        assert announced == set(ips), "every node announces its own pod IP"
+    finally:
+        await cluster.aclose()
