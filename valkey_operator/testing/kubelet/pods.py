@@ -383,14 +383,17 @@ class PodWorker:
         """The pod object is gone: kill what is left and remove the pod's directory."""
         self.gone = True
         await self._kill_all()
-        if self._status is not None:
-            self._status.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._status
+        await self._stop_status_writer()
         self._release_ip()
         for runner in self.all_runners:
             self.forget_process(runner)
         await asyncio.to_thread(shutil.rmtree, self.dir, ignore_errors=True)  # emptyDirs may be large
+
+    async def _stop_status_writer(self) -> None:
+        if self._status is not None:
+            self._status.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._status
 
     def _release_ip(self) -> None:
         if self.ip and self.ip != self.host_ip:
@@ -402,10 +405,7 @@ class PodWorker:
         deadline = time.monotonic() + grace
         await asyncio.gather(*(r.stop(lambda: deadline - time.monotonic()) for r in self.all_runners))
         await self._kill_all()
-        if self._status is not None:
-            self._status.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._status
+        await self._stop_status_writer()
 
     # -- node failure and recovery -----------------------------------------------------
 
@@ -429,10 +429,7 @@ class PodWorker:
         """The node died: kill every process now and stop writing status (the pod stays in the API)."""
         self.suspended = True
         await self._kill_all()
-        if self._status is not None:
-            self._status.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._status
+        await self._stop_status_writer()
         self._release_ip()
         self.ip = None
         self.terminating = False
