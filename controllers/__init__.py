@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controllers import image, role
+from controllers.cluster import reconciler as cluster
 from controllers.config import reconciler as config
 from controllers.indexes import ReferenceIndex
 from valkey_operator.core.controller import Controller
@@ -18,4 +19,5 @@ def setup_all(manager: Manager, workers: Mapping[str, int]) -> list[Controller]:
         image.setup(manager, index, workers.get("image", 2)),
         config.setup(manager, index, workers.get("config", 2)),
         role.setup(manager, index, workers.get("role", 2)),
+        cluster.setup(manager, index, workers.get("cluster", 2)),
     ]

@@ -1,0 +1,124 @@
+"""Operator metrics of the cluster reconciler (SPEC 3), from what reconcile already observes.
+
+- `valkey_operator_clusters{state}`: clusters by state (each cluster counted once, in its last state);
+- `valkey_operator_version_floor_rejections_total{namespace,cluster}`: a cluster entering Failed
+  because a node runs a Valkey below the floor;
+- per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
+  `valkey_node_replication_lag_bytes` (replicas: primary offset minus replica offset),
+  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`.
+Series of a cluster's pods that are gone, and of a deleted cluster, are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from controllers.cluster.observe import Observation
+from controllers.cluster.observer import NodeExtras
+from valkey_operator.api.cluster import ClusterState, NodeRole
+
+NODE_LABELS = ["namespace", "cluster", "pod"]
+
+
+class ClusterMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.clusters = Gauge(
+            "valkey_operator_clusters", "ValkeyClusters by state", ["state"], registry=registry
+        )
+        self.version_floor_rejections = Counter(
+            "valkey_operator_version_floor_rejections",
+            "Times a ValkeyCluster was failed because a node runs a Valkey below the version floor",
+            ["namespace", "cluster"],
+            registry=registry,
+        )
+        self.node_role = Gauge(
+            "valkey_node_role",
+            "The node's role (1 for the labelled role)",
+            [*NODE_LABELS, "role"],
+            registry=registry,
+        )
+        self.replication_lag = Gauge(
+            "valkey_node_replication_lag_bytes",
+            "Replication offset a replica trails its primary by",
+            NODE_LABELS,
+            registry=registry,
+        )
+        self.cluster_state_ok = Gauge(
+            "valkey_node_cluster_state_ok",
+            "1 when the node reports cluster_state:ok",
+            NODE_LABELS,
+            registry=registry,
+        )
+        self.used_memory = Gauge(
+            "valkey_node_used_memory_bytes", "used_memory from INFO memory", NODE_LABELS, registry=registry
+        )
+        self._states: dict[tuple[str, str], ClusterState] = {}
+        self._pods: dict[tuple[str, str], set[str]] = {}
+        for state in ClusterState:
+            self.clusters.labels(state=state.value).set(0)
+
+    def record_state(self, namespace: str, cluster: str, state: ClusterState | None) -> None:
+        key = (namespace, cluster)
+        if state is None:
+            self._states.pop(key, None)
+        else:
+            self._states[key] = state
+        for each in ClusterState:
+            self.clusters.labels(state=each.value).set(sum(1 for s in self._states.values() if s is each))
+
+    def record_rejection(self, namespace: str, cluster: str) -> None:
+        self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
+
+    def record_nodes(
+        self, namespace: str, cluster: str, observation: Observation, extras: Mapping[str, NodeExtras]
+    ) -> None:
+        key = (namespace, cluster)
+        by_id = {obs.node_id: obs for obs in observation.nodes.values() if obs.node_id}
+        seen: set[str] = set()
+        for pod, obs in observation.nodes.items():
+            if not obs.reachable or obs.node_id is None:
+                continue
+            seen.add(pod)
+            labels = {"namespace": namespace, "cluster": cluster, "pod": pod}
+            for role in NodeRole:
+                self.node_role.labels(**labels, role=role.value).set(1 if obs.role is role else 0)
+            self.cluster_state_ok.labels(**labels).set(1 if obs.cluster_ok else 0)
+            primary = by_id.get(obs.primary_id or "")
+            if obs.role is NodeRole.REPLICA and primary is not None:
+                self.replication_lag.labels(**labels).set(max(primary.repl_offset - obs.repl_offset, 0))
+            else:
+                self.replication_lag.labels(**labels).set(0)
+            memory = extras.get(pod, NodeExtras()).used_memory
+            if memory is not None:
+                self.used_memory.labels(**labels).set(memory)
+        for pod in self._pods.get(key, set()) - seen:
+            self._remove_pod(namespace, cluster, pod)
+        self._pods[key] = seen
+
+    def forget_cluster(self, namespace: str, cluster: str) -> None:
+        for pod in self._pods.pop((namespace, cluster), set()):
+            self._remove_pod(namespace, cluster, pod)
+        self.record_state(namespace, cluster, None)
+
+    def _remove_pod(self, namespace: str, cluster: str, pod: str) -> None:
+        for gauge in (self.replication_lag, self.cluster_state_ok, self.used_memory):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, cluster, pod)
+        for role in NodeRole:
+            with contextlib.suppress(KeyError):
+                self.node_role.remove(namespace, cluster, pod, role.value)
+
+
+_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ClusterMetrics] = weakref.WeakKeyDictionary()
+
+
+def cluster_metrics(registry: CollectorRegistry) -> ClusterMetrics:
+    """The cluster metric families of registry, created on first use (a family registers once)."""
+    metrics = _by_registry.get(registry)
+    if metrics is None:
+        metrics = _by_registry[registry] = ClusterMetrics(registry)
+    return metrics

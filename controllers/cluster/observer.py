@@ -1,0 +1,170 @@
+"""Build a ValkeyCluster's Observation: owned pods from the cache, and what each node reports.
+
+Each pod that is Ready or going away (a terminating pod may still serve) and
+has an IP is probed concurrently; every probe is bounded (the admin client
+times out every call, and the whole probe has its own deadline), and a probe
+that fails becomes `NodeObservation.unreachable(reason)`, never an exception
+(SPEC 5). A node below the version floor is asked nothing but its version: it
+never joins, so its cluster state does not matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from controllers.cluster.observe import (
+    NodeObservation,
+    Observation,
+    PodObservation,
+    SlotMigration,
+    meets_floor,
+    parse_cluster_nodes,
+    version_from_info,
+)
+from controllers.cluster.render.names import CLUSTER_LABEL
+from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.core.rest import Obj
+from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError
+
+PROBE_DEADLINE = 8.0
+"""Seconds one node's whole probe may take (each call also has the client's own timeout)."""
+
+
+@attrs.frozen(kw_only=True)
+class NodeExtras:
+    """Per-node facts for metrics that the planner does not need."""
+
+    used_memory: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Observed:
+    observation: Observation
+    extras: Mapping[str, NodeExtras] = attrs.field(factory=dict)
+
+
+def owned_pods(pods: Iterable[Obj], cluster_name: str, cluster_uid: str) -> list[Obj]:
+    """Pods labelled for the cluster whose controller reference is this incarnation of it."""
+    owned = []
+    for pod in pods:
+        metadata = pod.get("metadata", {})
+        if (metadata.get("labels") or {}).get(CLUSTER_LABEL) != cluster_name:
+            continue
+        if any(
+            ref.get("controller") and ref.get("uid") == cluster_uid
+            for ref in metadata.get("ownerReferences") or []
+        ):
+            owned.append(pod)
+    return owned
+
+
+def should_probe(pod: PodObservation) -> bool:
+    return pod.ip is not None and (pod.ready or pod.deleting)
+
+
+def version_text_of(info: Mapping[str, str]) -> str | None:
+    if "valkey_version" in info:
+        return info["valkey_version"]
+    if "redis_version" in info:
+        return f"redis_version {info['redis_version']}"
+    return None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def node_from_replies(
+    info: Mapping[str, str],
+    cluster_info: Mapping[str, str],
+    myid: str,
+    shard_id: str | None,
+    nodes_text: str,
+    migrations: Iterable[Mapping[str, object]] = (),
+) -> NodeObservation:
+    """Pure: a NodeObservation from the replies of a full probe."""
+    known = parse_cluster_nodes(nodes_text)
+    myself = next((node for node in known if node.myself or node.node_id == myid), None)
+    role_text = info.get("role")
+    role = NodeRole.REPLICA if role_text == "slave" else NodeRole.PRIMARY if role_text == "master" else None
+    if role is NodeRole.REPLICA:
+        offset = _int(info.get("slave_repl_offset")) or _int(info.get("master_repl_offset")) or 0
+        link_up: bool | None = info.get("master_link_status") == "up"
+    else:
+        offset = _int(info.get("master_repl_offset")) or 0
+        link_up = None
+    parsed_migrations = []
+    for entry in migrations:
+        try:
+            parsed_migrations.append(SlotMigration.from_reply(entry))
+        except (ValueError, KeyError):
+            continue
+    return NodeObservation(
+        reachable=True,
+        version=version_from_info(info),
+        version_text=version_text_of(info),
+        node_id=myid,
+        role=role,
+        primary_id=myself.primary_id if myself is not None and role is NodeRole.REPLICA else None,
+        shard_id=shard_id or None,
+        slots=myself.slots if myself is not None and role is not NodeRole.REPLICA else (),
+        repl_offset=offset,
+        link_up=link_up,
+        cluster_ok=cluster_info.get("cluster_state") == "ok",
+        known_nodes=known,
+        migrations=tuple(parsed_migrations),
+    )
+
+
+async def probe_connection(node: NodeConnection) -> tuple[NodeObservation, NodeExtras]:
+    info = await node.info("server", "replication", "memory")
+    extras = NodeExtras(used_memory=_int(info.get("used_memory")))
+    version = version_from_info(info)
+    if not meets_floor(version):
+        return NodeObservation(reachable=True, version=version, version_text=version_text_of(info)), extras
+    cluster_info = await node.cluster_info()
+    myid = await node.cluster_myid()
+    shard_id = await node.cluster_myshardid()
+    nodes_text = await node.cluster_nodes()
+    try:
+        migrations = await node.cluster_getslotmigrations()
+    except ValkeyAdminError:
+        migrations = []
+    return node_from_replies(info, cluster_info, myid, shard_id, nodes_text, migrations), extras
+
+
+async def probe(admin: AdminClient, ip: str) -> tuple[NodeObservation, NodeExtras]:
+    """What the node at ip reports; a failure of any kind is an unreachable fact."""
+    try:
+        async with asyncio.timeout(PROBE_DEADLINE), admin.connect(ip) as node:
+            return await probe_connection(node)
+    except TimeoutError:
+        return NodeObservation.unreachable(f"probe of {ip} exceeded {PROBE_DEADLINE}s"), NodeExtras()
+    except ValkeyAdminError as exc:
+        return NodeObservation.unreachable(str(exc)), NodeExtras()
+    except Exception as exc:  # anything else is still a fact about this node, not a failed pass
+        return NodeObservation.unreachable(f"{type(exc).__name__}: {exc}"), NodeExtras()
+
+
+async def observe(
+    pods: Iterable[Obj], admin: AdminClient | None, recorded_state: ClusterState | None
+) -> Observed:
+    """The pass's Observation: every owned pod, and a probe of each Ready or terminating one.
+
+    Without an admin client (no credentials yet) no node is probed.
+    """
+    pod_observations = tuple(PodObservation.from_pod(pod) for pod in pods)
+    targets = [pod for pod in pod_observations if should_probe(pod)] if admin is not None else []
+    results = await asyncio.gather(*(probe(admin, pod.ip or "") for pod in targets)) if admin else []
+    nodes = {pod.name: result[0] for pod, result in zip(targets, results, strict=True)}
+    extras = {pod.name: result[1] for pod, result in zip(targets, results, strict=True)}
+    return Observed(
+        observation=Observation(pods=pod_observations, nodes=nodes, recorded_state=recorded_state),
+        extras=extras,
+    )

@@ -1,0 +1,552 @@
+"""ValkeyCluster bootstrap end to end: the operator's reconcilers in this process, real pods, real Valkey.
+
+The session test bed's process kubelet runs every pod as real valkey-server
+processes on 127.x pod IPs; the operator probes and joins them exactly as it
+would in a cluster (SPEC 1.4 "Creating", SPEC 5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import attrs
+import pytest
+import pytest_asyncio
+from cryptography.hazmat.primitives import serialization
+from kubernetes_asyncio import client as k8s
+from prometheus_client import CollectorRegistry
+
+import controllers
+from controllers.cluster.observe import even_split, format_slot_ranges
+from controllers.cluster.render import names as render_names
+from valkey_operator.api.resources import (
+    ADMIN_USER,
+    CONFIG_PROTECTION_FINALIZER,
+    PAUSED_ANNOTATION,
+    VALKEY_CLUSTERS,
+    VALKEY_CONFIGS,
+    VALKEY_IMAGES,
+    VALKEY_ROLES,
+)
+from valkey_operator.core.client import Client
+from valkey_operator.core.conditions import find_condition
+from valkey_operator.core.manager import Manager
+from valkey_operator.core.resource import (
+    CONFIG_MAPS,
+    NAMESPACES,
+    POD_DISRUPTION_BUDGETS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import certs, images
+from valkey_operator.testing.datachecker import DataChecker
+from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError, ValkeyCommandError
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+NODE_TIMEOUT_MS = "5000"  # >= 5000 ms on the test bed's 2 shared cores
+
+
+class Operator:
+    """The operator's reconcilers in this process, scoped to the test's namespace."""
+
+    def __init__(self, api: k8s.ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.task: asyncio.Task[None] | None = None
+        self.manager: Manager | None = None
+        self.registry = CollectorRegistry()
+
+    async def start(self) -> None:
+        self.manager = Manager(
+            self.api,
+            field_manager="valkey-operator",
+            namespace=self.namespace,
+            metrics_bind_address="0",
+            health_probe_bind_address="0",
+            registry=self.registry,
+        )
+        controllers.setup_all(self.manager, {})
+        self.task = asyncio.create_task(self.manager.run())
+        async with asyncio.timeout(30):
+            while not self.manager.ready():
+                await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self.manager is not None and self.task is not None:
+            self.manager.stop()
+            await asyncio.wait_for(self.task, 60)
+            self.manager = self.task = None
+
+
+@pytest_asyncio.fixture
+async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+    running = Operator(kube_api, namespace)
+    await running.start()
+    yield running
+    await running.stop()
+
+
+class Catalog:
+    """Cluster-scoped images and configs named per test, removed afterwards."""
+
+    def __init__(self, kube: Client, suffix: str) -> None:
+        self.kube = kube
+        self.suffix = suffix
+        self.created: list[tuple[Resource, str]] = []
+
+    def __call__(self, name: str) -> str:
+        return f"{name}-{self.suffix}"
+
+    async def image(self, name: str, tag: str, version: str | None = None) -> str:
+        body = {"metadata": {"name": self(name)}, "spec": {"repository": "valkey/valkey", "tag": tag}}
+        body["spec"]["version"] = version or tag
+        await self._create(VALKEY_IMAGES, body)
+        return self(name)
+
+    async def config(self, name: str, image_ref: str) -> str:
+        spec = {"imageRef": image_ref, "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS}}
+        await self._create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
+        return self(name)
+
+    async def _create(self, resource: Resource, body: Obj) -> None:
+        created = await self.kube.create(
+            resource, {"apiVersion": resource.api_version, "kind": resource.kind, **body}
+        )
+        self.created.append((resource, created["metadata"]["name"]))
+
+    async def cleanup(self) -> None:
+        for resource, name in reversed(self.created):
+            current = await self.kube.get_or_none(resource, name)
+            if current is not None and current["metadata"].get("finalizers"):
+                await self.kube.patch(resource, name, {"metadata": {"finalizers": None}})
+            await self.kube.delete(resource, name)
+
+
+@pytest_asyncio.fixture
+async def catalog(kube: Client, namespace: str) -> AsyncIterator[Catalog]:
+    created = Catalog(kube, namespace[-6:])
+    yield created
+    await created.cleanup()
+
+
+def require_image(reference: str) -> None:
+    if images.resolve_image(reference) is None:
+        pytest.skip(f"{reference} is not installed (python -m valkey_operator.testing build)")
+
+
+async def create_cluster(
+    kube: Client, namespace: str, name: str, config: str, shards: int, replicas: int
+) -> Obj:
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"configRef": config, "shards": shards, "replicasPerShard": replicas},
+    }
+    return await kube.create(VALKEY_CLUSTERS, body)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if await check():
+            return time.monotonic() - started
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def status_of(kube: Client, namespace: str, name: str) -> Obj:
+    cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
+    status: Obj = cluster.get("status") or {}
+    return status
+
+
+async def wait_for_state(kube: Client, namespace: str, name: str, state: str, timeout: float) -> Obj:
+    last: Obj = {}
+
+    async def reached() -> bool:
+        nonlocal last
+        last = await status_of(kube, namespace, name)
+        return last.get("state") == state
+
+    try:
+        await eventually(reached, f"{name} {state}", timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last status: {last}") from None
+    return last
+
+
+async def owned_pods(kube: Client, namespace: str, name: str) -> list[Obj]:
+    return await kube.list(PODS, namespace, label_selector=f"{render_names.CLUSTER_LABEL}={name}")
+
+
+async def admin_client(kube: Client, namespace: str, name: str) -> AdminClient:
+    secret = await kube.get(SECRETS, render_names.secret_name(name), namespace)
+    password = base64.b64decode(secret["data"]["admin-password"]).decode()
+    return AdminClient(credentials=Credentials(username=ADMIN_USER, password=password))
+
+
+async def node_reports(admin: AdminClient, ip: str) -> dict[str, Any]:
+    async with admin.connect(ip) as node:
+        return {
+            "info": await node.info("replication"),
+            "cluster": await node.cluster_info(),
+            "nodes": await node.cluster_nodes(),
+        }
+
+
+@pytest.mark.timeout(240)
+async def test_one_shard_without_replicas_reaches_active(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    started = time.monotonic()
+    await create_cluster(kube, namespace, "solo", config, shards=1, replicas=0)
+    status = await wait_for_state(kube, namespace, "solo", "Active", 180)
+    print(f"1x0 Active after {time.monotonic() - started:.1f}s")
+    assert status["endpoint"] == f"solo.{namespace}.svc.cluster.local:6379"
+    assert status["readyShards"] == 1
+    assert [node["slots"] for node in status["nodes"]] == ["0-16383"]
+    assert status["currentImage"] == "valkey/valkey:9.1.2"
+    ready = find_condition(status["conditions"], "Ready")
+    assert ready is not None and ready["status"] == "True", status
+    cluster = await kube.get(VALKEY_CLUSTERS, "solo", namespace)
+    assert status["observedGeneration"] == cluster["metadata"]["generation"]
+    for resource, name in [
+        (SERVICES, "solo"),
+        (CONFIG_MAPS, "solo-config"),
+        (SECRETS, "solo-internal"),
+        (POD_DISRUPTION_BUDGETS, "solo-0"),
+    ]:
+        assert await kube.get_or_none(resource, name, namespace) is not None, name
+
+
+@pytest.mark.timeout(420)
+async def test_three_shards_with_a_replica_each_reach_active_and_serve_keys(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    started = time.monotonic()
+    await create_cluster(kube, namespace, "trio", config, shards=3, replicas=1)
+    status = await wait_for_state(kube, namespace, "trio", "Active", 360)
+    print(f"3x1 Active after {time.monotonic() - started:.1f}s")
+    assert status["readyShards"] == 3 and len(status["nodes"]) == 6
+    primaries = [node for node in status["nodes"] if node.get("role") == "primary"]
+    replicas = [node for node in status["nodes"] if node.get("role") == "replica"]
+    assert len(primaries) == 3 and len(replicas) == 3, status["nodes"]
+    layout = {format_slot_ranges(share) for share in even_split(3)}
+    assert {node["slots"] for node in primaries} == layout, primaries
+    assert {node["shard"] for node in primaries} == {0, 1, 2}
+
+    admin = await admin_client(kube, namespace, "trio")
+    for node in status["nodes"]:
+        report = await node_reports(admin, node["ip"])
+        assert report["cluster"]["cluster_state"] == "ok", node
+        assert report["cluster"]["cluster_slots_assigned"] == "16384"
+        if node["role"] == "replica":
+            assert report["info"]["master_link_status"] == "up", node
+        else:
+            assert report["info"]["connected_slaves"] == "1", node
+
+    seeds = [(node["ip"], 6379) for node in primaries]
+    async with DataChecker(
+        seeds, replicas=1, username=ADMIN_USER, password=admin.credentials.password
+    ) as checker:
+        written = await checker.write(300)
+        assert written.acknowledged == 300, written
+        verified = await checker.verify()
+        assert verified.ok, verified
+
+
+@pytest.mark.timeout(180)
+async def test_image_below_the_floor_declared_above_it_fails_and_no_node_joins(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    reference = "valkey/valkey:9.0.0"
+    require_image(reference)
+    config = await catalog.config("cfg", await catalog.image("old", "9.0.0", version="9.0.1"))
+    await create_cluster(kube, namespace, "old", config, shards=2, replicas=0)
+    status = await wait_for_state(kube, namespace, "old", "Failed", 150)
+    message = status["message"]
+    assert reference in message and "Valkey 9.0.0" in message and "9.0.1" in message, message
+    ready = find_condition(status["conditions"], "Ready")
+    assert ready is not None and ready["reason"] == "VersionBelowFloor"
+    await asyncio.sleep(3)  # another pass or two: still nothing joined
+    admin = await admin_client(kube, namespace, "old")
+    pods = await owned_pods(kube, namespace, "old")
+    assert len(pods) == 2
+    for pod in pods:
+        report = await node_reports(admin, pod["status"]["podIP"])
+        assert len(report["nodes"].strip().splitlines()) == 1, report["nodes"]
+        assert report["cluster"]["cluster_slots_assigned"] == "0"
+    events = await kube.list(Resource("events.k8s.io", "v1", "events", "Event"), namespace)
+    warnings = [e for e in events if e.get("reason") == "VersionBelowFloor" and e.get("type") == "Warning"]
+    assert warnings and reference in warnings[0]["note"], events
+    rejections = operator.registry.get_sample_value(
+        "valkey_operator_version_floor_rejections_total", {"namespace": namespace, "cluster": "old"}
+    )
+    assert rejections == 1
+
+
+@pytest.mark.timeout(180)
+async def test_image_whose_server_cannot_start_fails_without_a_pod_storm(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    """Valkey 8.1.8 rejects the operator's valkey.conf (shutdown-on-sigterm failover) and exits at once."""
+    reference = "valkey/valkey:8.1.8"
+    require_image(reference)
+    config = await catalog.config("cfg", await catalog.image("old", "8.1.8", version="9.0.1"))
+    await create_cluster(kube, namespace, "old", config, shards=2, replicas=0)
+    status = await wait_for_state(kube, namespace, "old", "Failed", 150)
+    assert reference in status["message"] and "keep failing" in status["message"], status
+    degraded = find_condition(status["conditions"], "Degraded")
+    assert degraded is not None and degraded["status"] == "True" and degraded["reason"] == "PodsFailing"
+    await asyncio.sleep(5)
+    pods = await owned_pods(kube, namespace, "old")
+    assert len(pods) <= 2 * 3 + 2, f"{len(pods)} pods: replacements must stop"
+    assert all(pod["status"].get("phase") != "Running" for pod in pods)
+
+
+@pytest.mark.timeout(120)
+async def test_missing_image_does_not_progress_and_creates_nothing(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    config = await catalog.config("cfg", catalog("absent"))
+    await create_cluster(kube, namespace, "blocked", config, shards=1, replicas=0)
+
+    async def explained() -> bool:
+        status = await status_of(kube, namespace, "blocked")
+        progressing = find_condition(status.get("conditions"), "Progressing")
+        return progressing is not None and progressing["reason"] == "ImageNotFound"
+
+    await eventually(explained, "the reason in status", 60)
+    status = await status_of(kube, namespace, "blocked")
+    progressing = find_condition(status["conditions"], "Progressing")
+    assert progressing is not None and progressing["status"] == "False"
+    assert catalog("absent") in status["message"], status
+    assert status["state"] != "Active"
+    await asyncio.sleep(2)
+    assert await owned_pods(kube, namespace, "blocked") == []
+    for resource, name in [
+        (SERVICES, "blocked"),
+        (CONFIG_MAPS, "blocked-config"),
+        (SECRETS, "blocked-internal"),
+    ]:
+        assert await kube.get_or_none(resource, name, namespace) is None, name
+
+
+@pytest.mark.timeout(240)
+async def test_deleting_the_cluster_removes_what_it_owns_and_releases_the_config(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    await create_cluster(kube, namespace, "doomed", config, shards=1, replicas=0)
+    await wait_for_state(kube, namespace, "doomed", "Active", 180)
+    protected = await kube.get(VALKEY_CONFIGS, config)
+    assert CONFIG_PROTECTION_FINALIZER in protected["metadata"].get("finalizers", [])
+
+    await kube.delete(VALKEY_CLUSTERS, "doomed", namespace)
+    owned = [
+        (SERVICES, "doomed"),
+        (CONFIG_MAPS, "doomed-config"),
+        (SECRETS, "doomed-internal"),
+        (POD_DISRUPTION_BUDGETS, "doomed-0"),
+    ]
+
+    async def all_gone() -> bool:
+        if await owned_pods(kube, namespace, "doomed"):
+            return False
+        return all([await kube.get_or_none(resource, name, namespace) is None for resource, name in owned])
+
+    await eventually(all_gone, "owned objects garbage-collected", 120)
+
+    async def released() -> bool:
+        current = await kube.get(VALKEY_CONFIGS, config)
+        return CONFIG_PROTECTION_FINALIZER not in current["metadata"].get("finalizers", [])
+
+    await eventually(released, "the config's protection released", 30)
+
+
+@pytest.mark.timeout(420)
+async def test_an_operator_restarted_mid_bootstrap_resumes_and_finishes(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    await create_cluster(kube, namespace, "resumed", config, shards=3, replicas=1)
+
+    async def some_pods() -> bool:
+        return len(await owned_pods(kube, namespace, "resumed")) >= 3
+
+    await eventually(some_pods, "the first pods", 60)
+    await operator.stop()  # mid-bootstrap: pods exist, the cluster is not formed yet
+    assert (await status_of(kube, namespace, "resumed")).get("state") != "Active"
+    await operator.start()
+    status = await wait_for_state(kube, namespace, "resumed", "Active", 360)
+    assert status["readyShards"] == 3
+    assert len(await owned_pods(kube, namespace, "resumed")) == 6, "no duplicate pods after the restart"
+
+
+@pytest.mark.timeout(240)
+async def test_pods_pass_the_restricted_pod_security_standard(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    labels = {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest",
+    }
+    await kube.patch(NAMESPACES, namespace, {"metadata": {"labels": labels}})
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    await create_cluster(kube, namespace, "strict", config, shards=1, replicas=1)
+    status = await wait_for_state(kube, namespace, "strict", "Active", 180)
+    assert len(status["nodes"]) == 2
+
+
+@pytest.mark.timeout(120)
+async def test_a_paused_cluster_changes_nothing_but_reports_status(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": "held", "namespace": namespace, "annotations": {PAUSED_ANNOTATION: "true"}},
+        "spec": {"configRef": config, "shards": 1, "replicasPerShard": 0},
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+
+    async def reported() -> bool:
+        return (await status_of(kube, namespace, "held")).get("message", "").startswith("paused")
+
+    await eventually(reported, "a paused status", 60)
+    progressing = find_condition((await status_of(kube, namespace, "held"))["conditions"], "Progressing")
+    assert progressing is not None and progressing["reason"] == "Paused"
+    await asyncio.sleep(2)
+    assert await owned_pods(kube, namespace, "held") == []
+    assert await kube.get_or_none(SERVICES, "held", namespace) is None
+
+    await kube.patch(
+        VALKEY_CLUSTERS, "held", {"metadata": {"annotations": {PAUSED_ANNOTATION: None}}}, namespace
+    )
+    await wait_for_state(kube, namespace, "held", "Active", 90)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def _can_auth(ip: str, username: str, password: str) -> bool:
+    client = AdminClient(credentials=Credentials(username=username, password=password))
+    try:
+        async with client.connect(ip) as node:
+            return await node.text("PING") == "PONG"
+    except ValkeyAdminError:
+        return False
+
+
+@pytest.mark.timeout(240)
+async def test_acl_users_are_loaded_at_start_and_changed_at_runtime(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    role = catalog("rw")
+    spec = {"categories": [{"name": "read", "access": "allow"}, {"name": "write", "access": "allow"}]}
+    await catalog._create(VALKEY_ROLES, {"metadata": {"name": role}, "spec": spec})
+    user = {
+        "username": "app",
+        "passwordHashes": [_sha256("first-password")],
+        "permissions": [{"roleRef": role, "keys": [{"pattern": "app:*", "access": "readwrite"}]}],
+    }
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": "acl", "namespace": namespace},
+        "spec": {"configRef": config, "shards": 1, "replicasPerShard": 1, "acl": [user]},
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+    status = await wait_for_state(kube, namespace, "acl", "Active", 180)
+    ips = [node["ip"] for node in status["nodes"]]
+    primary = next(node["ip"] for node in status["nodes"] if node["role"] == "primary")
+    for ip in ips:
+        assert await _can_auth(ip, "app", "first-password"), ip
+        assert not await _can_auth(ip, "default", "")
+    app = AdminClient(credentials=Credentials(username="app", password="first-password"))
+    async with app.connect(primary) as node:
+        assert await node.text("SET", "app:1", "v") == "OK"
+        with pytest.raises(ValkeyCommandError):
+            await node.command("SET", "other:1", "v")
+
+    user["passwordHashes"] = [_sha256("second-password")]
+    await kube.patch(VALKEY_CLUSTERS, "acl", {"spec": {"acl": [user]}}, namespace)
+    print(f"ACL changed at {time.strftime('%H:%M:%S')}")
+
+    async def rotated() -> bool:
+        for ip in ips:
+            if not await _can_auth(ip, "app", "second-password") or await _can_auth(
+                ip, "app", "first-password"
+            ):
+                return False
+        return True
+
+    took = await eventually(rotated, "the new password on every node", 60)
+    print(f"new password on every node after {took:.1f}s")
+
+
+@pytest.mark.timeout(240)
+async def test_a_tls_cluster_forms_and_serves_only_tls(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image("valkey/valkey:9.1.2")  # the TLS-capable build
+    ca_cert, ca_key = certs.issue_ca("tls-e2e-ca")
+    # Cluster addresses are IPs that are not known before the pods start: the nodes and the
+    # operator verify the CA, not the names (see docs/cluster-internals.md).
+    cert, key = certs.issue_leaf(
+        ca_cert, ca_key, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True
+    )
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    data = {
+        "tls.crt": cert.public_bytes(pem),
+        "tls.key": key_pem,
+        "ca.crt": ca_cert.public_bytes(pem),
+    }
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": "tls", "namespace": namespace},
+        "data": {name: base64.b64encode(value).decode() for name, value in data.items()},
+    }
+    await kube.create(SECRETS, secret)
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": "secure", "namespace": namespace},
+        "spec": {"configRef": config, "shards": 1, "replicasPerShard": 1, "tls": {"secretRef": "tls"}},
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+    status = await wait_for_state(kube, namespace, "secure", "Active", 180)
+    admin = await admin_client(kube, namespace, "secure")
+    secure = attrs.evolve(admin, ca_pem=data["ca.crt"].decode())
+    for node in status["nodes"]:
+        async with secure.connect(node["ip"]) as connection:
+            assert (await connection.cluster_info())["cluster_state"] == "ok"
+        with pytest.raises(ValkeyAdminError):  # TLS-only: the same port refuses plain RESP
+            async with admin.connect(node["ip"]) as plain:
+                await plain.text("PING")

@@ -1,0 +1,49 @@
+"""Operator metrics of the cluster reconciler: clusters by state, rejections, per-node gauges."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from controllers.cluster.metrics import cluster_metrics
+from controllers.cluster.observe import NodeObservation, Observation, SlotRange
+from controllers.cluster.observer import NodeExtras
+from valkey_operator.api.cluster import ClusterState, NodeRole
+
+
+def test_clusters_are_counted_once_in_their_last_state() -> None:
+    registry = CollectorRegistry()
+    metrics = cluster_metrics(registry)
+    assert cluster_metrics(registry) is metrics, "one set of families per registry"
+    metrics.record_state("ns", "a", ClusterState.CREATING)
+    metrics.record_state("ns", "b", ClusterState.CREATING)
+    metrics.record_state("ns", "a", ClusterState.ACTIVE)
+    value = registry.get_sample_value
+    assert value("valkey_operator_clusters", {"state": "Active"}) == 1
+    assert value("valkey_operator_clusters", {"state": "Creating"}) == 1
+    metrics.forget_cluster("ns", "b")
+    assert value("valkey_operator_clusters", {"state": "Creating"}) == 0
+    metrics.record_rejection("ns", "a")
+    assert value("valkey_operator_version_floor_rejections_total", {"namespace": "ns", "cluster": "a"}) == 1
+
+
+def test_node_gauges_follow_the_observation_and_drop_departed_pods() -> None:
+    registry = CollectorRegistry()
+    metrics = cluster_metrics(registry)
+    primary = NodeObservation(
+        reachable=True, node_id="p", role=NodeRole.PRIMARY, repl_offset=1000, cluster_ok=True,
+        slots=(SlotRange(0, 16383),),
+    )  # fmt: skip
+    replica = NodeObservation(
+        reachable=True, node_id="r", role=NodeRole.REPLICA, primary_id="p", repl_offset=900, cluster_ok=False
+    )
+    observation = Observation(pods=(), nodes={"c-0-a": primary, "c-0-b": replica})
+    metrics.record_nodes("ns", "c", observation, {"c-0-a": NodeExtras(used_memory=123)})
+    value = registry.get_sample_value
+    labels = {"namespace": "ns", "cluster": "c"}
+    assert value("valkey_node_role", {**labels, "pod": "c-0-a", "role": "primary"}) == 1
+    assert value("valkey_node_role", {**labels, "pod": "c-0-b", "role": "replica"}) == 1
+    assert value("valkey_node_replication_lag_bytes", {**labels, "pod": "c-0-b"}) == 100
+    assert value("valkey_node_cluster_state_ok", {**labels, "pod": "c-0-b"}) == 0
+    assert value("valkey_node_used_memory_bytes", {**labels, "pod": "c-0-a"}) == 123
+    metrics.record_nodes("ns", "c", Observation(pods=(), nodes={"c-0-a": primary}), {})
+    assert value("valkey_node_role", {**labels, "pod": "c-0-b", "role": "replica"}) is None

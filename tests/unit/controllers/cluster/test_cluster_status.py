@@ -1,0 +1,39 @@
+"""The cluster reconciler's status documents (pure): planned and blocked."""
+
+from __future__ import annotations
+
+from controllers.cluster.observe import Desired, Observation
+from controllers.cluster.plan import plan
+from controllers.cluster.reconciler import blocked_status, endpoint, planned_status
+
+DESIRED = Desired(shards=1, replicas_per_shard=0, template_hash="h1", image="valkey/valkey:9.1.2")
+
+
+def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
+    planned = plan(Observation(pods=()), DESIRED)
+    status = planned_status({}, 3, planned.status, endpoint("c", "ns"), "valkey/valkey:9.1.2", "abc")
+    assert status["state"] == "Creating"
+    assert status["endpoint"] == "c.ns.svc.cluster.local:6379"
+    assert status["observedGeneration"] == 3
+    assert {c["type"] for c in status["conditions"]} == {"Ready", "Progressing", "Degraded"}
+    assert all(c["observedGeneration"] == 3 for c in status["conditions"])
+    assert status["currentImage"] == "valkey/valkey:9.1.2" and status["configHash"] == "abc"
+
+
+def test_conditions_keep_their_transition_time_when_status_does_not_change() -> None:
+    planned = plan(Observation(pods=()), DESIRED)
+    first = planned_status({}, 1, planned.status, "e", "i", "h")
+    for condition in first["conditions"]:
+        condition["lastTransitionTime"] = "2020-01-01T00:00:00Z"
+    second = planned_status(first, 1, planned.status, "e", "i", "h")
+    assert second == first
+
+
+def test_blocked_status_says_why_and_keeps_the_recorded_state() -> None:
+    status = blocked_status({}, 2, "ImageNotFound", "ValkeyImage v9 not found", "e")
+    assert status["state"] == "Creating"
+    assert status["message"] == "ImageNotFound: ValkeyImage v9 not found"
+    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("False", "ImageNotFound")
+    assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e")["state"] == "Active"
+    assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e")["shards"] == 3

@@ -1,0 +1,61 @@
+"""The crash-loop guard: pods that keep failing stop being replaced, read from the world only."""
+
+from __future__ import annotations
+
+import datetime
+
+from controllers.cluster.failures import FAILURE_LIMIT, FAILURE_WINDOW, KEEP_FAILED, crash_loops
+
+NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def pod(name: str, *, shard: int = 0, age: float, phase: str = "Failed", template: str = "h1") -> dict:
+    created = (NOW - datetime.timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "creationTimestamp": created,
+            "labels": {
+                "valkey.gomomento.com/shard": str(shard),
+                "valkey.gomomento.com/template-hash": template,
+            },
+        },
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {"name": "valkey", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+            ],
+        },
+    }
+
+
+def test_fewer_failures_than_the_limit_do_not_block() -> None:
+    loops = crash_loops([pod(f"p{i}", age=10 * i) for i in range(FAILURE_LIMIT - 1)], "h1", NOW)
+    assert loops.blocked == {} and loops.retry_after is None
+
+
+def test_repeated_recent_failures_block_the_shard_until_the_window_passes() -> None:
+    pods = [pod(f"p{i}", age=10 * (i + 1)) for i in range(FAILURE_LIMIT)] + [
+        pod("ok", shard=1, age=5, phase="Running")
+    ]
+    loops = crash_loops(pods, "h1", NOW)
+    assert set(loops.blocked) == {0}
+    assert loops.blocked[0][0].name == "p0"  # newest first
+    assert loops.retry_after == FAILURE_WINDOW - 10 * FAILURE_LIMIT
+    message = loops.message("valkey/valkey:8.1.8")
+    assert "valkey/valkey:8.1.8" in message and "exited with code 1" in message
+
+
+def test_old_failures_and_other_templates_do_not_block() -> None:
+    old = [pod(f"old{i}", age=FAILURE_WINDOW + i + 1) for i in range(FAILURE_LIMIT)]
+    other = [pod(f"t{i}", age=i + 1, template="h0") for i in range(FAILURE_LIMIT)]
+    assert crash_loops(old, "h1", NOW).blocked == {}
+    assert crash_loops(other, "h1", NOW).blocked == {}
+
+
+def test_only_the_newest_failed_pods_of_a_shard_are_kept() -> None:
+    pods = [pod(f"p{i}", age=i + 1) for i in range(KEEP_FAILED + 2)]
+    assert [failed.name for failed in crash_loops(pods, "h1", NOW).prune] == [
+        f"p{i}" for i in range(KEEP_FAILED, KEEP_FAILED + 2)
+    ]

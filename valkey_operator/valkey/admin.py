@@ -1,0 +1,242 @@
+"""An async admin client for the Valkey nodes of a cluster: every call has a timeout.
+
+The operator asks each node about itself (INFO, CLUSTER MYID/MYSHARDID/NODES/
+INFO/GETSLOTMIGRATIONS) and changes the topology through it (CLUSTER MEET,
+ADDSLOTSRANGE, REPLICATE, FORGET), authenticated as its internal admin user,
+over TLS when the cluster is TLS-only (verifying the cluster's CA; cluster
+addresses are IPs, so hostnames are not checked).
+
+Built on valkey-py's low-level asyncio `Connection` (RESP, AUTH, TLS) without
+its response callbacks: replies come back as RESP2 values (bytes, int, list),
+an error reply raises `ValkeyCommandError`. Every connect and every command is
+bounded by `asyncio.timeout`, and only addresses inside `allowed_networks`
+are ever dialled (the test bed's rule is 127.0.0.0/8; see
+`allowed_networks_from_env`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+from valkey import exceptions as valkey_exceptions
+from valkey.asyncio.connection import Connection, SSLConnection
+
+VALKEY_PORT = 6379
+BUS_PORT_OFFSET = 10000
+
+NETWORKS_ENV = "VALKEY_OPERATOR_NODE_NETWORKS"
+"""Comma-separated CIDRs the operator may dial Valkey nodes in (default: 127.0.0.0/8)."""
+DEFAULT_NETWORKS = "127.0.0.0/8"
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class ValkeyAdminError(Exception):
+    """Any failure talking to a node: refused address, connect/IO error, timeout, error reply."""
+
+
+class AddressNotAllowed(ValkeyAdminError):
+    """The address is outside the networks the operator may dial."""
+
+
+class ValkeyCommandError(ValkeyAdminError):
+    """The server answered with an error reply."""
+
+
+def allowed_networks_from_env(environ: Mapping[str, str] | None = None) -> tuple[Network, ...]:
+    text = (environ if environ is not None else os.environ).get(NETWORKS_ENV) or DEFAULT_NETWORKS
+    return tuple(ipaddress.ip_network(part.strip()) for part in text.split(",") if part.strip())
+
+
+def check_address(host: str, allowed: Iterable[Network]) -> None:
+    """Refuse anything that is not an IP literal inside one of the allowed networks."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise AddressNotAllowed(f"{host!r} is not an IP address") from None
+    if not any(address in network for network in allowed):
+        raise AddressNotAllowed(f"{host} is outside the networks the operator may dial")
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """INFO's 'key:value' lines (section headers and blanks skipped)."""
+    fields: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def _text(reply: Any) -> str:
+    if isinstance(reply, bytes):
+        return reply.decode(errors="replace")
+    return str(reply)
+
+
+def decode_pairs(reply: Any) -> dict[str, Any]:
+    """A RESP2 flat key/value list (or RESP3 map) -> str-keyed dict, values decoded to str where bytes."""
+    if isinstance(reply, dict):
+        items = list(reply.items())
+    elif isinstance(reply, list):
+        items = list(zip(reply[::2], reply[1::2], strict=False))
+    else:
+        return {}
+    return {_text(key): (_text(value) if isinstance(value, bytes) else value) for key, value in items}
+
+
+@attrs.frozen(kw_only=True)
+class Credentials:
+    username: str
+    password: str = attrs.field(repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class AdminClient:
+    """How to reach a cluster's nodes: credentials, TLS CA (None for plain), timeouts, allowed networks."""
+
+    credentials: Credentials
+    ca_pem: str | None = attrs.field(default=None, repr=False)
+    connect_timeout: float = 2.0
+    command_timeout: float = 3.0
+    allowed_networks: tuple[Network, ...] = attrs.field(factory=allowed_networks_from_env)
+    port: int = VALKEY_PORT
+
+    @asynccontextmanager
+    async def connect(self, host: str) -> AsyncIterator[NodeConnection]:
+        """One authenticated connection to the node at host; closed on exit."""
+        check_address(host, self.allowed_networks)
+        kwargs: dict[str, Any] = {
+            "host": host,
+            "port": self.port,
+            "username": self.credentials.username,
+            "password": self.credentials.password,
+            "socket_connect_timeout": self.connect_timeout,
+            "socket_timeout": self.command_timeout,
+            "lib_name": None,
+            "lib_version": None,
+            "retry_on_timeout": False,
+        }
+        connection: Connection
+        if self.ca_pem is not None:
+            connection = SSLConnection(
+                ssl_ca_data=self.ca_pem, ssl_cert_reqs="required", ssl_check_hostname=False, **kwargs
+            )
+        else:
+            connection = Connection(**kwargs)
+        try:
+            try:
+                async with asyncio.timeout(self.connect_timeout + self.command_timeout):
+                    await connection.connect()  # type: ignore[no-untyped-call]
+            except TimeoutError as exc:
+                raise ValkeyAdminError(f"{host}:{self.port}: connect timed out") from exc
+            except valkey_exceptions.ValkeyError as exc:
+                raise ValkeyAdminError(f"{host}:{self.port}: {exc}") from exc
+            except OSError as exc:
+                raise ValkeyAdminError(f"{host}:{self.port}: {exc}") from exc
+            yield NodeConnection(connection, host, self.command_timeout)
+        finally:
+            try:
+                async with asyncio.timeout(1.0):
+                    await connection.disconnect()
+            except Exception:  # closing is best effort
+                pass
+
+
+class NodeConnection:
+    """Commands on one node; each bounded by the client's command timeout."""
+
+    def __init__(self, connection: Connection, host: str, timeout: float) -> None:
+        self.connection = connection
+        self.host = host
+        self.timeout = timeout
+
+    async def command(self, *args: str | int) -> Any:
+        """Send one command, return its raw reply; error replies raise ValkeyCommandError."""
+        name = " ".join(str(arg) for arg in args[:2])
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self.connection.send_command(*args)
+                return await self.connection.read_response()
+        except TimeoutError as exc:
+            await self._drop()
+            raise ValkeyAdminError(f"{self.host}: {name} timed out after {self.timeout}s") from exc
+        except valkey_exceptions.ResponseError as exc:
+            raise ValkeyCommandError(f"{self.host}: {name}: {exc}") from exc
+        except (valkey_exceptions.ValkeyError, OSError) as exc:
+            await self._drop()
+            raise ValkeyAdminError(f"{self.host}: {name}: {exc}") from exc
+
+    async def _drop(self) -> None:
+        try:
+            async with asyncio.timeout(1.0):
+                await self.connection.disconnect()
+        except Exception:  # the connection is unusable anyway
+            pass
+
+    async def text(self, *args: str | int) -> str:
+        return _text(await self.command(*args))
+
+    # --- reads ---
+
+    async def info(self, *sections: str) -> dict[str, str]:
+        return parse_info(await self.text("INFO", *sections))
+
+    async def cluster_myid(self) -> str:
+        return await self.text("CLUSTER", "MYID")
+
+    async def cluster_myshardid(self) -> str:
+        return await self.text("CLUSTER", "MYSHARDID")
+
+    async def cluster_nodes(self) -> str:
+        return await self.text("CLUSTER", "NODES")
+
+    async def cluster_info(self) -> dict[str, str]:
+        return parse_info(await self.text("CLUSTER", "INFO"))
+
+    async def cluster_getslotmigrations(self) -> list[dict[str, Any]]:
+        reply = await self.command("CLUSTER", "GETSLOTMIGRATIONS")
+        return [decode_pairs(entry) for entry in reply or []]
+
+    async def acl_list(self) -> list[str]:
+        return [_text(line) for line in await self.command("ACL", "LIST") or []]
+
+    # --- changes ---
+
+    async def cluster_meet(self, ip: str, port: int = VALKEY_PORT, bus_port: int | None = None) -> None:
+        await self.command("CLUSTER", "MEET", ip, port, bus_port or port + BUS_PORT_OFFSET)
+
+    async def cluster_addslotsrange(self, ranges: Sequence[tuple[int, int]]) -> None:
+        args: list[str | int] = []
+        for start, end in ranges:
+            args += [start, end]
+        await self.command("CLUSTER", "ADDSLOTSRANGE", *args)
+
+    async def cluster_replicate(self, node_id: str) -> None:
+        await self.command("CLUSTER", "REPLICATE", node_id)
+
+    async def cluster_forget(self, node_id: str) -> None:
+        await self.command("CLUSTER", "FORGET", node_id)
+
+    async def acl_setuser(self, username: str, rules: Sequence[str]) -> None:
+        await self.command("ACL", "SETUSER", username, *rules)
+
+    async def acl_deluser(self, *usernames: str) -> int:
+        reply = await self.command("ACL", "DELUSER", *usernames)
+        return int(reply)
+
+    async def config_set(self, settings: Mapping[str, str]) -> None:
+        args: list[str | int] = []
+        for key, value in settings.items():
+            args += [key, value]
+        if args:
+            await self.command("CONFIG", "SET", *args)
