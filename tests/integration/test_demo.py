@@ -11,7 +11,7 @@ import pytest
 
 from valkey_operator.testing.controlplane import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def test_demo_shows_the_operator_at_work(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_demo_shows_the_operator_at_work(kube_control_plane: ControlPlane, tmp_p
             [sys.executable, "-m", "valkey_operator.testing", "demo", "--state-dir", str(state)],
             capture_output=True,
             text=True,
-            timeout=240,
+            timeout=540,
         )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         out = result.stdout
@@ -29,6 +29,10 @@ def test_demo_shows_the_operator_at_work(kube_control_plane: ControlPlane, tmp_p
         assert re.search(r"valkeyconfig\S*/cache-large\s+valkey-9-1\s+cache-base\s+True", out), out
         assert "+@read +@write -@dangerous" in out
         assert '["valkey.gomomento.com/image-protection"]' in out
+        assert re.search(r"default\s+demo\s+Active\s+3\s+1\s+cache-base", out), out
+        lines = out.splitlines()
+        get = next(i for i, line in enumerate(lines) if line.endswith("GET greeting"))
+        assert lines[get + 1] == "hello from valkey", lines[get - 3 : get + 2]
     finally:
         ControlPlane(state).down()
     assert not ControlPlane(state).records()

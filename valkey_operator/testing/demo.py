@@ -15,6 +15,7 @@ from pathlib import Path
 from valkey_operator.testing import processes
 from valkey_operator.testing.build import build
 from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.images import resolve_image
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +26,7 @@ def _show(title: str) -> None:
 
 def run_demo(state_dir: Path) -> int:
     bins = build()
-    plane = ControlPlane(state_dir)
+    plane = ControlPlane(state_dir, nodes=3)
     plane.up()
     kubectl = [str(bins.kubectl), f"--kubeconfig={plane.kubeconfig}"]
 
@@ -60,6 +61,11 @@ def run_demo(state_dir: Path) -> int:
         run("wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-large")
         run("get", "valkeyimages,valkeyconfigs,valkeyroles")
         run("get", "valkeyimage/valkey-9-1", "-o", "jsonpath={.metadata.finalizers}{'\\n'}")
+        run("apply", "-f", str(ROOT / "docs" / "examples" / "cluster.yaml"))
+        run("wait", "--for=jsonpath={.status.state}=Active", "--timeout=300s", "valkeycluster/demo")
+        run("get", "valkeyclusters", "-A")
+        run("get", "pods", "-l", "valkey.gomomento.com/cluster=demo", "-o", "wide")
+        _write_and_read_a_key(kubectl)
     finally:
         processes.stop([operator])
     print(
@@ -69,3 +75,31 @@ def run_demo(state_dir: Path) -> int:
         f"Stop it with: python -m valkey_operator.testing down --state-dir {state_dir}"
     )
     return 0
+
+
+def _write_and_read_a_key(kubectl: list[str]) -> None:
+    """SET and GET through the cluster as the example's ACL user, following redirects (-c)."""
+    pod_ip = subprocess.run(
+        [
+            *kubectl,
+            "get",
+            "pods",
+            "-l",
+            "valkey.gomomento.com/cluster=demo",
+            "-o",
+            "jsonpath={.items[0].status.podIP}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    image = resolve_image("valkey/valkey:9.1.2")
+    if image is None:
+        raise SystemExit(
+            "the valkey/valkey:9.1.2 image is not installed: run `python -m valkey_operator.testing build`"
+        )
+    cli = [str(image.executable("valkey-cli")), "-c", "-h", pod_ip, "-p", "6379", "--user", "app"]
+    cli += ["--pass", "demo-password", "--no-auth-warning"]
+    for command in (["SET", "greeting", "hello from valkey"], ["GET", "greeting"]):
+        _show("valkey-cli -c -h " + pod_ip + " --user app " + " ".join(command))
+        subprocess.run([*cli, *command], check=True)
