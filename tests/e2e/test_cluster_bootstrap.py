@@ -18,10 +18,9 @@ import attrs
 import pytest
 import pytest_asyncio
 from cryptography.hazmat.primitives import serialization
+from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
-from prometheus_client import CollectorRegistry
 
-import controllers
 from controllers.cluster.observe import even_split, format_slot_ranges
 from controllers.cluster.render import names as render_names
 from valkey_operator.api.resources import (
@@ -35,7 +34,6 @@ from valkey_operator.api.resources import (
 )
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
-from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
     NAMESPACES,
@@ -53,38 +51,6 @@ from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminEr
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 NODE_TIMEOUT_MS = "5000"  # >= 5000 ms on the test bed's 2 shared cores
-
-
-class Operator:
-    """The operator's reconcilers in this process, scoped to the test's namespace."""
-
-    def __init__(self, api: k8s.ApiClient, namespace: str) -> None:
-        self.api = api
-        self.namespace = namespace
-        self.task: asyncio.Task[None] | None = None
-        self.manager: Manager | None = None
-        self.registry = CollectorRegistry()
-
-    async def start(self) -> None:
-        self.manager = Manager(
-            self.api,
-            field_manager="valkey-operator",
-            namespace=self.namespace,
-            metrics_bind_address="0",
-            health_probe_bind_address="0",
-            registry=self.registry,
-        )
-        controllers.setup_all(self.manager, {})
-        self.task = asyncio.create_task(self.manager.run())
-        async with asyncio.timeout(30):
-            while not self.manager.ready():
-                await asyncio.sleep(0.05)
-
-    async def stop(self) -> None:
-        if self.manager is not None and self.task is not None:
-            self.manager.stop()
-            await asyncio.wait_for(self.task, 60)
-            self.manager = self.task = None
 
 
 @pytest_asyncio.fixture

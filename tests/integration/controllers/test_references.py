@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
-from prometheus_client import CollectorRegistry
 
-import controllers
 from valkey_operator.api.resources import (
     CONFIG_PROTECTION_FINALIZER,
     IMAGE_PROTECTION_FINALIZER,
@@ -23,42 +22,10 @@ from valkey_operator.api.resources import (
 )
 from valkey_operator.core.client import Client, retry_on_conflict
 from valkey_operator.core.conditions import find_condition
-from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
-
-
-class Operator:
-    """The operator's reconcilers in this process; restartable."""
-
-    def __init__(self, api: k8s.ApiClient, namespace: str | None = None) -> None:
-        self.api = api
-        self.namespace = namespace
-        self.task: asyncio.Task[None] | None = None
-        self.manager: Manager | None = None
-
-    async def start(self) -> None:
-        self.manager = Manager(
-            self.api,
-            field_manager="valkey-operator",
-            namespace=self.namespace,
-            metrics_bind_address="0",
-            health_probe_bind_address="0",
-            registry=CollectorRegistry(),
-        )
-        controllers.setup_all(self.manager, {})
-        self.task = asyncio.create_task(self.manager.run())
-        async with asyncio.timeout(30):
-            while not self.manager.ready():
-                await asyncio.sleep(0.05)
-
-    async def stop(self) -> None:
-        if self.manager is not None and self.task is not None:
-            self.manager.stop()
-            await asyncio.wait_for(self.task, 30)
-            self.manager = self.task = None
 
 
 @pytest_asyncio.fixture
