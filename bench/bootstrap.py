@@ -1,0 +1,372 @@
+"""Bootstrap: ValkeyCluster 3x1 create -> Active, next to the hand-built floor, in one run.
+
+Each round, in alternating order, on one control plane (3 nodes, the process
+kubelet, real valkey-server):
+
+  ours   a 3-shard / 1-replica ValkeyCluster (docs/examples/cluster.yaml) in a
+         fresh namespace, with the operator running as a process; timed from
+         the create until `.status.state == Active` (polled every 0.1 s).
+  floor  6 plain pods running valkey-server of valkey/valkey:9.1.2 (cluster
+         mode, bound to and announcing $(POD_IP), uid 999, restricted Pod
+         Security Standard), joined with `valkey-cli --cluster create
+         --cluster-replicas 1 --cluster-yes` as soon as every server answers
+         PING; timed from the first pod create until every replica reports
+         master_link_status:up and every node cluster_state:ok.
+
+Both namespaces enforce the restricted Pod Security Standard. Each round's
+namespace is deleted afterwards. Prints both per round, the medians and the
+ratio ours/floor.
+
+    python bench/bootstrap.py [--rounds 2] [--kubeconfig PATH]
+
+Without --kubeconfig a control plane with 3 nodes is started in a temporary
+directory (build it first: `python -m valkey_operator.testing build`). With
+--kubeconfig the plane must already run the process kubelet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+from valkey.asyncio import Valkey
+
+from valkey_operator.api.resources import VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import NAMESPACES, PODS
+from valkey_operator.core.rest import RestClient
+from valkey_operator.testing import processes
+from valkey_operator.testing.build import binaries
+from valkey_operator.testing.images import resolve_image
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = "valkey/valkey:9.1.2"
+SHARDS, REPLICAS = 3, 1
+PODS_PER_CLUSTER = SHARDS * (1 + REPLICAS)
+POLL = 0.1
+LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+Obj = dict[str, Any]
+
+
+async def wait_for(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
+    """Poll check every POLL seconds until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(POLL)
+
+
+def loopback(ip: str) -> str:
+    if ipaddress.ip_address(ip) not in LOOPBACK:
+        raise RuntimeError(f"refusing to connect to {ip}: not in {LOOPBACK}")
+    return ip
+
+
+async def new_namespace(kube: Client, name: str) -> None:
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": labels}})
+
+
+async def delete_namespace(kube: Client, name: str, timeout: float = 120.0) -> None:
+    for pod in await kube.list(PODS, name):
+        await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
+    await kube.delete(NAMESPACES, name)
+
+    async def gone() -> bool:
+        return await kube.get_or_none(NAMESPACES, name) is None
+
+    try:
+        await wait_for(gone, timeout, f"namespace {name} to be deleted")
+    except TimeoutError as exc:
+        print(f"  warning: {exc}", flush=True)
+
+
+# -- ours -------------------------------------------------------------------------
+
+
+def cluster_body(namespace: str) -> Obj:
+    body: Obj = yaml.safe_load((ROOT / "docs" / "examples" / "cluster.yaml").read_text())
+    body["metadata"] = {"name": "bench", "namespace": namespace}
+    body["spec"]["shards"] = SHARDS
+    body["spec"]["replicasPerShard"] = REPLICAS
+    return body
+
+
+async def run_ours(kube: Client, namespace: str, timeout: float) -> float:
+    await new_namespace(kube, namespace)
+    last: list[str] = [""]
+
+    async def active() -> bool:
+        current = await kube.get(VALKEY_CLUSTERS, "bench", namespace)
+        status = current.get("status") or {}
+        last[0] = f"{status.get('state')}: {status.get('message', '')}"
+        return status.get("state") == "Active"
+
+    started = time.perf_counter()
+    await kube.create(VALKEY_CLUSTERS, cluster_body(namespace))
+    try:
+        await wait_for(active, timeout, "the ValkeyCluster to be Active")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; last status {last[0]}") from None
+    elapsed = time.perf_counter() - started
+    pods = await kube.list(PODS, namespace)
+    if len(pods) != PODS_PER_CLUSTER:
+        raise RuntimeError(f"expected {PODS_PER_CLUSTER} pods in {namespace}, found {len(pods)}")
+    return elapsed
+
+
+# -- floor ------------------------------------------------------------------------
+
+
+def floor_pod(name: str, namespace: str) -> Obj:
+    args = [
+        "--bind", "$(POD_IP)", "--port", "6379", "--protected-mode", "no",
+        "--cluster-enabled", "yes", "--cluster-announce-ip", "$(POD_IP)", "--cluster-node-timeout", "5000",
+        "--dir", "/data", "--save", "", "--appendonly", "no",
+    ]  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "floor"}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 5,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 999,
+                "runAsGroup": 999,
+                "fsGroup": 999,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "valkey",
+                    "image": IMAGE,
+                    "command": ["valkey-server"],
+                    "args": args,
+                    "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                    "ports": [{"name": "valkey", "containerPort": 6379}],
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "allowPrivilegeEscalation": False,
+                        "privileged": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                }
+            ],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        },
+    }
+
+
+async def answers(ip: str) -> bool:
+    client = Valkey(host=loopback(ip), port=6379, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(await client.ping())
+    except Exception:
+        return False
+    finally:
+        await client.aclose()
+
+
+async def info(ip: str, section: str) -> dict[str, Any]:
+    client = Valkey(host=loopback(ip), port=6379, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        if section == "cluster":
+            raw = await client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
+            text = raw.decode() if isinstance(raw, bytes) else str(raw)
+            return dict(line.split(":", 1) for line in text.split() if ":" in line)
+        result: dict[str, Any] = await client.info(section)
+        return result
+    except Exception:
+        return {}
+    finally:
+        await client.aclose()
+
+
+async def run_floor(kube: Client, namespace: str, cli: Path, timeout: float) -> float:
+    await new_namespace(kube, namespace)
+    names = [f"floor-{index}" for index in range(PODS_PER_CLUSTER)]
+    deadline = time.monotonic() + timeout
+
+    def remaining() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    started = time.perf_counter()
+    for name in names:
+        await kube.create(PODS, floor_pod(name, namespace))
+
+    async def all_ips() -> list[str] | None:
+        pods = {p["metadata"]["name"]: p for p in await kube.list(PODS, namespace)}
+        ips = [pods.get(name, {}).get("status", {}).get("podIP") for name in names]
+        return [str(ip) for ip in ips] if all(ips) else None
+
+    ips: list[str] = await wait_for(all_ips, remaining(), "pod IPs")
+
+    async def all_answer() -> bool:
+        return all(await asyncio.gather(*(answers(ip) for ip in ips)))
+
+    await wait_for(all_answer, remaining(), "every valkey-server to answer PING")
+    argv = [str(cli), "--cluster", "create", *(f"{loopback(ip)}:6379" for ip in ips)]
+    argv += ["--cluster-replicas", str(REPLICAS), "--cluster-yes"]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        output, _ = await asyncio.wait_for(proc.communicate(), remaining())
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise TimeoutError("valkey-cli --cluster create timed out") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"valkey-cli --cluster create failed:\n{output.decode()[-2000:]}")
+
+    async def in_sync() -> bool:
+        replication = await asyncio.gather(*(info(ip, "replication") for ip in ips))
+        clusters = await asyncio.gather(*(info(ip, "cluster") for ip in ips))
+        replicas = [r for r in replication if r.get("role") == "slave"]
+        primaries = [r for r in replication if r.get("role") == "master"]
+        return (
+            len(replicas) == SHARDS * REPLICAS
+            and len(primaries) == SHARDS
+            and all(r.get("master_link_status") == "up" for r in replicas)
+            and all(c.get("cluster_state") == "ok" for c in clusters)
+        )
+
+    await wait_for(in_sync, remaining(), "replicas in sync and cluster_state:ok everywhere")
+    return time.perf_counter() - started
+
+
+# -- driver -----------------------------------------------------------------------
+
+
+def kubectl(kubeconfig: str, *args: str) -> None:
+    argv = [str(binaries().kubectl), f"--kubeconfig={kubeconfig}", *args]
+    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
+
+
+def prepare(kubeconfig: str) -> None:
+    """CRDs and the curated examples, once (as the demo does)."""
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    kinds = ("valkeyimages", "valkeyconfigs", "valkeyroles", "valkeyclusters")
+    crds = [f"crd/{kind}.valkey.gomomento.com" for kind in kinds]
+    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
+
+
+def start_operator(kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
+    return processes.start(
+        "valkey-operator",
+        [
+            sys.executable,
+            "-m",
+            "valkey_operator",
+            f"--kubeconfig={kubeconfig}",
+            "--metrics-bind-address=127.0.0.1:0",
+            "--health-probe-bind-address=127.0.0.1:0",
+            "--log-format=json",
+        ],
+        log_dir / "operator.log",
+    )
+
+
+async def drive(kubeconfig: str, rounds: int, timeout: float, log_dir: Path) -> None:
+    image = resolve_image(IMAGE)
+    if image is None:
+        raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_operator.testing build`")
+    cli = image.executable("valkey-cli")
+    prepare(kubeconfig)
+    operator = start_operator(kubeconfig, log_dir)
+    try:
+        kubectl(kubeconfig, "apply", "-f", str(ROOT / "docs" / "examples" / "curated.yaml"))
+        kubectl(kubeconfig, "wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-base")
+        configuration = k8s.Configuration()
+        await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        async with k8s.ApiClient(configuration) as api:
+            kube = Client(RestClient(api), field_manager="bench")
+            loopback(urlparse_host(str(configuration.host)))
+            ours: list[float] = []
+            floor: list[float] = []
+            stamp = time.strftime("%H%M%S")
+            for index in range(rounds):
+                order = ("ours", "floor") if index % 2 == 0 else ("floor", "ours")
+                results: dict[str, float] = {}
+                for kind in order:
+                    namespace = f"bench-boot-{stamp}-{index}-{kind}"
+                    try:
+                        if kind == "ours":
+                            if not operator.alive():
+                                raise RuntimeError(f"the operator exited; see {log_dir / 'operator.log'}")
+                            results[kind] = await run_ours(kube, namespace, timeout)
+                        else:
+                            results[kind] = await run_floor(kube, namespace, cli, timeout)
+                    finally:
+                        await delete_namespace(kube, namespace)
+                ours.append(results["ours"])
+                floor.append(results["floor"])
+                print(
+                    f"round {index + 1} ({order[0]} first): ours {results['ours']:6.2f} s, "
+                    f"floor {results['floor']:6.2f} s, ours/floor {results['ours'] / results['floor']:.2f}x",
+                    flush=True,
+                )
+            ours_p50, floor_p50 = statistics.median(ours), statistics.median(floor)
+            print(
+                f"\n{SHARDS}x{REPLICAS} create -> Active over {rounds} rounds: ours median {ours_p50:.2f} s "
+                f"(min {min(ours):.2f}, max {max(ours):.2f}); floor median {floor_p50:.2f} s "
+                f"(min {min(floor):.2f}, max {max(floor):.2f}); ours/floor {ours_p50 / floor_p50:.2f}x"
+            )
+    finally:
+        processes.stop([operator])
+
+
+def urlparse_host(url: str) -> str:
+    host = urlparse(url).hostname
+    if host is None:
+        raise RuntimeError(f"no host in {url}")
+    return host
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0, help="per measurement, seconds")
+    parser.add_argument("--kubeconfig")
+    args = parser.parse_args()
+    if args.kubeconfig:
+        with tempfile.TemporaryDirectory(prefix="bench-") as logs:
+            asyncio.run(drive(args.kubeconfig, args.rounds, args.timeout, Path(logs)))
+        return
+    from valkey_operator.testing.controlplane import ControlPlane
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as state:
+        plane = ControlPlane(Path(state), nodes=3)
+        plane.up()
+        try:
+            asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs))
+        finally:
+            plane.down()
+
+
+if __name__ == "__main__":
+    main()
