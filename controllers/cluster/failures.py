@@ -13,11 +13,14 @@ kept as evidence, at most KEEP_FAILED per shard (older ones are deleted).
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterable, Sequence
 
 import attrs
 
+from controllers.cluster.observe import meets_floor, parse_version
 from controllers.cluster.render import names
+from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 from valkey_operator.core.rest import Obj
 
 FAILURE_LIMIT = 3
@@ -33,6 +36,8 @@ class FailedPod:
     template_hash: str | None
     created: datetime.datetime
     detail: str
+    found_version: str | None = None
+    """The Valkey version the server printed before exiting (its termination message), if any."""
 
 
 @attrs.frozen
@@ -44,7 +49,23 @@ class CrashLoops:
     prune: tuple[FailedPod, ...]
     """Failed pods beyond the KEEP_FAILED newest of their shard."""
 
+    def below_floor_version(self) -> str | None:
+        """A version a failed server reported that is below the floor: it cannot run our valkey.conf."""
+        for failures in self.blocked.values():
+            for pod in failures:
+                parsed = parse_version(pod.found_version) if pod.found_version else None
+                if parsed is not None and not meets_floor(parsed):
+                    return pod.found_version
+        return None
+
     def message(self, image: str) -> str:
+        found = self.below_floor_version()
+        if found is not None:
+            return (
+                f"image {image} runs Valkey {found}, below the supported floor {VERSION_FLOOR_TEXT}: "
+                f"its servers exit before serving and no node joined; use an image of Valkey "
+                f"{VERSION_FLOOR_TEXT} or later"
+            )
         parts = []
         for shard, failures in sorted(self.blocked.items()):
             parts.append(
@@ -64,6 +85,18 @@ def _parse_time(text: str | None) -> datetime.datetime | None:
         return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+_VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.\d+\.\d+)")
+
+
+def _found_version(pod: Obj) -> str | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        message = ((status.get("state") or {}).get("terminated") or {}).get("message") or ""
+        match = _VERSION_IN_LOG.search(message)
+        if match:
+            return match.group(1) or match.group(2)
+    return None
 
 
 def _detail(pod: Obj) -> str:
@@ -95,6 +128,7 @@ def failed_pods(pods: Iterable[Obj]) -> list[FailedPod]:
                 template_hash=labels.get(names.TEMPLATE_HASH_LABEL),
                 created=created,
                 detail=_detail(pod),
+                found_version=_found_version(pod),
             )
         )
     return found

@@ -141,6 +141,8 @@ def container(ctx: RenderContext) -> Obj:
         "name": layout.CONTAINER_NAME,
         "image": ctx.config.image.reference,
         "imagePullPolicy": "IfNotPresent",
+        # A server that rejects its config (e.g. a binary below the floor) says why, and which version it is.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "command": command(),
         "env": _env(),
         "ports": [

@@ -403,6 +403,24 @@ async def test_crashing_container_restarts_with_backoff(pods: Pods) -> None:
     assert gaps[3] > gaps[1], gaps
 
 
+async def test_failed_container_reports_its_log_tail_with_fallback_to_logs_on_error(pods: Pods) -> None:
+    script = "echo starting; echo '*** FATAL CONFIG FILE ERROR (Version 8.1.8) ***'; exit 1"
+    container = busybox(script, terminationMessagePolicy="FallbackToLogsOnError")
+    await pods.create(pod_body("fatal", container, restartPolicy="Never"))
+
+    async def failed() -> Obj | None:
+        pod = await pods.get("fatal")
+        return pod if pod.get("status", {}).get("phase") == "Failed" else None
+
+    pod = await eventually(failed, 60, "the pod to fail")
+    terminated = container_status(pod)["state"]["terminated"]
+    assert terminated["exitCode"] == 1
+    assert terminated["message"].splitlines() == [
+        "starting",
+        "*** FATAL CONFIG FILE ERROR (Version 8.1.8) ***",
+    ]
+
+
 async def test_deletion_sends_sigterm_and_honours_the_grace_period(
     kube: Client, pods: Pods, namespace: str, tmp_path: Path
 ) -> None:

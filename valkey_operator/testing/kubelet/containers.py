@@ -208,12 +208,22 @@ class ContainerRunner:
             "finishedAt": now_rfc3339(),
             "containerID": f"testbed://{self.process.pid}" if self.process else "",
         }
+        if not message and code != 0 and self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            message = self._log_tail()
         if message:
             terminated["message"] = message
         if code > 128 and reason == "Error":
             terminated["signal"] = code - 128
         self.last_state = {"terminated": terminated}
         self._set_state({"terminated": terminated})
+
+    def _log_tail(self, lines: int = 80, limit: int = 2048) -> str:
+        """What a kubelet reports for FallbackToLogsOnError: the end of the container's log."""
+        try:
+            text = self.log_file.read_bytes()[-64 * 1024 :].decode(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])[-limit:]
 
     def mark_restarted_after_node_failure(self) -> None:
         """A node came back: the container runs again as a new instance (restartCount + 1)."""

@@ -59,3 +59,26 @@ def test_only_the_newest_failed_pods_of_a_shard_are_kept() -> None:
     assert [failed.name for failed in crash_loops(pods, "h1", NOW).prune] == [
         f"p{i}" for i in range(KEEP_FAILED, KEEP_FAILED + 2)
     ]
+
+
+def test_a_failed_server_that_printed_a_below_floor_version_is_named_with_it() -> None:
+    pods = [pod(f"p{i}", age=10 * (i + 1)) for i in range(FAILURE_LIMIT)]
+    terminated = pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    terminated["message"] = (
+        "*** FATAL CONFIG FILE ERROR (Version 8.1.8) ***\n"
+        "Reading the configuration file, at line 12\n"
+        ">>> 'shutdown-on-sigterm \"failover\"'\n"
+    )
+    loops = crash_loops(pods, "h1", NOW)
+    assert loops.below_floor_version() == "8.1.8"
+    message = loops.message("valkey/valkey:8.1.8")
+    assert "valkey/valkey:8.1.8 runs Valkey 8.1.8, below the supported floor 9.0.1" in message
+
+
+def test_a_printed_version_at_or_above_the_floor_is_not_blamed() -> None:
+    pods = [pod(f"p{i}", age=10 * (i + 1)) for i in range(FAILURE_LIMIT)]
+    terminated = pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    terminated["message"] = "*** FATAL CONFIG FILE ERROR (Version 9.1.2) ***"
+    loops = crash_loops(pods, "h1", NOW)
+    assert loops.below_floor_version() is None
+    assert "keep failing" in loops.message("valkey/valkey:9.1.2")
