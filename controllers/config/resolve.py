@@ -20,7 +20,7 @@ from valkey_operator.api.resources import MAX_BASE_CHAIN_DEPTH
 from valkey_operator.core.rest import Obj
 
 Lookup = Callable[[str], Obj | None]
-FailureReason = Literal["ImageNotFound", "BaseNotFound", "BaseCycle", "TooDeep"]
+FailureReason = Literal["ConfigNotFound", "ImageNotFound", "BaseNotFound", "BaseCycle", "TooDeep"]
 
 DEFAULT_POD_SECURITY = {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999}
 
@@ -86,10 +86,10 @@ def resolve(name: str, get_config: Lookup, get_image: Lookup) -> ResolvedConfig 
             )
         config = get_config(current)
         if config is None:
-            referrer = f" (baseRef of {names[-1]})" if names else ""
-            return ResolutionFailure(
-                "BaseNotFound", f"ValkeyConfig {current}{referrer} not found", tuple(names)
-            )
+            if not names:  # the config a cluster names does not exist
+                return ResolutionFailure("ConfigNotFound", f"ValkeyConfig {current} not found", ())
+            message = f"ValkeyConfig {current} (baseRef of {names[-1]}) not found"
+            return ResolutionFailure("BaseNotFound", message, tuple(names))
         names.append(current)
         chain.append(config)
         current = config.get("spec", {}).get("baseRef") or None

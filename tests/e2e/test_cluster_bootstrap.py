@@ -291,21 +291,31 @@ async def test_image_whose_server_cannot_start_fails_without_a_pod_storm(
 
 
 @pytest.mark.timeout(120)
-async def test_missing_image_does_not_progress_and_creates_nothing(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+@pytest.mark.parametrize("broken", ["ImageNotFound", "BaseNotFound", "ConfigNotFound"])
+async def test_unresolvable_config_does_not_progress_and_creates_nothing(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, broken: str
 ) -> None:
-    config = await catalog.config("cfg", catalog("absent"))
+    """A missing image, a broken baseRef chain or a missing config: status says why, nothing is created."""
+    if broken == "ImageNotFound":
+        config = await catalog.config("cfg", catalog("absent"))
+    elif broken == "BaseNotFound":
+        config = catalog("child")
+        body = {"metadata": {"name": config}, "spec": {"baseRef": catalog("absent")}}
+        await catalog._create(VALKEY_CONFIGS, body)
+    else:
+        config = catalog("absent")
     await create_cluster(kube, namespace, "blocked", config, shards=1, replicas=0)
 
     async def explained() -> bool:
         status = await status_of(kube, namespace, "blocked")
         progressing = find_condition(status.get("conditions"), "Progressing")
-        return progressing is not None and progressing["reason"] == "ImageNotFound"
+        return progressing is not None and progressing["status"] == "False" and bool(status.get("message"))
 
     await eventually(explained, "the reason in status", 60)
     status = await status_of(kube, namespace, "blocked")
     progressing = find_condition(status["conditions"], "Progressing")
-    assert progressing is not None and progressing["status"] == "False"
+    assert progressing is not None, status
+    assert progressing["reason"] == broken, status
     assert catalog("absent") in status["message"], status
     assert status["state"] != "Active"
     await asyncio.sleep(2)

@@ -100,3 +100,9 @@ def test_resolution_never_raises_on_arbitrary_reference_graphs(edges: list[int])
         assert isinstance(outcome, ResolvedConfig | ResolutionFailure)
         if isinstance(outcome, ResolvedConfig):
             assert len(outcome.chain) <= 8 and len(set(outcome.chain)) == len(outcome.chain)
+
+
+def test_a_missing_root_config_is_not_a_missing_base() -> None:
+    outcome = run([], "nowhere")
+    assert isinstance(outcome, ResolutionFailure)
+    assert outcome.reason == "ConfigNotFound" and "nowhere" in outcome.message
