@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 import pytest_asyncio
+from cluster_scoped import ClusterScoped
 from cryptography.hazmat.primitives import serialization
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
@@ -61,40 +62,19 @@ async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Ope
     await running.stop()
 
 
-class Catalog:
+class Catalog(ClusterScoped):
     """Cluster-scoped images and configs named per test, removed afterwards."""
-
-    def __init__(self, kube: Client, suffix: str) -> None:
-        self.kube = kube
-        self.suffix = suffix
-        self.created: list[tuple[Resource, str]] = []
-
-    def __call__(self, name: str) -> str:
-        return f"{name}-{self.suffix}"
 
     async def image(self, name: str, tag: str, version: str | None = None) -> str:
         body = {"metadata": {"name": self(name)}, "spec": {"repository": "valkey/valkey", "tag": tag}}
         body["spec"]["version"] = version or tag
-        await self._create(VALKEY_IMAGES, body)
+        await self.create(VALKEY_IMAGES, body)
         return self(name)
 
     async def config(self, name: str, image_ref: str) -> str:
         spec = {"imageRef": image_ref, "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS}}
-        await self._create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
+        await self.create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
         return self(name)
-
-    async def _create(self, resource: Resource, body: Obj) -> None:
-        created = await self.kube.create(
-            resource, {"apiVersion": resource.api_version, "kind": resource.kind, **body}
-        )
-        self.created.append((resource, created["metadata"]["name"]))
-
-    async def cleanup(self) -> None:
-        for resource, name in reversed(self.created):
-            current = await self.kube.get_or_none(resource, name)
-            if current is not None and current["metadata"].get("finalizers"):
-                await self.kube.patch(resource, name, {"metadata": {"finalizers": None}})
-            await self.kube.delete(resource, name)
 
 
 @pytest_asyncio.fixture
@@ -301,7 +281,7 @@ async def test_unresolvable_config_does_not_progress_and_creates_nothing(
     elif broken == "BaseNotFound":
         config = catalog("child")
         body = {"metadata": {"name": config}, "spec": {"baseRef": catalog("absent")}}
-        await catalog._create(VALKEY_CONFIGS, body)
+        await catalog.create(VALKEY_CONFIGS, body)
     else:
         config = catalog("absent")
     await create_cluster(kube, namespace, "blocked", config, shards=1, replicas=0)
@@ -448,7 +428,7 @@ async def test_acl_users_are_loaded_at_start_and_changed_at_runtime(
     config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
     role = catalog("rw")
     spec = {"categories": [{"name": "read", "access": "allow"}, {"name": "write", "access": "allow"}]}
-    await catalog._create(VALKEY_ROLES, {"metadata": {"name": role}, "spec": spec})
+    await catalog.create(VALKEY_ROLES, {"metadata": {"name": role}, "spec": spec})
     user = {
         "username": "app",
         "passwordHashes": [_sha256("first-password")],

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from cluster_scoped import ClusterScoped
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 
@@ -36,47 +37,25 @@ async def operator(kube_api: k8s.ApiClient) -> AsyncIterator[Operator]:
     await running.stop()
 
 
-class Names:
+class Names(ClusterScoped):
     """Cluster-scoped objects named uniquely per test, all cleaned up afterwards."""
-
-    def __init__(self, kube: Client, suffix: str) -> None:
-        self.kube = kube
-        self.suffix = suffix
-        self.created: list[tuple[Resource, str]] = []
-
-    def __call__(self, name: str) -> str:
-        return f"{name}-{self.suffix}"
 
     async def image(self, name: str, version: str = "9.1.2") -> Obj:
         body = {
             "metadata": {"name": self(name)},
             "spec": {"repository": "valkey/valkey", "tag": version, "version": version},
         }
-        return await self._create(VALKEY_IMAGES, body)
+        return await self.create(VALKEY_IMAGES, body)
 
     async def config(self, name: str, **spec: Any) -> Obj:
         for ref in ("imageRef", "baseRef"):
             if ref in spec:
                 spec[ref] = self(spec[ref])
-        return await self._create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
+        return await self.create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
 
     async def role(self, name: str) -> Obj:
         spec = {"categories": [{"name": "read", "access": "allow"}, {"name": "dangerous", "access": "deny"}]}
-        return await self._create(VALKEY_ROLES, {"metadata": {"name": self(name)}, "spec": spec})
-
-    async def _create(self, resource: Resource, body: Obj) -> Obj:
-        created = await self.kube.create(
-            resource, {"apiVersion": resource.api_version, "kind": resource.kind, **body}
-        )
-        self.created.append((resource, created["metadata"]["name"]))
-        return created
-
-    async def cleanup(self) -> None:
-        for resource, name in reversed(self.created):
-            current = await self.kube.get_or_none(resource, name)
-            if current is not None and current["metadata"].get("finalizers"):
-                await self.kube.patch(resource, name, {"metadata": {"finalizers": None}})
-            await self.kube.delete(resource, name)
+        return await self.create(VALKEY_ROLES, {"metadata": {"name": self(name)}, "spec": spec})
 
 
 @pytest_asyncio.fixture
