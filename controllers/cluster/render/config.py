@@ -6,6 +6,11 @@ file is shared by every pod through one ConfigMap and cannot read the
 environment, so the pod passes `--bind $(POD_IP) --cluster-announce-ip
 $(POD_IP)` on the command line, expanded by the kubelet (see pods.py).
 
+Restart safety (SPEC 1.4): nodes.conf lives on a tmpfs emptyDir of its own
+and no replication RDB is kept in `dir`, so a node never starts with its identity
+but without its data, nor with stale data but without its identity
+(docs/cluster-internals.md "Restart safety").
+
 Settings split in two (SPEC 1.2): runtime tunables (valkey_operator.api.tunables.
 RUNTIME_TUNABLES) are applied to live nodes with CONFIG SET and never roll pods;
 everything else here is read only at start-up, so a change rolls (template.py).
@@ -103,11 +108,18 @@ def owned_directives(tls: bool) -> list[tuple[str, str]]:
         *network,
         ("cluster-port", str(layout.CLUSTER_BUS_PORT)),
         ("cluster-enabled", "yes"),
+        # On a tmpfs emptyDir: the identity dies with the in-memory data (layout.CLUSTER_STATE_DIR).
         ("cluster-config-file", layout.NODES_FILE),
         ("cluster-allow-replica-migration", "no"),
         ("dir", layout.DATA_DIR),
         ("save", ""),
         ("appendonly", "no"),
+        # Nothing on disk may outlive the data either: Valkey loads dir/dump.rdb at start even with
+        # persistence off, and a replica's full sync leaves one there by default. An empty replica
+        # (every new one) loads straight from the socket; a re-sync that keeps the old data while it
+        # downloads goes through disk, and the file is deleted once loaded.
+        ("repl-diskless-load", "on-empty-db"),
+        ("rdb-del-sync-files", "yes"),
         ("aclfile", layout.ACL_FILE),
         ("acl-pubsub-default", "resetchannels"),
         ("include", layout.REPLICATION_AUTH_FILE),

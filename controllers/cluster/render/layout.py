@@ -13,7 +13,20 @@ CLUSTER_BUS_PORT = VALKEY_PORT + 10000
 CONTAINER_NAME = "valkey"
 
 DATA_DIR = "/data"
-"""An emptyDir: nodes.conf and any replication scratch. Nothing here outlives the pod."""
+"""Valkey's working directory, a disk emptyDir (the root filesystem is read-only).
+
+Persistence is off, so it normally holds nothing: a replica's re-sync
+downloads its RDB here and deletes it once loaded (rdb-del-sync-files).
+"""
+CLUSTER_STATE_DIR = "/var/lib/valkey/cluster"
+"""nodes.conf alone, on an emptyDir with medium Memory (tmpfs, a few KiB).
+
+The node's cluster identity (node id, epochs, slot ownership) lives exactly as
+long as its dataset, which is only in memory: whatever makes a node start
+without its data (a node reboot) also makes it start without its identity, so
+it rejoins as a new, empty node instead of an empty primary owning slots
+(SPEC 1.4 restart safety; docs/cluster-internals.md "Restart safety").
+"""
 CONFIG_DIR = "/etc/valkey/config"
 """The ConfigMap (valkey.conf); mounted as a directory so updates reach live pods."""
 INTERNAL_DIR = "/etc/valkey/internal"
@@ -35,7 +48,7 @@ TLS_CA_KEY = "ca.crt"
 CONFIG_FILE = f"{CONFIG_DIR}/{CONFIG_KEY}"
 ACL_FILE = f"{INTERNAL_DIR}/{ACL_KEY}"
 REPLICATION_AUTH_FILE = f"{INTERNAL_DIR}/{REPLICATION_AUTH_KEY}"
-NODES_FILE = f"{DATA_DIR}/nodes.conf"
+NODES_FILE = f"{CLUSTER_STATE_DIR}/nodes.conf"
 TLS_CERT_FILE = f"{TLS_DIR}/{TLS_CERT_KEY}"
 TLS_KEY_FILE = f"{TLS_DIR}/{TLS_KEY_KEY}"
 TLS_CA_FILE = f"{TLS_DIR}/{TLS_CA_KEY}"

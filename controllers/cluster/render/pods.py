@@ -1,13 +1,21 @@
 """The Valkey pod (SPEC 1.4): one Valkey node, managed directly by the operator.
 
 Choices, and why:
-- restartPolicy Never. The data lives only in memory while nodes.conf (the
-  node's identity and slots) lives on the emptyDir, which survives a container
-  restart. A restarted container would come back as the same primary, empty,
-  still owning its slots, and its replicas would sync the empty dataset
-  (SPEC 1.4 restart safety). With Never a crashed or OOM-killed container ends
-  the pod (phase Failed); the operator replaces it with a new pod, a new node
-  id and an empty emptyDir, and the shard's replica is promoted instead.
+- Restart safety (SPEC 1.4): a node must never come back empty while still
+  owning its slots (its replicas would then sync the empty dataset). See
+  docs/cluster-internals.md "Restart safety":
+  - restartPolicy Never. A crashed or OOM-killed container ends the pod (phase
+    Failed); the operator replaces it with a new pod and a new node id, and
+    the shard's replica is promoted instead.
+  - nodes.conf (the node's id, epochs and slots) is on its own emptyDir with
+    medium Memory (tmpfs), so it lives exactly as long as the in-memory data.
+    A rebooted Kubernetes node may run its pods again even under
+    restartPolicy Never (it is "at least once") and keeps their disk
+    emptyDirs, but not their tmpfs: the container starts without its data
+    and without its identity, gets a new node id and rejoins as a new node,
+    while Valkey promotes the old node's replica.
+  - No replication RDB is kept on the disk emptyDir (config.py), or a
+    rebooted node would load stale data under a new identity.
 - Readiness and liveness are tcpSocket probes on the pod IP. Valkey binds only
   $(POD_IP); an exec probe would need a shell to expand it, a valkey-cli in
   the image, credentials and TLS flags. Cluster health is the operator's
@@ -17,7 +25,7 @@ Choices, and why:
   the manual failover `shutdown-on-sigterm failover` runs on a primary.
 - Restricted Pod Security Standard: non-root ids from the config's podSecurity,
   no privilege escalation, all capabilities dropped, RuntimeDefault seccomp,
-  read-only root filesystem (Valkey writes only to the /data emptyDir).
+  read-only root filesystem (Valkey writes only to its two emptyDirs).
 - No service account token and no service links: Valkey talks to no API.
 """
 
@@ -31,6 +39,10 @@ from valkey_operator.api.config import DEFAULT_POD_ID
 from valkey_operator.core.rest import Obj
 
 TERMINATION_GRACE_PERIOD_S = 60
+CLUSTER_STATE_SIZE_LIMIT = "4Mi"
+"""Cap of the tmpfs holding nodes.conf. It holds a few KiB (a few hundred KiB for the largest
+cluster with fragmented slots, twice that while Valkey rewrites it); tmpfs uses memory only for
+what is written, and it counts against the pod's memory limit."""
 READ_ONLY_MODE = 0o440
 """Secrets and config readable by the pod's user and fsGroup, by nobody else."""
 
@@ -111,6 +123,8 @@ def volumes(ctx: RenderContext) -> tuple[list[Obj], list[Obj]]:
     """(volumes, volumeMounts). The internal Secret is mounted without the admin password."""
     vols: list[Obj] = [
         {"name": "data", "emptyDir": {}},
+        # tmpfs: nodes.conf (a few KiB) must not outlive the in-memory dataset (module docstring).
+        {"name": "cluster-state", "emptyDir": {"medium": "Memory", "sizeLimit": CLUSTER_STATE_SIZE_LIMIT}},
         {
             "name": "config",
             "configMap": {
@@ -125,6 +139,7 @@ def volumes(ctx: RenderContext) -> tuple[list[Obj], list[Obj]]:
     ]
     mounts: list[Obj] = [
         {"name": "data", "mountPath": layout.DATA_DIR},
+        {"name": "cluster-state", "mountPath": layout.CLUSTER_STATE_DIR},
         {"name": "config", "mountPath": layout.CONFIG_DIR, "readOnly": True},
         {"name": "internal", "mountPath": layout.INTERNAL_DIR, "readOnly": True},
     ]

@@ -25,8 +25,12 @@ from controllers.cluster.render.context import RenderContext
 from valkey_operator.api.tunables import RUNTIME_TUNABLES
 from valkey_operator.core.rest import Obj
 
-TEMPLATE_VERSION = 1
-"""Bump when the rendered pod changes shape in a way live pods must be replaced for."""
+TEMPLATE_VERSION = 2
+"""Bump when the rendered pod changes shape in a way live pods must be replaced for.
+
+2: nodes.conf moved to a tmpfs emptyDir (restart safety); a pod of version 1
+keeps it on disk and, after the ConfigMap change, could not even start again.
+"""
 
 
 def template_inputs(ctx: RenderContext) -> Obj:

@@ -581,6 +581,54 @@ async def test_node_failure_and_recovery(
         assert process(await pods.pid(name)) != pids[name]
 
 
+async def test_node_reboot_empties_memory_emptydirs_and_keeps_disk_ones(
+    kubelet: KubeletControl, pods: Pods, namespace: str
+) -> None:
+    """fail_node + recover_node is a reboot: tmpfs (medium Memory) is gone, a disk emptyDir is not.
+
+    The Valkey pods' restart safety rests on this (nodes.conf on a Memory emptyDir): the pod runs
+    again even with restartPolicy Never, as on a real rebooted node, but without its identity.
+    """
+    node = "node-2"
+    script = "echo $(POD_IP) >> /disk/history; echo $(POD_IP) >> /memory/history; exec sleep 3600"
+    mounts = [{"name": "disk", "mountPath": "/disk"}, {"name": "memory", "mountPath": "/memory"}]
+    container = busybox(script, env=POD_IP_ENV, volumeMounts=mounts)
+    volumes = [
+        {"name": "disk", "emptyDir": {}},
+        {"name": "memory", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+    ]
+    body = pod_body(
+        "rebooted",
+        container,
+        restartPolicy="Never",
+        nodeSelector={"kubernetes.io/hostname": node},
+        volumes=volumes,
+    )
+    await pods.create(body)
+    before = await pods.ready("rebooted")
+    old_ip = before["status"]["podIP"]
+    for path in ("/disk/history", "/memory/history"):
+        written = await kubelet.exec(namespace, "rebooted", "main", ["cat", path])
+        assert written.output.decode().split() == [old_ip], path
+
+    await kubelet.fail_node(node)
+    await kubelet.recover_node(node)
+
+    after = await pods.wait(
+        "rebooted",
+        lambda p: condition(p, "Ready") == "True" and container_status(p).get("restartCount") == 1,
+        60,
+        "rebooted back",
+    )
+    assert after["metadata"]["uid"] == before["metadata"]["uid"], "the same pod runs again"
+    new_ip = after["status"]["podIP"]
+    assert new_ip != old_ip
+    disk = await kubelet.exec(namespace, "rebooted", "main", ["cat", "/disk/history"])
+    assert disk.output.decode().split() == [old_ip, new_ip], "a disk emptyDir survives the reboot"
+    memory = await kubelet.exec(namespace, "rebooted", "main", ["cat", "/memory/history"])
+    assert memory.output.decode().split() == [new_ip], "a Memory emptyDir comes back empty"
+
+
 async def test_operator_image_lists_valkeyimages_only_with_rbac(
     kube: Client, pods: Pods, namespace: str, kube_control_plane: ControlPlane, valkey_crds: None
 ) -> None:

@@ -4,7 +4,8 @@
                       api_port=6443)
     await kubelet.start()
     await kubelet.fail_node("node-2")     # heartbeats stop, its processes die, pods stay in the API
-    await kubelet.recover_node("node-2")  # heartbeats resume, same pods, same emptyDirs, new pod IPs
+    await kubelet.recover_node("node-2")  # heartbeats resume, same pods, new pod IPs
+    # like a reboot: disk emptyDirs keep their contents, Memory (tmpfs) emptyDirs come back empty
     await kubelet.stop()
 
 Pods bound to our nodes come from one informer per node (fieldSelector
@@ -230,14 +231,17 @@ class Kubelet:
     # -- node failure ----------------------------------------------------------------------
 
     async def fail_node(self, name: str) -> None:
-        """Stop the node's heartbeats and kill its processes; its pods stay as the API shows them."""
+        """Stop the node's heartbeats and kill its processes; its pods stay as the API shows them.
+
+        Like a power loss: Memory (tmpfs) emptyDirs of its pods lose their contents, disk ones keep them.
+        """
         agent = self.agents[name]
         await agent.fail()
         await asyncio.gather(*(w.suspend() for w in self.workers.values() if w.node == name))
         log.info("node_failed", node=name)
 
     async def recover_node(self, name: str) -> None:
-        """Heartbeats again; the node's pods start again on new pod IPs with their emptyDirs intact."""
+        """Heartbeats again; the node's pods start again on new pod IPs, disk emptyDirs intact."""
         agent = self.agents[name]
         await agent.recover()
         for worker in list(self.workers.values()):

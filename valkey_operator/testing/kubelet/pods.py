@@ -15,9 +15,10 @@ SIGKILL, a final terminal status, then DELETE with gracePeriodSeconds=0 and
 the pod's uid as precondition.
 
 Node failure (`suspend`): every process is killed at once and nothing is
-written any more; the pod stays as the API shows it. Recovery (`resume`)
-starts the same pod again in a new sandbox (a new pod IP), with its emptyDir
-contents kept and restartCount incremented, like a rebooted node.
+written any more; the pod stays as the API shows it; emptyDirs with `medium:
+Memory` (tmpfs) lose their contents, disk emptyDirs keep theirs. Recovery
+(`resume`) starts the same pod again in a new sandbox (a new pod IP), with
+restartCount incremented, like a rebooted node.
 """
 
 from __future__ import annotations
@@ -426,17 +427,23 @@ class PodWorker:
                 runner.mark_restarted_after_node_failure()
 
     async def suspend(self) -> None:
-        """The node died: kill every process now and stop writing status (the pod stays in the API)."""
+        """The node died: kill every process now and stop writing status (the pod stays in the API).
+
+        Memory emptyDirs go with the node's memory; disk emptyDirs stay (volumes.drop_memory).
+        """
         self.suspended = True
         await self._kill_all()
         await self._stop_status_writer()
+        dropped = await asyncio.to_thread(self.volumes.drop_memory, self.pod)
+        if dropped:
+            self._log.info("memory_volumes_lost", volumes=dropped)
         self._release_ip()
         self.ip = None
         self.terminating = False
         self.terminated = False
 
     def resume(self) -> None:
-        """The node is back: the same pod in a new sandbox (new IP), emptyDirs as they were."""
+        """The node is back: the same pod in a new sandbox (new IP); disk emptyDirs as they were."""
         if not self.suspended:
             return
         self.suspended = False

@@ -1,7 +1,7 @@
 """A pod's volumes, materialised in a per-pod directory like a kubelet's volume plugins.
 
-Supported: emptyDir (mode 0777; kept across node failure and recovery),
-configMap, secret, downwardAPI, and projected (serviceAccountToken via
+Supported: emptyDir (mode 0777), configMap, secret, downwardAPI, and
+projected (serviceAccountToken via
 TokenRequest bound to the pod, configMap, secret, downwardAPI; the
 kube-api-access volume the ServiceAccount admission plugin injects gives
 token, ca.crt and namespace). Content volumes are written the way the real
@@ -9,6 +9,13 @@ atomic writer does (a `..data` symlink swapped to a new timestamped
 directory, one symlink per top-level key), so a process reading a file sees
 the old or the new content, never half of either. `refresh` rewrites them
 when their sources changed; the caller decides when (the sync delay).
+
+Node failure models a reboot (`drop_memory`): a disk emptyDir keeps its
+contents, as a real kubelet's directory under /var/lib/kubelet does, while
+an emptyDir with `medium: Memory` is emptied, since a real one is a tmpfs
+and does not survive the reboot. Here a Memory emptyDir is a plain host
+directory (no tmpfs mount, `sizeLimit` not enforced); only its lifetime is
+modelled.
 """
 
 from __future__ import annotations
@@ -99,6 +106,16 @@ class PodVolumes:
                 continue  # mounted straight from the host path
             else:
                 await self._write(pod, volume, pod_ip, host_ip, fs_group)
+
+    def drop_memory(self, pod: Obj) -> list[str]:
+        """The node went down: tmpfs contents are lost. Remove every `medium: Memory` emptyDir
+        (`setup` recreates it empty when the pod starts again) and return their names."""
+        dropped = []
+        for volume in pod["spec"].get("volumes") or []:
+            if "emptyDir" in volume and (volume["emptyDir"] or {}).get("medium") == "Memory":
+                shutil.rmtree(self.path(volume["name"]), ignore_errors=True)
+                dropped.append(volume["name"])
+        return dropped
 
     async def refresh(self, pod: Obj, pod_ip: str, host_ip: str) -> bool:
         """Rewrite content volumes whose sources changed; True if any did."""

@@ -22,11 +22,14 @@ def test_plain_mode_owned_directives() -> None:
     assert found["port"] == ["6379"]
     assert found["cluster-port"] == ["16379"]
     assert found["cluster-enabled"] == ["yes"]
-    assert found["cluster-config-file"] == ["/data/nodes.conf"]
+    assert found["cluster-config-file"] == ["/var/lib/valkey/cluster/nodes.conf"]  # the tmpfs emptyDir
     assert found["cluster-allow-replica-migration"] == ["no"]
     assert found["dir"] == ["/data"]
     assert found["save"] == [""]
     assert found["appendonly"] == ["no"]
+    # no RDB is kept on the disk emptyDir: Valkey would load it at start without its identity
+    assert found["repl-diskless-load"] == ["on-empty-db"]
+    assert found["rdb-del-sync-files"] == ["yes"]
     assert found["aclfile"] == ["/etc/valkey/internal/users.acl"]
     assert found["acl-pubsub-default"] == ["resetchannels"]
     assert found["include"] == ["/etc/valkey/internal/replication.conf"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from render_support import UID, context, resolved
+from render_support import UID, context, parse_valkey_conf, resolved
 
 from controllers.cluster.render import names
-from controllers.cluster.render.config import SHUTDOWN_TIMEOUT_S
+from controllers.cluster.render.config import SHUTDOWN_TIMEOUT_S, render_valkey_conf
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.template import template_hash
@@ -47,6 +47,9 @@ def test_restricted_pod_security_standard() -> None:
     for forbidden in ("hostNetwork", "hostPID", "hostIPC"):
         assert forbidden not in spec
     assert all("hostPath" not in volume for volume in spec["volumes"])
+    # restricted allows only these volume types (a Memory emptyDir is still an emptyDir)
+    allowed = {"emptyDir", "configMap", "secret", "projected", "downwardAPI", "persistentVolumeClaim"}
+    assert all(set(volume) - {"name"} <= allowed for volume in spec["volumes"]), spec["volumes"]
     assert all("hostPort" not in port for port in container(p)["ports"])
     assert "add" not in security["capabilities"]
 
@@ -120,7 +123,7 @@ def test_resources_requests_equal_limits() -> None:
 def test_volumes_plain() -> None:
     p = pod()
     volumes = {v["name"]: v for v in p["spec"]["volumes"]}
-    assert set(volumes) == {"data", "config", "internal"}
+    assert set(volumes) == {"data", "cluster-state", "config", "internal"}
     assert volumes["data"] == {"name": "data", "emptyDir": {}}
     assert volumes["config"]["configMap"]["name"] == "cache-config"
     internal = volumes["internal"]["secret"]
@@ -132,6 +135,29 @@ def test_volumes_plain() -> None:
     mounts = {m["name"]: m for m in container(p)["volumeMounts"]}
     assert mounts["data"]["mountPath"] == "/data"
     assert mounts["config"]["readOnly"] and mounts["internal"]["readOnly"]
+
+
+def test_cluster_identity_lives_on_tmpfs_like_the_data() -> None:
+    """nodes.conf is on its own Memory emptyDir: a node that restarts without its data also
+    restarts without its identity (SPEC 1.4 restart safety), so no empty primary owns slots."""
+    p = pod()
+    volumes = {v["name"]: v for v in p["spec"]["volumes"]}
+    assert volumes["cluster-state"] == {
+        "name": "cluster-state",
+        "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"},
+    }
+    mounts = {m["name"]: m for m in container(p)["volumeMounts"]}
+    assert mounts["cluster-state"] == {"name": "cluster-state", "mountPath": "/var/lib/valkey/cluster"}
+    found = {args[0]: args[1:] for args in parse_valkey_conf(render_valkey_conf(resolved(), tls=False))}
+    [nodes_file] = found["cluster-config-file"]
+    assert nodes_file.startswith(mounts["cluster-state"]["mountPath"] + "/")
+    [data_dir] = found["dir"]
+    assert data_dir == mounts["data"]["mountPath"], "dir stays on disk: a re-sync's RDB may be large"
+    assert not nodes_file.startswith(data_dir + "/")
+    # a container restart would bring the node back with its tmpfs: the pod never restarts one
+    assert p["spec"]["restartPolicy"] == "Never"
+    # every path Valkey writes is a volume: the root filesystem stays read-only
+    assert container(p)["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_volumes_tls() -> None:
