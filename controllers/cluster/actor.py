@@ -5,8 +5,12 @@
   behind the previous pass's creates would otherwise create duplicates. Each
   new pod gets a fresh unique name (names.pod_name) and the rendered template.
 - DeletePod: with a uid precondition, so only the incarnation the plan saw goes.
-- Meet / AssignSlots / Replicate / Forget: one admin call each on the named
-  node (Forget on every listed node at once, within the forget window).
+- Meet / AssignSlots / Replicate / MigrateSlots / Promote / Forget: one admin
+  call each on the named node (Forget on every listed node at once, within the
+  forget window). MIGRATESLOTS only starts a job; the next passes read its
+  progress from CLUSTER GETSLOTMIGRATIONS.
+- Failpoints `before:<Action>` / `after:<Action>` (valkey_operator.failpoints)
+  let tests kill the process around each step.
 - The other owned objects (Service, ConfigMap, internal Secret, PDBs) are
   server-side applied when the cached copy lacks what the renderer says.
 
@@ -25,12 +29,23 @@ import structlog
 
 from controllers.cluster.failures import FailedPod
 from controllers.cluster.observe import NodeObservation, PodPhase
-from controllers.cluster.plan import AssignSlots, CreatePod, DeletePod, Forget, Meet, Plan, Replicate
+from controllers.cluster.plan import (
+    AssignSlots,
+    CreatePod,
+    DeletePod,
+    Forget,
+    Meet,
+    MigrateSlots,
+    Plan,
+    Promote,
+    TopologyAction,
+)
 from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl, UserAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.objects import render_config_map, render_pdbs, render_service
 from controllers.cluster.render.pods import render_pod
+from valkey_operator import failpoints
 from valkey_operator.api.resources import ADMIN_USER, GROUP, REPLICATION_USER
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.resource import (
@@ -162,7 +177,7 @@ class Actor:
                 creates[action.shard] = creates.get(action.shard, 0) + 1
         if creates:
             errors += await self._create_pods(ctx, creates, acl_fingerprint)
-        topology = [a for a in plan.actions if isinstance(a, Meet | AssignSlots | Replicate | Forget)]
+        topology = [a for a in plan.actions if isinstance(a, TopologyAction)]
         if topology and admin is None:
             errors.append("no admin credentials to change the cluster topology with")
         elif topology and admin is not None:
@@ -173,7 +188,9 @@ class Actor:
                     errors.append(f"{type(action).__name__}: {exc}")
         for action in plan.actions:
             if isinstance(action, DeletePod):
+                failpoints.hit("before:DeletePod")
                 errors += await self._delete_pod(action, by_name)
+                failpoints.hit("after:DeletePod")
         return errors
 
     async def _create_pods(
@@ -258,8 +275,13 @@ class Actor:
             return [f"delete pod {action.pod}: {exc}"]
         return []
 
-    async def _topology(
-        self, action: Meet | AssignSlots | Replicate | Forget, by_name: Mapping[str, Obj], admin: AdminClient
+    async def _topology(self, action: TopologyAction, by_name: Mapping[str, Obj], admin: AdminClient) -> None:
+        failpoints.hit(f"before:{type(action).__name__}")
+        await self._topology_step(action, by_name, admin)
+        failpoints.hit(f"after:{type(action).__name__}")
+
+    async def _topology_step(
+        self, action: TopologyAction, by_name: Mapping[str, Obj], admin: AdminClient
     ) -> None:
         def ip_of(pod: str) -> str:
             ip = ((by_name.get(pod) or {}).get("status") or {}).get("podIP")
@@ -275,6 +297,12 @@ class Actor:
                 await node.cluster_meet(action.peer_ip)
             elif isinstance(action, AssignSlots):
                 await node.cluster_addslotsrange([(item.start, item.end) for item in action.slots])
+            elif isinstance(action, MigrateSlots):
+                await node.cluster_migrateslots(
+                    [(item.start, item.end) for item in action.slots], action.target_id
+                )
+            elif isinstance(action, Promote):
+                await node.cluster_failover("TAKEOVER")
             else:
                 await node.cluster_replicate(action.primary_id)
         log.info("cluster step", action=repr(action))

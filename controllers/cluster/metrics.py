@@ -5,7 +5,10 @@
   because a node runs a Valkey below the floor;
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
   `valkey_node_replication_lag_bytes` (replicas: primary offset minus replica offset),
-  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`.
+  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`;
+- `valkey_operator_slot_migration_failures_total{namespace,cluster}`: atomic slot migration jobs
+  that ended failed or cancelled, each job once; `valkey_operator_slot_migrations_active`: jobs
+  under way.
 Series of a cluster's pods that are gone, and of a deleted cluster, are removed.
 """
 
@@ -17,7 +20,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from controllers.cluster.observe import Observation
+from controllers.cluster.observe import MigrationOperation, Observation
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 
@@ -56,7 +59,20 @@ class ClusterMetrics:
         self.used_memory = Gauge(
             "valkey_node_used_memory_bytes", "used_memory from INFO memory", NODE_LABELS, registry=registry
         )
+        self.migration_failures = Counter(
+            "valkey_operator_slot_migration_failures",
+            "Atomic slot migration jobs that ended failed or cancelled (each job counted once)",
+            ["namespace", "cluster"],
+            registry=registry,
+        )
+        self.migrations_active = Gauge(
+            "valkey_operator_slot_migrations_active",
+            "Atomic slot migration jobs under way, as their source primaries report them",
+            ["namespace", "cluster"],
+            registry=registry,
+        )
         self._states: dict[tuple[str, str], ClusterState] = {}
+        self._failed_jobs: dict[tuple[str, str], set[str]] = {}
         self._pods: dict[tuple[str, str], set[str]] = {}
         for state in ClusterState:
             self.clusters.labels(state=state.value).set(0)
@@ -99,10 +115,33 @@ class ClusterMetrics:
             self._remove_pod(namespace, cluster, pod)
         self._pods[key] = seen
 
+    def record_migrations(self, namespace: str, cluster: str, observation: Observation) -> None:
+        """Count each failed export job once (by its name), and the jobs under way now."""
+        key = (namespace, cluster)
+        seen = self._failed_jobs.setdefault(key, set())
+        active = 0
+        current: set[str] = set()
+        for obs in observation.nodes.values():
+            for job in obs.migrations:
+                if job.operation is not MigrationOperation.EXPORT:
+                    continue
+                active += job.active
+                if job.failed:
+                    current.add(job.name)
+                    if job.name not in seen:
+                        self.migration_failures.labels(namespace=namespace, cluster=cluster).inc()
+        # Remember only what the logs still show, so the set stays as small as the logs.
+        self._failed_jobs[key] = current | (seen & current)
+        self.migrations_active.labels(namespace=namespace, cluster=cluster).set(active)
+
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         for pod in self._pods.pop((namespace, cluster), set()):
             self._remove_pod(namespace, cluster, pod)
         self.record_state(namespace, cluster, None)
+        self._failed_jobs.pop((namespace, cluster), None)
+        for family in (self.migrations_active, self.migration_failures):
+            with contextlib.suppress(KeyError):
+                family.remove(namespace, cluster)
 
     def _remove_pod(self, namespace: str, cluster: str, pod: str) -> None:
         for gauge in (self.replication_lag, self.cluster_state_ok, self.used_memory):

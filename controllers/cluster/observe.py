@@ -417,6 +417,11 @@ class PodObservation:
         """Pending pods have not run their server yet, so they carry no node identity."""
         return self.phase is PodPhase.PENDING
 
+    @property
+    def ended(self) -> bool:
+        """Failed or Succeeded: with restartPolicy Never its server is gone for good, like a deleted pod's."""
+        return self.phase in {PodPhase.SUCCEEDED, PodPhase.FAILED}
+
     @classmethod
     def from_pod(cls, pod: Obj) -> Self:
         """From a decoded Pod; tolerant of the fields a young pod does not have yet."""
@@ -453,7 +458,10 @@ class Observation:
     nodes: Mapping[str, NodeObservation] = attrs.field(factory=dict)
     recorded_state: ClusterState | None = None
     """status.state as stored before this pass: tells a first bootstrap (Creating) from a later
-    change (Updating). Only the state's name depends on it, never an action."""
+    change (Updating), and a rebuilt shard from a new one (data lost)."""
+    now: float = 0.0
+    """Wall-clock seconds (Unix time) of the pass: backoff after failed slot migrations is counted
+    from the time the migration log records, so an operator restart does not reset it."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

@@ -11,6 +11,7 @@ never joins, so its cluster state does not matter.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Mapping
 
 import attrs
@@ -165,6 +166,8 @@ async def observe(
     nodes = {pod.name: result[0] for pod, result in zip(targets, results, strict=True)}
     extras = {pod.name: result[1] for pod, result in zip(targets, results, strict=True)}
     return Observed(
-        observation=Observation(pods=pod_observations, nodes=nodes, recorded_state=recorded_state),
+        observation=Observation(
+            pods=pod_observations, nodes=nodes, recorded_state=recorded_state, now=time.time()
+        ),
         extras=extras,
     )

@@ -24,6 +24,7 @@ which shard a pod was created for and so where its node should end up.
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
@@ -33,6 +34,7 @@ import attrs
 from controllers.cluster.observe import (
     ALL_SLOTS,
     Desired,
+    MigrationOperation,
     NodeObservation,
     Observation,
     PodObservation,
@@ -47,6 +49,7 @@ from controllers.cluster.observe import (
     subtract,
     union,
 )
+from controllers.cluster.rebalance import MAX_BATCH_SLOTS, Transfer, highest_slots, transfers, trouble
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole, NodeStatus
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 
@@ -113,14 +116,40 @@ class Replicate:
 
 @attrs.frozen
 class Forget:
-    """CLUSTER FORGET node_id on every listed pod's server, together, within the forget window."""
+    """CLUSTER FORGET node_id on every listed pod's server, together, within the forget window.
+
+    `lost` are slots the departed node still owned with no copy left anywhere
+    (replicasPerShard 0): forgetting it lets them be served again, empty.
+    """
 
     node_id: str
     on: tuple[str, ...]
+    lost: SlotRanges = ()
     disruptive: ClassVar[bool] = False
 
 
-Action = CreatePod | DeletePod | Meet | AssignSlots | Replicate | Forget
+@attrs.frozen
+class MigrateSlots:
+    """CLUSTER MIGRATESLOTS on the source primary in pod `node`: one atomic job moving slots to target_id."""
+
+    node: str
+    target_id: str
+    slots: SlotRanges
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class Promote:
+    """CLUSTER FAILOVER TAKEOVER on the replica in pod `node`: its primary `departed` is gone for good
+    and too few primaries survive for Valkey's own vote to replace it."""
+
+    node: str
+    departed: str
+    disruptive: ClassVar[bool] = False
+
+
+Action = CreatePod | DeletePod | Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote
+TopologyAction = Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote
 
 
 # --- status --------------------------------------------------------------------------------------
@@ -151,6 +180,10 @@ class Reason(enum.StrEnum):
     SHARD_CONFLICT = "ShardConflict"
     UNLABELLED_PODS = "UnlabelledPods"
     MIGRATING_SLOTS = "MigratingSlots"
+    REBALANCING_SLOTS = "RebalancingSlots"
+    MIGRATION_FAILED = "SlotMigrationFailed"
+    PROMOTING_REPLICA = "PromotingReplica"
+    DATA_LOST = "DataLost"
 
 
 @attrs.frozen
@@ -240,7 +273,7 @@ class View:
             if obs is not None and answered and obs.node_id is not None:
                 self.nodes[pod.name] = Node(pod, obs, obs.node_id)
                 continue
-            if not pod.never_started:
+            if not pod.never_started and not pod.ended:
                 self.unidentified.append(pod)
             if obs is not None and answered and not meets_floor(obs.version):
                 self.rejected.append(Node(pod, obs, ""))
@@ -256,6 +289,8 @@ class View:
         self.claimed = union(*self.claims.values())
         self.layout = even_split(desired.shards)
         self.recorded_state = observation.recorded_state
+        self.now = observation.now
+        self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:
         """The node that knows most of the others (a formed cluster's member), else the oldest pod."""
@@ -349,6 +384,46 @@ class View:
     def migrations_active(self) -> bool:
         return any(migration.active for node in self.nodes.values() for migration in node.obs.migrations)
 
+    def migrating(self, node: Node) -> bool:
+        """The node takes part in a slot migration job under way (as source or target)."""
+        return any(migration.active for migration in node.obs.migrations)
+
+    def exporting(self, node: Node) -> bool:
+        """A migration job under way with node as its source (one batch per source at a time)."""
+        return any(
+            migration.active and migration.operation is MigrationOperation.EXPORT
+            for migration in node.obs.migrations
+        )
+
+    def ghost_followers(self, ghost: str) -> list[Node]:
+        """Members still replicating a departed node id."""
+        return [
+            node
+            for node in self.members.values()
+            if node.obs.role is NodeRole.REPLICA and node.obs.primary_id == ghost
+        ]
+
+    def stranded(self) -> dict[str, SlotRanges]:
+        """Departed node ids (no pod's server claims them) that still own slots; empty while some
+        pod that may run a server did not answer, since it could be one of them."""
+        if self.unidentified:
+            return {}
+        return {ghost: slots for ghost in self.ghosts() if (slots := self.claims.get(ghost, ()))}
+
+    def formed_before(self) -> bool:
+        """The recorded status says the cluster was formed once (so unowned slots mean lost data)."""
+        return self.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
+
+    def shard_slots(self) -> dict[int, SlotRanges]:
+        """Slots per shard index, from each shard's single serving primary (shards in conflict left out)."""
+        shards = sorted({node.pod.shard for node in self.members.values() if node.pod.shard is not None})
+        result: dict[int, SlotRanges] = {}
+        for shard in shards:
+            primary = self.primary(shard)
+            if primary is not None:
+                result[shard] = primary.obs.slots
+        return result
+
 
 # --- planning --------------------------------------------------------------------------------------
 
@@ -367,9 +442,12 @@ def _actions(view: View) -> tuple[Action, ...]:
     actions: list[Action] = list(_create_missing(view))
     if not view.rejected:
         actions += _meet(view, leaving)
+        actions += _reintroduce(view, leaving)
         actions += _assign_slots(view, leaving)
         actions += _replicate(view, leaving)
+        actions += _promote(view)
         actions += _forget(view)
+        actions += _migrate(view, leaving)
     if removal is not None:
         actions.append(removal)
     return tuple(actions)
@@ -401,6 +479,24 @@ def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
         yield Meet(node=seed.pod.name, peer=node.pod.name, peer_ip=node.pod.ip)
 
 
+def _reintroduce(view: View, leaving: set[str]) -> Iterable[Meet]:
+    """A member the seed knows at another address (or that knows the seed at another) is met again
+    at its pod's IP: after a node recovery or a restart of every pod, gossip alone cannot find it."""
+    seed = view.seed
+    if seed is None or not seed.active or seed.pod.ip is None:
+        return
+    for node in view.members.values():
+        if node is seed or not node.active or node.pod.ip is None or node.pod.name in leaving:
+            continue
+        theirs = seed.obs.knows(node.node_id)
+        ours = node.obs.knows(seed.node_id)
+        moved = (theirs is not None and theirs.ip != node.pod.ip) or (
+            ours is not None and ours.ip != seed.pod.ip
+        )
+        if moved and not seed.obs.handshaking_with(node.pod.ip):
+            yield Meet(node=seed.pod.name, peer=node.pod.name, peer_ip=node.pod.ip)
+
+
 def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     """Unowned slots of each shard's share go to its primary, or to its oldest empty member primary."""
     for shard in range(view.desired.shards):
@@ -421,15 +517,23 @@ def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | No
         and node.pod.name not in leaving
         and node.is_primary
         and not node.obs.slots
-        and not view.followers(node)
     ]
-    return min(candidates, key=lambda node: node.pod.order, default=None)
+    # One that replicas already follow first (an emptied shard scaled back in): they need not move.
+    return min(candidates, key=lambda node: (not view.followers(node), node.pod.order), default=None)
 
 
 def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
-    """Each shard's other members replicate its primary; a replica of another shard's primary moves."""
+    """Each shard's other members replicate its primary; a replica of another shard's primary moves.
+
+    A shard added to a formed cluster gets its replicas before its first slots
+    (its oldest empty primary stands as primary), so the data migrated in is
+    copied from the start and writes to it can be acknowledged by a replica.
+    """
+    formed = not subtract(ALL_SLOTS, view.claimed)
     for shard in range(view.desired.shards):
         primary = view.primary(shard)
+        if primary is None and formed and not view.primaries(shard) and view.shard_identified(shard):
+            primary = _first_empty_primary(view, shard, leaving)
         if primary is None:
             continue
         for node in view.members.values():
@@ -437,33 +541,112 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
                 continue
             if node.obs.knows(primary.node_id) is None:
                 continue  # gossip has not told it about its primary yet
-            if _belongs_elsewhere(view, node, shard):
+            if _belongs_elsewhere(view, node, shard, primary):
                 yield Replicate(node=node.pod.name, primary_id=primary.node_id)
 
 
-def _belongs_elsewhere(view: View, node: Node, shard: int) -> bool:
-    """An empty primary nobody follows, or a replica Valkey places in another shard."""
+def _belongs_elsewhere(view: View, node: Node, shard: int, primary: Node) -> bool:
+    """An empty primary nobody follows, a replica Valkey places in another shard, or a replica of
+    an empty primary (or of a departed slotless node) while its shard's primary is another node."""
     if node.is_primary:
         return not node.obs.slots and not view.followers(node)
+    if node.obs.primary_id == primary.node_id:
+        return False
+    followed = view.by_id.get(node.obs.primary_id or "")
+    if not view.claims.get(node.obs.primary_id or ""):
+        if followed is not None and followed.is_primary:
+            return True  # it copies an empty primary: nothing to lose by moving
+        if followed is None and not view.unidentified:
+            return True  # it copies a departed node that served nothing
     return view.valkey_shard(node) not in {None, shard}
+
+
+def _promote(view: View) -> Iterable[Promote]:
+    """A departed primary's most up-to-date replica takes over when Valkey cannot elect one itself.
+
+    Valkey's failover needs a majority of slot-owning primaries to agree the old
+    one failed; with that majority alive it is left to Valkey (a voted failover
+    never races another). Without it (one or two shards) the departed node can
+    never come back (its pod is gone or runs another identity), so TAKEOVER.
+    """
+    stranded = view.stranded()
+    if not stranded:
+        return
+    owners = [node_id for node_id, slots in view.claims.items() if slots]
+    alive = sum(
+        1 for node_id in owners if node_id in view.by_id and view.by_id[node_id].pod.name in view.members
+    )
+    if alive * 2 > len(owners):
+        return
+    for ghost in stranded:
+        followers = [node for node in view.ghost_followers(ghost) if node.active]
+        if followers:
+            best = min(followers, key=lambda node: (-node.obs.repl_offset, node.pod.order))
+            yield Promote(node=best.pod.name, departed=ghost)
 
 
 def _forget(view: View) -> Iterable[Forget]:
     """Forget ids whose pods are gone, on every node knowing them at once (the 60 s forget window).
 
     Only when every pod that may run a server answered: a node that merely
-    does not answer looks exactly like a dead one.
+    does not answer looks exactly like a dead one. A departed node that still
+    owns slots is forgotten only when no replica follows it (Valkey or
+    `_promote` fails over first): then no copy of those slots is left, and
+    forgetting lets them be served again, empty (`Forget.lost`).
     """
     if view.unidentified:
         return
+    stranded = view.stranded()
     for ghost in view.ghosts():
         if any(node.obs.primary_id == ghost for node in view.nodes.values()):
-            continue  # a replica still follows it: Valkey fails over first
-        if view.claims.get(ghost):
-            continue  # its slots would become unowned: not part of bootstrap
+            continue  # a replica still follows it: it takes over first
         on = tuple(node.pod.name for node in view.members.values() if node.obs.knows(ghost) is not None)
         if on:
-            yield Forget(node_id=ghost, on=on)
+            yield Forget(node_id=ghost, on=on, lost=stranded.get(ghost, ()))
+
+
+def _migrate(view: View, leaving: set[str]) -> Iterable[MigrateSlots]:
+    """Move slots toward each shard's quota: at most one job per source, none while anything is unsettled.
+
+    Only when every slot is served by exactly one reachable primary and no shard
+    has two primaries; a source whose last jobs failed waits out its backoff.
+    """
+    if subtract(ALL_SLOTS, view.served) or view.stranded():
+        return
+    if coverage(node.obs.slots for node in view.members.values() if node.is_primary).contested:
+        return
+    shards = {node.pod.shard for node in view.members.values() if node.pod.shard is not None}
+    if any(len(view.primaries(shard)) > 1 for shard in shards):
+        return
+    busy: set[str] = set()
+    for move in _transfers(view):
+        source = view.primary(move.source)
+        target = view.primary(move.target) or _first_empty_primary(view, move.target, leaving)
+        if source is None or target is None or not source.active or not target.active:
+            continue
+        if source.node_id in busy or view.exporting(source):
+            continue
+        seen_by_target = target.obs.knows(source.node_id)
+        if source.obs.knows(target.node_id) is None or seen_by_target is None:
+            continue
+        stuck = trouble(source.obs.migrations)
+        if stuck is not None and view.now < stuck.retry_at:
+            continue
+        slots = highest_slots(source.obs.slots, min(move.count, MAX_BATCH_SLOTS))
+        if subtract(slots, seen_by_target.slots) or target.obs.cluster_ok is not True:
+            continue  # a new node that has not learned who serves the slots yet refuses the job
+        synced = [node for node in view.followers(target) if view.in_sync(node, target)]
+        if len(synced) < view.desired.replicas_per_shard:
+            continue  # a new shard takes data only once its replicas copy it
+        busy.add(source.node_id)
+        yield MigrateSlots(node=source.pod.name, target_id=target.node_id, slots=slots)
+
+
+def _transfers(view: View) -> tuple[Transfer, ...]:
+    counts = {shard: slot_count(slots) for shard, slots in view.shard_slots().items()}
+    for shard in range(view.desired.shards):
+        counts.setdefault(shard, 0)
+    return transfers(counts, view.desired.shards)
 
 
 def _removal(view: View) -> DeletePod | None:
@@ -481,7 +664,27 @@ def _removal(view: View) -> DeletePod | None:
             victim = _surplus_victim(view, pods)
             if victim is not None:
                 return DeletePod(victim, f"shard {shard} has more than {view.desired.pods_per_shard} pods")
+    for pod in view.pods:
+        if pod.shard is not None and not _in_spec(view, pod) and not pod.deleting and _drained(view, pod):
+            return DeletePod(pod.name, f"shard {pod.shard} is beyond spec.shards and holds no slots")
     return None
+
+
+def _drained(view: View, pod: PodObservation) -> bool:
+    """A pod of a leaving shard that may go: its shard serves no slots, and it is followed by nobody.
+
+    Replicas go first (the shard's primary keeps its replicas while it still
+    owns slots), the emptied primary last.
+    """
+    if not view.shard_identified(pod.shard or 0) or any(
+        node.obs.slots for node in view.members.values() if node.pod.shard == pod.shard
+    ):
+        return False
+    node = view.nodes.get(pod.name)
+    if node is None:
+        return pod.never_started or pod.ended
+    holds_copy = node.obs.role is NodeRole.REPLICA and bool(view.claims.get(node.obs.primary_id or ""))
+    return not node.obs.slots and not view.followers(node) and not view.migrating(node) and not holds_copy
 
 
 def _holds_nothing(node: Node) -> bool:
@@ -514,8 +717,10 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
     primary = view.by_id.get(node.obs.primary_id or "")
     if node.obs.role is not NodeRole.REPLICA or primary is None or not primary.is_primary:
         return None
-    if not primary.obs.slots or primary.pod.name not in view.members:
+    if primary.pod.name not in view.members:
         return None
+    if not primary.obs.slots:
+        return None if view.claims.get(primary.node_id) else 1  # an emptied primary: nothing to copy
     return 3 if view.in_sync(node, primary) else 2
 
 
@@ -598,8 +803,58 @@ def _findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> I
     ghosts = view.ghosts()
     if ghosts:
         yield Finding(Reason.FORGETTING_NODES, f"{len(ghosts)} departed node id(s) to forget")
+    yield from _repair_findings(view, actions, uncovered)
+    yield from _migration_findings(view)
+
+
+def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:
+    for action in actions:
+        if isinstance(action, Promote):
+            yield Finding(
+                Reason.PROMOTING_REPLICA,
+                f"promoting {action.node}: its primary {action.departed[:8]} is gone",
+                problem=True,
+            )
+    stranded = view.stranded()
+    lost = [slots for ghost, slots in stranded.items() if not any(view.ghost_followers(ghost))]
+    if lost:
+        yield Finding(
+            Reason.DATA_LOST,
+            f"slots {_ranges_text(union(*lost))} lost their only copy (no replica): "
+            f"they are served again empty and the data in them is lost",
+            problem=True,
+        )
+    elif view.formed_before() and subtract(uncovered, view.claimed):
+        rebuilt = subtract(uncovered, view.claimed)
+        yield Finding(
+            Reason.DATA_LOST,
+            f"slots {_ranges_text(rebuilt)} had no copy left: they are rebuilt empty (data lost)",
+            problem=True,
+        )
+
+
+def _migration_findings(view: View) -> Iterable[Finding]:
     if view.migrations_active():
         yield Finding(Reason.MIGRATING_SLOTS, "slot migrations in progress")
+    settled = not subtract(ALL_SLOTS, view.served) and not view.stranded()
+    moves = _transfers(view) if settled else ()
+    sources = {move.source for move in moves}
+    for node in sorted(view.members.values(), key=lambda node: node.pod.order):
+        stuck = trouble(node.obs.migrations) if node.pod.shard in sources else None
+        if stuck is not None and node.is_primary and node.obs.slots:
+            last = stuck.last
+            retry = datetime.datetime.fromtimestamp(stuck.retry_at, datetime.UTC).strftime("%H:%M:%SZ")
+            yield Finding(
+                Reason.MIGRATION_FAILED,
+                f"slot migration {format_slot_ranges(last.slots)} from {node.pod.name} "
+                f"{last.state} ({last.message or 'no message'}); {stuck.failures} failure(s) in a row, "
+                f"retried with backoff from {retry}",
+                problem=True,
+            )
+    if moves:
+        total = sum(move.count for move in moves)
+        pairs = ", ".join(f"{move.source}->{move.target} ({move.count})" for move in moves[:4])
+        yield Finding(Reason.REBALANCING_SLOTS, f"{total} slot(s) to move between shards: {pairs}")
 
 
 def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
@@ -660,7 +915,7 @@ def _shard_findings(view: View) -> Iterable[Finding]:
             continue
         if not primaries:
             if not subtract(ALL_SLOTS, view.claimed):  # else the unassigned slots say it already
-                yield Finding(Reason.ASSIGNING_SLOTS, f"shard {shard} has no primary serving slots", True)
+                yield Finding(Reason.REBALANCING_SLOTS, f"shard {shard} serves no slots yet")
             continue
         primary = primaries[0]
         followers = view.followers(primary)

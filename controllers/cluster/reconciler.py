@@ -79,6 +79,9 @@ from valkey_operator.valkey.admin import AdminClient, Credentials, Network, allo
 
 log = structlog.get_logger(__name__)
 
+EVENT_REASONS = frozenset({Reason.DATA_LOST, Reason.MIGRATION_FAILED, Reason.PROMOTING_REPLICA})
+"""Findings that also become a Warning Event when they first show up."""
+
 CONTROLLER_NAME = "valkeycluster"
 PODS_BY_CLUSTER = "pods-by-valkeycluster"
 PODS_FAILING = "PodsFailing"
@@ -281,6 +284,8 @@ class ClusterReconciler:
         await self._record_transition(obj, current, status, planned_view)
         self.metrics.record_state(namespace, name, planned_view.state)
         self.metrics.record_nodes(namespace, name, observed.observation, observed.extras)
+        self.metrics.record_migrations(namespace, name, observed.observation)
+        await self._record_problems(obj, current, planned_view)
         if errors:
             log.warning("cluster actions failed", cluster=f"{namespace}/{name}", errors=errors)
             await self.events.event(obj, WARNING, "ActionFailed", "; ".join(errors)[:1000])
@@ -352,6 +357,18 @@ class ClusterReconciler:
                 return
             raise
 
+    async def _record_problems(self, obj: Obj, current: Obj, planned: PlannedStatus) -> None:
+        """A Warning Event when a repair or migration problem appears or changes (lost data, a failed
+        migration, a takeover), read from the Degraded condition before and after the pass."""
+        before = find_condition(current.get("conditions"), DEGRADED) or {}
+        for finding in planned.findings:
+            if finding.reason not in EVENT_REASONS:
+                continue
+            if before.get("status") == "True" and finding.message in str(before.get("message", "")):
+                continue  # already reported while the condition carried it
+            log.warning("cluster problem", cluster=_key(obj), reason=finding.reason, message=finding.message)
+            await self.events.event(obj, WARNING, finding.reason, finding.message)
+
     async def _record_transition(self, obj: Obj, current: Obj, status: Obj, planned: PlannedStatus) -> None:
         before, after = current.get("state"), status["state"]
         if before == after:
@@ -366,6 +383,10 @@ class ClusterReconciler:
             await self.events.event(obj, NORMAL, "Active", planned.message)
         else:
             await self.events.event(obj, NORMAL, after, planned.message)
+
+
+def _key(obj: Obj) -> str:
+    return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
 
 def setup(

@@ -29,11 +29,13 @@ import attrs
 from controllers.cluster.observe import (
     ALL_SLOTS,
     KnownNode,
+    MigrationOperation,
     NodeFlag,
     NodeObservation,
     Observation,
     PodObservation,
     PodPhase,
+    SlotMigration,
     SlotRanges,
     Version,
     format_version,
@@ -41,7 +43,17 @@ from controllers.cluster.observe import (
     subtract,
     union,
 )
-from controllers.cluster.plan import Action, AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
+from controllers.cluster.plan import (
+    Action,
+    AssignSlots,
+    CreatePod,
+    DeletePod,
+    Forget,
+    Meet,
+    MigrateSlots,
+    Promote,
+    Replicate,
+)
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
 
@@ -70,7 +82,24 @@ class SimSettings:
     offset_step: int = 100
     gossip_every: int = 1
     """Gossip spreads membership one hop every this many passes (Valkey's gossip can lag the operator)."""
-    """Replication offset a primary advances per pass."""
+    migration_delay: int = 2
+    """Passes a slot migration job runs before its slots switch owner."""
+    failing_migrations: Collection[int] = frozenset()
+    """Sequence numbers (0 = first job started) of migration jobs that fail instead of finishing."""
+
+
+@attrs.define
+class SimMigration:
+    """One atomic slot migration job: the slots switch owner at once when it succeeds."""
+
+    name: str
+    seq: int
+    source_id: str
+    target_id: str
+    slots: SlotRanges
+    started: int
+    state: str = "syncing"
+    updated: int = 0
 
 
 @attrs.define
@@ -130,6 +159,9 @@ class SimulatedCluster:
         """Every server identity ever started, dead ones included (others may still know them)."""
         self._seq = 0
         self.template_hash = self.settings.template_hash
+        self.migrations: list[SimMigration] = []
+        self.ip_generation = 0
+        """Bumped by `reboot_pod`: restarted pods get addresses they never had."""
 
     # --- observing -------------------------------------------------------------------------------
 
@@ -147,7 +179,8 @@ class SimulatedCluster:
                 nodes[pod.name] = NodeObservation.unreachable("timeout")
             else:
                 nodes[pod.name] = self._node_observation(node)
-        return Observation(pods=pods, nodes=nodes, recorded_state=recorded_state)
+        now = (EPOCH + datetime.timedelta(seconds=self.tick)).timestamp()
+        return Observation(pods=pods, nodes=nodes, recorded_state=recorded_state, now=now)
 
     def _ready(self, pod: SimPod) -> bool:
         return pod.phase is PodPhase.RUNNING and pod.deleting_since is None
@@ -191,7 +224,25 @@ class SimulatedCluster:
             link_up=node.link_up if node.role is NodeRole.REPLICA else None,
             cluster_ok=self.cluster_ok(node),
             known_nodes=(myself, *others, *handshakes),
+            migrations=tuple(self._migration_entries(node)),
         )
+
+    def _migration_entries(self, node: SimNode) -> Iterable[SlotMigration]:
+        """The jobs this node logs: exports on the source, imports on the target (both primaries)."""
+        for job in self.migrations:
+            if node.node_id not in {job.source_id, job.target_id}:
+                continue
+            exporting = node.node_id == job.source_id
+            yield SlotMigration(
+                name=job.name,
+                operation=MigrationOperation.EXPORT if exporting else MigrationOperation.IMPORT,
+                slots=job.slots,
+                source_id=job.source_id,
+                target_id=job.target_id,
+                state=job.state,
+                message="" if job.state != "failed" else "connection lost",
+                last_update_time=int((EPOCH + datetime.timedelta(seconds=job.updated)).timestamp()),
+            )
 
     def _known_line(self, viewer: SimNode, node: SimNode, *, myself: bool = False) -> KnownNode:
         flags = {NodeFlag.PRIMARY if node.role is NodeRole.PRIMARY else NodeFlag.REPLICA}
@@ -240,6 +291,14 @@ class SimulatedCluster:
                 if isinstance(node, str):
                     return Outcome(action, node)
                 return Outcome(action, self._valkey(node, action))
+            case MigrateSlots() | Promote():
+                node = self._target(action.node, unreachable)
+                if isinstance(node, str):
+                    return Outcome(action, node)
+                error = (
+                    self._migrate(node, action) if isinstance(action, MigrateSlots) else self._takeover(node)
+                )
+                return Outcome(action, error)
             case Forget(node_id=node_id, on=on):
                 errors = []
                 for pod in on:
@@ -292,6 +351,53 @@ class SimulatedCluster:
         node.link_up, node.sync_left, node.repl_offset = False, self.settings.sync_delay, 0
         return None
 
+    def _migrate(self, node: SimNode, action: MigrateSlots) -> str | None:
+        if node.role is not NodeRole.PRIMARY or subtract(action.slots, node.slots):
+            return "Slots are not served by this node"
+        target = self.nodes.get(action.target_id)
+        if target is None or action.target_id not in node.known or not target.alive:
+            return f"Unknown node {action.target_id}"
+        if target.role is not NodeRole.PRIMARY:
+            return "Target node is not a primary"
+        if node.node_id not in target.known:  # Valkey fails the job at its handshake
+            return f"Received error during handshake to target: -ERR Slot {action.slots[0].start} has no node served."
+        for job in self.migrations:
+            if job.state == "syncing" and intersect(job.slots, action.slots):
+                return f"I am already migrating slot {intersect(job.slots, action.slots)[0].start}."
+        seq = len(self.migrations)
+        self.migrations.append(
+            SimMigration(
+                name=_hex_id("migration", seq),
+                seq=seq,
+                source_id=node.node_id,
+                target_id=target.node_id,
+                slots=action.slots,
+                started=self.tick,
+                updated=self.tick,
+            )
+        )
+        return None
+
+    def _takeover(self, node: SimNode) -> str | None:
+        """CLUSTER FAILOVER TAKEOVER: the replica claims its primary's slots with a new epoch, no vote."""
+        if node.role is not NodeRole.REPLICA:
+            return "You should send CLUSTER FAILOVER to a replica"
+        primary = self.nodes[node.primary_id or ""]
+        self._promote(node, primary)
+        return None
+
+    def _promote(self, chosen: SimNode, primary: SimNode) -> None:
+        followers = [
+            other
+            for other in self._live()
+            if other.role is NodeRole.REPLICA and other.primary_id == primary.node_id and other is not chosen
+        ]
+        chosen.role, chosen.primary_id, chosen.slots = NodeRole.PRIMARY, None, primary.slots
+        chosen.link_up = False
+        primary.slots = ()
+        for other in followers:
+            other.primary_id, other.link_up, other.sync_left = chosen.node_id, False, 1
+
     def _forget(self, node: SimNode, node_id: str) -> str | None:
         if node_id == node.node_id:
             return "I tried hard but I can't forget myself..."
@@ -334,7 +440,45 @@ class SimulatedCluster:
         if self.tick % max(self.settings.gossip_every, 1) == 0:
             self._gossip()
         self._failovers()
+        self._migrations()
         self._replication()
+
+    def _migrations(self) -> None:
+        """Jobs finish after the delay (slots switch owner at once), or fail when a side died."""
+        for job in self.migrations:
+            if job.state != "syncing":
+                continue
+            source, target = self.nodes[job.source_id], self.nodes[job.target_id]
+            sound = (
+                source.alive
+                and target.alive
+                and source.role is NodeRole.PRIMARY
+                and target.role is NodeRole.PRIMARY
+                and not subtract(job.slots, source.slots)
+            )
+            if not sound or (
+                job.seq in self.settings.failing_migrations
+                and self.tick - job.started >= self.settings.migration_delay
+            ):
+                job.state, job.updated = "failed", self.tick
+            elif self.tick - job.started >= self.settings.migration_delay:
+                source.slots = subtract(source.slots, job.slots)
+                target.slots = union(target.slots, job.slots)
+                job.state, job.updated = "success", self.tick
+
+    def crash_pod(self, name: str) -> None:
+        """The server's process dies (SIGKILL, OOM): with restartPolicy Never the pod ends Failed."""
+        pod = self.pods[name]
+        self._stop(pod)
+        pod.phase = PodPhase.FAILED
+
+    def reboot_pod(self, name: str) -> None:
+        """The pod's node rebooted: the same pod runs a new server, with a new identity and a new IP
+        (nodes.conf lives on a memory emptyDir, gone with the data)."""
+        pod = self.pods[name]
+        self._stop(pod)
+        self.ip_generation += 1
+        self._start(pod)
 
     def _pods_lifecycle(self) -> None:
         for pod in list(self.pods.values()):
@@ -349,7 +493,7 @@ class SimulatedCluster:
 
     def _start(self, pod: SimPod) -> None:
         pod.phase = PodPhase.RUNNING
-        pod.ip = f"10.0.{pod.seq // 200}.{pod.seq % 200 + 10}"
+        pod.ip = f"10.{self.ip_generation % 250}.{pod.seq // 200}.{pod.seq % 200 + 10}"
         node_id = _hex_id("node", pod.name, self.tick)
         version = self.settings.versions.get(pod.template_hash, VERSION_FLOOR)
         version = self.settings.version_overrides.get(pod.seq, version)
@@ -414,12 +558,7 @@ class SimulatedCluster:
             if not replicas:
                 continue
             chosen = max(replicas, key=lambda node: (node.repl_offset, node.node_id))
-            chosen.role, chosen.primary_id, chosen.slots = NodeRole.PRIMARY, None, primary.slots
-            chosen.link_up = False
-            primary.slots = ()
-            for other in replicas:
-                if other is not chosen:
-                    other.primary_id, other.link_up, other.sync_left = chosen.node_id, False, 1
+            self._promote(chosen, primary)
 
     def _replication(self) -> None:
         for node in self._live():

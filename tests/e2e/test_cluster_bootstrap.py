@@ -11,26 +11,30 @@ import asyncio
 import base64
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import attrs
 import pytest
-import pytest_asyncio
-from cluster_scoped import ClusterScoped
+from cluster_support import (
+    Catalog,
+    admin_client,
+    create_cluster,
+    eventually,
+    node_reports,
+    owned_pods,
+    require_image,
+    status_of,
+    wait_for_state,
+)
 from cryptography.hazmat.primitives import serialization
 from inprocess_operator import Operator
-from kubernetes_asyncio import client as k8s
 
 from controllers.cluster.observe import even_split, format_slot_ranges
-from controllers.cluster.render import names as render_names
 from valkey_operator.api.resources import (
     ADMIN_USER,
     CONFIG_PROTECTION_FINALIZER,
     PAUSED_ANNOTATION,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
-    VALKEY_IMAGES,
     VALKEY_ROLES,
 )
 from valkey_operator.core.client import Client
@@ -39,115 +43,15 @@ from valkey_operator.core.resource import (
     CONFIG_MAPS,
     NAMESPACES,
     POD_DISRUPTION_BUDGETS,
-    PODS,
     SECRETS,
     SERVICES,
     Resource,
 )
-from valkey_operator.core.rest import Obj
-from valkey_operator.testing import certs, images
+from valkey_operator.testing import certs
 from valkey_operator.testing.datachecker import DataChecker
 from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError, ValkeyCommandError
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
-
-NODE_TIMEOUT_MS = "5000"  # >= 5000 ms on the test bed's 2 shared cores
-
-
-@pytest_asyncio.fixture
-async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
-    running = Operator(kube_api, namespace)
-    await running.start()
-    yield running
-    await running.stop()
-
-
-class Catalog(ClusterScoped):
-    """Cluster-scoped images and configs named per test, removed afterwards."""
-
-    async def image(self, name: str, tag: str, version: str | None = None) -> str:
-        body = {"metadata": {"name": self(name)}, "spec": {"repository": "valkey/valkey", "tag": tag}}
-        body["spec"]["version"] = version or tag
-        await self.create(VALKEY_IMAGES, body)
-        return self(name)
-
-    async def config(self, name: str, image_ref: str) -> str:
-        spec = {"imageRef": image_ref, "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS}}
-        await self.create(VALKEY_CONFIGS, {"metadata": {"name": self(name)}, "spec": spec})
-        return self(name)
-
-
-@pytest_asyncio.fixture
-async def catalog(kube: Client, namespace: str) -> AsyncIterator[Catalog]:
-    created = Catalog(kube, namespace[-6:])
-    yield created
-    await created.cleanup()
-
-
-def require_image(reference: str) -> None:
-    if images.resolve_image(reference) is None:
-        pytest.skip(f"{reference} is not installed (python -m valkey_operator.testing build)")
-
-
-async def create_cluster(
-    kube: Client, namespace: str, name: str, config: str, shards: int, replicas: int
-) -> Obj:
-    body = {
-        "apiVersion": VALKEY_CLUSTERS.api_version,
-        "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"configRef": config, "shards": shards, "replicasPerShard": replicas},
-    }
-    return await kube.create(VALKEY_CLUSTERS, body)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if await check():
-            return time.monotonic() - started
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-async def status_of(kube: Client, namespace: str, name: str) -> Obj:
-    cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
-    status: Obj = cluster.get("status") or {}
-    return status
-
-
-async def wait_for_state(kube: Client, namespace: str, name: str, state: str, timeout: float) -> Obj:
-    last: Obj = {}
-
-    async def reached() -> bool:
-        nonlocal last
-        last = await status_of(kube, namespace, name)
-        return last.get("state") == state
-
-    try:
-        await eventually(reached, f"{name} {state}", timeout)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status: {last}") from None
-    return last
-
-
-async def owned_pods(kube: Client, namespace: str, name: str) -> list[Obj]:
-    return await kube.list(PODS, namespace, label_selector=f"{render_names.CLUSTER_LABEL}={name}")
-
-
-async def admin_client(kube: Client, namespace: str, name: str) -> AdminClient:
-    secret = await kube.get(SECRETS, render_names.secret_name(name), namespace)
-    password = base64.b64decode(secret["data"]["admin-password"]).decode()
-    return AdminClient(credentials=Credentials(username=ADMIN_USER, password=password))
-
-
-async def node_reports(admin: AdminClient, ip: str) -> dict[str, Any]:
-    async with admin.connect(ip) as node:
-        return {
-            "info": await node.info("replication"),
-            "cluster": await node.cluster_info(),
-            "nodes": await node.cluster_nodes(),
-        }
 
 
 @pytest.mark.timeout(240)

@@ -2,7 +2,7 @@
 
 The operator asks each node about itself (INFO, CLUSTER MYID/MYSHARDID/NODES/
 INFO/GETSLOTMIGRATIONS) and changes the topology through it (CLUSTER MEET,
-ADDSLOTSRANGE, REPLICATE, FORGET), authenticated as its internal admin user,
+ADDSLOTSRANGE, REPLICATE, FORGET, MIGRATESLOTS, FAILOVER TAKEOVER), authenticated as its internal admin user,
 over TLS when the cluster is TLS-only (verifying the cluster's CA; cluster
 addresses are IPs, so hostnames are not checked).
 
@@ -223,6 +223,17 @@ class NodeConnection:
 
     async def cluster_replicate(self, node_id: str) -> None:
         await self.command("CLUSTER", "REPLICATE", node_id)
+
+    async def cluster_migrateslots(self, ranges: Sequence[tuple[int, int]], target_id: str) -> None:
+        """One atomic slot migration job to target_id (sent to the source primary; replies at once)."""
+        args: list[str | int] = ["SLOTSRANGE"]
+        for start, end in ranges:
+            args += [start, end]
+        await self.command("CLUSTER", "MIGRATESLOTS", *args, "NODE", target_id)
+
+    async def cluster_failover(self, mode: str | None = None) -> None:
+        """CLUSTER FAILOVER [FORCE|TAKEOVER], sent to a replica."""
+        await self.command("CLUSTER", "FAILOVER", *([mode] if mode else []))
 
     async def cluster_forget(self, node_id: str) -> None:
         await self.command("CLUSTER", "FORGET", node_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
@@ -18,9 +18,11 @@ from controllers.cluster.observe import (
     ALL_SLOTS,
     Desired,
     Observation,
+    PodPhase,
     coverage,
     format_slot_ranges,
     meets_floor,
+    slot_count,
     subtract,
     union,
 )
@@ -29,11 +31,14 @@ from controllers.cluster.plan import (
     DeletePod,
     Forget,
     Meet,
+    MigrateSlots,
     Plan,
+    Promote,
     Reason,
     Replicate,
     plan,
 )
+from controllers.cluster.rebalance import quotas
 from controllers.cluster.simulate import SimNode, SimSettings, SimulatedCluster
 from valkey_operator.api.cluster import ClusterState, NodeRole
 
@@ -62,6 +67,14 @@ class Chaos:
     """(pass, pod sequence number): someone deletes that pod (only while its server owns no slots)."""
     paused: Collection[int] = frozenset()
     """Passes during which the cluster carries the paused annotation."""
+    specs: Mapping[int, tuple[int, int]] = attrs.field(factory=dict)
+    """Pass -> (shards, replicasPerShard) the user sets from that pass on (scaling, reverting)."""
+    kills: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): someone deletes that pod, whatever it holds."""
+    crashes: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): that pod's server is SIGKILLed; the pod ends Failed."""
+    reboots: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): that pod's node reboots: new identity, new IP, no data."""
 
     def act(self, index: int) -> tuple[Act, int]:
         return self.acts[index] if index < len(self.acts) else (Act.ALL, 0)
@@ -73,6 +86,8 @@ class Run:
     desired: Desired
     plans: list[Plan] = attrs.field(factory=list)
     recorded: ClusterState | None = None
+    lost: list[Forget] = attrs.field(factory=list)
+    """Forgets that gave up slots with no copy left (only after a loss the chaos caused)."""
 
     @property
     def last(self) -> Plan:
@@ -105,9 +120,21 @@ def run(
 
 def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
     sim = result.sim
+    if index in chaos.specs:
+        shards, replicas = chaos.specs[index]
+        result.desired = attrs.evolve(result.desired, shards=shards, replicas_per_shard=replicas)
     for pass_index, seq in sorted(chaos.deletions):
         if pass_index == index:
             _external_delete(sim, seq)
+    for events, hit in (
+        (chaos.kills, sim.delete_pod),
+        (chaos.crashes, sim.crash_pod),
+        (chaos.reboots, sim.reboot_pod),
+    ):
+        for pass_index, seq in sorted(events):
+            pod = next((pod for pod in sim.pods.values() if pod.seq == seq), None)
+            if pass_index == index and pod is not None and sim.node_of(pod.name) is not None:
+                hit(pod.name)
     unreachable = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unreachable}
     observation = sim.observe(unreachable, recorded_state=result.recorded)
     desired = attrs.evolve(result.desired, paused=True) if index in chaos.paused else result.desired
@@ -123,6 +150,7 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
     if act is not Act.LOSE_STATUS and act is not Act.CRASH:
         result.recorded = planned.status.state
     result.plans.append(planned)
+    result.lost += [action for action in actions if isinstance(action, Forget) and action.lost]
     check_world(sim)
     sim.advance()
     return planned
@@ -149,6 +177,8 @@ def check_step(
     check_deletions(sim, planned)
     check_forgets(sim, planned)
     check_version_floor(sim, planned)
+    check_migrations(sim, planned, desired)
+    check_promotions(sim, planned)
     check_reachable_targets(planned, unreachable)
     check_status(sim, observation, planned, desired)
 
@@ -158,10 +188,10 @@ def check_deterministic(observation: Observation, planned: Plan, desired: Desire
     assert plan(observation, desired) == planned
     shuffled = list(observation.pods)
     random.Random(len(shuffled)).shuffle(shuffled)
-    reordered = Observation(
+    reordered = attrs.evolve(
+        observation,
         pods=tuple(reversed(shuffled)),
         nodes=dict(reversed(list(observation.nodes.items()))),
-        recorded_state=observation.recorded_state,
     )
     assert plan(reordered, desired) == planned
 
@@ -181,17 +211,54 @@ def check_deletions(sim: SimulatedCluster, planned: Plan) -> None:
         if node is None:
             continue
         assert not node.slots, f"deleting {action.pod}, which owns slots"
+        assert not _migrating(sim, node.node_id), f"deleting {action.pod}, which takes part in a migration"
         if node.role is NodeRole.REPLICA:
             primary = sim.nodes.get(node.primary_id or "")
-            assert primary is not None and primary.alive, f"deleting {action.pod}, the last copy"
+            assert primary is not None, f"deleting {action.pod}, the last copy"
+            assert primary.alive or not primary.slots, f"deleting {action.pod}, the last copy"
+
+
+def _migrating(sim: SimulatedCluster, node_id: str) -> bool:
+    return any(job.state == "syncing" and node_id in {job.source_id, job.target_id} for job in sim.migrations)
+
+
+def check_migrations(sim: SimulatedCluster, planned: Plan, desired: Desired) -> None:
+    """One job per source at a time, only slots the source serves, only into a shard in spec."""
+    sources = [action.node for action in planned.actions if isinstance(action, MigrateSlots)]
+    assert len(sources) == len(set(sources)), f"two jobs from one source: {sources}"
+    for action in planned.actions:
+        if not isinstance(action, MigrateSlots):
+            continue
+        source = sim.node_of(action.node)
+        target = sim.nodes[action.target_id]
+        assert source is not None and not subtract(action.slots, source.slots), action
+        assert not any(
+            job.state == "syncing" and job.source_id == source.node_id for job in sim.migrations
+        ), f"second job from {action.node}"
+        assert target.alive and sim.pods[target.pod].shard < desired.shards, action
+
+
+def check_promotions(sim: SimulatedCluster, planned: Plan) -> None:
+    """TAKEOVER only for a replica whose primary is dead for good (its pod runs no server with that id)."""
+    for action in planned.actions:
+        if isinstance(action, Promote):
+            assert action.departed not in sim.pod_ids() or not sim.nodes[action.departed].alive, action
+            node = sim.node_of(action.node)
+            assert node is not None and node.primary_id == action.departed, action
 
 
 def check_forgets(sim: SimulatedCluster, planned: Plan) -> None:
-    """Never forget a node id while its pod exists; never ask a replica to forget its primary."""
+    """Never forget a node id while its server lives; never ask a replica to forget its primary; give
+    up slots only when no live replica holds a copy."""
     for action in planned.actions:
         if not isinstance(action, Forget):
             continue
-        assert action.node_id not in sim.pod_ids(), f"forgetting {action.node_id}, whose pod exists"
+        ghost = sim.nodes.get(action.node_id)
+        assert ghost is None or not ghost.alive, f"forgetting {action.node_id}, whose server lives"
+        if action.lost:
+            assert not any(node.alive and node.primary_id == action.node_id for node in sim.nodes.values()), (
+                f"giving up {action.node_id}'s slots while a replica holds them"
+            )
         for pod in action.on:
             node = sim.node_of(pod)
             assert node is not None and node.primary_id != action.node_id
@@ -253,13 +320,17 @@ def check_active_truth(sim: SimulatedCluster, desired: Desired) -> None:
     )
     primaries = [sim.nodes[node_id] for node_id in served]
     assert sorted(sim.pods[node.pod].shard for node in primaries) == list(range(desired.shards))
+    for node in primaries:
+        expected = quotas(desired.shards)[sim.pods[node.pod].shard]
+        assert slot_count(node.slots) == expected, f"{node.pod} serves {slot_count(node.slots)} slots"
     for primary in primaries:
         replicas = _replicas_of(sim, primary)
         assert len(replicas) == desired.replicas_per_shard
         for replica in replicas:
             assert replica.link_up and replica.repl_offset == primary.repl_offset
             assert sim.pods[replica.pod].shard == sim.pods[primary.pod].shard
-    assert len(sim.pods) == desired.shards * desired.pods_per_shard
+    running = [pod for pod in sim.pods.values() if pod.phase is not PodPhase.FAILED]
+    assert len(running) == desired.shards * desired.pods_per_shard
     live = [node for node in sim.nodes.values() if node.alive]
     assert all(sim.cluster_ok(node) for node in live)
     ids = {node.node_id for node in live}

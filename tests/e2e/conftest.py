@@ -1,0 +1,27 @@
+"""Fixtures of the ValkeyCluster end-to-end tests: the in-process operator and a per-test catalog."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+from cluster_support import Catalog
+from inprocess_operator import Operator
+from kubernetes_asyncio import client as k8s
+
+from valkey_operator.core.client import Client
+
+
+@pytest_asyncio.fixture
+async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+    running = Operator(kube_api, namespace)
+    await running.start()
+    yield running
+    await running.stop()
+
+
+@pytest_asyncio.fixture
+async def catalog(kube: Client, namespace: str) -> AsyncIterator[Catalog]:
+    created = Catalog(kube, namespace[-6:])
+    yield created
+    await created.cleanup()

@@ -1,0 +1,332 @@
+"""The planner's part 2 (SPEC 1.4 scaling and repair, SPEC 5), end to end against the simulator.
+
+Every pass goes through `planner_harness.one_pass`, which checks the
+invariants (one migration job per source, never delete a slot owner or a node
+in a migration, forget only the dead, give up slots only without a copy, take
+over only from a dead primary) before the plan is acted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from planner_harness import Act, Chaos, Run, one_pass, run
+
+from controllers.cluster.observe import (
+    Desired,
+    KnownNode,
+    NodeFlag,
+    NodeObservation,
+    Observation,
+    PodObservation,
+    PodPhase,
+    SlotRange,
+)
+from controllers.cluster.plan import (
+    DeletePod,
+    Forget,
+    Meet,
+    MigrateSlots,
+    Plan,
+    Promote,
+    Reason,
+    plan,
+)
+from controllers.cluster.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
+from controllers.cluster.simulate import SimSettings
+from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
+
+IMAGE = "valkey/valkey:9.1.0"
+ACTIVE = ClusterState.ACTIVE
+
+
+def desired(shards: int = 3, replicas: int = 1) -> Desired:
+    return Desired(shards=shards, replicas_per_shard=replicas, template_hash="t1", image=IMAGE)
+
+
+def active(shards: int = 3, replicas: int = 1, settings_: SimSettings | None = None) -> Run:
+    result = run(desired(shards, replicas), settings=settings_)
+    assert result.last.status.state is ACTIVE, result.last.status.message
+    return result
+
+
+def go_on(
+    result: Run,
+    *,
+    shards: int | None = None,
+    replicas: int | None = None,
+    chaos: Chaos | None = None,
+    max_passes: int = 120,
+    until: Callable[[Plan], bool] = lambda planned: planned.status.state is ACTIVE,
+) -> Run:
+    """Keep reconciling the same world (the recorded status too) after a spec change."""
+    result.desired = attrs.evolve(
+        result.desired,
+        shards=result.desired.shards if shards is None else shards,
+        replicas_per_shard=result.desired.replicas_per_shard if replicas is None else replicas,
+    )
+    start = result.passes
+    for index in range(max_passes):
+        one_pass(result, index, chaos or Chaos())
+        if until(result.last):
+            return result
+    raise AssertionError(f"not done after {result.passes - start} passes: {result.last.status.message}")
+
+
+def actions_of(result: Run, kind: type) -> list[object]:
+    return [action for planned in result.plans for action in planned.actions if isinstance(action, kind)]
+
+
+def seq_of(result: Run, shard: int, role: NodeRole) -> int:
+    """The sequence number of the pod of shard whose server has role now."""
+    for pod in result.sim.pods.values():
+        node = result.sim.node_of(pod.name)
+        if pod.shard == shard and node is not None and node.role is role:
+            return pod.seq
+    raise AssertionError(f"no {role} in shard {shard}")
+
+
+# --- scaling shards --------------------------------------------------------------------------------
+
+
+def test_scaling_up_moves_each_new_shard_its_quota_with_atomic_jobs() -> None:
+    result = active(3, 1)
+    go_on(result, shards=5)
+    moves = actions_of(result, MigrateSlots)
+    assert moves and all(isinstance(move, MigrateSlots) for move in moves)
+    assert all(sum(item.size for item in move.slots) <= MAX_BATCH_SLOTS for move in moves)
+    assert sum(sum(item.size for item in move.slots) for move in moves) == sum(quotas(5)[3:])
+    assert not result.lost
+    assert result.last.status.shards == 5
+
+
+def test_a_scale_shows_updating_with_the_slots_still_to_move() -> None:
+    result = active(3, 0)
+    go_on(result, shards=4, until=lambda planned: any(isinstance(a, MigrateSlots) for a in planned.actions))
+    status = result.last.status
+    assert status.state is ClusterState.UPDATING
+    assert any(finding.reason is Reason.REBALANCING_SLOTS for finding in status.findings)
+
+
+def test_scaling_down_drains_the_leaving_shards_then_removes_their_pods() -> None:
+    result = active(5, 1)
+    go_on(result, shards=2)
+    assert sorted(pod.shard for pod in result.sim.pods.values()) == [0, 0, 1, 1]
+    deletions = [action for action in actions_of(result, DeletePod) if isinstance(action, DeletePod)]
+    assert len(deletions) == 6
+    assert not result.lost
+
+
+def test_three_to_five_to_two_shards_never_leaves_a_slot_unserved() -> None:
+    result = active(3, 1)
+    for shards in (5, 2):
+        go_on(result, shards=shards)
+        for planned in result.plans[-5:]:
+            assert planned.status.uncovered == ()
+    assert not result.lost
+
+
+def test_reverting_a_scale_midway_converges_without_slotless_shards() -> None:
+    result = active(3, 1)
+    go_on(result, shards=5, until=lambda planned: any(isinstance(a, MigrateSlots) for a in planned.actions))
+    go_on(result, shards=3)
+    assert sorted({pod.shard for pod in result.sim.pods.values()}) == [0, 1, 2]
+    assert not result.lost
+
+
+def test_one_job_per_source_at_a_time_even_when_the_operator_replays_its_actions() -> None:
+    result = active(2, 0, SimSettings(migration_delay=3))
+    chaos = Chaos(acts=[(Act.TWICE, 0)] * 30)
+    go_on(result, shards=4, chaos=chaos)  # the harness asserts one job per source on every pass
+
+
+def test_a_failed_migration_is_degraded_and_retried_after_a_backoff() -> None:
+    result = active(1, 0, SimSettings(failing_migrations={0, 1}, migration_delay=1))
+    go_on(
+        result,
+        shards=2,
+        until=lambda planned: any(f.reason is Reason.MIGRATION_FAILED for f in planned.status.findings),
+    )
+    degraded = result.last.status.condition(DEGRADED)
+    assert degraded.status and degraded.reason == Reason.MIGRATION_FAILED
+    failed_at = result.passes
+    go_on(result)
+    starts = [
+        index
+        for index, planned in enumerate(result.plans)
+        if any(isinstance(action, MigrateSlots) for action in planned.actions)
+    ]
+    assert starts[1] >= failed_at - 1 + RETRY_BASE_S, starts  # not re-issued before the backoff
+    assert starts[2] - starts[1] >= 2 * RETRY_BASE_S, starts  # the second failure doubles it
+    assert len(starts) == 2 + quotas(2)[1] // MAX_BATCH_SLOTS  # two failed jobs, then the batches
+
+
+def test_rebalance_waits_while_some_slot_is_unserved() -> None:
+    result = active(3, 0)
+    result.sim.crash_pod(next(pod.name for pod in result.sim.pods.values() if pod.shard == 0))
+    result.desired = desired(4, 0)
+    observation = result.sim.observe(recorded_state=ACTIVE)
+    planned = plan(observation, result.desired)
+    assert not any(isinstance(action, MigrateSlots) for action in planned.actions)
+
+
+# --- scaling replicas --------------------------------------------------------------------------------
+
+
+def test_replicas_one_two_zero_one() -> None:
+    result = active(2, 1)
+    for replicas in (2, 0, 1):
+        go_on(result, replicas=replicas)
+        assert len(result.sim.pods) == 2 * (1 + replicas)
+    assert not actions_of(result, MigrateSlots)
+    assert not result.lost
+
+
+# --- repair ----------------------------------------------------------------------------------------------
+
+
+def test_a_deleted_primary_pod_is_replaced_and_its_replica_keeps_serving() -> None:
+    result = active(3, 1)
+    seq = seq_of(result, 0, NodeRole.PRIMARY)
+    one_pass(result, 0, Chaos(kills={(0, seq)}))
+    go_on(result)
+    assert not result.lost
+    assert any(isinstance(action, Forget) for action in actions_of(result, Forget))
+
+
+def test_a_crashed_primary_is_replaced_and_the_failed_pod_blocks_nothing() -> None:
+    result = active(3, 1)
+    seq = seq_of(result, 1, NodeRole.PRIMARY)
+    one_pass(result, 0, Chaos(crashes={(0, seq)}))
+    go_on(result)
+    assert not result.lost
+    assert not actions_of(result, Promote)  # three primaries: Valkey's own vote promotes the replica
+
+
+def test_a_single_shard_whose_primary_died_is_taken_over_by_its_replica() -> None:
+    result = active(1, 1)
+    seq = seq_of(result, 0, NodeRole.PRIMARY)
+    one_pass(result, 0, Chaos(crashes={(0, seq)}))
+    go_on(result)
+    assert len(actions_of(result, Promote)) == 1
+    assert not result.lost
+
+
+def test_a_shard_without_replicas_is_rebuilt_empty_and_says_data_was_lost() -> None:
+    result = active(3, 0)
+    seq = seq_of(result, 2, NodeRole.PRIMARY)
+    one_pass(result, 0, Chaos(crashes={(0, seq)}))
+    reasons: set[Reason] = set()
+    go_on(
+        result,
+        until=lambda planned: (
+            reasons.update(f.reason for f in planned.status.findings) or planned.status.state is ACTIVE
+        ),
+    )
+    assert len(result.lost) == 1
+    assert Reason.DATA_LOST in reasons
+
+
+def test_every_pod_restarting_with_new_identities_and_ips_is_rebuilt() -> None:
+    result = active(2, 1)
+    reboots = {(0, pod.seq) for pod in result.sim.pods.values()}
+    one_pass(result, 0, Chaos(reboots=reboots))
+    go_on(result)
+    assert result.last.status.state is ACTIVE
+
+
+def test_a_rebooted_primary_rejoins_as_a_new_node_and_nothing_is_lost() -> None:
+    result = active(3, 1)
+    seq = seq_of(result, 0, NodeRole.PRIMARY)
+    one_pass(result, 0, Chaos(reboots={(0, seq)}))
+    go_on(result)
+    assert not result.lost
+
+
+def _pod(name: str, shard: int, ip: str) -> PodObservation:
+    return PodObservation(
+        name=name,
+        shard=shard,
+        template_hash="t1",
+        phase=PodPhase.RUNNING,
+        ready=True,
+        ip=ip,
+        deleting=False,
+        created=f"2025-01-01T00:00:0{shard}Z",
+    )
+
+
+def test_a_member_whose_ip_changed_is_met_again_at_its_new_address() -> None:
+    slots = (SlotRange(0, 16383),)
+    a_line = KnownNode(node_id="a" * 40, ip="10.0.0.1", flags=frozenset({NodeFlag.PRIMARY}), slots=slots)
+    b_old = KnownNode(node_id="b" * 40, ip="10.0.0.2", flags=frozenset({NodeFlag.REPLICA}), connected=False)
+    a = NodeObservation(
+        reachable=True,
+        version=(9, 1, 0),
+        node_id="a" * 40,
+        role=NodeRole.PRIMARY,
+        slots=slots,
+        cluster_ok=True,
+        known_nodes=(attrs.evolve(a_line, flags=a_line.flags | {NodeFlag.MYSELF}), b_old),
+    )
+    b = NodeObservation(
+        reachable=True,
+        version=(9, 1, 0),
+        node_id="b" * 40,
+        role=NodeRole.REPLICA,
+        primary_id="a" * 40,
+        cluster_ok=False,
+        known_nodes=(attrs.evolve(b_old, ip="10.9.9.9", flags=frozenset({NodeFlag.MYSELF})), a_line),
+    )
+    observation = Observation(
+        pods=(_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.9.9.9")),
+        nodes={"vk-0-a": a, "vk-0-b": b},
+    )
+    planned = plan(observation, desired(1, 1))
+    assert Meet(node="vk-0-a", peer="vk-0-b", peer_ip="10.9.9.9") in planned.actions
+
+
+# --- hypothesis: scale, revert, kill and crash at random ---------------------------------------------
+
+
+@st.composite
+def scale_scenarios(draw: st.DrawFn) -> tuple[int, int, Chaos, SimSettings]:
+    shards = draw(st.integers(1, 4))
+    replicas = draw(st.integers(0, 2))
+    passes = st.integers(0, 25)
+    specs = draw(st.dictionaries(passes, st.tuples(st.integers(1, 6), st.integers(0, 2)), max_size=3))
+    seqs = st.integers(0, 20)
+    chaos = Chaos(
+        acts=draw(st.lists(st.tuples(st.sampled_from(Act), st.integers(0, 4)), max_size=25)),
+        unreachable=draw(st.frozensets(st.tuples(passes, seqs), max_size=8)),
+        specs=specs,
+        kills=draw(st.frozensets(st.tuples(passes, seqs), max_size=1)),
+        crashes=draw(st.frozensets(st.tuples(passes, seqs), max_size=1)),
+    )
+    settings_ = SimSettings(
+        migration_delay=draw(st.integers(0, 3)),
+        failing_migrations=draw(st.frozensets(st.integers(0, 6), max_size=2)),
+        sync_delay=draw(st.integers(0, 2)),
+        ready_delays=tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))),
+    )
+    return shards, replicas, chaos, settings_
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scale_scenarios())
+def test_any_scaling_history_with_faults_settles_active(
+    scenario: tuple[int, int, Chaos, SimSettings],
+) -> None:
+    shards, replicas, chaos, settings_ = scenario
+    result = active(shards, replicas, settings_)
+    for index in range(30):
+        one_pass(result, index, chaos)
+    result.sim.settings = attrs.evolve(result.sim.settings, failing_migrations=frozenset())
+    go_on(result, max_passes=300)
+    assert result.last.actions == ()
+    calm = not chaos.kills and not chaos.crashes
+    if calm:
+        assert not result.lost
