@@ -360,7 +360,8 @@ class SimulatedCluster:
         if target.role is not NodeRole.PRIMARY:
             return "Target node is not a primary"
         if node.node_id not in target.known:  # Valkey fails the job at its handshake
-            return f"Received error during handshake to target: -ERR Slot {action.slots[0].start} has no node served."
+            slot = action.slots[0].start
+            return f"Received error during handshake to target: -ERR Slot {slot} has no node served."
         for job in self.migrations:
             if job.state == "syncing" and intersect(job.slots, action.slots):
                 return f"I am already migrating slot {intersect(job.slots, action.slots)[0].start}."

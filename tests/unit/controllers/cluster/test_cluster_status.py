@@ -37,3 +37,16 @@ def test_blocked_status_says_why_and_keeps_the_recorded_state() -> None:
     assert (progressing["status"], progressing["reason"]) == ("False", "ImageNotFound")
     assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e")["state"] == "Active"
     assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e")["shards"] == 3
+
+
+def test_every_condition_reason_is_documented() -> None:
+    from pathlib import Path
+
+    from controllers.cluster.plan import Reason
+
+    page = (Path(__file__).parents[4] / "docs" / "reference" / "valkeycluster.md").read_text()
+    internal = {Reason.READY, Reason.RECONCILED, Reason.PAUSED, Reason.AS_EXPECTED}
+    missing = [
+        reason.value for reason in Reason if reason not in internal and f"`{reason.value}`" not in page
+    ]
+    assert not missing, f"reasons missing from docs/reference/valkeycluster.md: {missing}"
