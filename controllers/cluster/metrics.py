@@ -131,7 +131,7 @@ class ClusterMetrics:
                     if job.name not in seen:
                         self.migration_failures.labels(namespace=namespace, cluster=cluster).inc()
         # Remember only what the logs still show, so the set stays as small as the logs.
-        self._failed_jobs[key] = current | (seen & current)
+        self._failed_jobs[key] = current
         self.migrations_active.labels(namespace=namespace, cluster=cluster).set(active)
 
     def forget_cluster(self, namespace: str, cluster: str) -> None:

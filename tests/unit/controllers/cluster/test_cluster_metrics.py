@@ -5,7 +5,13 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from controllers.cluster.metrics import cluster_metrics
-from controllers.cluster.observe import NodeObservation, Observation, SlotRange
+from controllers.cluster.observe import (
+    MigrationOperation,
+    NodeObservation,
+    Observation,
+    SlotMigration,
+    SlotRange,
+)
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 
@@ -47,3 +53,30 @@ def test_node_gauges_follow_the_observation_and_drop_departed_pods() -> None:
     assert value("valkey_node_used_memory_bytes", {**labels, "pod": "c-0-a"}) == 123
     metrics.record_nodes("ns", "c", Observation(pods=(), nodes={"c-0-a": primary}), {})
     assert value("valkey_node_role", {**labels, "pod": "c-0-b", "role": "replica"}) is None
+
+
+def _job(name: str, state: str, operation: MigrationOperation = MigrationOperation.EXPORT) -> SlotMigration:
+    return SlotMigration(
+        name=name, operation=operation, slots=(SlotRange(0, 9),), source_id="s", target_id="t", state=state
+    )
+
+
+def test_each_failed_migration_job_is_counted_once_and_active_jobs_are_a_gauge() -> None:
+    registry = CollectorRegistry()
+    metrics = cluster_metrics(registry)
+    value = registry.get_sample_value
+    labels = {"namespace": "ns", "cluster": "c"}
+
+    def observe(*jobs: SlotMigration) -> None:
+        node = NodeObservation(reachable=True, node_id="s", migrations=jobs)
+        metrics.record_migrations("ns", "c", Observation(pods=(), nodes={"c-0-a": node}))
+
+    observe(_job("a", "snapshotting"), _job("a", "receiving-snapshot", MigrationOperation.IMPORT))
+    assert value("valkey_operator_slot_migrations_active", labels) == 1
+    assert value("valkey_operator_slot_migration_failures_total", labels) is None
+    observe(_job("a", "failed"), _job("b", "cancelled"))
+    observe(_job("a", "failed"), _job("b", "cancelled"), _job("c", "success"))  # the next pass: same log
+    assert value("valkey_operator_slot_migration_failures_total", labels) == 2
+    assert value("valkey_operator_slot_migrations_active", labels) == 0
+    metrics.forget_cluster("ns", "c")
+    assert value("valkey_operator_slot_migrations_active", labels) is None
