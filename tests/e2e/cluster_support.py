@@ -101,3 +101,24 @@ async def node_reports(admin: AdminClient, ip: str) -> dict[str, Any]:
             "cluster": await node.cluster_info(),
             "nodes": await node.cluster_nodes(),
         }
+
+
+async def settled(kube: Client, namespace: str, name: str, timeout: float) -> Obj:
+    """Wait until the status describes the current spec and says Active."""
+    last: Obj = {}
+
+    async def done() -> bool:
+        nonlocal last
+        cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
+        last = cluster.get("status") or {}
+        return (
+            last.get("observedGeneration") == cluster["metadata"]["generation"]
+            and last.get("state") == "Active"
+            and last.get("shards") == cluster["spec"]["shards"]
+        )
+
+    try:
+        await eventually(done, f"{name} Active after the change", timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last status: {last}") from None
+    return last

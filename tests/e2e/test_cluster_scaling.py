@@ -21,6 +21,7 @@ from cluster_support import (
     node_reports,
     owned_pods,
     require_image,
+    settled,
     status_of,
 )
 from inprocess_operator import Operator
@@ -39,27 +40,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 IMAGE = "valkey/valkey:9.1.2"
 TYPED_KEYS = 40
 """Keys of each data type, spread over every shard by their hash tags."""
-
-
-async def settled(kube: Client, namespace: str, name: str, timeout: float) -> Obj:
-    """Wait until the status describes the current spec and says Active."""
-    last: Obj = {}
-
-    async def done() -> bool:
-        nonlocal last
-        cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
-        last = cluster.get("status") or {}
-        return (
-            last.get("observedGeneration") == cluster["metadata"]["generation"]
-            and last.get("state") == "Active"
-            and last.get("shards") == cluster["spec"]["shards"]
-        )
-
-    try:
-        await eventually(done, f"{name} Active after the change", timeout)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status: {last}") from None
-    return last
 
 
 async def scale(kube: Client, namespace: str, name: str, **spec: int) -> None:
