@@ -217,6 +217,8 @@ class KnownNode:
     primary_id: str | None = None
     connected: bool = True
     slots: SlotRanges = ()
+    pong_received_ms: int = 0
+    """Unix milliseconds of the last PONG from that node (0: never, or the node itself)."""
 
     @property
     def failed(self) -> bool:
@@ -262,6 +264,7 @@ def parse_cluster_nodes(text: str) -> tuple[KnownNode, ...]:
                 primary_id=None if fields[3] == "-" else fields[3],
                 connected=fields[7] == "connected",
                 slots=parse_slot_ranges(" ".join(slot_fields)),
+                pong_received_ms=int(fields[5]) if fields[5].isdigit() else 0,
             )
         )
     return tuple(nodes)

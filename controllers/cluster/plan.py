@@ -56,6 +56,10 @@ from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 MAX_IN_SYNC_LAG_BYTES = 1 << 20
 """A replica whose link is up and whose offset trails its primary's by at most this is in sync."""
 
+VOTE_GRACE_S = 60.0
+"""How long after the last word from a departed primary Valkey's own election may take before the
+operator promotes its replica anyway (Valkey elects within about two cluster-node-timeouts)."""
+
 REQUEUE_ACTING = 1.0
 """Seconds until the next pass after acting: long enough for the effect to show, short enough to chain."""
 REQUEUE_WAITING = 2.0
@@ -410,6 +414,13 @@ class View:
             return {}
         return {ghost: slots for ghost in self.ghosts() if (slots := self.claims.get(ghost, ()))}
 
+    def last_heard(self, node_id: str) -> float:
+        """Unix seconds of the latest PONG any member got from node_id (0 when none says)."""
+        heard = [
+            known.pong_received_ms for node in self.members.values() if (known := node.obs.knows(node_id))
+        ]
+        return max(heard, default=0) / 1000.0
+
     def formed_before(self) -> bool:
         """The recorded status says the cluster was formed once (so unowned slots mean lost data)."""
         return self.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
@@ -566,8 +577,11 @@ def _promote(view: View) -> Iterable[Promote]:
 
     Valkey's failover needs a majority of slot-owning primaries to agree the old
     one failed; with that majority alive it is left to Valkey (a voted failover
-    never races another). Without it (one or two shards) the departed node can
-    never come back (its pod is gone or runs another identity), so TAKEOVER.
+    never races another), unless nobody has heard from the old primary for
+    VOTE_GRACE_S (its replica may be too stale for Valkey to elect it). Without
+    that majority (one or two shards) there is no vote to wait for. Either way
+    the departed node can never come back (its pod is gone or runs another
+    identity), so TAKEOVER cannot race it.
     """
     stranded = view.stranded()
     if not stranded:
@@ -576,9 +590,9 @@ def _promote(view: View) -> Iterable[Promote]:
     alive = sum(
         1 for node_id in owners if node_id in view.by_id and view.by_id[node_id].pod.name in view.members
     )
-    if alive * 2 > len(owners):
-        return
     for ghost in stranded:
+        if alive * 2 > len(owners) and view.now - view.last_heard(ghost) < VOTE_GRACE_S:
+            continue
         followers = [node for node in view.ghost_followers(ghost) if node.active]
         if followers:
             best = min(followers, key=lambda node: (-node.obs.repl_offset, node.pod.order))

@@ -86,6 +86,8 @@ class SimSettings:
     """Passes a slot migration job runs before its slots switch owner."""
     failing_migrations: Collection[int] = frozenset()
     """Sequence numbers (0 = first job started) of migration jobs that fail instead of finishing."""
+    elections: bool = True
+    """Valkey's own failover elects replicas (False: replicas too stale to be elected)."""
 
 
 @attrs.define
@@ -257,7 +259,11 @@ class SimulatedCluster:
             primary_id=node.primary_id,
             connected=node.alive,
             slots=node.slots,
+            pong_received_ms=0 if myself else self._millis(node.dead_since if not node.alive else self.tick),
         )
+
+    def _millis(self, tick: int | None) -> int:
+        return int((EPOCH + datetime.timedelta(seconds=tick or 0)).timestamp() * 1000)
 
     def _failed(self, node: SimNode) -> bool:
         return node.dead_since is not None and self.tick - node.dead_since >= self.settings.node_timeout
@@ -542,6 +548,8 @@ class SimulatedCluster:
                         self._link(node, self.nodes[candidate])
 
     def _failovers(self) -> None:
+        if not self.settings.elections:
+            return
         owners = [node for node in self.nodes.values() if node.role is NodeRole.PRIMARY and node.slots]
         for primary in owners:
             if primary.alive or not self._failed(primary):

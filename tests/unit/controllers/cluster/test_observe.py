@@ -160,6 +160,7 @@ def test_cluster_nodes_lines_parse_into_known_nodes() -> None:
     assert primary.slots == (SlotRange(0, 5460), SlotRange(5462, 5462)) and primary.connected
     assert dead.failed and dead.ip is None and not dead.connected
     assert handshake.in_handshake
+    assert dead.pong_received_ms == 1426238316232 and handshake.pong_received_ms == 0
 
 
 def test_a_node_observation_knows_peers_but_not_handshakes_or_itself() -> None:

@@ -26,6 +26,7 @@ from controllers.cluster.observe import (
     SlotRange,
 )
 from controllers.cluster.plan import (
+    VOTE_GRACE_S,
     DeletePod,
     Forget,
     Meet,
@@ -212,6 +213,22 @@ def test_a_single_shard_whose_primary_died_is_taken_over_by_its_replica() -> Non
     one_pass(result, 0, Chaos(crashes={(0, seq)}))
     go_on(result)
     assert len(actions_of(result, Promote)) == 1
+    assert not result.lost
+
+
+def test_a_replica_valkey_will_not_elect_is_promoted_after_the_vote_grace() -> None:
+    result = active(3, 1, SimSettings(elections=False))
+    seq = seq_of(result, 0, NodeRole.PRIMARY)
+    crashed_at = result.passes
+    one_pass(result, 0, Chaos(crashes={(0, seq)}))
+    go_on(result, max_passes=int(VOTE_GRACE_S) + 30)
+    promotions = [
+        index
+        for index, planned in enumerate(result.plans)
+        if any(isinstance(action, Promote) for action in planned.actions)
+    ]
+    assert len(promotions) == 1
+    assert promotions[0] - crashed_at >= VOTE_GRACE_S, "Valkey's own vote was given its time first"
     assert not result.lost
 
 
