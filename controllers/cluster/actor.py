@@ -185,7 +185,7 @@ class Actor:
                 try:
                     await self._topology(action, by_name, admin)
                 except ValkeyAdminError as exc:
-                    errors.append(f"{type(action).__name__}: {exc}")
+                    errors.append(str(exc))
         for action in plan.actions:
             if isinstance(action, DeletePod):
                 failpoints.hit("before:DeletePod")
@@ -277,7 +277,11 @@ class Actor:
 
     async def _topology(self, action: TopologyAction, by_name: Mapping[str, Obj], admin: AdminClient) -> None:
         failpoints.hit(f"before:{type(action).__name__}")
-        await self._topology_step(action, by_name, admin)
+        try:
+            await self._topology_step(action, by_name, admin)
+        except ValkeyAdminError as exc:
+            raise ValkeyAdminError(f"{action!r}: {exc}") from exc
+        log.info("cluster step", action=repr(action))
         failpoints.hit(f"after:{type(action).__name__}")
 
     async def _topology_step(
@@ -305,7 +309,6 @@ class Actor:
                 await node.cluster_failover("TAKEOVER")
             else:
                 await node.cluster_replicate(action.primary_id)
-        log.info("cluster step", action=repr(action))
 
     async def _forget(self, action: Forget, ip_of: Callable[[str], str], admin: AdminClient) -> None:
         async def one(pod: str) -> None:

@@ -129,14 +129,17 @@ async def probe_connection(node: NodeConnection) -> tuple[NodeObservation, NodeE
     version = version_from_info(info)
     if not meets_floor(version):
         return NodeObservation(reachable=True, version=version, version_text=version_text_of(info)), extras
-    cluster_info = await node.cluster_info()
-    myid = await node.cluster_myid()
-    shard_id = await node.cluster_myshardid()
-    nodes_text = await node.cluster_nodes()
+    # The migration log before slot ownership: a job that finishes between the two reads then shows
+    # as active with the slots still at the source (wait), never as done with them still there
+    # (which would start the same batch again).
     try:
         migrations = await node.cluster_getslotmigrations()
     except ValkeyAdminError:
         migrations = []
+    cluster_info = await node.cluster_info()
+    myid = await node.cluster_myid()
+    shard_id = await node.cluster_myshardid()
+    nodes_text = await node.cluster_nodes()
     return node_from_replies(info, cluster_info, myid, shard_id, nodes_text, migrations), extras
 
 

@@ -1,0 +1,224 @@
+"""Kill the operator at each step of a scale, restart it, and it finishes correctly (SPEC 5).
+
+The operator runs as a real `python -m valkey_operator` process. One 3x1
+cluster per test is scaled to four shards and back to three; on each way one
+failpoint (valkey_operator.failpoints) is armed, so the process exits with 137
+the first time it reaches that step, without cleanup or status writes. A fresh
+process without failpoints must then finish the scale from what the cluster
+really is: Active for the new generation, every slot served on every node, no
+duplicate pod or node, no departed node left in anyone's CLUSTER NODES, and
+every key the data checker had acknowledged (WAIT on the same connection)
+still readable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from cluster_support import Catalog, admin_client, create_cluster, owned_pods, require_image, settled
+from operator_process import OperatorProcess, OperatorProcesses
+
+from controllers.cluster.observe import parse_slot_ranges, slot_count
+from controllers.cluster.rebalance import quotas
+from controllers.cluster.render import names as render_names
+from valkey_operator import failpoints
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing.datachecker import DataChecker
+from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+IMAGE = "valkey/valkey:9.1.2"
+NAME = "fp"
+REPLICAS = 1
+KEYS_BEFORE = 3000
+KEYS_BETWEEN = 1000
+FAILPOINT_TIMEOUT = 240.0
+"""Seconds for an armed operator to reach its failpoint (a scale step is seconds to a minute)."""
+SETTLE_TIMEOUT = 420.0
+
+# (failpoint on the way up 3 -> 4, failpoint on the way down 4 -> 3): together every step a
+# shard scale passes through. Up: Meet and Replicate join the new shard, MigrateSlots fills it.
+# Down: MigrateSlots empties shard 3, DeletePod removes its pods, Forget drops their node ids.
+# Slot migration, the step with the most state outside the operator, is cut on both sides both ways.
+CASES = [
+    pytest.param("after:Meet", "after:Forget", id="meet-forget"),
+    pytest.param("after:Replicate", "after:DeletePod", id="replicate-deletepod"),
+    pytest.param("before:MigrateSlots", "after:MigrateSlots", id="beforemigrate-aftermigrate"),
+    pytest.param("after:MigrateSlots", "before:MigrateSlots", id="aftermigrate-beforemigrate"),
+]
+
+
+@attrs.frozen
+class Resumed:
+    process: OperatorProcess
+    """The operator started without failpoints after the armed one died."""
+    pods_at_kill: set[str]
+    killed: float
+    """Seconds from the spec change until the armed operator died at its failpoint."""
+    finished: float
+    """Seconds from the restart until the status said Active for the new generation."""
+
+
+@pytest.fixture
+def operators(kubeconfig_path: Path, namespace: str, tmp_path: Path) -> Iterator[OperatorProcesses]:
+    started = OperatorProcesses(kubeconfig_path, namespace, tmp_path)
+    try:
+        yield started
+    finally:
+        started.kill_all()
+
+
+async def check_cluster(kube: Client, admin: AdminClient, namespace: str, status: Obj, shards: int) -> None:
+    """The pods, the status and every node's own view agree on exactly `shards` x (1 + REPLICAS) nodes."""
+    per_shard = 1 + REPLICAS
+    pods = await owned_pods(kube, namespace, NAME)
+    pod_names = sorted(pod["metadata"]["name"] for pod in pods)
+    assert not [pod for pod in pods if pod["metadata"].get("deletionTimestamp")], pod_names
+    labels = Counter(int(pod["metadata"]["labels"][render_names.SHARD_LABEL]) for pod in pods)
+    assert labels == dict.fromkeys(range(shards), per_shard), f"duplicate or missing pods: {pod_names}"
+    nodes = status["nodes"]
+    assert sorted(node["pod"] for node in nodes) == pod_names, nodes
+    node_ids = {node["nodeId"] for node in nodes}
+    assert len(node_ids) == shards * per_shard, nodes
+    primaries = [node for node in nodes if node.get("role") == "primary"]
+    assert sorted(node["shard"] for node in primaries) == list(range(shards)), nodes
+    for node in primaries:
+        assert slot_count(parse_slot_ranges(node["slots"])) == quotas(shards)[node["shard"]], node
+    for node in nodes:
+        async with admin.connect(node["ip"]) as connection:
+            info = await connection.cluster_info()
+            table = await connection.cluster_nodes()
+        where = f"{node['pod']} ({node['ip']})"
+        assert info["cluster_state"] == "ok", (where, info)
+        assert info["cluster_slots_assigned"] == "16384", (where, info)
+        assert info["cluster_slots_ok"] == "16384", (where, info)
+        known = {line.split()[0]: line for line in table.splitlines() if line.strip()}
+        assert set(known) == node_ids, f"{where} knows other nodes than the pods run:\n{table}"
+        flagged = [line for line in known.values() if "fail" in line.split()[2] or "noaddr" in line]
+        assert not flagged, f"{where} flags nodes:\n{table}"
+
+
+async def evidence(kube: Client, admin: AdminClient | None, namespace: str) -> str:
+    """Status, pods, and every reachable node's CLUSTER NODES / INFO and slot migrations."""
+    parts = []
+    cluster = await kube.get_or_none(VALKEY_CLUSTERS, NAME, namespace)
+    if cluster is not None:
+        parts.append(f"generation {cluster['metadata'].get('generation')}, spec {cluster['spec']}")
+        parts.append("status " + json.dumps(cluster.get("status"), indent=1))
+    for pod in await owned_pods(kube, namespace, NAME):
+        metadata = pod["metadata"]
+        ip = (pod.get("status") or {}).get("podIP")
+        parts.append(
+            f"pod {metadata['name']} shard {metadata['labels'].get(render_names.SHARD_LABEL)} ip {ip} "
+            f"phase {(pod.get('status') or {}).get('phase')} deleting {'deletionTimestamp' in metadata}"
+        )
+        if admin is None or not ip:
+            continue
+        try:
+            async with admin.connect(ip) as connection:
+                info = await connection.cluster_info()
+                parts.append(
+                    f"  cluster_state {info.get('cluster_state')} known {info.get('cluster_known_nodes')}"
+                )
+                parts.append("  " + (await connection.cluster_nodes()).strip().replace("\n", "\n  "))
+                parts.append(f"  migrations {await connection.cluster_getslotmigrations()}")
+        except (ValkeyAdminError, OSError) as exc:
+            parts.append(f"  unreachable: {exc!r}")
+    return "\n".join(parts)
+
+
+async def scale_through_failpoint(
+    kube: Client,
+    operators: OperatorProcesses,
+    namespace: str,
+    shards: int,
+    failpoint: str,
+) -> Resumed:
+    """Scale with `failpoint` armed until the operator dies there, then restart it until Active."""
+    armed = operators.start(failpoint.replace(":", "-"), armed=[failpoint])
+    started = time.monotonic()
+    await kube.patch(VALKEY_CLUSTERS, NAME, {"spec": {"shards": shards}}, namespace)
+    code = await armed.exit_code(FAILPOINT_TIMEOUT)
+    if code is None:
+        armed.kill()
+    assert code == failpoints.EXIT_STATUS, (
+        f"the operator armed with {failpoint} {'still ran' if code is None else f'exited {code}'} "
+        f"after {FAILPOINT_TIMEOUT}s scaling to {shards} shards; log tail:\n{armed.tail()}\n"
+        + await evidence(kube, None, namespace)
+    )
+    assert f"failpoint {failpoint}: exiting" in armed.log(), armed.tail()
+    killed = time.monotonic() - started
+    pods_at_kill = {pod["metadata"]["name"] for pod in await owned_pods(kube, namespace, NAME)}
+    resumed = operators.start("resumed")
+    started = time.monotonic()
+    try:
+        await settled(kube, namespace, NAME, SETTLE_TIMEOUT)
+    except AssertionError as exc:
+        admin = await admin_client(kube, namespace, NAME)
+        raise AssertionError(
+            f"{exc}\nafter {failpoint}; restarted operator's log tail:\n{resumed.tail(60)}\n"
+            + await evidence(kube, admin, namespace)
+        ) from None
+    return Resumed(resumed, pods_at_kill, killed, time.monotonic() - started)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("up", "down"), CASES)
+async def test_killed_at_a_scale_step_the_restarted_operator_finishes_the_scale(
+    up: str,
+    down: str,
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    operators: OperatorProcesses,
+) -> None:
+    require_image(IMAGE)
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    begun = time.monotonic()
+    bootstrap = operators.start("bootstrap")
+    await create_cluster(kube, namespace, NAME, config, shards=3, replicas=REPLICAS)
+    status = await settled(kube, namespace, NAME, 360)
+    await bootstrap.stop()
+    timings = [f"3x{REPLICAS} Active {time.monotonic() - begun:.0f}s"]
+    admin = await admin_client(kube, namespace, NAME)
+    seeds = [(node["ip"], 6379) for node in status["nodes"] if node["role"] == "primary"]
+    async with DataChecker(
+        seeds, replicas=REPLICAS, username=ADMIN_USER, password=admin.credentials.password
+    ) as checker:
+        written = await checker.write(KEYS_BEFORE)
+        assert written.acknowledged == KEYS_BEFORE, written
+        for shards, failpoint, keys_after in ((4, up, KEYS_BETWEEN), (3, down, 0)):
+            resumed = await scale_through_failpoint(kube, operators, namespace, shards, failpoint)
+            timings.append(
+                f"->{shards}: {failpoint} hit {resumed.killed:.0f}s, Active {resumed.finished:.0f}s later"
+            )
+            try:
+                # Every step the killed process could reach comes after the new pods exist: the
+                # restarted one must finish with what it found, never create another pod.
+                pods = {pod["metadata"]["name"] for pod in await owned_pods(kube, namespace, NAME)}
+                assert pods <= resumed.pods_at_kill, (
+                    f"after {failpoint} the restarted operator created {sorted(pods - resumed.pods_at_kill)}"
+                )
+                cluster = await kube.get(VALKEY_CLUSTERS, NAME, namespace)
+                await check_cluster(kube, admin, namespace, cluster["status"], shards)
+                verified = await checker.verify()
+                assert verified.ok, f"after {failpoint}: {verified}"
+            except AssertionError as exc:
+                raise AssertionError(
+                    f"{exc}\nrestarted operator's log tail:\n{resumed.process.tail(60)}\n"
+                    + await evidence(kube, admin, namespace)
+                ) from None
+            await resumed.process.stop()
+            if keys_after:
+                written = await checker.write(keys_after)
+                assert written.acknowledged == keys_after, written
+    print(f"\n[{up} / {down}] " + "; ".join(timings) + f"; total {time.monotonic() - begun:.0f}s")
