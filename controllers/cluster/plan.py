@@ -49,13 +49,22 @@ from controllers.cluster.observe import (
     subtract,
     union,
 )
-from controllers.cluster.rebalance import MAX_BATCH_SLOTS, Transfer, highest_slots, transfers, trouble
+from controllers.cluster.rebalance import (
+    MAX_BATCH_SLOTS,
+    Transfer,
+    highest_slots,
+    timestamp_seconds,
+    transfers,
+    trouble,
+)
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole, NodeStatus
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 
 MAX_IN_SYNC_LAG_BYTES = 1 << 20
 """A replica whose link is up and whose offset trails its primary's by at most this is in sync."""
 
+HANDOVER_S = 30.0
+"""How long after a slot migration job two primaries claiming its slots is a handover, not a conflict."""
 VOTE_GRACE_S = 60.0
 """How long after the last word from a departed primary Valkey's own election may take before the
 operator promotes its replica anyway (Valkey elects within about two cluster-node-timeouts)."""
@@ -397,6 +406,18 @@ class View:
         return any(
             migration.active and migration.operation is MigrationOperation.EXPORT
             for migration in node.obs.migrations
+        )
+
+    def recently_migrated(self) -> SlotRanges:
+        """Slots of jobs under way or finished in the last HANDOVER_S: while gossip spreads the new
+        owner's epoch, source and target may both still claim them for a moment."""
+        return union(
+            *(
+                job.slots
+                for node in self.nodes.values()
+                for job in node.obs.migrations
+                if job.active or self.now - timestamp_seconds(job.last_update_time) < HANDOVER_S
+            )
         )
 
     def ghost_followers(self, ghost: str) -> list[Node]:
@@ -913,6 +934,10 @@ def _slot_findings(view: View, uncovered: SlotRanges) -> Iterable[Finding]:
                 problem=True,
             )
     contested = coverage(node.obs.slots for node in view.members.values() if node.is_primary).contested
+    handing_over = intersect(contested, view.recently_migrated())
+    if handing_over:
+        yield Finding(Reason.MIGRATING_SLOTS, f"slots {_ranges_text(handing_over)} changing owner")
+    contested = subtract(contested, handing_over)
     if contested:
         yield Finding(
             Reason.SLOTS_CONTESTED, f"slots {_ranges_text(contested)} claimed by several primaries", True
@@ -1022,6 +1047,8 @@ def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> fl
         return REQUEUE_STEADY
     if status.state is ClusterState.FAILED:
         return REQUEUE_FAILED
+    if view.migrations_active() or any(f.reason is Reason.REBALANCING_SLOTS for f in status.findings):
+        return REQUEUE_ACTING  # a job takes well under a second: look again soon
     return REQUEUE_WAITING
 
 

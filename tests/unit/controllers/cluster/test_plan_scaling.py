@@ -18,11 +18,13 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from controllers.cluster.observe import (
     Desired,
     KnownNode,
+    MigrationOperation,
     NodeFlag,
     NodeObservation,
     Observation,
     PodObservation,
     PodPhase,
+    SlotMigration,
     SlotRange,
 )
 from controllers.cluster.plan import (
@@ -347,3 +349,33 @@ def test_any_scaling_history_with_faults_settles_active(
     calm = not chaos.kills and not chaos.crashes
     if calm:
         assert not result.lost
+
+
+def _primary(
+    node_id: str, other: str, slots: tuple[SlotRange, ...], jobs: tuple[SlotMigration, ...]
+) -> NodeObservation:
+    me = KnownNode(
+        node_id=node_id, ip=None, flags=frozenset({NodeFlag.MYSELF, NodeFlag.PRIMARY}), slots=slots
+    )
+    peer = KnownNode(node_id=other, ip=None, flags=frozenset({NodeFlag.PRIMARY}))
+    return NodeObservation(
+        reachable=True, version=(9, 1, 0), node_id=node_id, role=NodeRole.PRIMARY, slots=slots,
+        cluster_ok=True, known_nodes=(me, peer), migrations=jobs,
+    )  # fmt: skip
+
+
+def test_two_primaries_claiming_slots_is_a_handover_right_after_a_migration_and_a_conflict_later() -> None:
+    now = 1_800_000_000.0
+    job = SlotMigration(
+        name="j", operation=MigrationOperation.EXPORT, slots=(SlotRange(0, 99),), source_id="a" * 40,
+        target_id="b" * 40, state="success", last_update_time=int(now) - 5,
+    )  # fmt: skip
+    a = _primary("a" * 40, "b" * 40, (SlotRange(0, 8191),), (job,))
+    b = _primary("b" * 40, "a" * 40, (SlotRange(0, 99), SlotRange(8192, 16383)), ())
+    pods = (_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-1-b", 1, "10.0.0.2"))
+    observation = Observation(pods=pods, nodes={"vk-0-a": a, "vk-1-b": b}, now=now)
+    reasons = {f.reason: f.problem for f in plan(observation, desired(2, 0)).status.findings}
+    assert reasons.get(Reason.MIGRATING_SLOTS) is False and Reason.SLOTS_CONTESTED not in reasons
+    later = attrs.evolve(observation, now=now + 3600)
+    reasons = {f.reason: f.problem for f in plan(later, desired(2, 0)).status.findings}
+    assert reasons.get(Reason.SLOTS_CONTESTED) is True
