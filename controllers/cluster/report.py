@@ -1,0 +1,377 @@
+"""The status a planning pass reports: findings (what stands between the cluster and Active),
+conditions, per-node status, from the pass's View and the actions planned."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from controllers.cluster.actions import Action, DeletePod, Promote
+from controllers.cluster.observe import (
+    ALL_SLOTS,
+    PodObservation,
+    SlotRanges,
+    coverage,
+    format_slot_ranges,
+    format_version,
+    intersect,
+    slot_count,
+    subtract,
+    union,
+)
+from controllers.cluster.rebalance import (
+    trouble,
+)
+from controllers.cluster.view import Node, View
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
+from valkey_operator.api.resources import VERSION_FLOOR_TEXT
+
+
+class Reason(enum.StrEnum):
+    """Condition reasons; the first finding of a pass names the condition's reason."""
+
+    READY = "ClusterReady"
+    RECONCILED = "Reconciled"
+    PAUSED = "Paused"
+    AS_EXPECTED = "AsExpected"
+    VERSION_BELOW_FLOOR = "VersionBelowFloor"
+    WAITING_FOR_PODS = "WaitingForPods"
+    JOINING_NODES = "JoiningNodes"
+    ASSIGNING_SLOTS = "AssigningSlots"
+    ATTACHING_REPLICAS = "AttachingReplicas"
+    SYNCING_REPLICAS = "SyncingReplicas"
+    WAITING_FOR_CLUSTER_STATE = "WaitingForClusterState"
+    WAITING_FOR_GOSSIP = "WaitingForGossip"
+    FORGETTING_NODES = "ForgettingNodes"
+    REMOVING_PODS = "RemovingPods"
+    UPDATE_PENDING = "UpdatePending"
+    SCALE_DOWN_PENDING = "ScaleDownPending"
+    NODES_UNREACHABLE = "NodesUnreachable"
+    SLOTS_UNCOVERED = "SlotsUncovered"
+    SLOTS_CONTESTED = "SlotsContested"
+    SHARD_CONFLICT = "ShardConflict"
+    UNLABELLED_PODS = "UnlabelledPods"
+    MIGRATING_SLOTS = "MigratingSlots"
+    REBALANCING_SLOTS = "RebalancingSlots"
+    MIGRATION_FAILED = "SlotMigrationFailed"
+    PROMOTING_REPLICA = "PromotingReplica"
+    DATA_LOST = "DataLost"
+
+
+@attrs.frozen
+class Finding:
+    """One thing standing between the cluster and Active: progress to wait for, or a problem."""
+
+    reason: Reason
+    message: str
+    problem: bool = False
+
+
+@attrs.frozen
+class PlannedCondition:
+    """A condition without lastTransitionTime: the status writer keeps or moves that."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class PlannedStatus:
+    state: ClusterState
+    message: str
+    shards: int
+    ready_shards: int
+    ready_nodes: int
+    nodes: tuple[NodeStatus, ...]
+    conditions: tuple[PlannedCondition, ...]
+    uncovered: SlotRanges
+    """Slots no reachable primary serves (all of them before bootstrap assigns any)."""
+    findings: tuple[Finding, ...]
+
+    def condition(self, type_: str) -> PlannedCondition:
+        return next(condition for condition in self.conditions if condition.type == type_)
+
+
+def report(view: View, actions: Sequence[Action]) -> PlannedStatus:
+    """The status this pass's observation implies, given the actions planned."""
+    served = union(*(node.obs.slots for node in view.members.values() if node.is_primary))
+    uncovered = subtract(ALL_SLOTS, served)
+    findings = tuple(_findings(view, actions, uncovered))
+    ready_shards = sum(1 for shard in range(view.desired.shards) if _shard_ready(view, shard))
+    if view.rejected:
+        state = ClusterState.FAILED
+        message = _version_message(view)
+    elif not findings:
+        state = ClusterState.ACTIVE
+        message = (
+            f"{view.desired.shards} shard(s) with {view.desired.replicas_per_shard} replica(s) each: "
+            f"all slots served, replicas in sync"
+        )
+    else:
+        state = _unsettled_state(view)
+        message = "; ".join(finding.message for finding in findings[:3])
+    if view.desired.paused:
+        message = f"paused: {message}"
+    return PlannedStatus(
+        state=state,
+        message=message,
+        shards=view.desired.shards,
+        ready_shards=ready_shards,
+        ready_nodes=sum(1 for node in view.members.values() if _node_ready(view, node)),
+        nodes=tuple(_node_status(view, pod, pod.shard) for pod in view.pods if pod.shard is not None),
+        conditions=_conditions(view, state, message, findings),
+        uncovered=uncovered,
+        findings=findings,
+    )
+
+
+def _unsettled_state(view: View) -> ClusterState:
+    """Creating until the cluster was first Active (the recorded status says so), Updating after.
+
+    A Failed cluster whose slots were all assigned had been formed before, so it updates.
+    """
+    recorded = view.recorded_state
+    if recorded in {ClusterState.ACTIVE, ClusterState.UPDATING}:
+        return ClusterState.UPDATING
+    if recorded is ClusterState.FAILED and not subtract(ALL_SLOTS, view.claimed):
+        return ClusterState.UPDATING
+    return ClusterState.CREATING
+
+
+def _findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:
+    """What keeps the cluster from Active, in bootstrap order; problems are marked."""
+    yield from _pod_findings(view, actions)
+    if view.unreachable:
+        names = ", ".join(pod.name for pod in view.unreachable)
+        yield Finding(Reason.NODES_UNREACHABLE, f"unreachable: {names}", problem=True)
+    joining = [node for node in view.nodes.values() if node.pod.name not in view.members]
+    if joining and not view.rejected:
+        yield Finding(Reason.JOINING_NODES, f"{len(joining)} node(s) joining the cluster")
+    yield from _slot_findings(view, uncovered)
+    yield from _shard_findings(view)
+    failing = [node.pod.name for node in view.members.values() if node.obs.cluster_ok is not True]
+    if failing:
+        yield Finding(Reason.WAITING_FOR_CLUSTER_STATE, f"cluster_state not ok on {len(failing)} node(s)")
+    member_ids = {node.node_id for node in view.members.values()}
+    unaware = [
+        node.pod.name
+        for node in view.members.values()
+        if any(
+            (known := node.obs.knows(other)) is None or known.failed for other in member_ids - {node.node_id}
+        )
+    ]
+    if unaware:
+        yield Finding(Reason.WAITING_FOR_GOSSIP, f"{len(unaware)} node(s) do not know every member yet")
+    ghosts = view.ghosts()
+    if ghosts:
+        yield Finding(Reason.FORGETTING_NODES, f"{len(ghosts)} departed node id(s) to forget")
+    yield from _repair_findings(view, actions, uncovered)
+    yield from _migration_findings(view)
+
+
+def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:
+    for action in actions:
+        if isinstance(action, Promote):
+            yield Finding(
+                Reason.PROMOTING_REPLICA,
+                f"promoting {action.node}: its primary {action.departed[:8]} is gone",
+                problem=True,
+            )
+    stranded = view.stranded()
+    lost = [slots for ghost, slots in stranded.items() if not any(view.ghost_followers(ghost))]
+    if lost:
+        yield Finding(
+            Reason.DATA_LOST,
+            f"slots {_ranges_text(union(*lost))} lost their only copy (no replica): "
+            f"they are served again empty and the data in them is lost",
+            problem=True,
+        )
+    elif view.formed_before() and subtract(uncovered, view.claimed):
+        rebuilt = subtract(uncovered, view.claimed)
+        yield Finding(
+            Reason.DATA_LOST,
+            f"slots {_ranges_text(rebuilt)} had no copy left: they are rebuilt empty (data lost)",
+            problem=True,
+        )
+
+
+def _migration_findings(view: View) -> Iterable[Finding]:
+    if view.migrations_active():
+        yield Finding(Reason.MIGRATING_SLOTS, "slot migrations in progress")
+    settled = not subtract(ALL_SLOTS, view.served) and not view.stranded()
+    moves = view.transfers() if settled else ()
+    sources = {move.source for move in moves}
+    for node in sorted(view.members.values(), key=lambda node: node.pod.order):
+        stuck = trouble(node.obs.migrations) if node.pod.shard in sources else None
+        if stuck is not None and node.is_primary and node.obs.slots:
+            last = stuck.last
+            retry = datetime.datetime.fromtimestamp(stuck.retry_at, datetime.UTC).strftime("%H:%M:%SZ")
+            yield Finding(
+                Reason.MIGRATION_FAILED,
+                f"slot migration {format_slot_ranges(last.slots)} from {node.pod.name} "
+                f"{last.state} ({last.message or 'no message'}); {stuck.failures} failure(s) in a row, "
+                f"retried with backoff from {retry}",
+                problem=True,
+            )
+    if moves:
+        total = sum(move.count for move in moves)
+        pairs = ", ".join(f"{move.source}->{move.target} ({move.count})" for move in moves[:4])
+        yield Finding(Reason.REBALANCING_SLOTS, f"{total} slot(s) to move between shards: {pairs}")
+
+
+def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
+    expected = view.desired.shards * view.desired.pods_per_shard
+    counts = [len(view.shard_pods(shard)) for shard in range(view.desired.shards)]
+    missing = sum(max(view.desired.pods_per_shard - count, 0) for count in counts)
+    surplus = sum(max(count - view.desired.pods_per_shard, 0) for count in counts)
+    ready = sum(1 for pod in view.pods if pod.live and pod.ready and view.in_spec(pod))
+    if missing or ready < expected:
+        yield Finding(Reason.WAITING_FOR_PODS, f"{min(ready, expected)} of {expected} pods Ready")
+    going = sum(1 for pod in view.pods if pod.deleting)
+    if surplus or going or any(isinstance(action, DeletePod) for action in actions):
+        yield Finding(Reason.REMOVING_PODS, f"{surplus} surplus pod(s), {going} pod(s) going away")
+    beyond = sorted({pod.shard for pod in view.pods if pod.shard is not None and not view.in_spec(pod)})
+    if beyond:
+        yield Finding(Reason.SCALE_DOWN_PENDING, f"pods of shards beyond spec.shards: {beyond}")
+    unlabelled = [pod.name for pod in view.pods if pod.shard is None]
+    if unlabelled:
+        yield Finding(Reason.UNLABELLED_PODS, f"pods without a shard label: {', '.join(unlabelled)}", True)
+    outdated = [pod.name for pod in view.pods if pod.template_hash != view.desired.template_hash]
+    if outdated:
+        yield Finding(Reason.UPDATE_PENDING, f"{len(outdated)} pod(s) run an outdated template")
+
+
+def _slot_findings(view: View, uncovered: SlotRanges) -> Iterable[Finding]:
+    if uncovered:
+        unassigned = subtract(uncovered, view.claimed)
+        stranded = intersect(uncovered, view.claimed)
+        if unassigned:
+            yield Finding(
+                Reason.ASSIGNING_SLOTS,
+                f"{slot_count(unassigned)} slot(s) not assigned yet ({_ranges_text(unassigned)})",
+            )
+        if stranded:
+            owners = sorted(
+                node_id[:8] for node_id, slots in view.claims.items() if intersect(slots, stranded)
+            )
+            yield Finding(
+                Reason.SLOTS_UNCOVERED,
+                f"slots {_ranges_text(stranded)} are owned by nodes that do not serve them "
+                f"(departed, failed or unreachable): {', '.join(owners)}",
+                problem=True,
+            )
+    contested = coverage(node.obs.slots for node in view.members.values() if node.is_primary).contested
+    handing_over = intersect(contested, view.recently_migrated())
+    if handing_over:
+        yield Finding(Reason.MIGRATING_SLOTS, f"slots {_ranges_text(handing_over)} changing owner")
+    contested = subtract(contested, handing_over)
+    if contested:
+        yield Finding(
+            Reason.SLOTS_CONTESTED, f"slots {_ranges_text(contested)} claimed by several primaries", True
+        )
+
+
+def _shard_findings(view: View) -> Iterable[Finding]:
+    attaching = syncing = 0
+    for shard in range(view.desired.shards):
+        primaries = view.primaries(shard)
+        if len(primaries) > 1:
+            names = ", ".join(node.pod.name for node in primaries)
+            yield Finding(Reason.SHARD_CONFLICT, f"shard {shard} has several primaries: {names}", True)
+            continue
+        if not primaries:
+            if not subtract(ALL_SLOTS, view.claimed):  # else the unassigned slots say it already
+                yield Finding(Reason.REBALANCING_SLOTS, f"shard {shard} serves no slots yet")
+            continue
+        primary = primaries[0]
+        followers = view.followers(primary)
+        placed = [node for node in followers if node.pod.shard == shard]
+        attaching += max(view.desired.replicas_per_shard - len(placed), 0) + len(followers) - len(placed)
+        syncing += sum(1 for node in placed if not view.in_sync(node, primary))
+    if attaching:
+        yield Finding(Reason.ATTACHING_REPLICAS, f"{attaching} replica(s) to attach")
+    if syncing:
+        yield Finding(Reason.SYNCING_REPLICAS, f"{syncing} replica(s) syncing")
+
+
+def _shard_ready(view: View, shard: int) -> bool:
+    primary = view.primary(shard)
+    if primary is None or primary.obs.cluster_ok is not True:
+        return False
+    in_sync = [node for node in view.followers(primary) if view.in_sync(node, primary)]
+    return len(in_sync) >= view.desired.replicas_per_shard
+
+
+def _node_ready(view: View, node: Node) -> bool:
+    if node.obs.cluster_ok is not True:
+        return False
+    if node.is_primary:
+        return bool(node.obs.slots)
+    primary = view.by_id.get(node.obs.primary_id or "")
+    return primary is not None and view.in_sync(node, primary)
+
+
+def _node_status(view: View, pod: PodObservation, shard: int) -> NodeStatus:
+    node = view.nodes.get(pod.name)
+    if node is None:
+        return NodeStatus(pod=pod.name, shard=shard, ip=pod.ip)
+    obs = node.obs
+    return NodeStatus(
+        pod=pod.name,
+        shard=shard,
+        role=obs.role,
+        node_id=node.node_id,
+        ip=pod.ip,
+        version=format_version(obs.version) or obs.version_text,
+        slots=format_slot_ranges(obs.slots) or None,
+    )
+
+
+def _version_message(view: View) -> str:
+    """Names the image, what each rejected node runs, and the floor (SPEC 1.1, seed page)."""
+    found: dict[str, list[str]] = {}
+    for node in view.rejected:
+        text = format_version(node.obs.version)
+        label = f"Valkey {text}" if text else f"no valkey_version ({node.obs.version_text or 'not Valkey'})"
+        found.setdefault(label, []).append(node.pod.name)
+    parts = [f"{label} on {', '.join(sorted(pods))}" for label, pods in sorted(found.items())]
+    return (
+        f"image {view.desired.image} runs {'; '.join(parts)}, below the supported version floor "
+        f"{VERSION_FLOOR_TEXT}; those nodes are kept out of the cluster"
+    )
+
+
+def _conditions(
+    view: View, state: ClusterState, message: str, findings: Sequence[Finding]
+) -> tuple[PlannedCondition, ...]:
+    problems = [finding for finding in findings if finding.problem]
+    if state is ClusterState.FAILED:
+        ready = PlannedCondition(READY, False, Reason.VERSION_BELOW_FLOOR, message)
+        progressing = PlannedCondition(PROGRESSING, False, Reason.VERSION_BELOW_FLOOR, message)
+        degraded = PlannedCondition(DEGRADED, True, Reason.VERSION_BELOW_FLOOR, message)
+        return (ready, progressing, degraded)
+    if state is ClusterState.ACTIVE:
+        ready = PlannedCondition(READY, True, Reason.READY, message)
+        progressing = PlannedCondition(PROGRESSING, False, Reason.RECONCILED, message)
+    else:
+        first = findings[0]
+        ready = PlannedCondition(READY, False, first.reason, message)
+        progressing = PlannedCondition(PROGRESSING, True, first.reason, message)
+    if view.desired.paused:
+        progressing = PlannedCondition(PROGRESSING, False, Reason.PAUSED, message)
+    if problems:
+        degraded_message = "; ".join(problem.message for problem in problems)
+        degraded = PlannedCondition(DEGRADED, True, problems[0].reason, degraded_message)
+    else:
+        degraded = PlannedCondition(DEGRADED, False, Reason.AS_EXPECTED, "")
+    return (ready, progressing, degraded)
+
+
+def _ranges_text(ranges: SlotRanges, limit: int = 4) -> str:
+    shown = format_slot_ranges(ranges[:limit])
+    return shown + (f",... ({len(ranges) - limit} more ranges)" if len(ranges) > limit else "")

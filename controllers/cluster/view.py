@@ -1,0 +1,256 @@
+"""The facts one planning pass derives from its observation, computed once and read by every step.
+
+Shard membership is Valkey's (replica-of and shard id); pod labels only say
+which shard a pod was created for. A node that did not answer is a fact here
+(`unreachable`, `unidentified`), never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from controllers.cluster.observe import (
+    Desired,
+    MigrationOperation,
+    NodeObservation,
+    Observation,
+    PodObservation,
+    SlotRanges,
+    even_split,
+    meets_floor,
+    slot_count,
+    union,
+)
+from controllers.cluster.rebalance import (
+    Transfer,
+    timestamp_seconds,
+    transfers,
+)
+from valkey_operator.api.cluster import ClusterState, NodeRole
+
+MAX_IN_SYNC_LAG_BYTES = 1 << 20
+"""A replica whose link is up and whose offset trails its primary's by at most this is in sync."""
+
+HANDOVER_S = 30.0
+"""How long after a slot migration job two primaries claiming its slots is a handover, not a conflict."""
+
+
+@attrs.frozen
+class Node:
+    """A pod whose server answered this pass with a node id."""
+
+    pod: PodObservation
+    obs: NodeObservation
+    node_id: str
+
+    @property
+    def is_primary(self) -> bool:
+        return self.obs.role is NodeRole.PRIMARY
+
+    @property
+    def active(self) -> bool:
+        """May take part in new topology steps: Ready, staying, and created for a shard."""
+        return self.pod.ready and not self.pod.deleting and self.pod.shard is not None
+
+
+class View:
+    """Facts derived once per pass from the observation; every step and the status read these."""
+
+    def __init__(self, observation: Observation, desired: Desired) -> None:
+        self.desired = desired
+        self.pods = tuple(sorted(observation.pods, key=lambda pod: (pod.shard is None, pod.shard, pod.order)))
+        self.nodes: dict[str, Node] = {}
+        self.unidentified: list[PodObservation] = []
+        """Pods that may run a server the operator could not identify this pass (blocks FORGET)."""
+        self.unreachable: list[PodObservation] = []
+        """Pods whose server should have answered (probed, or Ready) but did not answer in full."""
+        self.rejected: list[Node] = []
+        """Servers below the version floor (or reporting none): they never join."""
+        for pod in self.pods:
+            obs = observation.node(pod.name)
+            answered = obs is not None and obs.reachable
+            if obs is not None and answered and obs.node_id is not None:
+                self.nodes[pod.name] = Node(pod, obs, obs.node_id)
+                continue
+            if not pod.never_started and not pod.ended:
+                self.unidentified.append(pod)
+            if obs is not None and answered and not meets_floor(obs.version):
+                self.rejected.append(Node(pod, obs, ""))
+            elif obs is not None or pod.ready:
+                self.unreachable.append(pod)
+        self.by_id = {node.node_id: node for node in self.nodes.values()}
+        self.rejected += [node for node in self.nodes.values() if not meets_floor(node.obs.version)]
+        self.rejected.sort(key=lambda node: node.pod.order)
+        eligible = [node for node in self.nodes.values() if meets_floor(node.obs.version)]
+        self.seed = self._seed(eligible)
+        self.members = {node.pod.name: node for node in eligible if self._joined(node)}
+        self.claims = self._claims()
+        self.claimed = union(*self.claims.values())
+        self.layout = even_split(desired.shards)
+        self.recorded_state = observation.recorded_state
+        self.now = observation.now
+        self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
+
+    def _seed(self, eligible: Sequence[Node]) -> Node | None:
+        """The node that knows most of the others (a formed cluster's member), else the oldest pod."""
+        ids = {node.node_id for node in eligible}
+
+        def rank(node: Node) -> tuple[bool, int, bool, tuple[str, str]]:
+            known = sum(1 for peer in node.obs.peers if peer.node_id in ids)
+            return (node.pod.deleting, -known, not node.obs.slots, node.pod.order)
+
+        return min(eligible, key=rank, default=None)
+
+    def _joined(self, node: Node) -> bool:
+        seed = self.seed
+        if seed is None:
+            return False
+        return node is seed or bool(seed.obs.knows(node.node_id)) or bool(node.obs.knows(seed.node_id))
+
+    def _claims(self) -> dict[str, SlotRanges]:
+        """Slot ownership as any reachable server reports it, per node id (union of views: conservative)."""
+        claims: dict[str, list[SlotRanges]] = {}
+        for node in self.nodes.values():
+            claims.setdefault(node.node_id, []).append(node.obs.slots)
+            for known in node.obs.known_nodes:
+                if not known.in_handshake and known.slots:
+                    claims.setdefault(known.node_id, []).append(known.slots)
+        return {node_id: union(*groups) for node_id, groups in claims.items()}
+
+    # --- shards (Valkey's membership, mapped to shard indexes by the primary's pod label) ---
+
+    def shard_pods(self, shard: int) -> list[PodObservation]:
+        """The pods that count toward shard's desired number: labelled for it and staying."""
+        return [pod for pod in self.pods if pod.shard == shard and pod.live]
+
+    def primaries(self, shard: int) -> list[Node]:
+        """Members labelled for shard that serve slots: exactly one when the shard is sound."""
+        return [
+            node
+            for node in self.members.values()
+            if node.pod.shard == shard and node.is_primary and node.obs.slots
+        ]
+
+    def primary(self, shard: int) -> Node | None:
+        primaries = self.primaries(shard)
+        return primaries[0] if len(primaries) == 1 else None
+
+    def followers(self, primary: Node) -> list[Node]:
+        """Members replicating primary, whatever their labels say."""
+        return [
+            node
+            for node in self.members.values()
+            if node.obs.role is NodeRole.REPLICA and node.obs.primary_id == primary.node_id
+        ]
+
+    def valkey_shard(self, node: Node) -> int | None:
+        """The shard Valkey puts node in: its primary's (replica-of, else shard id), by that primary's pod.
+
+        None for an empty primary (in no shard yet) or when the primary is not observed this pass.
+        """
+        if node.is_primary:
+            return node.pod.shard if node.obs.slots else None
+        primary = self.by_id.get(node.obs.primary_id or "")
+        if primary is None and node.obs.shard_id is not None:
+            primary = next(
+                (
+                    other
+                    for other in self.members.values()
+                    if other.is_primary and other.obs.slots and other.obs.shard_id == node.obs.shard_id
+                ),
+                None,
+            )
+        if primary is None or not primary.is_primary or not primary.obs.slots:
+            return None
+        return primary.pod.shard
+
+    def in_sync(self, replica: Node, primary: Node) -> bool:
+        return (
+            replica.obs.primary_id == primary.node_id
+            and replica.obs.link_up is True
+            and primary.obs.repl_offset - replica.obs.repl_offset <= MAX_IN_SYNC_LAG_BYTES
+        )
+
+    def shard_identified(self, shard: int) -> bool:
+        """Every pod of shard that may run a server answered: nothing it could hold is invisible."""
+        return not any(pod.shard == shard for pod in self.unidentified)
+
+    def ghosts(self) -> list[str]:
+        """Node ids the members know that no existing pod's server claims as its own (sorted)."""
+        known = {peer.node_id for node in self.members.values() for peer in node.obs.peers}
+        return sorted(known - self.by_id.keys())
+
+    def migrations_active(self) -> bool:
+        return any(migration.active for node in self.nodes.values() for migration in node.obs.migrations)
+
+    def migrating(self, node: Node) -> bool:
+        """The node takes part in a slot migration job under way (as source or target)."""
+        return any(migration.active for migration in node.obs.migrations)
+
+    def exporting(self, node: Node) -> bool:
+        """A migration job under way with node as its source (one batch per source at a time)."""
+        return any(
+            migration.active and migration.operation is MigrationOperation.EXPORT
+            for migration in node.obs.migrations
+        )
+
+    def recently_migrated(self) -> SlotRanges:
+        """Slots of jobs under way or finished in the last HANDOVER_S: while gossip spreads the new
+        owner's epoch, source and target may both still claim them for a moment."""
+        return union(
+            *(
+                job.slots
+                for node in self.nodes.values()
+                for job in node.obs.migrations
+                if job.active or self.now - timestamp_seconds(job.last_update_time) < HANDOVER_S
+            )
+        )
+
+    def ghost_followers(self, ghost: str) -> list[Node]:
+        """Members still replicating a departed node id."""
+        return [
+            node
+            for node in self.members.values()
+            if node.obs.role is NodeRole.REPLICA and node.obs.primary_id == ghost
+        ]
+
+    def stranded(self) -> dict[str, SlotRanges]:
+        """Departed node ids (no pod's server claims them) that still own slots; empty while some
+        pod that may run a server did not answer, since it could be one of them."""
+        if self.unidentified:
+            return {}
+        return {ghost: slots for ghost in self.ghosts() if (slots := self.claims.get(ghost, ()))}
+
+    def last_heard(self, node_id: str) -> float:
+        """Unix seconds of the latest PONG any member got from node_id (0 when none says)."""
+        heard = [
+            known.pong_received_ms for node in self.members.values() if (known := node.obs.knows(node_id))
+        ]
+        return max(heard, default=0) / 1000.0
+
+    def formed_before(self) -> bool:
+        """The recorded status says the cluster was formed once (so unowned slots mean lost data)."""
+        return self.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
+
+    def shard_slots(self) -> dict[int, SlotRanges]:
+        """Slots per shard index, from each shard's single serving primary (shards in conflict left out)."""
+        shards = sorted({node.pod.shard for node in self.members.values() if node.pod.shard is not None})
+        result: dict[int, SlotRanges] = {}
+        for shard in shards:
+            primary = self.primary(shard)
+            if primary is not None:
+                result[shard] = primary.obs.slots
+        return result
+
+    def transfers(self) -> tuple[Transfer, ...]:
+        """Slot moves that bring every shard to its quota (rebalance.transfers)."""
+        counts = {shard: slot_count(slots) for shard, slots in self.shard_slots().items()}
+        for shard in range(self.desired.shards):
+            counts.setdefault(shard, 0)
+        return transfers(counts, self.desired.shards)
+
+    def in_spec(self, pod: PodObservation) -> bool:
+        """Created for a shard that spec.shards still has."""
+        return pod.shard is not None and 0 <= pod.shard < self.desired.shards
