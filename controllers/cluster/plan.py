@@ -49,6 +49,7 @@ from controllers.cluster.actions import (
 from controllers.cluster.observe import (
     ALL_SLOTS,
     Desired,
+    NodeFlag,
     Observation,
     PodObservation,
     coverage,
@@ -225,8 +226,9 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
         for node in view.members.values():
             if node.pod.shard != shard or node is primary or not node.active or node.pod.name in leaving:
                 continue
-            if node.obs.knows(primary.node_id) is None:
-                continue  # gossip has not told it about its primary yet
+            seen = node.obs.knows(primary.node_id)
+            if seen is None or NodeFlag.PRIMARY not in seen.flags:
+                continue  # gossip has not told it about its primary (or its promotion) yet
             if _belongs_elsewhere(view, node, shard, primary):
                 yield Replicate(node=node.pod.name, primary_id=primary.node_id)
 

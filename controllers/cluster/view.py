@@ -21,6 +21,7 @@ from controllers.cluster.observe import (
     even_split,
     meets_floor,
     slot_count,
+    subtract,
     union,
 )
 from controllers.cluster.rebalance import (
@@ -221,7 +222,13 @@ class View:
         pod that may run a server did not answer, since it could be one of them."""
         if self.unidentified:
             return {}
-        return {ghost: slots for ghost in self.ghosts() if (slots := self.claims.get(ghost, ()))}
+        return {
+            ghost: slots
+            for ghost in self.ghosts()
+            # Slots a live member primary serves are not stranded: a node that has not heard of a
+            # takeover yet still names the departed id as their owner.
+            if (slots := subtract(self.claims.get(ghost, ()), self.served))
+        }
 
     def last_heard(self, node_id: str) -> float:
         """Unix seconds of the latest PONG any member got from node_id (0 when none says)."""

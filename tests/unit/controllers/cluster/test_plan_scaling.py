@@ -379,3 +379,33 @@ def test_two_primaries_claiming_slots_is_a_handover_right_after_a_migration_and_
     later = attrs.evolve(observation, now=now + 3600)
     reasons = {f.reason: f.problem for f in plan(later, desired(2, 0)).status.findings}
     assert reasons.get(Reason.SLOTS_CONTESTED) is True
+
+
+def test_a_node_that_has_not_heard_of_a_takeover_does_not_make_its_slots_look_lost() -> None:
+    slots = (SlotRange(0, 16383),)
+    a_id, b_id, ghost = "a" * 40, "b" * 40, "c" * 40
+    a_me = KnownNode(
+        node_id=a_id, ip="10.0.0.1", flags=frozenset({NodeFlag.MYSELF, NodeFlag.PRIMARY}), slots=slots
+    )
+    b_view_of_a = KnownNode(node_id=a_id, ip="10.0.0.1", flags=frozenset({NodeFlag.PRIMARY}))
+    stale = KnownNode(
+        node_id=ghost, ip="10.0.0.3", flags=frozenset({NodeFlag.PRIMARY, NodeFlag.FAIL}), slots=slots
+    )
+    b_me = KnownNode(node_id=b_id, ip="10.0.0.2", flags=frozenset({NodeFlag.MYSELF, NodeFlag.REPLICA}))
+    a = NodeObservation(
+        reachable=True, version=(9, 1, 0), node_id=a_id, role=NodeRole.PRIMARY, slots=slots, cluster_ok=True,
+        known_nodes=(a_me, attrs.evolve(b_me, flags=frozenset({NodeFlag.REPLICA}), primary_id=a_id)),
+    )  # fmt: skip
+    b = NodeObservation(
+        reachable=True, version=(9, 1, 0), node_id=b_id, role=NodeRole.REPLICA, primary_id=a_id,
+        cluster_ok=True, link_up=True, known_nodes=(b_me, b_view_of_a, stale),
+    )  # fmt: skip
+    observation = Observation(
+        pods=(_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.0.0.2")),
+        nodes={"vk-0-a": a, "vk-0-b": b},
+        recorded_state=ACTIVE,
+    )
+    planned = plan(observation, desired(1, 1))
+    forgets = [action for action in planned.actions if isinstance(action, Forget)]
+    assert forgets == [Forget(node_id=ghost, on=("vk-0-b",), lost=())]
+    assert not any(finding.reason is Reason.DATA_LOST for finding in planned.status.findings)

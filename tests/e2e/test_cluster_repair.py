@@ -1,0 +1,703 @@
+"""Repairing a ValkeyCluster end to end (SPEC 1.4 "Repair" and restart safety, SPEC 5).
+
+Real pods, real valkey-server processes on 127.x pod IPs (the test bed's process
+kubelet), the operator's reconcilers in this process. Each test disrupts a
+formed cluster the way production does: a graceful pod deletion, a crashed
+server (SIGKILL: with restartPolicy Never its pod ends Failed), a Kubernetes
+node that fails and reboots (its pods run again on new IPs, their nodes.conf on
+a memory emptyDir gone, so their servers come back with new node ids), and
+every node at once. The data checker writes thousands of keys, a key counting
+as acknowledged only once WAIT on the writing connection saw the replicas, and
+reads every acknowledged key back afterwards. Two continuous writers run beside
+each disruption: the checker's own (WAIT 1, its keys verified), and a WAIT 0
+probe that shows how long the disrupted shard took no writes at all (the WAIT 1
+writer's gap also covers the time the shard has no replica to acknowledge).
+
+Lines starting with `[repair]` report the measured times (run with -s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Collection
+from pathlib import Path
+from types import TracebackType
+
+import attrs
+import pytest
+from cluster_support import (
+    Catalog,
+    admin_client,
+    create_cluster,
+    eventually,
+    node_reports,
+    owned_pods,
+    require_image,
+    status_of,
+    wait_for_state,
+)
+from inprocess_operator import Operator
+
+from controllers.cluster.observe import parse_cluster_nodes, parse_slot_ranges
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import EVENTS, PODS, Resource
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_slot
+from valkey_operator.testing.kubelet import KubeletControl
+from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+IMAGE = "valkey/valkey:9.1.2"
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PREFILL = 3000
+"""Keys written (and acknowledged) before each disruption."""
+TAKEOVER_LIMIT = 30.0
+"""A shard that lost its primary takes writes again within this many seconds."""
+WRITE_INTERVAL = 0.01
+"""Each continuous writer's pause between keys: ~100 keys/s each leaves the 2 cores to the cluster."""
+MAX_WRITER_KEYS = 20000
+FORMED = 180.0
+REPAIRED = 150.0
+
+
+# --- arranging ---------------------------------------------------------------------------------------
+
+
+async def formed_cluster(
+    kube: Client, catalog: Catalog, namespace: str, name: str, shards: int, replicas: int
+) -> tuple[Obj, AdminClient]:
+    require_image(IMAGE)
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    started = time.monotonic()
+    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
+    status = await wait_for_state(kube, namespace, name, "Active", FORMED)
+    print(f"[repair] {name}: {shards}x{replicas} Active after {time.monotonic() - started:.1f}s")
+    return status, await admin_client(kube, namespace, name)
+
+
+def checker_for(status: Obj, admin: AdminClient, replicas: int, prefix: str = "datachecker") -> DataChecker:
+    """Seeded with every node, primaries first: any of them may be the one left answering."""
+    nodes = sorted(status["nodes"], key=lambda node: node.get("role") != "primary")
+    return DataChecker(
+        [(node["ip"], 6379) for node in nodes if node.get("ip")],
+        replicas=replicas,
+        username=ADMIN_USER,
+        password=admin.credentials.password,
+        prefix=prefix,
+    )
+
+
+def primary_of(status: Obj, shard: int) -> Obj:
+    primaries: list[Obj] = [n for n in status["nodes"] if n["shard"] == shard and n.get("role") == "primary"]
+    assert len(primaries) == 1, (shard, status["nodes"])
+    return primaries[0]
+
+
+def replicas_of(status: Obj, shard: int) -> list[Obj]:
+    return [n for n in status["nodes"] if n["shard"] == shard and n.get("role") == "replica"]
+
+
+def first_slot(node: Obj) -> int:
+    return parse_slot_ranges(node["slots"])[0].start
+
+
+def live(pod: Obj) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return not pod["metadata"].get("deletionTimestamp") and phase not in ("Failed", "Succeeded")
+
+
+async def live_pods(kube: Client, namespace: str, name: str) -> list[Obj]:
+    return [pod for pod in await owned_pods(kube, namespace, name) if live(pod)]
+
+
+def process_title(pid: int) -> bytes:
+    """What the process shows as its command line (valkey-server rewrites it: 'valkey-server IP:PORT ...')."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+async def kill_server(kubelet: KubeletControl, namespace: str, pod: str, ip: str) -> int:
+    """SIGKILL the pod's valkey-server (found through the kubelet, checked by its command line)."""
+    seen = await kubelet.pod(namespace, pod)
+    assert seen is not None, f"the kubelet does not run {pod}"
+    (container,) = [c for c in seen["containers"] if not c["init"]]
+    pid = container["pid"]
+    assert pid, seen
+    title = process_title(pid)
+    assert b"valkey-server" in title and f"{ip}:6379".encode() in title, title
+    os.kill(pid, signal.SIGKILL)
+    return int(pid)
+
+
+@attrs.frozen
+class LoadReport:
+    durable: WriterReport
+    """WAIT 1 writes: every acknowledged one must survive. A shard acknowledges none while it has no
+    replica in sync, so its gap lasts until a replica is back, not merely until a new primary serves."""
+    probe: WriterReport
+    """WAIT 0 writes (never verified): a shard's gap here is how long it took no writes at all."""
+
+    def gaps(self, primary: Obj) -> tuple[float, float]:
+        """(probe gap, durable gap) of primary's slots, the writers' shards named by their slot ranges."""
+        label = primary["slots"]
+        probe, durable = self.probe.gaps_by_slots, self.durable.gaps_by_slots
+        assert label in probe and label in durable, (label, probe, durable)
+        return probe[label], durable[label]
+
+    def __str__(self) -> str:
+        def brief(report: WriterReport) -> str:
+            gaps = {label: round(gap, 2) for label, gap in report.gaps_by_slots.items()}
+            return (
+                f"{report.acknowledged}/{report.attempted} acknowledged ({report.unacknowledged} unacked, "
+                f"{report.failed} failed) in {report.seconds:.1f}s, gaps {gaps}, errors {dict(report.errors)}"
+            )
+
+        return f"durable writer: {brief(self.durable)}; probe writer: {brief(self.probe)}"
+
+
+class Load:
+    """Two continuous writers beside the disruption, each bounded by keys and time: the durable one
+    (the checker whose keys are verified) and a WAIT 0 probe that measures when each shard takes writes."""
+
+    def __init__(self, durable: DataChecker, probe: DataChecker, *, duration: float = 150.0) -> None:
+        self.checkers = (durable, probe)
+        self.duration = duration
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[WriterReport]] = []
+
+    async def __aenter__(self) -> Load:
+        for checker in self.checkers:
+            writer = checker.run_writer(
+                max_keys=MAX_WRITER_KEYS, duration=self.duration, interval=WRITE_INTERVAL, stop=self.stop
+            )
+            self.tasks.append(asyncio.create_task(writer))
+        await asyncio.sleep(1.0)  # a baseline of acknowledged writes on every shard first
+        return self
+
+    async def finish(self) -> LoadReport:
+        self.stop.set()
+        durable, probe = await asyncio.gather(*self.tasks)
+        return LoadReport(durable=durable, probe=probe)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for task in self.tasks:  # still running only when the test failed: keep its error, not ours
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+
+# --- observing ---------------------------------------------------------------------------------------
+
+
+async def cluster_nodes(admin: AdminClient, ip: str) -> str:
+    async with admin.connect(ip) as node:
+        return await node.cluster_nodes()
+
+
+async def served_elsewhere(admin: AdminClient, observers: Collection[str], slot: int, old_id: str) -> bool:
+    """Every observer that answers (one must) sees slot served by a healthy primary other than old_id."""
+    answered = 0
+    for ip in observers:
+        try:
+            text = await cluster_nodes(admin, ip)
+        except ValkeyAdminError:
+            continue
+        answered += 1
+        owners = [
+            known
+            for known in parse_cluster_nodes(text)
+            if "master" in known.flags and any(r.start <= slot <= r.end for r in known.slots)
+        ]
+        if len(owners) != 1 or owners[0].node_id == old_id or owners[0].failed or owners[0].suspected:
+            return False
+    return answered > 0
+
+
+async def takeover_time(
+    admin: AdminClient, observers: Collection[str], primary: Obj, since: float, timeout: float
+) -> float:
+    """Seconds from since until the observers see primary's slots served by another node."""
+    slot = first_slot(primary)
+
+    async def moved() -> bool:
+        return await served_elsewhere(admin, observers, slot, primary["nodeId"])
+
+    await eventually(moved, f"slot {slot} of {primary['pod']} served by another node", timeout)
+    return time.monotonic() - since
+
+
+async def repaired(
+    kube: Client,
+    namespace: str,
+    name: str,
+    *,
+    pods: int,
+    gone: Collection[str] = (),
+    old_ids: Collection[str] = (),
+    timeout: float = REPAIRED,
+) -> Obj:
+    """Active again, from a pass that saw the repair: `pods` live pods, none of `gone` among them, each
+    listed in status with a role and none with an old node id."""
+    last: Obj = {}
+
+    async def done() -> bool:
+        nonlocal last
+        cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
+        last = cluster.get("status") or {}
+        if (
+            last.get("state") != "Active"
+            or last.get("observedGeneration") != cluster["metadata"]["generation"]
+        ):
+            return False
+        running = {pod["metadata"]["name"] for pod in await live_pods(kube, namespace, name)}
+        if len(running) != pods or running & set(gone):
+            return False
+        listed = {node["pod"]: node for node in last.get("nodes") or []}
+        return all(
+            listed.get(pod, {}).get("role") and listed[pod].get("nodeId") not in (None, *old_ids)
+            for pod in running
+        )
+
+    try:
+        await eventually(done, f"{name} Active again with {pods} repaired pods", timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last status: {last}") from None
+    return last
+
+
+async def check_topology(
+    admin: AdminClient, kube: Client, namespace: str, name: str, status: Obj, old_ids: Collection[str]
+) -> list[Obj]:
+    """Every live node: cluster_state ok, all slots assigned, exactly the live nodes known (no old id);
+    one primary per shard followed by that shard's replicas. Returns the live nodes' status entries."""
+    running = {pod["metadata"]["name"] for pod in await live_pods(kube, namespace, name)}
+    nodes = [node for node in status["nodes"] if node["pod"] in running]
+    ids = {node["nodeId"] for node in nodes}
+    assert len(ids) == len(nodes) == len(running), status["nodes"]
+    assert not ids & set(old_ids), status["nodes"]
+    for node in nodes:
+        report = await node_reports(admin, node["ip"])
+        assert report["cluster"]["cluster_state"] == "ok", (node, report["cluster"])
+        assert report["cluster"]["cluster_slots_assigned"] == "16384", (node, report["cluster"])
+        known = {entry.node_id: entry for entry in parse_cluster_nodes(report["nodes"])}
+        assert set(known) == ids, f"{node['pod']} knows {report['nodes']}"
+        assert not any(entry.failed for entry in known.values()), report["nodes"]
+    for shard in sorted({node["shard"] for node in nodes}):
+        primary = primary_of({"nodes": nodes}, shard)
+        for replica in replicas_of({"nodes": nodes}, shard):
+            report = await node_reports(admin, replica["ip"])
+            assert report["info"]["master_host"] == primary["ip"], (replica, report["info"])
+            assert report["info"]["master_link_status"] == "up", (replica, report["info"])
+    return nodes
+
+
+async def warnings(kube: Client, namespace: str, reason: str) -> list[Obj]:
+    events = await kube.list(EVENTS, namespace)
+    return [event for event in events if event.get("reason") == reason and event.get("type") == "Warning"]
+
+
+async def no_data_lost_reported(kube: Client, namespace: str) -> None:
+    """Every shard kept a copy: no Warning may claim data was lost."""
+    lost = await warnings(kube, namespace, "DataLost")
+    assert not lost, f"DataLost reported though no acknowledged key was lost: {[e.get('note') for e in lost]}"
+
+
+async def prefilled(checker: DataChecker) -> None:
+    written = await checker.write(PREFILL)
+    assert written.acknowledged == PREFILL, written
+
+
+@contextlib.asynccontextmanager
+async def checkers(status: Obj, admin: AdminClient) -> AsyncIterator[tuple[DataChecker, DataChecker]]:
+    """The durable checker (WAIT 1, PREFILL keys written) and the WAIT 0 probe of a 1-replica cluster."""
+    async with (
+        checker_for(status, admin, replicas=1) as durable,
+        checker_for(status, admin, replicas=0, prefix="probe") as probe,
+    ):
+        await prefilled(durable)
+        yield durable, probe
+
+
+# --- tests -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowledged_write(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "handover", shards=3, replicas=1)
+    primary = primary_of(status, 0)
+    (replica,) = replicas_of(status, 0)
+    observers = [primary_of(status, 1)["ip"], primary_of(status, 2)["ip"], replica["ip"]]
+    async with checkers(status, admin) as (checker, probe):
+        async with Load(checker, probe) as load:
+            started = time.monotonic()
+            await kube.delete(PODS, primary["pod"], namespace)  # graceful: SIGTERM, then the grace period
+            took = await takeover_time(admin, observers, primary, started, TAKEOVER_LIMIT)
+            status = await repaired(kube, namespace, "handover", pods=6, gone=[primary["pod"]])
+            repaired_after = time.monotonic() - started
+            report = await load.finish()
+        verified = await checker.verify()
+    probe_gap, durable_gap = report.gaps(primary)
+    print(
+        f"[repair] delete primary {primary['pod']}: its slots served by its replica after {took:.1f}s; "
+        f"write gap of its slots {probe_gap:.2f}s (WAIT 0), {durable_gap:.2f}s (WAIT 1); "
+        f"Active with 6 pods after {repaired_after:.1f}s; {report}"
+    )
+    assert verified.ok, verified
+    assert verified.checked == PREFILL + report.durable.acknowledged, verified
+    assert report.durable.acknowledged > 0 and probe_gap < TAKEOVER_LIMIT, report
+    nodes = await check_topology(admin, kube, namespace, "handover", status, [primary["nodeId"]])
+    assert primary_of({"nodes": nodes}, 0)["pod"] == replica["pod"], "the shard's replica took over"
+    (replacement,) = replicas_of({"nodes": nodes}, 0)
+    assert replacement["pod"] not in (primary["pod"], replica["pod"]), nodes
+    assert replacement["pod"].startswith("handover-0-"), replacement
+    await no_data_lost_reported(kube, namespace)
+
+
+@pytest.mark.timeout(300)
+async def test_a_killed_primary_server_is_replaced_and_its_failed_pod_does_not_block_the_forget(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "crash", shards=3, replicas=1)
+    primary = primary_of(status, 1)
+    (replica,) = replicas_of(status, 1)
+    observers = [primary_of(status, 0)["ip"], primary_of(status, 2)["ip"], replica["ip"]]
+    async with checkers(status, admin) as (checker, probe):
+        async with Load(checker, probe) as load:
+            started = time.monotonic()
+            await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
+            took = await takeover_time(admin, observers, primary, started, TAKEOVER_LIMIT)
+            status = await repaired(kube, namespace, "crash", pods=6, gone=[primary["pod"]])
+            repaired_after = time.monotonic() - started
+            report = await load.finish()
+        verified = await checker.verify()
+    probe_gap, durable_gap = report.gaps(primary)
+    print(
+        f"[repair] SIGKILL primary {primary['pod']}: its slots served by its replica after {took:.1f}s "
+        f"(Valkey's failover, cluster-node-timeout 5000 ms); write gap of its slots {probe_gap:.2f}s "
+        f"(WAIT 0), {durable_gap:.2f}s (WAIT 1); Active with 6 live pods after {repaired_after:.1f}s; "
+        f"{report}"
+    )
+    assert verified.ok, verified
+    assert verified.checked == PREFILL + report.durable.acknowledged, verified
+    assert report.durable.acknowledged > 0 and probe_gap < TAKEOVER_LIMIT, report
+    # The crashed pod is still there, Failed (restartPolicy Never), kept as evidence; its node id is
+    # forgotten all the same, since no server can ever claim it again.
+    dead = await kube.get(PODS, primary["pod"], namespace)
+    assert dead["status"]["phase"] == "Failed", dead["status"]
+    nodes = await check_topology(admin, kube, namespace, "crash", status, [primary["nodeId"]])
+    for node in nodes:
+        assert primary["nodeId"] not in await cluster_nodes(admin, node["ip"]), node
+    assert primary_of({"nodes": nodes}, 1)["pod"] == replica["pod"], "the shard's replica took over"
+    (replacement,) = replicas_of({"nodes": nodes}, 1)
+    assert replacement["pod"] not in (primary["pod"], replica["pod"]), nodes
+    assert replacement["pod"].startswith("crash-1-"), replacement
+    await no_data_lost_reported(kube, namespace)
+
+
+def node_to_fail(pods: list[Obj], status: Obj, primaries: int) -> tuple[str, dict[int, str]]:
+    """A Kubernetes node holding pods of at least `primaries` shards, each shard keeping a copy elsewhere;
+    and per shard the pod that should be its primary so that exactly `primaries` of them run there."""
+    hosts: dict[str, str] = {pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in pods}
+    by_shard: dict[int, list[str]] = {}
+    for node in status["nodes"]:
+        by_shard.setdefault(node["shard"], []).append(node["pod"])
+    for host in sorted(set(hosts.values())):
+        there = {shard: [pod for pod in names if hosts[pod] == host] for shard, names in by_shard.items()}
+        if any(len(pods_there) == len(by_shard[shard]) for shard, pods_there in there.items()):
+            continue  # a shard with every copy there would be lost with it (the spread is soft)
+        shards_there = sorted(shard for shard, pods_there in there.items() if pods_there)
+        if len(shards_there) < primaries:
+            continue
+        wanted: dict[int, str] = {}
+        for shard, names in sorted(by_shard.items()):
+            on_host = shard in shards_there[:primaries]
+            wanted[shard] = next(pod for pod in names if (hosts[pod] == host) == on_host)
+        return host, wanted
+    raise AssertionError(f"no node holds {primaries} shard(s) without holding every copy of one: {hosts}")
+
+
+async def place_primaries(
+    admin: AdminClient, kube: Client, namespace: str, name: str, status: Obj, wanted: dict[int, str]
+) -> Obj:
+    """Make wanted[shard] each shard's primary with a coordinated CLUSTER FAILOVER where it is not yet
+    (the same shard's copies swap roles, as in a rollout); returns the status once Active with them."""
+    moved: list[str] = []
+    for shard, pod in sorted(wanted.items()):
+        if primary_of(status, shard)["pod"] == pod:
+            continue
+        (replica,) = [node for node in replicas_of(status, shard) if node["pod"] == pod]
+        async with admin.connect(replica["ip"]) as node:
+            await node.cluster_failover()
+        moved.append(replica["ip"])
+
+    async def promoted() -> bool:
+        for ip in moved:
+            async with admin.connect(ip) as node:
+                if (await node.info("replication")).get("role") != "master":
+                    return False
+        return True
+
+    await eventually(promoted, "the coordinated failovers", 30)
+    # Valkey's changes raise no Kubernetes event: touch the object so a pass reports them now.
+    nudge = {"metadata": {"annotations": {"test.valkey.gomomento.com/nudge": str(time.time())}}}
+    await kube.patch(VALKEY_CLUSTERS, name, nudge, namespace)
+
+    async def placed() -> bool:
+        nonlocal status
+        status = await status_of(kube, namespace, name)
+        if status.get("state") != "Active":
+            return False
+        return all(primary_of(status, shard)["pod"] == pod for shard, pod in wanted.items())
+
+    await eventually(placed, f"primaries on {sorted(wanted.values())}", 60)
+    return status
+
+
+async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
+    """The node lifecycle controller marked the node not Ready (grace period 15 s on the test bed)."""
+
+    async def marked() -> bool:
+        conditions = (await kube.get(NODES, node)).get("status", {}).get("conditions") or []
+        return any(c.get("type") == "Ready" and c.get("status") != "True" for c in conditions)
+
+    await eventually(marked, f"{node} not Ready", timeout)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "primaries",
+    [
+        pytest.param(1, id="valkey-elects-during-the-outage"),
+        pytest.param(2, id="no-majority-operator-promotes-after-the-reboot"),
+    ],
+)
+async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses_no_key(
+    operator: Operator,
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    kubelet: KubeletControl,
+    primaries: int,
+) -> None:
+    """The node hosting `primaries` of the 3 primaries fails and reboots. With one, the other two vote
+    its replica in during the outage (cluster-node-timeout); with two, Valkey has no majority, the
+    cluster is down until the node is back, and the operator then promotes the replicas (TAKEOVER:
+    the old identities are gone with the memory emptyDir, so nothing can race it)."""
+    status, admin = await formed_cluster(kube, catalog, namespace, "reboot", shards=3, replicas=1)
+    host, wanted = node_to_fail(await owned_pods(kube, namespace, "reboot"), status, primaries)
+    status = await place_primaries(admin, kube, namespace, "reboot", status, wanted)
+    pods = await owned_pods(kube, namespace, "reboot")
+    on_host = {pod["metadata"]["name"] for pod in pods if pod["spec"]["nodeName"] == host}
+    before = {node["pod"]: node for node in status["nodes"]}
+    old_ids = [before[pod]["nodeId"] for pod in on_host]
+    lost_primaries = [before[pod] for pod in on_host if before[pod]["role"] == "primary"]
+    assert len(lost_primaries) == primaries, (host, status["nodes"])
+    survivors = [node["ip"] for node in status["nodes"] if node["pod"] not in on_host]
+    async with checkers(status, admin) as (checker, probe):
+        async with Load(checker, probe, duration=200.0) as load:
+            started = time.monotonic()
+            await kubelet.fail_node(host)
+            took = None
+            try:
+                if primaries == 1:
+                    took = await takeover_time(admin, survivors, lost_primaries[0], started, TAKEOVER_LIMIT)
+                await not_ready(kube, host)  # Kubernetes, too, saw the node fail before it comes back
+            finally:  # the session's test bed keeps its nodes, whatever happens here
+                await kubelet.recover_node(host)
+            recovered = time.monotonic() - started
+            if took is None:
+                took = max(
+                    [
+                        await takeover_time(admin, survivors, node, started, TAKEOVER_LIMIT)
+                        for node in lost_primaries
+                    ]
+                )
+            status = await repaired(kube, namespace, "reboot", pods=6, old_ids=old_ids)
+            repaired_after = time.monotonic() - started
+            report = await load.finish()
+        verified = await checker.verify()
+    gaps = {node["pod"]: report.gaps(node) for node in lost_primaries}
+    print(
+        f"[repair] node {host} failed (pods {sorted(on_host)}, primaries {sorted(gaps)}): "
+        f"their slots served by replicas after {took:.1f}s, node recovered at {recovered:.1f}s, "
+        f"Active at {repaired_after:.1f}s; write gaps of those slots (WAIT 0, WAIT 1) "
+        f"{ {pod: (round(a, 2), round(b, 2)) for pod, (a, b) in gaps.items()} }; {report}"
+    )
+    assert verified.ok, verified
+    assert verified.checked == PREFILL + report.durable.acknowledged, verified
+    assert report.durable.acknowledged > 0, report
+    probe_gap = max(gap for gap, _ in gaps.values())
+    if primaries == 1:
+        assert probe_gap < TAKEOVER_LIMIT, gaps
+    else:  # down while the node was, then promoted by the operator soon after it came back
+        assert probe_gap < recovered + TAKEOVER_LIMIT, gaps
+        promoted = await warnings(kube, namespace, "PromotingReplica")
+        assert len(promoted) >= primaries, promoted
+    nodes = await check_topology(admin, kube, namespace, "reboot", status, old_ids)
+    after = {node["pod"]: node for node in nodes}
+    assert set(after) == set(before), "the rebooted pods came back under their names, nothing replaced"
+    for pod in on_host:
+        assert after[pod]["ip"] != before[pod]["ip"], (before[pod], after[pod])
+        assert after[pod]["nodeId"] != before[pod]["nodeId"], (before[pod], after[pod])
+        assert after[pod]["role"] == "replica", after[pod]
+        seen = await kubelet.pod(namespace, pod)
+        assert seen is not None and seen["ip"] == after[pod]["ip"], seen
+        assert seen["containers"][0]["restartCount"] >= 1, seen
+    await no_data_lost_reported(kube, namespace)
+
+
+@pytest.mark.timeout(300)
+async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "blackout", shards=3, replicas=1)
+    before = {node["pod"]: node for node in status["nodes"]}
+    old_ids = [node["nodeId"] for node in before.values()]
+    async with checker_for(status, admin, replicas=1) as checker:
+        await prefilled(checker)
+        acknowledged = dict(checker.acknowledged)
+    hosts = sorted(node["name"] for node in (await kubelet.status())["nodes"])
+    started = time.monotonic()
+    failed: list[str] = []
+    try:
+        for host in hosts:
+            await kubelet.fail_node(host)
+            failed.append(host)
+
+        async def noticed() -> bool:
+            return (await status_of(kube, namespace, "blackout")).get("state") != "Active"
+
+        await eventually(noticed, "the operator to see the cluster down", 60)
+    finally:  # the session's test bed keeps its nodes, whatever happens here
+        for host in failed:
+            await kubelet.recover_node(host)
+    recovered = time.monotonic() - started
+    status = await repaired(kube, namespace, "blackout", pods=6, old_ids=old_ids)
+    print(
+        f"[repair] every node failed: the operator saw it and the nodes recovered at {recovered:.1f}s, "
+        f"Active again (rebuilt empty) at {time.monotonic() - started:.1f}s"
+    )
+    nodes = await check_topology(admin, kube, namespace, "blackout", status, old_ids)
+    assert {node["pod"] for node in nodes} == set(before), "the same pods, run again"
+    lost = await warnings(kube, namespace, "DataLost")
+    assert any("rebuilt empty" in str(event.get("note")) for event in lost), lost
+    print(f"[repair] DataLost events: {[event.get('note') for event in lost]}")
+    async with checker_for(status, admin, replicas=1) as fresh:
+        fresh.acknowledged.update(acknowledged)
+        verified = await fresh.verify()
+        assert len(verified.missing) == len(acknowledged), verified  # no copy survived anywhere
+        written = await fresh.write(1000)
+        assert written.acknowledged == 1000, written
+
+
+@pytest.mark.timeout(240)
+async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_shards_keep_their_keys(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "cache", shards=3, replicas=0)
+    primary = primary_of(status, 2)
+    lost_slots = parse_slot_ranges(primary["slots"])
+    async with checker_for(status, admin, replicas=0) as checker:
+        await prefilled(checker)
+        started = time.monotonic()
+        await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
+        status = await repaired(kube, namespace, "cache", pods=3, gone=[primary["pod"]])
+        repaired_after = time.monotonic() - started
+        verified = await checker.verify()
+    in_lost = {
+        key.decode()
+        for key in checker.acknowledged
+        if any(r.start <= key_slot(key) <= r.end for r in lost_slots)
+    }
+    print(
+        f"[repair] SIGKILL of {primary['pod']} (no replica): rebuilt empty and Active after "
+        f"{repaired_after:.1f}s; {len(in_lost)} of {verified.checked} keys were in its slots"
+    )
+    assert 0 < len(in_lost) < verified.checked
+    assert set(verified.missing) == in_lost, "exactly the lost shard's keys are gone"
+    assert not verified.wrong and not verified.unreadable, verified
+    nodes = await check_topology(admin, kube, namespace, "cache", status, [primary["nodeId"]])
+    rebuilt = primary_of({"nodes": nodes}, 2)
+    assert rebuilt["pod"] != primary["pod"] and rebuilt["slots"] == primary["slots"], rebuilt
+    lost = await warnings(kube, namespace, "DataLost")
+    assert lost and any(primary["slots"] in str(event.get("note")) for event in lost), lost
+    print(f"[repair] DataLost events: {[event.get('note') for event in lost]}")
+
+
+@pytest.mark.timeout(240)
+async def test_a_killed_primary_of_a_single_shard_is_replaced_by_the_operator_promoting_its_replica(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "lone", shards=1, replicas=1)
+    primary = primary_of(status, 0)
+    (replica,) = replicas_of(status, 0)
+    async with checkers(status, admin) as (checker, probe):
+        async with Load(checker, probe) as load:
+            started = time.monotonic()
+            await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
+            took = await takeover_time(admin, [replica["ip"]], primary, started, TAKEOVER_LIMIT)
+            status = await repaired(kube, namespace, "lone", pods=2, gone=[primary["pod"]])
+            repaired_after = time.monotonic() - started
+            report = await load.finish()
+        verified = await checker.verify()
+    probe_gap, durable_gap = report.gaps(primary)
+    print(
+        f"[repair] SIGKILL of the only primary {primary['pod']}: replica promoted by the operator, serving "
+        f"after {took:.1f}s; write gap {probe_gap:.2f}s (WAIT 0), {durable_gap:.2f}s (WAIT 1); "
+        f"Active after {repaired_after:.1f}s; {report}"
+    )
+    assert verified.ok, verified
+    assert verified.checked == PREFILL + report.durable.acknowledged, verified
+    assert report.durable.acknowledged > 0 and probe_gap < TAKEOVER_LIMIT, report
+    nodes = await check_topology(admin, kube, namespace, "lone", status, [primary["nodeId"]])
+    assert primary_of({"nodes": nodes}, 0)["pod"] == replica["pod"], nodes
+    (replacement,) = replicas_of({"nodes": nodes}, 0)
+    assert replacement["pod"] not in (primary["pod"], replica["pod"]), nodes
+    promoted = await warnings(kube, namespace, "PromotingReplica")
+    assert promoted and replica["pod"] in str(promoted[0].get("note")), promoted
+    print(f"[repair] PromotingReplica events: {[event.get('note') for event in promoted]}")
+    await no_data_lost_reported(kube, namespace)
+
+
+@pytest.mark.timeout(300)
+async def test_two_of_three_primaries_killed_at_once_are_replaced_by_the_operator_promoting_their_replicas(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+) -> None:
+    """Two crashed servers leave Valkey without a majority of primaries: the operator promotes both
+    replicas (TAKEOVER, the Failed pods can never run those identities again), nothing is lost, and
+    no Warning says otherwise."""
+    status, admin = await formed_cluster(kube, catalog, namespace, "pair", shards=3, replicas=1)
+    dead = [primary_of(status, 0), primary_of(status, 1)]
+    successors = [replicas_of(status, 0)[0], replicas_of(status, 1)[0]]
+    observers = [primary_of(status, 2)["ip"], *(node["ip"] for node in successors)]
+    async with checkers(status, admin) as (checker, probe):
+        async with Load(checker, probe) as load:
+            started = time.monotonic()
+            for primary in dead:
+                await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
+            took = [
+                await takeover_time(admin, observers, primary, started, TAKEOVER_LIMIT) for primary in dead
+            ]
+            status = await repaired(kube, namespace, "pair", pods=6, gone=[node["pod"] for node in dead])
+            repaired_after = time.monotonic() - started
+            report = await load.finish()
+        verified = await checker.verify()
+    gaps = [report.gaps(primary) for primary in dead]
+    print(
+        f"[repair] SIGKILL of two primaries {[node['pod'] for node in dead]}: served again after {took}s, "
+        f"write gaps {gaps}; Active after {repaired_after:.1f}s; {report}"
+    )
+    assert verified.ok, verified
+    promoted = await warnings(kube, namespace, "PromotingReplica")
+    print(f"[repair] PromotingReplica events: {[event.get('note') for event in promoted]}")
+    await no_data_lost_reported(kube, namespace)
