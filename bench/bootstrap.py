@@ -30,8 +30,6 @@ import argparse
 import asyncio
 import ipaddress
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -49,8 +47,8 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes
-from valkey_operator.testing.build import binaries
 from valkey_operator.testing.images import resolve_image
+from valkey_operator.testing.operatorproc import install_crds, kubectl, start_operator
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "valkey/valkey:9.1.2"
@@ -262,41 +260,12 @@ async def run_floor(kube: Client, namespace: str, cli: Path, timeout: float) -> 
 # -- driver -----------------------------------------------------------------------
 
 
-def kubectl(kubeconfig: str, *args: str) -> None:
-    argv = [str(binaries().kubectl), f"--kubeconfig={kubeconfig}", *args]
-    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
-
-
-def prepare(kubeconfig: str) -> None:
-    """CRDs and the curated examples, once (as the demo does)."""
-    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    kinds = ("valkeyimages", "valkeyconfigs", "valkeyroles", "valkeyclusters")
-    crds = [f"crd/{kind}.valkey.gomomento.com" for kind in kinds]
-    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
-
-
-def start_operator(kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
-    return processes.start(
-        "valkey-operator",
-        [
-            sys.executable,
-            "-m",
-            "valkey_operator",
-            f"--kubeconfig={kubeconfig}",
-            "--metrics-bind-address=127.0.0.1:0",
-            "--health-probe-bind-address=127.0.0.1:0",
-            "--log-format=json",
-        ],
-        log_dir / "operator.log",
-    )
-
-
 async def drive(kubeconfig: str, rounds: int, timeout: float, log_dir: Path) -> None:
     image = resolve_image(IMAGE)
     if image is None:
         raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_operator.testing build`")
     cli = image.executable("valkey-cli")
-    prepare(kubeconfig)
+    install_crds(kubeconfig)
     operator = start_operator(kubeconfig, log_dir)
     try:
         kubectl(kubeconfig, "apply", "-f", str(ROOT / "docs" / "examples" / "curated.yaml"))

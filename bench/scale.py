@@ -76,8 +76,8 @@ from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes, valkeyproc
 from valkey_operator.testing.datachecker import SLOTS, DataChecker, key_slot
 from valkey_operator.testing.images import ImageEntry, resolve_image
+from valkey_operator.testing.operatorproc import install_crds, start_operator
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_IMAGE = "valkey/valkey:9.1.2"  # what the e2e tests and bench/bootstrap.py run
 SIDES = ("ours", "classic", "atomic")
 ATOMIC_FLAG = "--cluster-use-atomic-slot-migration"
@@ -489,29 +489,6 @@ async def run_peer(
 # -- ours: the operator on the test bed ----------------------------------------------------------
 
 
-def kubectl(kubeconfig: str, *args: str) -> None:
-    from valkey_operator.testing.build import binaries
-
-    argv = [str(binaries().kubectl), f"--kubeconfig={kubeconfig}", *args]
-    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
-
-
-def start_operator(kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
-    return processes.start(
-        "valkey-operator",
-        [
-            sys.executable,
-            "-m",
-            "valkey_operator",
-            f"--kubeconfig={kubeconfig}",
-            "--metrics-bind-address=127.0.0.1:0",
-            "--health-probe-bind-address=127.0.0.1:0",
-            "--log-format=json",
-        ],
-        log_dir / "operator.log",
-    )
-
-
 class Ours:
     """The operator as a process, a bench-owned ValkeyImage and ValkeyConfig, a namespace per round."""
 
@@ -535,12 +512,7 @@ class Ours:
         return self
 
     async def _start(self) -> None:
-        apply = ("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-        await asyncio.to_thread(kubectl, self.kubeconfig, *apply)
-        kinds = ("valkeyimages", "valkeyconfigs", "valkeyroles", "valkeyclusters")
-        crds = [f"crd/{kind}.valkey.gomomento.com" for kind in kinds]
-        wait = ("wait", "--for=condition=Established", "--timeout=60s", *crds)
-        await asyncio.to_thread(kubectl, self.kubeconfig, *wait)
+        await asyncio.to_thread(install_crds, self.kubeconfig)
         configuration = k8s.Configuration()
         await k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
         loopback(urlparse(str(configuration.host)).hostname or "")
