@@ -260,7 +260,7 @@ def _promote(view: View) -> Iterable[Promote]:
     the departed node can never come back (its pod is gone or runs another
     identity), so TAKEOVER cannot race it.
     """
-    stranded = view.stranded()
+    stranded = view.stranded
     if not stranded:
         return
     owners = [node_id for node_id, slots in view.claims.items() if slots]
@@ -287,7 +287,7 @@ def _forget(view: View) -> Iterable[Forget]:
     """
     if view.unidentified:
         return
-    stranded = view.stranded()
+    stranded = view.stranded
     for ghost in view.ghosts():
         if any(node.obs.primary_id == ghost for node in view.nodes.values()):
             continue  # a replica still follows it: it takes over first
@@ -302,7 +302,7 @@ def _migrate(view: View, leaving: set[str]) -> Iterable[MigrateSlots]:
     Only when every slot is served by exactly one reachable primary and no shard
     has two primaries; a source whose last jobs failed waits out its backoff.
     """
-    if subtract(ALL_SLOTS, view.served) or view.stranded():
+    if not view.settled:
         return
     if coverage(node.obs.slots for node in view.members.values() if node.is_primary).contested:
         return

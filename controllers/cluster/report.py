@@ -182,7 +182,7 @@ def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRange
                 f"promoting {action.node}: its primary {action.departed[:8]} is gone",
                 problem=True,
             )
-    stranded = view.stranded()
+    stranded = view.stranded
     lost = [slots for ghost, slots in stranded.items() if not any(view.ghost_followers(ghost))]
     if lost:
         yield Finding(
@@ -203,8 +203,7 @@ def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRange
 def _migration_findings(view: View) -> Iterable[Finding]:
     if view.migrations_active():
         yield Finding(Reason.MIGRATING_SLOTS, "slot migrations in progress")
-    settled = not subtract(ALL_SLOTS, view.served) and not view.stranded()
-    moves = view.transfers() if settled else ()
+    moves = view.transfers() if view.settled else ()
     sources = {move.source for move in moves}
     for node in sorted(view.members.values(), key=lambda node: node.pod.order):
         stuck = trouble(node.obs.migrations) if node.pod.shard in sources else None

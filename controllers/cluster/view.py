@@ -7,11 +7,13 @@ which shard a pod was created for. A node that did not answer is a fact here
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import attrs
 
 from controllers.cluster.observe import (
+    ALL_SLOTS,
     Desired,
     MigrationOperation,
     NodeObservation,
@@ -217,6 +219,12 @@ class View:
             if node.obs.role is NodeRole.REPLICA and node.obs.primary_id == ghost
         ]
 
+    @functools.cached_property
+    def settled(self) -> bool:
+        """Every slot served by a reachable member primary and none stranded: slots may move."""
+        return not subtract(ALL_SLOTS, self.served) and not self.stranded
+
+    @functools.cached_property
     def stranded(self) -> dict[str, SlotRanges]:
         """Departed node ids (no pod's server claims them) that still own slots; empty while some
         pod that may run a server did not answer, since it could be one of them."""
