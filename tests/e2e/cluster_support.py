@@ -122,3 +122,24 @@ async def settled(kube: Client, namespace: str, name: str, timeout: float) -> Ob
     except AssertionError as exc:
         raise AssertionError(f"{exc}; last status: {last}") from None
     return last
+
+
+async def formed_cluster(
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    name: str,
+    *,
+    shards: int,
+    replicas: int,
+    timeout: float = 360.0,
+) -> tuple[Obj, AdminClient]:
+    """A ValkeyCluster of Valkey 9.1.2 (shards x replicas) created and Active: its status and an admin
+    client for its nodes."""
+    require_image("valkey/valkey:9.1.2")
+    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    started = time.monotonic()
+    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
+    status = await settled(kube, namespace, name, timeout)
+    print(f"{name}: {shards}x{replicas} Active after {time.monotonic() - started:.1f}s")
+    return status, await admin_client(kube, namespace, name)

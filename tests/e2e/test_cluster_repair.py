@@ -31,14 +31,11 @@ import attrs
 import pytest
 from cluster_support import (
     Catalog,
-    admin_client,
-    create_cluster,
     eventually,
+    formed_cluster,
     node_reports,
     owned_pods,
-    require_image,
     status_of,
-    wait_for_state,
 )
 from inprocess_operator import Operator
 
@@ -53,7 +50,6 @@ from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
-IMAGE = "valkey/valkey:9.1.2"
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PREFILL = 3000
 """Keys written (and acknowledged) before each disruption."""
@@ -67,18 +63,6 @@ REPAIRED = 150.0
 
 
 # --- arranging ---------------------------------------------------------------------------------------
-
-
-async def formed_cluster(
-    kube: Client, catalog: Catalog, namespace: str, name: str, shards: int, replicas: int
-) -> tuple[Obj, AdminClient]:
-    require_image(IMAGE)
-    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
-    started = time.monotonic()
-    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
-    status = await wait_for_state(kube, namespace, name, "Active", FORMED)
-    print(f"[repair] {name}: {shards}x{replicas} Active after {time.monotonic() - started:.1f}s")
-    return status, await admin_client(kube, namespace, name)
 
 
 def checker_for(status: Obj, admin: AdminClient, replicas: int, prefix: str = "datachecker") -> DataChecker:
@@ -329,37 +313,79 @@ async def checkers(status: Obj, admin: AdminClient) -> AsyncIterator[tuple[DataC
 # --- tests -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(300)
-async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowledged_write(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
-) -> None:
-    status, admin = await formed_cluster(kube, catalog, namespace, "handover", shards=3, replicas=1)
-    primary = primary_of(status, 0)
-    (replica,) = replicas_of(status, 0)
-    observers = [primary_of(status, 1)["ip"], primary_of(status, 2)["ip"], replica["ip"]]
+@attrs.frozen
+class PrimaryLoss:
+    """What happened when a shard's primary was lost under write load."""
+
+    primary: Obj
+    replica: Obj
+    status: Obj
+    nodes: list[Obj]
+    took: float
+    repaired_after: float
+    gaps: tuple[float, float]
+    report: LoadReport
+
+
+async def lose_primary_under_load(
+    kube: Client,
+    admin: AdminClient,
+    namespace: str,
+    name: str,
+    status: Obj,
+    shard: int,
+    lose: Callable[[Obj], Awaitable[None]],
+) -> PrimaryLoss:
+    """Lose shard's primary (`lose`) while both writers run; the replica takes over, a new pod joins.
+
+    Checks what every such loss must keep: every acknowledged key, a write gap under
+    TAKEOVER_LIMIT, a sound topology without the old id, the replica as the new primary and a
+    replacement pod as its replica.
+    """
+    primary = primary_of(status, shard)
+    (replica,) = replicas_of(status, shard)
+    others = sorted({node["shard"] for node in status["nodes"]} - {shard})
+    observers = [primary_of(status, other)["ip"] for other in others] + [replica["ip"]]
     async with checkers(status, admin) as (checker, probe):
         async with Load(checker, probe) as load:
             started = time.monotonic()
-            await kube.delete(PODS, primary["pod"], namespace)  # graceful: SIGTERM, then the grace period
+            await lose(primary)
             took = await takeover_time(admin, observers, primary, started, TAKEOVER_LIMIT)
-            status = await repaired(kube, namespace, "handover", pods=6, gone=[primary["pod"]])
+            status = await repaired(kube, namespace, name, pods=6, gone=[primary["pod"]])
             repaired_after = time.monotonic() - started
             report = await load.finish()
         verified = await checker.verify()
     probe_gap, durable_gap = report.gaps(primary)
-    print(
-        f"[repair] delete primary {primary['pod']}: its slots served by its replica after {took:.1f}s; "
-        f"write gap of its slots {probe_gap:.2f}s (WAIT 0), {durable_gap:.2f}s (WAIT 1); "
-        f"Active with 6 pods after {repaired_after:.1f}s; {report}"
-    )
     assert verified.ok, verified
     assert verified.checked == PREFILL + report.durable.acknowledged, verified
     assert report.durable.acknowledged > 0 and probe_gap < TAKEOVER_LIMIT, report
-    nodes = await check_topology(admin, kube, namespace, "handover", status, [primary["nodeId"]])
-    assert primary_of({"nodes": nodes}, 0)["pod"] == replica["pod"], "the shard's replica took over"
-    (replacement,) = replicas_of({"nodes": nodes}, 0)
+    nodes = await check_topology(admin, kube, namespace, name, status, [primary["nodeId"]])
+    assert primary_of({"nodes": nodes}, shard)["pod"] == replica["pod"], "the shard's replica took over"
+    (replacement,) = replicas_of({"nodes": nodes}, shard)
     assert replacement["pod"] not in (primary["pod"], replica["pod"]), nodes
-    assert replacement["pod"].startswith("handover-0-"), replacement
+    assert replacement["pod"].startswith(f"{name}-{shard}-"), replacement
+    return PrimaryLoss(
+        primary, replica, status, nodes, took, repaired_after, (probe_gap, durable_gap), report
+    )
+
+
+@pytest.mark.timeout(300)
+async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowledged_write(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "handover", shards=3, replicas=1, timeout=FORMED
+    )
+
+    async def delete(primary: Obj) -> None:
+        await kube.delete(PODS, primary["pod"], namespace)  # graceful: SIGTERM, then the grace period
+
+    loss = await lose_primary_under_load(kube, admin, namespace, "handover", status, 0, delete)
+    print(
+        f"[repair] delete primary {loss.primary['pod']}: its slots served by its replica after "
+        f"{loss.took:.1f}s; write gap of its slots {loss.gaps[0]:.2f}s (WAIT 0), {loss.gaps[1]:.2f}s "
+        f"(WAIT 1); Active with 6 pods after {loss.repaired_after:.1f}s; {loss.report}"
+    )
     await no_data_lost_reported(kube, namespace)
 
 
@@ -367,40 +393,26 @@ async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowl
 async def test_a_killed_primary_server_is_replaced_and_its_failed_pod_does_not_block_the_forget(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
-    status, admin = await formed_cluster(kube, catalog, namespace, "crash", shards=3, replicas=1)
-    primary = primary_of(status, 1)
-    (replica,) = replicas_of(status, 1)
-    observers = [primary_of(status, 0)["ip"], primary_of(status, 2)["ip"], replica["ip"]]
-    async with checkers(status, admin) as (checker, probe):
-        async with Load(checker, probe) as load:
-            started = time.monotonic()
-            await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
-            took = await takeover_time(admin, observers, primary, started, TAKEOVER_LIMIT)
-            status = await repaired(kube, namespace, "crash", pods=6, gone=[primary["pod"]])
-            repaired_after = time.monotonic() - started
-            report = await load.finish()
-        verified = await checker.verify()
-    probe_gap, durable_gap = report.gaps(primary)
-    print(
-        f"[repair] SIGKILL primary {primary['pod']}: its slots served by its replica after {took:.1f}s "
-        f"(Valkey's failover, cluster-node-timeout 5000 ms); write gap of its slots {probe_gap:.2f}s "
-        f"(WAIT 0), {durable_gap:.2f}s (WAIT 1); Active with 6 live pods after {repaired_after:.1f}s; "
-        f"{report}"
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "crash", shards=3, replicas=1, timeout=FORMED
     )
-    assert verified.ok, verified
-    assert verified.checked == PREFILL + report.durable.acknowledged, verified
-    assert report.durable.acknowledged > 0 and probe_gap < TAKEOVER_LIMIT, report
+
+    async def kill(primary: Obj) -> None:
+        await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
+
+    loss = await lose_primary_under_load(kube, admin, namespace, "crash", status, 1, kill)
+    print(
+        f"[repair] SIGKILL primary {loss.primary['pod']}: its slots served by its replica after "
+        f"{loss.took:.1f}s (Valkey's failover, cluster-node-timeout 5000 ms); write gap of its slots "
+        f"{loss.gaps[0]:.2f}s (WAIT 0), {loss.gaps[1]:.2f}s (WAIT 1); Active with 6 live pods after "
+        f"{loss.repaired_after:.1f}s; {loss.report}"
+    )
     # The crashed pod is still there, Failed (restartPolicy Never), kept as evidence; its node id is
     # forgotten all the same, since no server can ever claim it again.
-    dead = await kube.get(PODS, primary["pod"], namespace)
+    dead = await kube.get(PODS, loss.primary["pod"], namespace)
     assert dead["status"]["phase"] == "Failed", dead["status"]
-    nodes = await check_topology(admin, kube, namespace, "crash", status, [primary["nodeId"]])
-    for node in nodes:
-        assert primary["nodeId"] not in await cluster_nodes(admin, node["ip"]), node
-    assert primary_of({"nodes": nodes}, 1)["pod"] == replica["pod"], "the shard's replica took over"
-    (replacement,) = replicas_of({"nodes": nodes}, 1)
-    assert replacement["pod"] not in (primary["pod"], replica["pod"]), nodes
-    assert replacement["pod"].startswith("crash-1-"), replacement
+    for node in loss.nodes:
+        assert loss.primary["nodeId"] not in await cluster_nodes(admin, node["ip"]), node
     await no_data_lost_reported(kube, namespace)
 
 
@@ -507,7 +519,9 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
     its replica in during the outage (cluster-node-timeout); with two, Valkey has no majority, the
     cluster is down until the node is back, and the operator then promotes the replicas (TAKEOVER:
     the old identities are gone with the memory emptyDir, so nothing can race it)."""
-    status, admin = await formed_cluster(kube, catalog, namespace, "reboot", shards=3, replicas=1)
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "reboot", shards=3, replicas=1, timeout=FORMED
+    )
     host, wanted = node_to_fail(await owned_pods(kube, namespace, "reboot"), status, primaries)
     status = await place_primaries(admin, kube, namespace, "reboot", status, wanted)
     pods = await owned_pods(kube, namespace, "reboot")
@@ -574,7 +588,9 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
 async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
-    status, admin = await formed_cluster(kube, catalog, namespace, "blackout", shards=3, replicas=1)
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "blackout", shards=3, replicas=1, timeout=FORMED
+    )
     before = {node["pod"]: node for node in status["nodes"]}
     old_ids = [node["nodeId"] for node in before.values()]
     async with checker_for(status, admin, replicas=1) as checker:
@@ -618,7 +634,9 @@ async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so
 async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_shards_keep_their_keys(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
-    status, admin = await formed_cluster(kube, catalog, namespace, "cache", shards=3, replicas=0)
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "cache", shards=3, replicas=0, timeout=FORMED
+    )
     primary = primary_of(status, 2)
     lost_slots = parse_slot_ranges(primary["slots"])
     async with checker_for(status, admin, replicas=0) as checker:
@@ -652,7 +670,9 @@ async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_
 async def test_a_killed_primary_of_a_single_shard_is_replaced_by_the_operator_promoting_its_replica(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
-    status, admin = await formed_cluster(kube, catalog, namespace, "lone", shards=1, replicas=1)
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "lone", shards=1, replicas=1, timeout=FORMED
+    )
     primary = primary_of(status, 0)
     (replica,) = replicas_of(status, 0)
     async with checkers(status, admin) as (checker, probe):
@@ -690,7 +710,9 @@ async def test_two_of_three_primaries_killed_at_once_are_replaced_by_the_operato
     """Two crashed servers leave Valkey without a majority of primaries: the operator promotes both
     replicas (TAKEOVER, the Failed pods can never run those identities again), nothing is lost, and
     no Warning says otherwise."""
-    status, admin = await formed_cluster(kube, catalog, namespace, "pair", shards=3, replicas=1)
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "pair", shards=3, replicas=1, timeout=FORMED
+    )
     dead = [primary_of(status, 0), primary_of(status, 1)]
     successors = [replicas_of(status, 0)[0], replicas_of(status, 1)[0]]
     observers = [primary_of(status, 2)["ip"], *(node["ip"] for node in successors)]

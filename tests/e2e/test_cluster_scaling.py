@@ -15,12 +15,10 @@ from collections.abc import AsyncIterator
 import pytest
 from cluster_support import (
     Catalog,
-    admin_client,
-    create_cluster,
     eventually,
+    formed_cluster,
     node_reports,
     owned_pods,
-    require_image,
     settled,
     status_of,
 )
@@ -37,7 +35,6 @@ from valkey_operator.valkey.admin import AdminClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
-IMAGE = "valkey/valkey:9.1.2"
 TYPED_KEYS = 40
 """Keys of each data type, spread over every shard by their hash tags."""
 
@@ -122,11 +119,7 @@ async def test_three_to_five_to_two_shards_loses_no_acknowledged_key(
     namespace: str,
     typed_client: list[ValkeyCluster],
 ) -> None:
-    require_image(IMAGE)
-    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
-    await create_cluster(kube, namespace, "grow", config, shards=3, replicas=1)
-    status = await settled(kube, namespace, "grow", 360)
-    admin = await admin_client(kube, namespace, "grow")
+    status, admin = await formed_cluster(kube, catalog, namespace, "grow", shards=3, replicas=1, timeout=360)
     client = await cluster_client(admin, status)
     typed_client.append(client)
     await write_every_type(client)
@@ -161,11 +154,7 @@ async def test_three_to_five_to_two_shards_loses_no_acknowledged_key(
 async def test_reverting_a_scale_midway_converges_without_slotless_shards(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    require_image(IMAGE)
-    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
-    await create_cluster(kube, namespace, "turn", config, shards=3, replicas=0)
-    status = await settled(kube, namespace, "turn", 300)
-    admin = await admin_client(kube, namespace, "turn")
+    status, admin = await formed_cluster(kube, catalog, namespace, "turn", shards=3, replicas=0, timeout=300)
     seeds = [(node["ip"], 6379) for node in status["nodes"]]
     async with DataChecker(
         seeds, replicas=0, username=ADMIN_USER, password=admin.credentials.password
@@ -191,11 +180,9 @@ async def test_reverting_a_scale_midway_converges_without_slotless_shards(
 async def test_replicas_one_two_zero_one(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    require_image(IMAGE)
-    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
-    await create_cluster(kube, namespace, "copies", config, shards=2, replicas=1)
-    status = await settled(kube, namespace, "copies", 300)
-    admin = await admin_client(kube, namespace, "copies")
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "copies", shards=2, replicas=1, timeout=300
+    )
     seeds = [(node["ip"], 6379) for node in status["nodes"] if node["role"] == "primary"]
     async with DataChecker(
         seeds, replicas=1, username=ADMIN_USER, password=admin.credentials.password
