@@ -14,12 +14,12 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from valkey_operator import failpoints
+from valkey_operator.testing.operatorproc import operator_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,16 +33,7 @@ class OperatorProcess:
         env = {key: value for key, value in os.environ.items() if key != failpoints.ENV}
         if self.armed:
             env[failpoints.ENV] = ",".join(self.armed)
-        argv = [
-            sys.executable,
-            "-m",
-            "valkey_operator",
-            f"--kubeconfig={kubeconfig}",
-            f"--namespace={namespace}",
-            "--metrics-bind-address=127.0.0.1:0",
-            "--health-probe-bind-address=127.0.0.1:0",
-            "--log-format=json",
-        ]
+        argv = operator_argv(kubeconfig, f"--namespace={namespace}")
         with log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT

@@ -30,17 +30,20 @@ def install_crds(kubeconfig: str) -> None:
     kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
 
 
+def operator_argv(kubeconfig: str | Path, *flags: str) -> list[str]:
+    """`python -m valkey_operator` against kubeconfig, metrics and probes on loopback ephemeral ports,
+    JSON logs, plus flags."""
+    return [
+        sys.executable,
+        "-m",
+        "valkey_operator",
+        f"--kubeconfig={kubeconfig}",
+        "--metrics-bind-address=127.0.0.1:0",
+        "--health-probe-bind-address=127.0.0.1:0",
+        "--log-format=json",
+        *flags,
+    ]
+
+
 def start_operator(kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
-    return processes.start(
-        "valkey-operator",
-        [
-            sys.executable,
-            "-m",
-            "valkey_operator",
-            f"--kubeconfig={kubeconfig}",
-            "--metrics-bind-address=127.0.0.1:0",
-            "--health-probe-bind-address=127.0.0.1:0",
-            "--log-format=json",
-        ],
-        log_dir / "operator.log",
-    )
+    return processes.start("valkey-operator", operator_argv(kubeconfig), log_dir / "operator.log")
