@@ -8,16 +8,20 @@ from controllers import image, role
 from controllers.cluster import reconciler as cluster
 from controllers.config import reconciler as config
 from controllers.indexes import ReferenceIndex
+from controllers.options import ControllerOptions
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.manager import Manager
 
 
-def setup_all(manager: Manager, workers: Mapping[str, int]) -> list[Controller]:
-    """Install the shared reference index and every reconciler on manager."""
+def setup_all(manager: Manager, workers: Mapping[str, int], options: ControllerOptions) -> list[Controller]:
+    """Install the shared reference index and every reconciler on manager.
+
+    options is required so that every caller (tests included) states the networks it may dial.
+    """
     index = ReferenceIndex.install(manager)
     return [
         image.setup(manager, index, workers.get("image", 2)),
         config.setup(manager, index, workers.get("config", 2)),
         role.setup(manager, index, workers.get("role", 2)),
-        cluster.setup(manager, index, workers.get("cluster", 2)),
+        cluster.setup(manager, index, workers.get("cluster", 2), options),
     ]

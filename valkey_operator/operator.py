@@ -5,22 +5,25 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from pathlib import Path
 
 import structlog
 from kubernetes_asyncio import client, config
 from prometheus_client import disable_created_metrics
 
 import controllers
+from controllers.options import ControllerOptions
+from valkey_operator.core.client import Client
 from valkey_operator.core.leaderelection import LeadershipLost
 from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.manager import LeaderElectionConfig, Manager
+from valkey_operator.core.rest import RestClient
+from valkey_operator.operator_config import ConfigMapUnreadable, OperatorConfig, read_operator_config
 from valkey_operator.settings import Settings
+from valkey_operator.validation import InvalidValue, fail
 
 log = structlog.get_logger(__name__)
 
 FIELD_MANAGER = "valkey-operator"
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 async def load_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -34,25 +37,12 @@ async def load_api_client(kubeconfig: str | None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-def operator_namespace() -> str | None:
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
-    if SERVICE_ACCOUNT_NAMESPACE.exists():
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    return None
-
-
-class ConfigurationError(Exception):
-    """Invalid settings: the operator stops at start with this message."""
-
-
 def build_manager(settings: Settings, api_client: client.ApiClient) -> Manager:
     leader_election = None
-    if settings.leader_elect:
-        namespace = settings.leader_election_namespace or operator_namespace()
-        if not namespace:
-            raise ConfigurationError("--leader-elect needs --leader-election-namespace outside a cluster")
-        leader_election = LeaderElectionConfig(settings.leader_election_id, namespace)
+    if settings.leader_elect and settings.leader_election_namespace:
+        leader_election = LeaderElectionConfig(
+            settings.leader_election_id, settings.leader_election_namespace
+        )
     return Manager(
         api_client,
         field_manager=FIELD_MANAGER,
@@ -63,21 +53,50 @@ def build_manager(settings: Settings, api_client: client.ApiClient) -> Manager:
     )
 
 
+def controller_options(settings: Settings, operator_config: OperatorConfig) -> ControllerOptions:
+    return ControllerOptions(
+        default_zone_spread=operator_config.default_zone_spread,
+        max_concurrent_rollouts=operator_config.max_concurrent_rollouts,
+        node_networks=settings.node_networks,
+        cluster_domain=settings.cluster_domain,
+    )
+
+
 async def run(settings: Settings) -> int:
+    """Read the ConfigMap, then run the manager until SIGTERM: 0 after a graceful stop, 1 after lost
+    leadership or an unreadable ConfigMap, 2 for an invalid ConfigMap or kubeconfig."""
     configure_logging(settings.log_format, settings.log_level)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # controller-runtime has no *_created series
-    async with await load_api_client(settings.kubeconfig) as api_client:
+    try:
+        api_client = await load_api_client(settings.kubeconfig)
+    except Exception as exc:  # a broken kubeconfig or service account: one line, not a traceback
+        fail(f"cannot load the Kubernetes client configuration: {type(exc).__name__}: {exc}")
+        return 2
+    async with api_client:
+        kube = Client(RestClient(api_client), FIELD_MANAGER)
         try:
-            manager = build_manager(settings, api_client)
-        except ConfigurationError as exc:
-            log.error("invalid configuration", error=str(exc))
+            operator_config = await read_operator_config(kube, settings.operator_namespace)
+        except InvalidValue as exc:
+            fail(str(exc))
             return 2
-        controllers.setup_all(manager, settings.workers)
+        except ConfigMapUnreadable as exc:
+            fail(str(exc))
+            return 1
+        options = controller_options(settings, operator_config)
+        manager = build_manager(settings, api_client)
+        controllers.setup_all(manager, settings.workers, options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, manager.stop)
         log.info(
-            "starting manager", namespace=settings.namespace or "<all>", leader_elect=settings.leader_elect
+            "starting manager",
+            namespace=settings.namespace or "<all>",
+            leader_elect=settings.leader_elect,
+            operator_namespace=settings.operator_namespace or "<unknown: ConfigMap not read>",
+            default_zone_spread=options.default_zone_spread.value,
+            max_concurrent_rollouts=options.max_concurrent_rollouts,
+            node_networks=",".join(str(network) for network in options.node_networks),
+            cluster_domain=options.cluster_domain,
         )
         try:
             await manager.run()

@@ -1,47 +1,76 @@
-"""The operator's command-line settings."""
+"""The operator's command-line settings, every value validated before anything starts (SPEC 1.5).
+
+`parse` raises `InvalidValue` (a flag's value is not allowed) or `UsageError`
+(argparse's own complaint, such as an unknown flag); either is one line, and
+`__main__` prints it and exits with status 2. The full list, with defaults and
+allowed values, is docs/operator-configuration.md.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn
 
 import attrs
 
+from valkey_operator import validation
+from valkey_operator.validation import InvalidValue
+from valkey_operator.valkey.admin import Network
+
 CONTROLLERS = ("image", "config", "role", "cluster")
+LOG_FORMATS = ("json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+ANY_ADDRESS = "0.0.0.0/0,::/0"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-@attrs.frozen
+class UsageError(Exception):
+    """argparse refused the command line (unknown flag, missing value); str() is one line."""
+
+
+@attrs.frozen(kw_only=True)
 class Settings:
     kubeconfig: str | None
     metrics_bind_address: str
     health_probe_bind_address: str
     leader_elect: bool
     leader_election_namespace: str | None
+    """Where the leader Lease lives; set whenever leader_elect is."""
     leader_election_id: str
     namespace: str | None
+    """The only namespace whose ValkeyClusters are reconciled (None: all)."""
+    operator_namespace: str | None
+    """The operator's own namespace, where valkey-operator-config is read (None: unknown, defaults)."""
     log_format: str
     log_level: str
     workers: dict[str, int]
+    node_networks: tuple[Network, ...]
+    cluster_domain: str
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line instead of argparse's usage block."""
+        raise UsageError(f"{message} (see --help)")
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="valkey-operator", description="Kubernetes operator for sharded Valkey clusters."
-    )
+    parser = _Parser(prog="valkey-operator", description="Kubernetes operator for sharded Valkey clusters.")
     parser.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, else in-cluster config)")
     parser.add_argument(
-        "--metrics-bind-address", default=":8080", help="Prometheus /metrics address; 0 disables"
+        "--metrics-bind-address",
+        default=":8080",
+        help="Prometheus /metrics address: host:port, :port, [IPv6]:port, or 0 to disable (default :8080)",
     )
     parser.add_argument(
-        "--health-probe-bind-address", default=":8081", help="/healthz and /readyz address; 0 disables"
+        "--health-probe-bind-address",
+        default=":8081",
+        help="/healthz and /readyz address, same forms; not the metrics port (default :8081)",
     )
     parser.add_argument("--leader-elect", action="store_true", help="elect a leader so only one replica acts")
     parser.add_argument(
@@ -53,33 +82,92 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--namespace", help="reconcile ValkeyClusters in this namespace only (default: all)")
     parser.add_argument(
-        "--log-format",
-        choices=("json", "console"),
-        default="console" if sys.stderr.isatty() else "json",
-        help="log format (default: console on a terminal, json otherwise)",
+        "--operator-namespace",
+        help=f"the operator's own namespace, where it reads the valkey-operator-config ConfigMap "
+        f"(default: ${POD_NAMESPACE_ENV}, else the service account's namespace)",
     )
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument(
+        "--log-format",
+        default="console" if sys.stderr.isatty() else "json",
+        help="json or console (default: console on a terminal, json otherwise)",
+    )
+    parser.add_argument("--log-level", default="info", help=f"{', '.join(LOG_LEVELS)} (default info)")
     for controller in CONTROLLERS:
         parser.add_argument(
             f"--{controller}-workers",
-            type=_positive,
-            default=4 if controller == "cluster" else 2,
-            help=f"concurrent reconciles of the {controller} controller",
+            default="4" if controller == "cluster" else "2",
+            help=f"concurrent reconciles of the {controller} controller, >= 1",
         )
+    parser.add_argument(
+        "--node-networks",
+        default=ANY_ADDRESS,
+        help="comma-separated CIDRs the operator may dial Valkey nodes in (default: any address)",
+    )
+    parser.add_argument(
+        "--cluster-domain", default="cluster.local", help="the cluster's DNS domain, used in status.endpoint"
+    )
     return parser
 
 
-def parse(argv: Sequence[str] | None = None) -> Settings:
+def parse(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    service_account_namespace: Path = SERVICE_ACCOUNT_NAMESPACE,
+) -> Settings:
+    """The validated settings; raises InvalidValue or UsageError (one line each)."""
     args = parser().parse_args(argv)
+    environ = os.environ if environ is None else environ
+    validation.distinct_ports(
+        ("--metrics-bind-address", args.metrics_bind_address),
+        ("--health-probe-bind-address", args.health_probe_bind_address),
+    )
+    own_namespace = operator_namespace(args.operator_namespace, environ, service_account_namespace)
+    namespace = None if args.namespace is None else validation.dns1123_label("--namespace", args.namespace)
     return Settings(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=_kubeconfig(args.kubeconfig),
         metrics_bind_address=args.metrics_bind_address,
         health_probe_bind_address=args.health_probe_bind_address,
         leader_elect=args.leader_elect,
-        leader_election_namespace=args.leader_election_namespace,
-        leader_election_id=args.leader_election_id,
-        namespace=args.namespace,
-        log_format=args.log_format,
-        log_level=args.log_level,
-        workers={name: getattr(args, f"{name}_workers") for name in CONTROLLERS},
+        leader_election_namespace=_lease_namespace(args, own_namespace),
+        leader_election_id=validation.dns1123_subdomain("--leader-election-id", args.leader_election_id),
+        namespace=namespace,
+        operator_namespace=own_namespace,
+        log_format=validation.choice("--log-format", args.log_format, LOG_FORMATS),
+        log_level=validation.choice("--log-level", args.log_level, LOG_LEVELS),
+        workers={
+            name: validation.integer(f"--{name}-workers", getattr(args, f"{name}_workers"), minimum=1)
+            for name in CONTROLLERS
+        },
+        node_networks=validation.networks("--node-networks", args.node_networks),
+        cluster_domain=validation.dns_name("--cluster-domain", args.cluster_domain),
     )
+
+
+def operator_namespace(flag: str | None, environ: Mapping[str, str], service_account: Path) -> str | None:
+    """--operator-namespace, else $POD_NAMESPACE, else the mounted service account's namespace."""
+    if flag is not None:
+        return validation.dns1123_label("--operator-namespace", flag)
+    if environ.get(POD_NAMESPACE_ENV):
+        return validation.dns1123_label(POD_NAMESPACE_ENV, environ[POD_NAMESPACE_ENV])
+    if service_account.is_file():
+        return validation.dns1123_label(str(service_account), service_account.read_text().strip())
+    return None
+
+
+def _lease_namespace(args: argparse.Namespace, own_namespace: str | None) -> str | None:
+    if args.leader_election_namespace is not None:
+        return validation.dns1123_label("--leader-election-namespace", args.leader_election_namespace)
+    if args.leader_elect and own_namespace is None:
+        raise InvalidValue(
+            "--leader-election-namespace",
+            "",
+            "a namespace: --leader-elect needs one when the operator's own namespace is unknown "
+            f"(no --operator-namespace, ${POD_NAMESPACE_ENV} or service account)",
+        )
+    return own_namespace if args.leader_elect else None
+
+
+def _kubeconfig(path: str | None) -> str | None:
+    if path is not None and not Path(path).is_file():
+        raise InvalidValue("--kubeconfig", path, "the path of an existing kubeconfig file")
+    return path

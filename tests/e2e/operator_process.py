@@ -3,7 +3,8 @@
 Each process watches one namespace, runs without leader election (a process
 killed at a failpoint releases no lease, and the next one need not wait it
 out), binds its metrics and probe servers to 127.0.0.1 ephemeral ports, and
-logs JSON to its own file. `VALKEY_OPERATOR_FAILPOINTS` is set only for the
+logs JSON to its own file, and dials 127.0.0.0/8 only unless a test passes
+other --node-networks. `VALKEY_OPERATOR_FAILPOINTS` is set only for the
 processes meant to die at one; every other process gets it removed.
 Processes are stopped only by their own pid.
 """
@@ -15,11 +16,11 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from valkey_operator import failpoints
-from valkey_operator.testing.operatorproc import operator_argv
+from valkey_operator.testing.operatorproc import NODE_NETWORKS, operator_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,16 +28,27 @@ ROOT = Path(__file__).resolve().parents[2]
 class OperatorProcess:
     """One `python -m valkey_operator` process; its combined stdout and stderr go to log_path."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, armed: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log_path: Path,
+        armed: Iterable[str] = (),
+        flags: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        node_networks: str = NODE_NETWORKS,
+    ) -> None:
+        """flags are added to the command line, env to this process's environment."""
         self.log_path = log_path
         self.armed = tuple(armed)
-        env = {key: value for key, value in os.environ.items() if key != failpoints.ENV}
+        environ = {key: value for key, value in os.environ.items() if key != failpoints.ENV}
+        environ.update(env or {})
         if self.armed:
-            env[failpoints.ENV] = ",".join(self.armed)
-        argv = operator_argv(kubeconfig, f"--namespace={namespace}")
+            environ[failpoints.ENV] = ",".join(self.armed)
+        argv = operator_argv(kubeconfig, f"--namespace={namespace}", *flags, node_networks=node_networks)
         with log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                argv, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
         self.started = time.monotonic()
 
@@ -85,9 +97,18 @@ class OperatorProcesses:
         self.log_dir = log_dir
         self.started: list[OperatorProcess] = []
 
-    def start(self, label: str, armed: Iterable[str] = ()) -> OperatorProcess:
+    def start(
+        self,
+        label: str,
+        armed: Iterable[str] = (),
+        flags: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        node_networks: str = NODE_NETWORKS,
+    ) -> OperatorProcess:
         log_path = self.log_dir / f"operator-{len(self.started):02d}-{label}.log"
-        process = OperatorProcess(self.kubeconfig, self.namespace, log_path, armed)
+        process = OperatorProcess(
+            self.kubeconfig, self.namespace, log_path, armed, flags, env, node_networks=node_networks
+        )
         self.started.append(process)
         return process
 

@@ -10,15 +10,14 @@ Built on valkey-py's low-level asyncio `Connection` (RESP, AUTH, TLS) without
 its response callbacks: replies come back as RESP2 values (bytes, int, list),
 an error reply raises `ValkeyCommandError`. Every connect and every command is
 bounded by `asyncio.timeout`, and only addresses inside `allowed_networks`
-are ever dialled (the test bed's rule is 127.0.0.0/8; see
-`allowed_networks_from_env`).
+are ever dialled (the operator's --node-networks; the test bed passes
+127.0.0.0/8).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,10 +28,6 @@ from valkey.asyncio.connection import Connection, SSLConnection
 
 VALKEY_PORT = 6379
 BUS_PORT_OFFSET = 10000
-
-NETWORKS_ENV = "VALKEY_OPERATOR_NODE_NETWORKS"
-"""Comma-separated CIDRs the operator may dial Valkey nodes in (default: 127.0.0.0/8)."""
-DEFAULT_NETWORKS = "127.0.0.0/8"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -47,11 +42,6 @@ class AddressNotAllowed(ValkeyAdminError):
 
 class ValkeyCommandError(ValkeyAdminError):
     """The server answered with an error reply."""
-
-
-def allowed_networks_from_env(environ: Mapping[str, str] | None = None) -> tuple[Network, ...]:
-    text = (environ if environ is not None else os.environ).get(NETWORKS_ENV) or DEFAULT_NETWORKS
-    return tuple(ipaddress.ip_network(part.strip()) for part in text.split(",") if part.strip())
 
 
 def check_address(host: str, allowed: Iterable[Network]) -> None:
@@ -108,7 +98,8 @@ class AdminClient:
     ca_pem: str | None = attrs.field(default=None, repr=False)
     connect_timeout: float = 2.0
     command_timeout: float = 3.0
-    allowed_networks: tuple[Network, ...] = attrs.field(factory=allowed_networks_from_env)
+    allowed_networks: tuple[Network, ...]
+    """Required: the caller states where it may dial (no default that could hide a missing flag)."""
     port: int = VALKEY_PORT
 
     @asynccontextmanager
@@ -209,6 +200,22 @@ class NodeConnection:
 
     async def acl_list(self) -> list[str]:
         return [_text(line) for line in await self.command("ACL", "LIST") or []]
+
+    async def config_get(self, *names: str) -> dict[str, str]:
+        """CONFIG GET of every name in one call (Valkey 7+ takes several)."""
+        if not names:
+            return {}
+        return {
+            key: str(value)
+            for key, value in decode_pairs(await self.command("CONFIG", "GET", *names)).items()
+        }
+
+    async def commands_known(self, names: Sequence[str]) -> dict[str, bool]:
+        """Whether this server knows each command or `command|subcommand` (COMMAND INFO: nil for unknown)."""
+        if not names:
+            return {}
+        reply = await self.command("COMMAND", "INFO", *names)
+        return {name: entry is not None for name, entry in zip(names, reply or [], strict=False)}
 
     # --- changes ---
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
+import time
 
 import pytest
 
@@ -11,7 +13,6 @@ from valkey_operator.valkey.admin import (
     AdminClient,
     Credentials,
     ValkeyAdminError,
-    allowed_networks_from_env,
     check_address,
     decode_pairs,
     parse_info,
@@ -41,12 +42,18 @@ def test_loopback_addresses_are_allowed() -> None:
     check_address("127.0.43.7", LOOPBACK)
 
 
-def test_default_networks_are_loopback_only() -> None:
-    assert allowed_networks_from_env({}) == LOOPBACK
-    assert allowed_networks_from_env({"VALKEY_OPERATOR_NODE_NETWORKS": "10.0.0.0/8, 127.0.0.0/8"}) == (
-        ipaddress.ip_network("10.0.0.0/8"),
-        *LOOPBACK,
-    )
+def test_any_of_several_networks_admits_an_address() -> None:
+    networks = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8"))
+    check_address("10.1.2.3", networks)
+    check_address("fd00::7", networks)
+    with pytest.raises(AddressNotAllowed):
+        check_address("127.0.0.1", networks)
+
+
+def test_the_admin_client_has_no_default_networks() -> None:
+    """Where it may dial is always stated by the caller (the operator's --node-networks)."""
+    with pytest.raises(TypeError, match="allowed_networks"):
+        AdminClient(credentials=Credentials(username="u", password="p"))  # type: ignore[call-arg]
 
 
 @pytest.mark.timeout(10)
@@ -59,13 +66,21 @@ async def test_connect_refuses_before_opening_a_socket() -> None:
 
 @pytest.mark.timeout(10)
 async def test_an_unreachable_node_fails_within_the_timeout() -> None:
-    admin = AdminClient(
-        credentials=Credentials(username="u", password="p"),
-        allowed_networks=LOOPBACK,
-        connect_timeout=0.5,
-        command_timeout=0.5,
-        port=1,  # nothing listens on port 1
-    )
-    with pytest.raises(ValkeyAdminError):
-        async with admin.connect("127.0.0.1"):
-            pass
+    """A node that drops packets costs the connect timeout, no more (a refused port would fail at once)."""
+    with socket.socket() as listener, socket.socket() as queued:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # never accepted: one queued connection fills it, and further SYNs are dropped
+        queued.connect(listener.getsockname())
+        admin = AdminClient(
+            credentials=Credentials(username="u", password="p"),
+            allowed_networks=LOOPBACK,
+            connect_timeout=0.5,
+            command_timeout=0.5,
+            port=listener.getsockname()[1],
+        )
+        started = time.monotonic()
+        with pytest.raises(ValkeyAdminError, match=r"(?i)time"):
+            async with admin.connect("127.0.0.1"):
+                pass
+        elapsed = time.monotonic() - started
+    assert 0.45 <= elapsed < 2.0, f"failed after {elapsed:.2f}s with a 0.5 s connect timeout"

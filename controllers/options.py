@@ -1,0 +1,27 @@
+"""What the operator's configuration (flags and the `valkey-operator-config` ConfigMap) tells the
+reconcilers (SPEC 1.5). Validated before anything starts; the reconcilers only read it."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import attrs
+
+from valkey_operator.api.cluster import ZoneSpread
+from valkey_operator.valkey.admin import Network
+
+ANY_NETWORK: tuple[Network, ...] = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+
+
+@attrs.frozen(kw_only=True)
+class ControllerOptions:
+    default_zone_spread: ZoneSpread = ZoneSpread.BEST_EFFORT
+    """Placement's zoneSpread for clusters that set none (ConfigMap key defaultZoneSpread)."""
+    max_concurrent_rollouts: int = 0
+    """How many clusters may roll at once (ConfigMap key maxConcurrentRollouts; 0: no limit).
+
+    Parsed and validated, but no reconciler reads it yet: rolling updates are not built."""
+    node_networks: tuple[Network, ...] = ANY_NETWORK
+    """The networks the operator may dial Valkey nodes in (--node-networks)."""
+    cluster_domain: str = "cluster.local"
+    """The cluster's DNS domain, for status.endpoint (--cluster-domain)."""
