@@ -6,7 +6,7 @@ kubelet, real valkey-server):
   ours   a 3-shard / 1-replica ValkeyCluster (docs/examples/cluster.yaml) in a
          fresh namespace, with the operator running as a process; timed from
          the create until `.status.state == Active` (polled every 0.1 s).
-  floor  6 plain pods running valkey-server of valkey/valkey:9.1.2 (cluster
+  floor  6 plain pods running valkey-server of the newest image (cluster
          mode, bound to and announcing $(POD_IP), uid 999, restricted Pod
          Security Standard), joined with `valkey-cli --cluster create
          --cluster-replicas 1 --cluster-yes` as soon as every server answers
@@ -32,7 +32,6 @@ import ipaddress
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -47,28 +46,20 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes
-from valkey_operator.testing.images import resolve_image
-from valkey_operator.testing.operatorproc import install_crds, kubectl, start_operator
+from valkey_operator.testing.crds import install_crds
+from valkey_operator.testing.demo import curated_examples
+from valkey_operator.testing.images import newest_image, resolve_image
+from valkey_operator.testing.operatorproc import kubectl, start_operator
+from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
+from valkey_operator.valkey.admin import parse_info
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE = "valkey/valkey:9.1.2"
+IMAGE = newest_image()  # the TLS build's version follows what Debian offered
 SHARDS, REPLICAS = 3, 1
 PODS_PER_CLUSTER = SHARDS * (1 + REPLICAS)
 POLL = 0.1
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 Obj = dict[str, Any]
-
-
-async def wait_for(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
-    """Poll check every POLL seconds until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(POLL)
 
 
 def loopback(ip: str) -> str:
@@ -91,8 +82,8 @@ async def delete_namespace(kube: Client, name: str, timeout: float = 120.0) -> N
         return await kube.get_or_none(NAMESPACES, name) is None
 
     try:
-        await wait_for(gone, timeout, f"namespace {name} to be deleted")
-    except TimeoutError as exc:
+        await eventually(gone, f"namespace {name} to be deleted", timeout, interval=POLL)
+    except WaitTimeout as exc:
         print(f"  warning: {exc}", flush=True)
 
 
@@ -109,20 +100,15 @@ def cluster_body(namespace: str) -> Obj:
 
 async def run_ours(kube: Client, namespace: str, timeout: float) -> float:
     await new_namespace(kube, namespace)
-    last: list[str] = [""]
 
-    async def active() -> bool:
+    async def active() -> bool | NotYet:
         current = await kube.get(VALKEY_CLUSTERS, "bench", namespace)
         status = current.get("status") or {}
-        last[0] = f"{status.get('state')}: {status.get('message', '')}"
-        return status.get("state") == "Active"
+        return status.get("state") == "Active" or NotYet(f"{status.get('state')}: {status.get('message')}")
 
     started = time.perf_counter()
     await kube.create(VALKEY_CLUSTERS, cluster_body(namespace))
-    try:
-        await wait_for(active, timeout, "the ValkeyCluster to be Active")
-    except TimeoutError as exc:
-        raise TimeoutError(f"{exc}; last status {last[0]}") from None
+    await eventually(active, "the ValkeyCluster to be Active", timeout, interval=POLL)
     elapsed = time.perf_counter() - started
     pods = await kube.list(PODS, namespace)
     if len(pods) != PODS_PER_CLUSTER:
@@ -194,8 +180,7 @@ async def info(ip: str, section: str) -> dict[str, Any]:
     try:
         if section == "cluster":
             raw = await client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
-            text = raw.decode() if isinstance(raw, bytes) else str(raw)
-            return dict(line.split(":", 1) for line in text.split() if ":" in line)
+            return parse_info(raw.decode() if isinstance(raw, bytes) else str(raw))
         result: dict[str, Any] = await client.info(section)
         return result
     except Exception:
@@ -221,12 +206,12 @@ async def run_floor(kube: Client, namespace: str, cli: Path, timeout: float) -> 
         ips = [pods.get(name, {}).get("status", {}).get("podIP") for name in names]
         return [str(ip) for ip in ips] if all(ips) else None
 
-    ips: list[str] = await wait_for(all_ips, remaining(), "pod IPs")
+    ips: list[str] = await eventually(all_ips, "pod IPs", remaining(), interval=POLL)
 
     async def all_answer() -> bool:
         return all(await asyncio.gather(*(answers(ip) for ip in ips)))
 
-    await wait_for(all_answer, remaining(), "every valkey-server to answer PING")
+    await eventually(all_answer, "every valkey-server to answer PING", remaining(), interval=POLL)
     argv = [str(cli), "--cluster", "create", *(f"{loopback(ip)}:6379" for ip in ips)]
     argv += ["--cluster-replicas", str(REPLICAS), "--cluster-yes"]
     proc = await asyncio.create_subprocess_exec(
@@ -253,7 +238,7 @@ async def run_floor(kube: Client, namespace: str, cli: Path, timeout: float) -> 
             and all(c.get("cluster_state") == "ok" for c in clusters)
         )
 
-    await wait_for(in_sync, remaining(), "replicas in sync and cluster_state:ok everywhere")
+    await eventually(in_sync, "replicas in sync and cluster_state:ok everywhere", remaining(), interval=POLL)
     return time.perf_counter() - started
 
 
@@ -265,16 +250,18 @@ async def drive(kubeconfig: str, rounds: int, timeout: float, log_dir: Path) -> 
     if image is None:
         raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_operator.testing build`")
     cli = image.executable("valkey-cli")
-    install_crds(kubeconfig)
-    operator = start_operator(kubeconfig, log_dir)
-    try:
-        kubectl(kubeconfig, "apply", "-f", str(ROOT / "docs" / "examples" / "curated.yaml"))
-        kubectl(kubeconfig, "wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-base")
-        configuration = k8s.Configuration()
-        await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        async with k8s.ApiClient(configuration) as api:
-            kube = Client(RestClient(api), field_manager="bench")
-            loopback(urlparse_host(str(configuration.host)))
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    loopback(urlparse_host(str(configuration.host)))
+    async with k8s.ApiClient(configuration) as api:
+        kube = Client(RestClient(api), field_manager="bench")
+        await install_crds(kube)
+        operator = start_operator(kubeconfig, log_dir)
+        try:
+            kubectl(kubeconfig, "apply", "-f", str(curated_examples(IMAGE, log_dir)))
+            kubectl(
+                kubeconfig, "wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-base"
+            )
             ours: list[float] = []
             floor: list[float] = []
             stamp = time.strftime("%H%M%S")
@@ -305,8 +292,8 @@ async def drive(kubeconfig: str, rounds: int, timeout: float, log_dir: Path) -> 
                 f"(min {min(ours):.2f}, max {max(ours):.2f}); floor median {floor_p50:.2f} s "
                 f"(min {min(floor):.2f}, max {max(floor):.2f}); ours/floor {ours_p50 / floor_p50:.2f}x"
             )
-    finally:
-        processes.stop([operator])
+        finally:
+            processes.stop([operator])
 
 
 def urlparse_host(url: str) -> str:

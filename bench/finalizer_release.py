@@ -37,8 +37,8 @@ from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing.crds import install_crds
+from valkey_operator.testing.wait import eventually
 
-ROOT = Path(__file__).resolve().parents[1]
 Check = Callable[[], Awaitable[bool]]
 
 
@@ -73,10 +73,8 @@ async def ensure_other_configs(kube: Client, count: int, concurrency: int = 32) 
     await asyncio.gather(*(creator() for _ in range(concurrency)))
 
 
-async def wait_for(check: Check, timeout: float = 60.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.005)
+POLL = 0.005
+"""Seconds between checks: the release latency measured is well above it."""
 
 
 async def measure(api: k8s.ApiClient, kube: Client, listing: bool, trials: int, label: str) -> list[float]:
@@ -93,7 +91,7 @@ async def measure(api: k8s.ApiClient, kube: Client, listing: bool, trials: int, 
         VALKEY_CONFIGS, image_of_config
     ).with_workers(2).complete(reconciler_type(manager.client, index))
     running = asyncio.create_task(manager.run())
-    await wait_for(_ready(manager))
+    await eventually(manager.ready, "the manager ready", 60, interval=POLL)
     samples = []
     try:
         for trial in range(trials):
@@ -116,23 +114,16 @@ async def measure(api: k8s.ApiClient, kube: Client, listing: bool, trials: int, 
                     "spec": {"imageRef": image},
                 },
             )
-            await wait_for(_protected(kube, image))
+            await eventually(_protected(kube, image), f"{image} protected", 60, interval=POLL)
             await kube.delete(VALKEY_IMAGES, image)
             started = time.perf_counter()
             await kube.delete(VALKEY_CONFIGS, config)
-            await wait_for(_gone(kube, image))
+            await eventually(_gone(kube, image), f"{image} released and gone", 60, interval=POLL)
             samples.append(time.perf_counter() - started)
     finally:
         manager.stop()
         await running
     return samples
-
-
-def _ready(manager: Manager) -> Check:
-    async def check() -> bool:
-        return manager.ready()
-
-    return check
 
 
 def _protected(kube: Client, image: str) -> Check:
@@ -156,7 +147,7 @@ async def drive(kubeconfig: str, sizes: list[int], trials: int) -> None:
     await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     async with k8s.ApiClient(configuration) as api:
         kube = Client(RestClient(api), field_manager="bench")
-        await install_crds(kube, sorted((ROOT / "crds").glob("*.yaml")))
+        await install_crds(kube)
         rows = []
         for size in sorted(sizes):
             started = time.perf_counter()

@@ -33,7 +33,7 @@ with the last status seen, and the run goes on. Prints each measurement, the
 medians and the ratios ours/classic, ours/atomic and classic/atomic.
 
     python bench/scale.py [--rounds 1] [--keys 200000] [--json]
-        [--sides ours,classic,atomic] [--timeout 600] [--image valkey/valkey:9.1.2]
+        [--sides ours,classic,atomic] [--timeout 600] [--image REFERENCE]
         [--kubeconfig PATH] [--log-dir DIR]
 
 The peers need no control plane. For `ours`, without --kubeconfig a control
@@ -59,7 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -74,11 +74,14 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes, valkeyproc
+from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.datachecker import SLOTS, DataChecker, key_slot
-from valkey_operator.testing.images import ImageEntry, resolve_image
-from valkey_operator.testing.operatorproc import install_crds, start_operator
+from valkey_operator.testing.images import ImageEntry, newest_image, resolve_image
+from valkey_operator.testing.operatorproc import start_operator
+from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
+from valkey_operator.valkey.admin import parse_info
 
-DEFAULT_IMAGE = "valkey/valkey:9.1.2"  # what the e2e tests and bench/bootstrap.py run
+DEFAULT_IMAGE = newest_image()  # what the e2e tests and bench/bootstrap.py run
 SIDES = ("ours", "classic", "atomic")
 ATOMIC_FLAG = "--cluster-use-atomic-slot-migration"
 NODE_TIMEOUT_MS = valkeyproc.CLUSTER_NODE_TIMEOUT_MS  # both sides: >= 5000 ms on 2 shared cores
@@ -107,17 +110,6 @@ def loopback(ip: str) -> str:
     if ipaddress.ip_address(ip) not in LOOPBACK:
         raise RuntimeError(f"refusing to connect to {ip}: not in {LOOPBACK}")
     return ip
-
-
-async def wait_for(check: Callable[[], Awaitable[Any]], deadline: float, what: str) -> Any:
-    """Poll check every POLL seconds until it returns something truthy (or the deadline passes)."""
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise PhaseFailed(f"timed out waiting for {what}")
-        await asyncio.sleep(POLL)
 
 
 # -- talking to nodes -----------------------------------------------------------------------------
@@ -150,10 +142,7 @@ async def cluster_view(address: Address, auth: Auth) -> tuple[str, list[Address 
         reply = await call(client, "CLUSTER", "SLOTS")
     finally:
         await client.aclose()
-    state = ""
-    for line in bytes(info).decode().splitlines():
-        if line.startswith("cluster_state:"):
-            state = line.split(":", 1)[1].strip()
+    state = parse_info(bytes(info).decode()).get("cluster_state", "")
     owners: list[Address | None] = [None] * SLOTS
     for start, end, primary, *_ in reply:
         host = primary[0].decode() if primary[0] else ""
@@ -394,7 +383,9 @@ async def peer_joined(servers: Sequence[valkeyproc.ValkeyServer], deadline: floa
         except (OSError, TimeoutError, ValkeyError):
             return False
 
-    await wait_for(known, deadline, "the empty 4th primary to be known everywhere")
+    await eventually(
+        known, "the empty 4th primary to be known everywhere", deadline - time.monotonic(), interval=POLL
+    )
 
 
 async def slot_migrations(addresses: Sequence[Address], auth: Auth) -> list[bytes]:
@@ -453,16 +444,15 @@ async def run_peer(
         started = time.perf_counter()
         await rebalance(argv, log_dir / f"{label}-rebalance.log", deadline)
         cli_seconds = time.perf_counter() - started
-        last = [""]
 
-        async def done() -> bool:
-            last[0] = await converged(addresses, (None, None), new.address)
-            return not last[0]
+        async def done() -> bool | NotYet:
+            problem = await converged(addresses, (None, None), new.address)
+            return NotYet(problem) if problem else True
 
         try:
-            await wait_for(done, deadline, "the new slot map everywhere")
-        except PhaseFailed as exc:
-            raise PhaseFailed(f"{exc}; last: {last[0]}") from None
+            await eventually(done, "the new slot map everywhere", deadline - time.monotonic(), interval=POLL)
+        except WaitTimeout as exc:
+            raise PhaseFailed(str(exc)) from None
         seconds = time.perf_counter() - started
         problem = await data.verify(addresses)
         if problem:
@@ -512,12 +502,12 @@ class Ours:
         return self
 
     async def _start(self) -> None:
-        await asyncio.to_thread(install_crds, self.kubeconfig)
         configuration = k8s.Configuration()
         await k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
         loopback(urlparse(str(configuration.host)).hostname or "")
         self.api = k8s.ApiClient(configuration)
         self.kube = Client(RestClient(self.api), field_manager="bench")
+        await install_crds(self.kube)
         self.operator = start_operator(self.kubeconfig, self.log_dir)
         repository, _, tag = self.image.rpartition(":")
         image = {"repository": repository, "tag": tag, "version": tag}
@@ -553,7 +543,7 @@ class Ours:
 
             try:
                 await kube.delete(resource, name)
-                await wait_for(gone, time.monotonic() + 30, f"{resource.kind} {name} to be deleted")
+                await eventually(gone, f"{resource.kind} {name} to be deleted", 30, interval=POLL)
             except Exception as exc:
                 print(f"  warning: {exc}", file=sys.stderr, flush=True)
 
@@ -570,8 +560,8 @@ class Ours:
             return await kube.get_or_none(NAMESPACES, name) is None
 
         try:
-            await wait_for(gone, time.monotonic() + timeout, f"namespace {name} to be deleted")
-        except PhaseFailed as exc:
+            await eventually(gone, f"namespace {name} to be deleted", timeout, interval=POLL)
+        except WaitTimeout as exc:
             print(f"  warning: {exc}", file=sys.stderr, flush=True)
 
     async def run(self, namespace: str, keys: int, timeout: float) -> Obj:
@@ -647,7 +637,7 @@ class Ours:
         started = time.perf_counter()
         timeline = self.log_dir / f"{namespace}-status-{shards}.log"
 
-        async def settled() -> Obj | None:
+        async def settled() -> Obj | NotYet:
             cluster = await kube.get(VALKEY_CLUSTERS, CLUSTER, namespace)
             status: Obj = cluster.get("status") or {}
             nodes = status.get("nodes") or []
@@ -668,7 +658,7 @@ class Ours:
                     log.write(f"{time.perf_counter() - started:8.2f} s  {seen}\n")
                 last[0] = seen
             if status.get("state") != "Active" or status.get("observedGeneration", 0) < generation:
-                return None
+                return NotYet(seen)
             owners: list[Address | None] = [None] * SLOTS
             for n in nodes:
                 if n.get("role") != "primary":
@@ -678,17 +668,17 @@ class Ours:
                     for slot in range(int(start), int(end or start) + 1):
                         owners[slot] = ("overlap", 0) if owners[slot] else (str(n["ip"]), 6379)
             new = next(((str(n["ip"]), 6379) for n in nodes if n.get("shard") == shards - 1), None)
-            if balanced(owners, shards, new if shards == 4 else None):
-                return None
-            return status
+            problem = balanced(owners, shards, new if shards == 4 else None)
+            return NotYet(f"{seen} ({problem})") if problem else status
 
         if not self.operator or not self.operator.alive():
             raise PhaseFailed(f"the operator exited; see {self.log_dir / 'operator.log'}")
         try:
-            result: Obj = await wait_for(settled, deadline, f"{shards} shards Active")
-        except PhaseFailed as exc:
-            raise PhaseFailed(f"{exc}; last status: {last[0][:1500]}") from None
-        return result
+            return await eventually(
+                settled, f"{shards} shards Active", deadline - time.monotonic(), interval=POLL
+            )
+        except WaitTimeout as exc:
+            raise PhaseFailed(str(exc)) from None
 
 
 # -- driver ---------------------------------------------------------------------------------------

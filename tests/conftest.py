@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest_asyncio
 from kubernetes_asyncio import client as k8s
@@ -11,8 +10,6 @@ from kubernetes_asyncio import client as k8s
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing.crds import install_crds
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest_asyncio.fixture
@@ -24,5 +21,5 @@ async def kube(kube_api: k8s.ApiClient) -> AsyncIterator[Client]:
 @pytest_asyncio.fixture
 async def valkey_crds(kube: Client) -> AsyncIterator[None]:
     """The product's CRDs (crds/*.yaml) installed and Established (idempotent, cheap when current)."""
-    await install_crds(kube, sorted((ROOT / "crds").glob("*.yaml")))
+    await install_crds(kube)
     yield

@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from kubernetes_asyncio import client as k8s
 from prometheus_client import CollectorRegistry
 
 import controllers
+from controllers.options import ControllerOptions
 from valkey_operator.core.manager import Manager
+from valkey_operator.core.metrics import RESULTS
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.wait import eventually
 
 
 class Operator:
-    """A Manager with every reconciler, as `python -m valkey_operator` wires them, minus HTTP endpoints."""
+    """A Manager with every reconciler, as `python -m valkey_operator` wires them, minus HTTP endpoints.
 
-    def __init__(self, api: k8s.ApiClient, namespace: str | None = None) -> None:
+    It dials 127.0.0.0/8 only (the test bed's rule), unless options say otherwise.
+    """
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        namespace: str | None = None,
+        options: ControllerOptions | None = None,
+        workers: Mapping[str, int] | None = None,
+    ) -> None:
+        """workers: per controller ("image", "config", "role", "cluster"), as the operator's flags."""
         self.api = api
         self.namespace = namespace
+        self.workers = dict(workers or {})
+        self.options = options or ControllerOptions(node_networks=LOOPBACK_NETWORKS)
         self.task: asyncio.Task[None] | None = None
         self.manager: Manager | None = None
         self.registry = CollectorRegistry()
@@ -30,11 +47,21 @@ class Operator:
             health_probe_bind_address="0",
             registry=self.registry,
         )
-        controllers.setup_all(self.manager, {})
+        controllers.setup_all(self.manager, self.workers, self.options)
         self.task = asyncio.create_task(self.manager.run())
-        async with asyncio.timeout(30):
-            while not self.manager.ready():
-                await asyncio.sleep(0.05)
+        await eventually(self.manager.ready, "the in-process operator ready", 30, interval=0.05)
+
+    def reconciles(self, controller: str) -> int:
+        """Passes the named controller (valkeycluster, valkeyimage, ...) finished, whatever their result."""
+        return int(
+            sum(
+                self.registry.get_sample_value(
+                    "controller_runtime_reconcile_total", {"controller": controller, "result": result}
+                )
+                or 0
+                for result in RESULTS
+            )
+        )
 
     async def stop(self) -> None:
         if self.manager is not None and self.task is not None:

@@ -1,25 +1,33 @@
-"""What the ValkeyCluster end-to-end tests share: per-test images and configs, waiting, asking nodes."""
+"""What the ValkeyCluster end-to-end tests share: per-test images and configs, waiting, asking nodes,
+and the positive signals to wait for before asserting that the operator did not do something."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from cluster_scoped import ClusterScoped
+from inprocess_operator import Operator
 
 from controllers.cluster.render import names as render_names
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
+from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import PODS, SECRETS
 from valkey_operator.core.rest import Obj
+from valkey_operator.core.store import DeletedFinalStateUnknown
 from valkey_operator.testing import images
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials
 
 NODE_TIMEOUT_MS = "5000"  # >= 5000 ms on the test bed's 2 shared cores
+CLUSTER_CONTROLLER = "valkeycluster"
+NUDGE_ANNOTATION = "test.valkey.gomomento.com/nudge"
+"""Touched by tests to make the operator look at a cluster now (it means nothing to the operator)."""
 
 
 class Catalog(ClusterScoped):
@@ -37,9 +45,27 @@ class Catalog(ClusterScoped):
         return self(name)
 
 
-def require_image(reference: str) -> None:
+async def image_config(catalog: Catalog, reference: str) -> str:
+    """A per-test ValkeyImage of an installed catalog image (see require_image) and a ValkeyConfig of it."""
+    require_image(reference)
+    return await catalog.config("cfg", await catalog.image("img", images.valkey_version(reference)))
+
+
+def require_image(reference: str, *, optional: bool = False) -> None:
+    """Fail unless reference is an installed image of the test bed's catalog.
+
+    A reference the catalog does not know always fails (a typo must never pass as a skip). Only a
+    test that declares its image optional is skipped when the image is known but not installed,
+    and the skip names the image.
+    """
+    known = images.catalog()
+    if reference not in known:
+        pytest.fail(f"{reference} is not an image of the test bed's catalog: {sorted(known)}")
     if images.resolve_image(reference) is None:
-        pytest.skip(f"{reference} is not installed (python -m valkey_operator.testing build)")
+        missing = f"{reference} is not installed (python -m valkey_operator.testing build)"
+        if optional:
+            pytest.skip(f"optional image {missing}")
+        pytest.fail(missing)
 
 
 async def create_cluster(
@@ -54,15 +80,6 @@ async def create_cluster(
     return await kube.create(VALKEY_CLUSTERS, body)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if await check():
-            return time.monotonic() - started
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 async def status_of(kube: Client, namespace: str, name: str) -> Obj:
     cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
     status: Obj = cluster.get("status") or {}
@@ -70,28 +87,83 @@ async def status_of(kube: Client, namespace: str, name: str) -> Obj:
 
 
 async def wait_for_state(kube: Client, namespace: str, name: str, state: str, timeout: float) -> Obj:
-    last: Obj = {}
+    async def reached() -> Obj | NotYet:
+        status = await status_of(kube, namespace, name)
+        return status if status.get("state") == state else NotYet(status)
 
-    async def reached() -> bool:
-        nonlocal last
-        last = await status_of(kube, namespace, name)
-        return last.get("state") == state
-
-    try:
-        await eventually(reached, f"{name} {state}", timeout)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status: {last}") from None
-    return last
+    return await eventually(reached, f"{name} {state}", timeout)
 
 
 async def owned_pods(kube: Client, namespace: str, name: str) -> list[Obj]:
     return await kube.list(PODS, namespace, label_selector=f"{render_names.CLUSTER_LABEL}={name}")
 
 
+async def whole_passes(operator: Operator, kube: Client, namespace: str, name: str, count: int = 2) -> None:
+    """The positive signal to wait for before asserting that the operator did NOT do something.
+
+    Returns once the cluster controller finished `count` passes that began after this call: the
+    cluster is touched (an annotation) until they happened, and a pass in flight now is not
+    counted (passes of one cluster never overlap). Only meaningful while the operator watches just
+    this test's namespace, with one cluster in it.
+    """
+    target = operator.reconciles(CLUSTER_CONTROLLER) + count + 1
+
+    async def done() -> bool | NotYet:
+        seen = operator.reconciles(CLUSTER_CONTROLLER)
+        if seen >= target:
+            return True
+        nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(time.monotonic())}}}
+        await kube.patch(VALKEY_CLUSTERS, name, nudge, namespace)
+        return NotYet(f"{seen} passes of {CLUSTER_CONTROLLER}, waiting for {target}")
+
+    await eventually(done, f"{count} whole passes over {name}", 60, interval=0.5)
+
+
+class PodsCreated:
+    """Every pod of one cluster the API server ever showed, from a watch begun before the cluster
+    exists: what was created, not what is left (failed pods get pruned). `phases` maps each pod's
+    uid to the phase it was last seen in, "Deleted" once it is gone."""
+
+    def __init__(self, kube: Client, namespace: str, cluster: str) -> None:
+        self.phases: dict[str, str] = {}
+        self.informer = SharedInformer(
+            kube.rest, PODS, namespace=namespace, label_selector=f"{render_names.CLUSTER_LABEL}={cluster}"
+        )
+        self.informer.add_event_handler(
+            FuncHandler(on_add=self._seen, on_update=lambda _old, new: self._seen(new), on_delete=self._gone)
+        )
+
+    def _seen(self, pod: Obj) -> None:
+        self.phases[pod["metadata"]["uid"]] = (pod.get("status") or {}).get("phase") or "Pending"
+
+    def _gone(self, pod: Obj | DeletedFinalStateUnknown) -> None:
+        last = pod.obj if isinstance(pod, DeletedFinalStateUnknown) else pod
+        self.phases[last["metadata"]["uid"]] = "Deleted"
+
+    @property
+    def created(self) -> int:
+        return len(self.phases)
+
+    def live(self) -> list[str]:
+        """Uids of pods not (yet) ended: neither Failed, Succeeded nor deleted."""
+        return [uid for uid, phase in self.phases.items() if phase not in ("Failed", "Succeeded", "Deleted")]
+
+    async def __aenter__(self) -> PodsCreated:
+        self.informer.start()
+        async with asyncio.timeout(30):
+            await self.informer.wait_for_sync()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.informer.stop()
+
+
 async def admin_client(kube: Client, namespace: str, name: str) -> AdminClient:
     secret = await kube.get(SECRETS, render_names.secret_name(name), namespace)
     password = base64.b64decode(secret["data"]["admin-password"]).decode()
-    return AdminClient(credentials=Credentials(username=ADMIN_USER, password=password))
+    return AdminClient(
+        credentials=Credentials(username=ADMIN_USER, password=password), allowed_networks=LOOPBACK_NETWORKS
+    )
 
 
 async def node_reports(admin: AdminClient, ip: str) -> dict[str, Any]:
@@ -105,23 +177,18 @@ async def node_reports(admin: AdminClient, ip: str) -> dict[str, Any]:
 
 async def settled(kube: Client, namespace: str, name: str, timeout: float) -> Obj:
     """Wait until the status describes the current spec and says Active."""
-    last: Obj = {}
 
-    async def done() -> bool:
-        nonlocal last
+    async def done() -> Obj | NotYet:
         cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
-        last = cluster.get("status") or {}
-        return (
-            last.get("observedGeneration") == cluster["metadata"]["generation"]
-            and last.get("state") == "Active"
-            and last.get("shards") == cluster["spec"]["shards"]
+        status: Obj = cluster.get("status") or {}
+        current = (
+            status.get("observedGeneration") == cluster["metadata"]["generation"]
+            and status.get("state") == "Active"
+            and status.get("shards") == cluster["spec"]["shards"]
         )
+        return status if current else NotYet(status)
 
-    try:
-        await eventually(done, f"{name} Active after the change", timeout)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status: {last}") from None
-    return last
+    return await eventually(done, f"{name} Active after the change", timeout)
 
 
 async def formed_cluster(
@@ -134,10 +201,9 @@ async def formed_cluster(
     replicas: int,
     timeout: float = 360.0,
 ) -> tuple[Obj, AdminClient]:
-    """A ValkeyCluster of Valkey 9.1.2 (shards x replicas) created and Active: its status and an admin
-    client for its nodes."""
-    require_image("valkey/valkey:9.1.2")
-    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    """A ValkeyCluster of the newest Valkey (shards x replicas) created and Active: its status and an
+    admin client for its nodes."""
+    config = await image_config(catalog, images.newest_image())
     started = time.monotonic()
     await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
     status = await settled(kube, namespace, name, timeout)

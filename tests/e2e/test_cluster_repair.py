@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import time
@@ -30,8 +31,9 @@ from types import TracebackType
 import attrs
 import pytest
 from cluster_support import (
+    NODE_TIMEOUT_MS,
+    NUDGE_ANNOTATION,
     Catalog,
-    eventually,
     formed_cluster,
     node_reports,
     owned_pods,
@@ -46,6 +48,7 @@ from valkey_operator.core.resource import EVENTS, PODS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_slot
 from valkey_operator.testing.kubelet import KubeletControl
+from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -54,7 +57,12 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PREFILL = 3000
 """Keys written (and acknowledged) before each disruption."""
 TAKEOVER_LIMIT = 30.0
-"""A shard that lost its primary takes writes again within this many seconds."""
+"""A shard that lost its primary takes writes again within this many seconds (Valkey's own failover
+after a crash measured 6.8-8.3 s, the operator's TAKEOVER 0.3 s)."""
+HANDOVER_LIMIT = 0.8 * int(NODE_TIMEOUT_MS) / 1000
+"""A gracefully deleted primary's slots are served again within this (measured 0.8-1.3 s): less than
+cluster-node-timeout, which Valkey's own failover must wait out before it can even start an election,
+so only the coordinated handover at shutdown can meet it."""
 WRITE_INTERVAL = 0.01
 """Each continuous writer's pause between keys: ~100 keys/s each leaves the 2 cores to the cluster."""
 MAX_WRITER_KEYS = 20000
@@ -155,12 +163,25 @@ class Load:
         self.tasks: list[asyncio.Task[WriterReport]] = []
 
     async def __aenter__(self) -> Load:
+        before = [len(checker.acknowledged) for checker in self.checkers]
         for checker in self.checkers:
             writer = checker.run_writer(
                 max_keys=MAX_WRITER_KEYS, duration=self.duration, interval=WRITE_INTERVAL, stop=self.stop
             )
             self.tasks.append(asyncio.create_task(writer))
-        await asyncio.sleep(1.0)  # a baseline of acknowledged writes on every shard first
+
+        def baseline() -> bool | NotYet:
+            for task in self.tasks:
+                if task.done():  # a writer that stopped already: its error now, not a timeout later
+                    raise AssertionError(f"a writer stopped before the disruption: {task.result()}")
+            missing = {
+                checker.prefix: sorted(set(checker.primaries) - shards_written(checker, since))
+                for checker, since in zip(self.checkers, before, strict=True)
+            }
+            return not any(missing.values()) or NotYet(f"primaries without a new acknowledged key: {missing}")
+
+        # Both writers acknowledged writes on every shard before anything is disrupted.
+        await eventually(baseline, "a baseline of acknowledged writes on every shard", 30)
         return self
 
     async def finish(self) -> LoadReport:
@@ -176,6 +197,16 @@ class Load:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+
+def shards_written(checker: DataChecker, since: int) -> set[tuple[str, int]]:
+    """The primaries holding a key the checker acknowledged after its first `since` ones."""
+    ranges = checker.slot_ranges()
+    written: set[tuple[str, int]] = set()
+    for key in itertools.islice(checker.acknowledged, since, None):
+        slot = key_slot(key)
+        written.update(owner for owner, spans in ranges.items() if any(a <= slot <= b for a, b in spans))
+    return written
 
 
 # --- observing ---------------------------------------------------------------------------------------
@@ -335,12 +366,13 @@ async def lose_primary_under_load(
     status: Obj,
     shard: int,
     lose: Callable[[Obj], Awaitable[None]],
+    limit: float,
 ) -> PrimaryLoss:
     """Lose shard's primary (`lose`) while both writers run; the replica takes over, a new pod joins.
 
-    Checks what every such loss must keep: every acknowledged key, a write gap under
-    TAKEOVER_LIMIT, a sound topology without the old id, the replica as the new primary and a
-    replacement pod as its replica.
+    Checks what every such loss must keep: every acknowledged key, its slots served elsewhere and a
+    write gap both under `limit` seconds, a sound topology without the old id, the replica as the
+    new primary and a replacement pod as its replica.
     """
     primary = primary_of(status, shard)
     (replica,) = replicas_of(status, shard)
@@ -350,7 +382,7 @@ async def lose_primary_under_load(
         async with Load(checker, probe) as load:
             started = time.monotonic()
             await lose(primary)
-            took = await takeover_time(admin, observers, primary, started, TAKEOVER_LIMIT)
+            took = await takeover_time(admin, observers, primary, started, limit)
             status = await repaired(kube, namespace, name, pods=6, gone=[primary["pod"]])
             repaired_after = time.monotonic() - started
             report = await load.finish()
@@ -358,7 +390,8 @@ async def lose_primary_under_load(
     probe_gap, durable_gap = report.gaps(primary)
     assert verified.ok, verified
     assert verified.checked == PREFILL + report.durable.acknowledged, verified
-    assert report.durable.acknowledged > 0 and probe_gap < TAKEOVER_LIMIT, report
+    assert took < limit, f"slots served elsewhere after {took:.1f}s"
+    assert report.durable.acknowledged > 0 and probe_gap < limit, report
     nodes = await check_topology(admin, kube, namespace, name, status, [primary["nodeId"]])
     assert primary_of({"nodes": nodes}, shard)["pod"] == replica["pod"], "the shard's replica took over"
     (replacement,) = replicas_of({"nodes": nodes}, shard)
@@ -380,7 +413,11 @@ async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowl
     async def delete(primary: Obj) -> None:
         await kube.delete(PODS, primary["pod"], namespace)  # graceful: SIGTERM, then the grace period
 
-    loss = await lose_primary_under_load(kube, admin, namespace, "handover", status, 0, delete)
+    # Within HANDOVER_LIMIT, below cluster-node-timeout: the coordinated handover at shutdown, not
+    # Valkey's own election after the node timed out (that one could never be this fast).
+    loss = await lose_primary_under_load(
+        kube, admin, namespace, "handover", status, 0, delete, HANDOVER_LIMIT
+    )
     print(
         f"[repair] delete primary {loss.primary['pod']}: its slots served by its replica after "
         f"{loss.took:.1f}s; write gap of its slots {loss.gaps[0]:.2f}s (WAIT 0), {loss.gaps[1]:.2f}s "
@@ -400,7 +437,7 @@ async def test_a_killed_primary_server_is_replaced_and_its_failed_pod_does_not_b
     async def kill(primary: Obj) -> None:
         await kill_server(kubelet, namespace, primary["pod"], primary["ip"])
 
-    loss = await lose_primary_under_load(kube, admin, namespace, "crash", status, 1, kill)
+    loss = await lose_primary_under_load(kube, admin, namespace, "crash", status, 1, kill, TAKEOVER_LIMIT)
     print(
         f"[repair] SIGKILL primary {loss.primary['pod']}: its slots served by its replica after "
         f"{loss.took:.1f}s (Valkey's failover, cluster-node-timeout 5000 ms); write gap of its slots "
@@ -475,7 +512,7 @@ async def place_primaries(
             await eventually(lambda: _none_left(waiting), "the coordinated failovers", 8)
     assert not await waiting(), "the coordinated failovers did not complete"
     # Valkey's changes raise no Kubernetes event: touch the object so a pass reports them now.
-    nudge = {"metadata": {"annotations": {"test.valkey.gomomento.com/nudge": str(time.time())}}}
+    nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(time.time())}}}
     await kube.patch(VALKEY_CLUSTERS, name, nudge, namespace)
 
     async def placed() -> bool:
@@ -736,4 +773,5 @@ async def test_two_of_three_primaries_killed_at_once_are_replaced_by_the_operato
     assert verified.ok, verified
     promoted = await warnings(kube, namespace, "PromotingReplica")
     print(f"[repair] PromotingReplica events: {[event.get('note') for event in promoted]}")
+    assert len(promoted) >= len(dead), "no majority left: the operator promotes each replica"
     await no_data_lost_reported(kube, namespace)

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 import pytest
 from cluster_support import (
     Catalog,
-    eventually,
     formed_cluster,
     node_reports,
     owned_pods,
@@ -31,6 +30,7 @@ from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.datachecker import DataChecker, WriterReport
+from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from cluster_support import Catalog, admin_client, create_cluster, owned_pods, require_image, settled
+from cluster_support import Catalog, admin_client, create_cluster, image_config, owned_pods, settled
 from operator_process import OperatorProcess, OperatorProcesses
 
 from controllers.cluster.observe import parse_slot_ranges, slot_count
@@ -31,12 +31,12 @@ from valkey_operator import failpoints
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
+from valkey_operator.testing import images
 from valkey_operator.testing.datachecker import DataChecker
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
-IMAGE = "valkey/valkey:9.1.2"
 NAME = "fp"
 REPLICAS = 1
 KEYS_BEFORE = 3000
@@ -181,8 +181,7 @@ async def test_killed_at_a_scale_step_the_restarted_operator_finishes_the_scale(
     namespace: str,
     operators: OperatorProcesses,
 ) -> None:
-    require_image(IMAGE)
-    config = await catalog.config("cfg", await catalog.image("img", "9.1.2"))
+    config = await image_config(catalog, images.newest_image())
     begun = time.monotonic()
     bootstrap = operators.start("bootstrap")
     await create_cluster(kube, namespace, NAME, config, shards=3, replicas=REPLICAS)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -16,17 +14,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from valkey_operator.testing import versions
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.processes import ProcessRecord
+from valkey_operator.testing.wait import eventually
 
 pytestmark = pytest.mark.integration
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0, what: str = "") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
 
 
 async def test_api_server_reports_pinned_version(kube_api: client.ApiClient) -> None:
@@ -67,7 +57,7 @@ async def test_namespace_is_created_and_finalized_on_delete(kube_api: client.Api
         return False
 
     # The namespace controller must empty it and remove the kubernetes finalizer.
-    await eventually(gone, what="namespace deletion to complete")
+    await eventually(gone, "namespace deletion to complete", 60)
 
 
 async def test_owned_object_is_garbage_collected(kube_api: client.ApiClient, namespace: str) -> None:
@@ -88,7 +78,7 @@ async def test_owned_object_is_garbage_collected(kube_api: client.ApiClient, nam
         names = {cm.metadata.name for cm in (await core.list_namespaced_config_map(namespace)).items}
         return "dependent" not in names
 
-    await eventually(collected, what="garbage collection of the dependent")
+    await eventually(collected, "garbage collection of the dependent", 60)
 
 
 async def test_service_account_token_is_issued(kube_api: client.ApiClient, namespace: str) -> None:
@@ -98,7 +88,7 @@ async def test_service_account_token_is_issued(kube_api: client.ApiClient, names
         accounts = await core.list_namespaced_service_account(namespace)
         return any(sa.metadata.name == "default" for sa in accounts.items)
 
-    await eventually(default_account_exists, what="the serviceaccount controller to create 'default'")
+    await eventually(default_account_exists, "the serviceaccount controller to create 'default'", 60)
     request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
     issued = await core.create_namespaced_service_account_token("default", namespace, request)
     assert issued.status.token.count(".") == 2  # a JWT

@@ -1,8 +1,12 @@
-"""Install CustomResourceDefinitions into a test API server and wait until they serve."""
+"""Install CustomResourceDefinitions into a test API server and wait until they serve.
+
+The one way tests, benchmarks and plugin users install the product's CRDs
+(`crds/*.yaml` of this checkout by default): server-side apply, then wait
+until every one is Established.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -12,10 +16,17 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
+from valkey_operator.testing.wait import NotYet, eventually
 
 CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
+CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
+
+
+def product_crds() -> list[Path]:
+    """The operator's own CRD files (crds/*.yaml of this checkout)."""
+    return sorted(CRD_DIR.glob("*.yaml"))
 
 
 def load_manifests(paths: Iterable[Path]) -> list[Obj]:
@@ -25,16 +36,22 @@ def load_manifests(paths: Iterable[Path]) -> list[Obj]:
     return documents
 
 
-async def install_crds(client: Client, paths: Iterable[Path], timeout: float = 60.0) -> list[Obj]:
-    """Server-side apply every CRD in paths; return once all are Established."""
-    crds = [doc for doc in load_manifests(paths) if doc.get("kind") == "CustomResourceDefinition"]
+async def install_crds(
+    client: Client, paths: Iterable[Path] | None = None, timeout: float = 60.0
+) -> list[Obj]:
+    """Server-side apply every CRD in paths (default: the product's); return once all are Established."""
+    documents = load_manifests(product_crds() if paths is None else paths)
+    crds = [doc for doc in documents if doc.get("kind") == "CustomResourceDefinition"]
     for crd in crds:
         await client.apply(CUSTOM_RESOURCE_DEFINITIONS, crd)
-    async with asyncio.timeout(timeout):
+
+    async def established() -> object:
+        waiting = []
         for crd in crds:
-            while True:
-                current = await client.get(CUSTOM_RESOURCE_DEFINITIONS, crd["metadata"]["name"])
-                if is_true(current.get("status", {}).get("conditions"), "Established"):
-                    break
-                await asyncio.sleep(0.1)
+            current = await client.get(CUSTOM_RESOURCE_DEFINITIONS, crd["metadata"]["name"])
+            if not is_true(current.get("status", {}).get("conditions"), "Established"):
+                waiting.append(crd["metadata"]["name"])
+        return NotYet(waiting) if waiting else True
+
+    await eventually(established, "the CRDs Established", timeout, interval=0.1)
     return crds

@@ -3,7 +3,7 @@
 "No acknowledged write lost" only means something if the acknowledgement is
 real. A key counts as acknowledged only after `WAIT numreplicas timeout`,
 issued on the very connection that wrote it, returned at least the expected
-replica count: so the checker speaks RESP itself, keeps exactly one
+replica count: so the checker speaks RESP itself (`resp`), keeps exactly one
 connection per primary (discovered with CLUSTER SLOTS from seed addresses),
 routes keys by hash slot and follows MOVED/ASK itself rather than letting a
 client library retry elsewhere behind its back. `verify()` then reads every
@@ -33,10 +33,10 @@ from typing import TypeAlias
 
 import attrs
 
+from valkey_operator.testing.resp import Arg, ProtocolError, Reply, ReplyError, encode_command, read_reply
+
 SLOTS = 16384
 Address: TypeAlias = tuple[str, int]
-Arg: TypeAlias = str | bytes | int
-Reply: TypeAlias = "bytes | int | list[Reply] | ReplyError | None"
 
 _LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 _NETWORK_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError)
@@ -44,21 +44,6 @@ _NETWORK_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError,
 
 class NonLoopbackError(ValueError):
     """An address outside 127.0.0.0/8: the test bed never connects there."""
-
-
-class ProtocolError(ConnectionError):
-    """The server sent something that is not RESP."""
-
-
-@attrs.frozen
-class ReplyError:
-    """An error reply (`-ERR ...`, `-MOVED ...`): a value, so pipelines carry it per command."""
-
-    message: str
-
-    @property
-    def kind(self) -> str:
-        return self.message.split(" ", 1)[0]
 
 
 def check_loopback(host: str) -> None:
@@ -100,36 +85,7 @@ def key_slot(key: bytes) -> int:
     return crc % SLOTS
 
 
-# --- RESP ----------------------------------------------------------------------------------------
-
-
-def encode_command(command: Sequence[Arg]) -> bytes:
-    """A command as a RESP array of bulk strings."""
-    parts = [b"*%d\r\n" % len(command)]
-    for arg in command:
-        data = arg if isinstance(arg, bytes) else str(arg).encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(parts)
-
-
-async def _read_reply(reader: asyncio.StreamReader) -> Reply:
-    line = await reader.readline()
-    if not line.endswith(b"\r\n"):
-        raise ConnectionError("connection closed by the server")
-    kind, body = line[:1], line[1:-2]
-    if kind == b"+":
-        return body
-    if kind == b"-":
-        return ReplyError(body.decode(errors="replace"))
-    if kind == b":":
-        return int(body)
-    if kind == b"$":
-        size = int(body)
-        return None if size < 0 else (await reader.readexactly(size + 2))[:-2]
-    if kind == b"*":
-        size = int(body)
-        return None if size < 0 else [await _read_reply(reader) for _ in range(size)]
-    raise ProtocolError(f"unexpected RESP line {line[:80]!r}")
+# --- connections -------------------------------------------------------------------------------
 
 
 class _Connection:
@@ -148,7 +104,7 @@ class _Connection:
             async with asyncio.timeout(timeout):
                 self.writer.write(b"".join(encode_command(command) for command in commands))
                 await self.writer.drain()
-                return [await _read_reply(self.reader) for _ in commands]
+                return [await read_reply(self.reader) for _ in commands]
         except BaseException:
             self.close()
             raise

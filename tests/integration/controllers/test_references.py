@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import pytest
@@ -25,13 +27,18 @@ from valkey_operator.core.client import Client, retry_on_conflict
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
+from valkey_operator.testing.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
 
 
+ONE_WORKER = {"image": 1, "config": 1, "role": 1}
+"""One worker per controller: its queue is then processed strictly in order (see `drained`)."""
+
+
 @pytest_asyncio.fixture
 async def operator(kube_api: k8s.ApiClient) -> AsyncIterator[Operator]:
-    running = Operator(kube_api)
+    running = Operator(kube_api, workers=ONE_WORKER)
     await running.start()
     yield running
     await running.stop()
@@ -85,16 +92,6 @@ def cluster(name: str, namespace: str, config: str, roles: tuple[str, ...] = ())
     }
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> float:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    while loop.time() - started < timeout:
-        if await check():
-            return loop.time() - started
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 async def finalizers(kube: Client, resource: Resource, name: str) -> list[str] | None:
     """The object's finalizers, or None once it is gone."""
     current = await kube.get_or_none(resource, name)
@@ -114,6 +111,47 @@ async def resolved(kube: Client, name: str) -> dict[str, Any] | None:
     return find_condition(config.get("status", {}).get("conditions"), "Resolved")
 
 
+async def resolution_is(kube: Client, name: str, reason: str) -> bool:
+    condition = await resolved(kube, name)
+    return condition is not None and condition["reason"] == reason
+
+
+_MARKERS = itertools.count()
+
+
+async def drained(kube: Client, names: Names, resource: Resource) -> None:
+    """The positive signal to wait for before asserting what the reconciler of `resource` did NOT do.
+
+    Each controller runs one worker (ONE_WORKER) over a FIFO queue, so a fresh object reconciled
+    after an event on the same watch means every request queued by that event was processed first;
+    a request being processed just then is queued once more behind it, so this is done twice, the
+    second marker created only after the first was reconciled.
+    """
+    for _ in range(2):
+        await _marker_reconciled(kube, names, resource, names(f"marker{next(_MARKERS)}"))
+
+
+async def _marker_reconciled(kube: Client, names: Names, resource: Resource, marker: str) -> None:
+    """A fresh object of resource, reconciled by a pass queued by an event on resource's own watch."""
+    if resource is VALKEY_IMAGES:  # protected once a config names it: that config first
+        await names.create(VALKEY_CONFIGS, {"metadata": {"name": marker}, "spec": {"imageRef": marker}})
+        await eventually(lambda: resolution_is(kube, marker, "ImageNotFound"), f"{marker} config")
+        body = {"repository": "valkey/valkey", "tag": "9.1.2", "version": "9.1.2"}
+        await names.create(VALKEY_IMAGES, {"metadata": {"name": marker}, "spec": body})
+        await eventually(lambda: has(kube, VALKEY_IMAGES, marker, IMAGE_PROTECTION_FINALIZER), marker)
+    elif resource is VALKEY_CONFIGS:  # its status says why it does not resolve
+        await names.create(VALKEY_CONFIGS, {"metadata": {"name": marker}, "spec": {"imageRef": marker}})
+        await eventually(lambda: resolution_is(kube, marker, "ImageNotFound"), marker)
+    else:  # a role's status carries its summary
+        spec = {"categories": [{"name": "read", "access": "allow"}]}
+        await names.create(VALKEY_ROLES, {"metadata": {"name": marker}, "spec": spec})
+
+        async def summarised() -> bool:
+            return (await kube.get(VALKEY_ROLES, marker)).get("status", {}).get("summary") == "+@read"
+
+        await eventually(summarised, marker)
+
+
 async def test_referenced_image_is_protected_until_its_last_config_goes(
     operator: Operator, kube: Client, names: Names
 ) -> None:
@@ -126,17 +164,18 @@ async def test_referenced_image_is_protected_until_its_last_config_goes(
     marked = await kube.get(VALKEY_IMAGES, names("img"))
     assert "deletionTimestamp" in marked["metadata"]
     await kube.delete(VALKEY_CONFIGS, names("a"))
-    await asyncio.sleep(1)
-    assert not await gone(kube, VALKEY_IMAGES, names("img")), "still referenced by b"
+    await drained(kube, names, VALKEY_IMAGES)
+    assert await has(kube, VALKEY_IMAGES, names("img"), IMAGE_PROTECTION_FINALIZER), "still referenced by b"
 
     await kube.delete(VALKEY_CONFIGS, names("b"))
-    released_in = await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release", timeout=10)
-    assert released_in < 5
+    deleted = time.monotonic()
+    await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release", 10, interval=0.05)
+    assert time.monotonic() - deleted < 5
 
 
 async def test_unreferenced_image_deletes_at_once(operator: Operator, kube: Client, names: Names) -> None:
     await names.image("lonely")
-    await asyncio.sleep(0.5)  # let the reconciler see it
+    await drained(kube, names, VALKEY_IMAGES)
     assert await finalizers(kube, VALKEY_IMAGES, names("lonely")) == []
     await kube.delete(VALKEY_IMAGES, names("lonely"))
     assert await gone(kube, VALKEY_IMAGES, names("lonely"))
@@ -169,9 +208,8 @@ async def test_chain_resolution_and_every_failure_reason(
 ) -> None:
     await names.config("leaf", baseRef="base", valkey={"maxmemory-policy": "allkeys-lru"})
 
-    async def reason_is(name: str, reason: str) -> bool:
-        condition = await resolved(kube, names(name))
-        return condition is not None and condition["reason"] == reason
+    def reason_is(name: str, reason: str) -> Awaitable[bool]:
+        return resolution_is(kube, names(name), reason)
 
     await eventually(lambda: reason_is("leaf", "BaseNotFound"), "BaseNotFound")
     await names.config("base", imageRef="img", valkey={"maxmemory-policy": "noeviction", "timeout": "5"})
@@ -220,6 +258,7 @@ async def test_configs_and_roles_are_protected_while_referenced(
     await eventually(
         lambda: has(kube, VALKEY_CONFIGS, names("base"), CONFIG_PROTECTION_FINALIZER), "base protected"
     )
+    await drained(kube, names, VALKEY_CONFIGS)
     assert not await has(kube, VALKEY_CONFIGS, names("child"), CONFIG_PROTECTION_FINALIZER)
 
     await kube.create(VALKEY_CLUSTERS, cluster("c1", namespace, names("used"), roles=(names("reader"),)))
@@ -234,9 +273,10 @@ async def test_configs_and_roles_are_protected_while_referenced(
 
     await kube.delete(VALKEY_ROLES, names("reader"))
     await kube.delete(VALKEY_CONFIGS, names("used"))
-    await asyncio.sleep(1)
-    assert not await gone(kube, VALKEY_ROLES, names("reader"))
-    assert not await gone(kube, VALKEY_CONFIGS, names("used"))
+    await drained(kube, names, VALKEY_ROLES)
+    await drained(kube, names, VALKEY_CONFIGS)
+    assert await has(kube, VALKEY_ROLES, names("reader"), ROLE_PROTECTION_FINALIZER), "c1 uses it"
+    assert await has(kube, VALKEY_CONFIGS, names("used"), CONFIG_PROTECTION_FINALIZER), "c1 uses it"
     await kube.delete(VALKEY_CLUSTERS, "c1", namespace)
     await eventually(lambda: gone(kube, VALKEY_ROLES, names("reader")), "role released")
     await eventually(lambda: gone(kube, VALKEY_CONFIGS, names("used")), "config released")
@@ -257,8 +297,11 @@ async def test_restart_mid_way_converges(kube_api: k8s.ApiClient, kube: Client, 
     # While no operator runs: the image is deleted (marked) and its config removed.
     await kube.delete(VALKEY_IMAGES, names("img"))
     await kube.delete(VALKEY_CONFIGS, names("cfg"))
-    await asyncio.sleep(0.5)
-    assert not await gone(kube, VALKEY_IMAGES, names("img"))
+    held = await kube.get(VALKEY_IMAGES, names("img"))  # no operator runs to release it
+    assert (
+        "deletionTimestamp" in held["metadata"]
+        and IMAGE_PROTECTION_FINALIZER in held["metadata"]["finalizers"]
+    )
     second = Operator(kube_api)
     await second.start()
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from valkey_operator.core.rest import JSON, MERGE_PATCH, ApiError, Obj, Query, R
 from valkey_operator.core.store import DeletedFinalStateUnknown, Store, unwrap_tombstone
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.tcpproxy import TcpProxy
+from valkey_operator.testing.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -48,15 +49,6 @@ PREFIX = "cm-"  # the namespace also holds kube-root-ca.crt, published at its ow
 def fast_backoff() -> WatchBackoff:
     """Reconnect within 0.05..0.4 s: these tests cut watches on purpose."""
     return WatchBackoff(initial=0.05, maximum=0.2)
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class RecordingRestClient(RestClient):

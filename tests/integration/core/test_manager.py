@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS, LEASES
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing.processes import free_port
+from valkey_operator.testing.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -71,13 +72,9 @@ def processes(tmp_path: Path) -> Iterator[list[OperatorProcess]]:
         process.stop()
 
 
-async def wait_until(check, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if await asyncio.to_thread(check):
-            return time.monotonic() - started
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+def off_loop(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    """A blocking check (HTTP to the operator process) for eventually(), run in a worker thread."""
+    return lambda: asyncio.to_thread(check)
 
 
 def example(kubeconfig: Path, namespace: str) -> list[str]:
@@ -105,12 +102,12 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(
     for index in range(2):
         processes.append(OperatorProcess(example(kubeconfig_path, namespace), tmp_path / f"op{index}.log"))
     first, second = processes
-    await wait_until(lambda: first.metric(LEADER) + second.metric(LEADER) == 1, 60, "one leader")
+    await eventually(off_loop(lambda: first.metric(LEADER) + second.metric(LEADER) == 1), "one leader", 60)
     leader, standby = (first, second) if first.metric(LEADER) == 1 else (second, first)
     assert standby.metric(LEADER) == 0
 
     await api.create(DEPLOYMENTS, _deployment(namespace))
-    await wait_until(lambda: leader.metric(RECONCILES) > 0, 30, "the leader to reconcile")
+    await eventually(off_loop(lambda: leader.metric(RECONCILES) > 0), "the leader to reconcile", 30)
     await asyncio.sleep(1)
     assert standby.metric(RECONCILES) == 0, "the standby must not reconcile"
     # Both processes are ready (caches warm), only one acts.
@@ -119,12 +116,12 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(
     leader.process.send_signal(signal.SIGKILL)
     leader.process.wait()
     killed_at = time.monotonic()
-    await wait_until(lambda: standby.metric(LEADER) == 1, 40, "the standby to take over")
+    await eventually(off_loop(lambda: standby.metric(LEADER) == 1), "the standby to take over", 40)
     takeover = time.monotonic() - killed_at
     # lease duration 15 s + retry period 2 s (jittered x1.2) + a margin for a loaded machine.
     assert takeover <= 15 + 2.4 + 5, takeover
     await api.patch(CONFIG_MAPS, "cfg", {"data": {"v": "2"}}, namespace)
-    await wait_until(lambda: standby.metric(RECONCILES) > 0, 30, "the new leader to reconcile")
+    await eventually(off_loop(lambda: standby.metric(RECONCILES) > 0), "the new leader to reconcile", 30)
 
 
 async def test_metrics_endpoint_serves_controller_runtime_names(
@@ -137,9 +134,9 @@ async def test_metrics_endpoint_serves_controller_runtime_names(
     api = Client(RestClient(kube_api), field_manager="test")
     processes.append(OperatorProcess(example(kubeconfig_path, namespace), tmp_path / "op.log"))
     (operator,) = processes
-    await wait_until(lambda: operator.metric(LEADER) == 1, 60, "leadership")
+    await eventually(off_loop(lambda: operator.metric(LEADER) == 1), "leadership", 60)
     await api.create(DEPLOYMENTS, _deployment(namespace))
-    await wait_until(lambda: operator.metric(RECONCILES) > 0, 30, "a reconcile")
+    await eventually(off_loop(lambda: operator.metric(RECONCILES) > 0), "a reconcile", 30)
     _, body = operator.get(operator.metrics_port, "/metrics")
     for name in (
         'controller_runtime_reconcile_total{controller="configmap-checksum",result="success"}',
@@ -170,6 +167,7 @@ async def test_operator_idles_then_stops_on_sigterm_releasing_its_lease(
     namespace: str,
     processes: list[OperatorProcess],
     tmp_path: Path,
+    valkey_crds: None,  # the operator's informers list its kinds: ready only once they exist
 ) -> None:
     api = Client(RestClient(kube_api), field_manager="test")
     argv = [
@@ -178,14 +176,19 @@ async def test_operator_idles_then_stops_on_sigterm_releasing_its_lease(
         "--leader-elect",
         f"--leader-election-namespace={namespace}",
         "--log-format=json",
+        "--node-networks=127.0.0.0/8",
     ]
     processes.append(OperatorProcess(argv, tmp_path / "operator.log"))
     (operator,) = processes
-    await wait_until(lambda: operator.get(operator.probe_port, "/readyz")[0] == 200, 60, "readiness")
-    await wait_until(
-        lambda: operator.metric('leader_election_master_status{name="valkey-operator-leader"}') == 1,
-        30,
+    await eventually(
+        off_loop(lambda: operator.get(operator.probe_port, "/readyz")[0] == 200), "readiness", 60
+    )
+    await eventually(
+        off_loop(
+            lambda: operator.metric('leader_election_master_status{name="valkey-operator-leader"}') == 1
+        ),
         "leadership",
+        30,
     )
     lease = await api.get(LEASES, "valkey-operator-leader", namespace)
     assert lease["spec"]["holderIdentity"]

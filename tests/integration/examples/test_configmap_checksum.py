@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 import pytest
 from kubernetes_asyncio import client as k8s
@@ -20,14 +20,9 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS
 from valkey_operator.core.rest import Obj, RestClient
+from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.1)
 
 
 def deployment(name: str, namespace: str, source: str) -> Obj:
@@ -76,19 +71,20 @@ async def test_example_operator_follows_configmap_changes(kube_api: k8s.ApiClien
 
     try:
         await api.create(DEPLOYMENTS, deployment("web", namespace, source="settings"))
-        await eventually(lambda: _equals(annotation(), MISSING))
+        await eventually(lambda: _equals(annotation(), MISSING), "the missing-source checksum", interval=0.1)
         configmap = await api.create(
             CONFIG_MAPS,
             {"metadata": {"name": "settings", "namespace": namespace}, "data": {"color": "blue"}},
         )
-        await eventually(lambda: _equals(annotation(), checksum(configmap)))
+        await eventually(lambda: _equals(annotation(), checksum(configmap)), "the checksum", interval=0.1)
         changed = await api.patch(CONFIG_MAPS, "settings", {"data": {"color": "green"}}, namespace)
-        await eventually(lambda: _equals(annotation(), checksum(changed)))
+        await eventually(lambda: _equals(annotation(), checksum(changed)), "the new checksum", interval=0.1)
         assert manager.ready()
     finally:
         manager.stop()
         await asyncio.wait_for(running, 30)
 
 
-async def _equals(value: Awaitable[str | None], expected: str) -> bool:
-    return await value == expected
+async def _equals(value: Awaitable[str | None], expected: str) -> bool | NotYet:
+    seen = await value
+    return seen == expected or NotYet(seen)

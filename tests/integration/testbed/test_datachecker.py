@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from valkey_operator.testing.datachecker import DataChecker, NonLoopbackError, ReplyError, key_slot
-from valkey_operator.testing.images import ImageEntry, install_images, resolve_image
+from valkey_operator.testing.images import ImageEntry, install_images, resolve_image, tls_image
 from valkey_operator.testing.valkeyproc import HandCluster, ValkeyServer, running_cluster, write_tls_files
 
 pytestmark = pytest.mark.timeout(180)
@@ -20,8 +20,10 @@ PRIMARIES = ("127.0.43.1", "127.0.43.2", "127.0.43.3")
 REPLICAS = ("127.0.43.4", "127.0.43.5", "127.0.43.6")
 
 
-def image(reference: str = "valkey/valkey:9.1.2") -> ImageEntry:
+def image() -> ImageEntry:
+    """The TLS image (one test runs TLS): asked for by role, after the install that decides it."""
     install_images(progress=lambda line: None)  # a no-op once built
+    reference = tls_image()
     entry = resolve_image(reference)
     assert entry is not None, f"{reference} is not installed: run python -m valkey_operator.testing build"
     return entry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -12,12 +13,17 @@ from pathlib import Path
 import pytest
 from valkey.asyncio.cluster import ValkeyCluster
 
+from valkey_operator.testing import versions
 from valkey_operator.testing.images import (
     BUSYBOX_IMAGE,
     OPERATOR_IMAGE,
+    TLS_RECORD,
     ImageEntry,
+    image_prefix,
     install_images,
     resolve_image,
+    tls_build,
+    tls_image,
 )
 from valkey_operator.testing.valkeyproc import (
     ValkeyServer,
@@ -30,8 +36,11 @@ from valkey_operator.testing.valkeyproc import (
 
 pytestmark = pytest.mark.timeout(180)
 
+# The wheels' exact versions; "tls" is the TLS build, whose version is what Debian offered
+# (read from the install's record when the test runs).
+TLS = "tls"
 VERSIONS = {
-    "valkey/valkey:9.1.2": "9.1.2",
+    TLS: "",
     "valkey/valkey:9.1.0": "9.1.0",
     "valkey/valkey:9.0.0": "9.0.0",
     "valkey/valkey:8.1.8": "8.1.8",
@@ -76,6 +85,8 @@ def process_uid(server: ValkeyServer) -> int:
 def test_image_reports_its_true_version_running_as_non_root(
     installed: None, base_dir: Path, servers: list[ValkeyServer], reference: str, version: str
 ) -> None:
+    if reference == TLS:
+        reference, version = tls_image(), tls_build().version
     entry = image(reference)
     assert (entry.user, entry.group, entry.entrypoint) == (999, 999, ("valkey-server",))
     server = start_server(entry, "127.0.42.10", base_dir=base_dir)
@@ -85,6 +96,21 @@ def test_image_reports_its_true_version_running_as_non_root(
     # The image's valkey-cli (what exec probes run) works against it.
     probe = subprocess.run(server.cli_argv("PING"), capture_output=True, text=True, timeout=10)
     assert probe.stdout.strip() == "PONG", probe.stderr
+
+
+def test_the_tls_image_is_the_recorded_debian_build(installed: None) -> None:
+    """The record names the Debian version built; the catalog's TLS reference runs exactly that."""
+    built = tls_build()
+    record = json.loads((image_prefix() / TLS_RECORD).read_text())
+    assert record == {"debianVersion": built.debian_version, "pinned": versions.VALKEY_DEBIAN_SOURCE}
+    entry = image(tls_image())
+    assert entry.bin_dir.parent.name == f"valkey-{built.debian_version.replace(':', '_')}-tls"
+    stamp = (entry.bin_dir.parent / ".stamp").read_text()
+    assert stamp == f"debian source valkey={built.debian_version} make BUILD_TLS=yes\n"
+    server = subprocess.run(
+        [str(entry.executable("valkey-server")), "--version"], capture_output=True, text=True, timeout=10
+    )
+    assert f"v={built.version} " in server.stdout
 
 
 def test_unknown_image_resolves_to_none(installed: None) -> None:
@@ -121,7 +147,7 @@ def test_tls_image_completes_a_handshake(
 ) -> None:
     ip = "127.0.42.20"
     files = write_tls_files(tmp_path, [ip])
-    server = start_server(image("valkey/valkey:9.1.2"), ip, base_dir=base_dir, tls=files)
+    server = start_server(image(tls_image()), ip, base_dir=base_dir, tls=files)
     servers.append(server)
     context = ssl.create_default_context(cafile=str(files.ca))
     with (
@@ -134,7 +160,7 @@ def test_tls_image_completes_a_handshake(
         assert ("IP Address", ip) in peer["subjectAltName"]
         tls.sendall(b"*1\r\n$4\r\nPING\r\n")
         assert tls.recv(64) == b"+PONG\r\n"
-    assert server.info("server")["valkey_version"] == "9.1.2"
+    assert server.info("server")["valkey_version"] == tls_build().version
     # Plain RESP on the TLS port gets no answer: the server really requires TLS.
     with socket.create_connection(server.address, timeout=5) as plain:
         plain.sendall(b"*1\r\n$4\r\nPING\r\n")

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.kubelet.nodes import NODES
 from valkey_operator.testing.plugin import BACKOFF_BASE, SYNC_DELAY
+from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -43,19 +44,9 @@ CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "Clu
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
 )
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 60.0, what: str = "") -> Any:
-    """Poll check until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
-        await asyncio.sleep(0.25)
 
 
 def condition(pod: Obj, kind: str) -> str | None:
@@ -147,7 +138,7 @@ async def clear_namespace(kube: Client, kubelet: KubeletControl, namespace: str)
             await kube.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
         return not any(p["namespace"] == namespace for p in (await kubelet.status())["pods"])
 
-    await eventually(forgotten, 60, f"the kubelet to forget the pods of {namespace}")
+    await eventually(forgotten, f"the kubelet to forget the pods of {namespace}", 60)
 
 
 class Pods:
@@ -173,7 +164,7 @@ class Pods:
             pod = await self.kube.get_or_none(PODS, name, self.namespace)
             return pod if pod is not None and check(pod) else None
 
-        found: Obj = await eventually(matches, timeout, what or f"pod {name}")
+        found: Obj = await eventually(matches, what or f"pod {name}", timeout)
         return found
 
     async def ready(self, name: str, timeout: float = 60.0) -> Obj:
@@ -204,7 +195,7 @@ class Pods:
             log = await self.log(name)
             return log if text in log else None
 
-        found: str = await eventually(has, timeout, f"{text!r} in the log of {name}")
+        found: str = await eventually(has, f"{text!r} in the log of {name}", timeout)
         return found
 
 
@@ -270,7 +261,7 @@ async def test_deployment_pods_run_and_become_ready(kube: Client, namespace: str
         status = (await kube.get(DEPLOYMENTS, "sleepers", namespace)).get("status", {})
         return status.get("availableReplicas") == 3
 
-    await eventually(available, 90, "3 available replicas")
+    await eventually(available, "3 available replicas", 90)
     nodes = {n["metadata"]["name"]: n for n in await kube.list(NODES)}
     running = await kube.list(PODS, namespace)
     assert len(running) == 3
@@ -350,15 +341,23 @@ async def test_configmap_volume_change_reaches_the_process_after_the_sync_delay(
 async def test_exec_readiness_probe_fails_then_recovers(
     pods: Pods, kubelet: KubeletControl, namespace: str
 ) -> None:
-    probe = {"exec": {"command": ["test", "-f", "/work/ready"]}, "periodSeconds": 1, "failureThreshold": 1}
+    # Each run of the probe leaves a line behind, so the test knows it ran (and failed: no file yet).
+    check = "echo run >> /work/probes; test -f /work/ready"
+    probe = {"exec": {"command": ["sh", "-c", check]}, "periodSeconds": 1, "failureThreshold": 1}
     container = busybox(
         "exec sleep 3600", readinessProbe=probe, volumeMounts=[{"name": "work", "mountPath": "/work"}]
     )
     await pods.create(pod_body("probed", container, volumes=[{"name": "work", "emptyDir": {}}]))
-    pod = await pods.wait(
+    await pods.wait(
         "probed", lambda p: "running" in container_status(p).get("state", {}), what="probed running"
     )
-    await asyncio.sleep(3)
+
+    async def probed_twice() -> bool | NotYet:
+        result = await kubelet.exec(namespace, "probed", "main", ["cat", "/work/probes"])
+        runs = result.output.decode().count("run") if result.exit_code == 0 else 0
+        return runs >= 2 or NotYet(f"{runs} probe runs")
+
+    await eventually(probed_twice, "two failed runs of the readiness probe", 30)
     pod = await pods.get("probed")
     assert condition(pod, "Ready") == "False" and container_status(pod)["ready"] is False
 
@@ -389,7 +388,7 @@ async def test_crashing_container_restarts_with_backoff(pods: Pods) -> None:
             seen_backoff.add(waiting["reason"])
         return pod if main.get("restartCount", 0) >= 4 else None
 
-    pod = await eventually(restarted_enough, 120, "restartCount >= 4")
+    pod = await eventually(restarted_enough, "restartCount >= 4", 120)
     main = container_status(pod)
     assert "CrashLoopBackOff" in seen_backoff
     terminated = main["lastState"]["terminated"]
@@ -412,7 +411,7 @@ async def test_failed_container_reports_its_log_tail_with_fallback_to_logs_on_er
         pod = await pods.get("fatal")
         return pod if pod.get("status", {}).get("phase") == "Failed" else None
 
-    pod = await eventually(failed, 60, "the pod to fail")
+    pod = await eventually(failed, "the pod to fail", 60)
     terminated = container_status(pod)["state"]["terminated"]
     assert terminated["exitCode"] == 1
     assert terminated["message"].splitlines() == [
@@ -454,8 +453,8 @@ async def test_deletion_sends_sigterm_and_honours_the_grace_period(
         return time.monotonic() - started if pod is None else None
 
     graceful_after, stubborn_after = await asyncio.gather(
-        eventually(lambda: gone("graceful"), 60, "graceful pod removed"),
-        eventually(lambda: gone("stubborn"), 60, "stubborn pod removed"),
+        eventually(lambda: gone("graceful"), "graceful pod removed", 60),
+        eventually(lambda: gone("stubborn"), "stubborn pod removed", 60),
     )
     # graceful: its TERM trap ran to the end (3 s) and it exited well before its 30 s grace.
     assert (out / "graceful-term").read_text() == "term\n"
@@ -554,7 +553,7 @@ async def test_node_failure_and_recovery(
             conditions = (await kube.get(NODES, node))["status"]["conditions"]
             return any(c["type"] == "Ready" and c["status"] != "True" for c in conditions)
 
-        await eventually(node_not_ready, 60, f"{node} NotReady")
+        await eventually(node_not_ready, f"{node} NotReady", 60)
         for name in before:
             await pods.wait(name, lambda p: condition(p, "Ready") == "False", 30, f"{name} marked not ready")
     finally:
@@ -564,7 +563,7 @@ async def test_node_failure_and_recovery(
         conditions = (await kube.get(NODES, node))["status"]["conditions"]
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    await eventually(node_ready, 60, f"{node} Ready again")
+    await eventually(node_ready, f"{node} Ready again", 60)
     for name, pod in before.items():
         after = await pods.wait(
             name,
@@ -634,6 +633,18 @@ async def test_operator_image_lists_valkeyimages_only_with_rbac(
 ) -> None:
     account = "valkey-operator"
     await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": account, "namespace": namespace}})
+    # Reading its ConfigMap (valkey-operator-config, in its own namespace) comes first; a refused read
+    # stops the operator, so that one permission is granted up front.
+    read_config = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}
+    await kube.create(ROLES, {"metadata": {"name": account, "namespace": namespace}, "rules": [read_config]})
+    await kube.create(
+        ROLE_BINDINGS,
+        {
+            "metadata": {"name": account, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    )
     container = {
         "image": OPERATOR,
         "args": [
@@ -656,7 +667,7 @@ async def test_operator_image_lists_valkeyimages_only_with_rbac(
         return forbidden in (await pods.log("operator")).replace('\\"', '"')
 
     try:
-        await eventually(refused, 90, "the operator's list of valkeyimages to be forbidden")
+        await eventually(refused, "the operator's list of valkeyimages to be forbidden", 90)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; operator log:\n{(await pods.log('operator'))[-4000:]}") from None
     assert condition(await pods.get("operator"), "Ready") == "False"
@@ -694,7 +705,7 @@ async def test_unknown_image_waits_like_a_failed_pull(pods: Pods) -> None:
         reasons.add(waiting.get("reason", ""))
         return {"ErrImagePull", "ImagePullBackOff"} <= reasons
 
-    await eventually(both_seen, 60, "ErrImagePull and ImagePullBackOff")
+    await eventually(both_seen, "ErrImagePull and ImagePullBackOff", 60)
     assert (await pods.get("unpullable"))["status"]["phase"] == "Pending"
 
 
@@ -734,9 +745,9 @@ async def test_cli_up_runs_nodes_and_down_stops_pods_even_after_a_kubelet_crash(
                 view = await control.pod("default", "lonely")
                 return view["containers"][0]["pid"] if view else None
 
-            pid = process(await eventually(running_pid, 60, "the pod's process"))
+            pid = process(await eventually(running_pid, "the pod's process", 60))
         os.kill(kubelet_record.pid, signal.SIGKILL)  # the kubelet crashes; its pod keeps running
-        await eventually(lambda: _async(not kubelet_record.alive()), 10, "the kubelet to die")
+        await eventually(lambda: not kubelet_record.alive(), "the kubelet to die", 10)
         assert alive(pid)
     finally:
         await asyncio.to_thread(_testbed, "down", "--state-dir", str(state))
@@ -744,17 +755,14 @@ async def test_cli_up_runs_nodes_and_down_stops_pods_even_after_a_kubelet_crash(
     assert plane.kubelet_record() is None
 
 
-async def _async(value: bool) -> bool:
-    return value
-
-
 async def test_three_hand_built_valkey_pods_form_a_cluster(
     pods: Pods, kubelet: KubeletControl, namespace: str
 ) -> None:
     """No operator: three valkey/valkey pods, each bound to its own pod IP, joined by valkey-cli."""
-    image = "valkey/valkey:9.1.2"
-    if images.resolve_image(image) is None:
-        pytest.skip(f"{image} is not installed (python -m valkey_operator.testing build)")
+    image = images.newest_image()
+    assert images.resolve_image(image), (
+        f"{image} is not installed: run `python -m valkey_operator.testing build`"
+    )
     args = [
         "--bind", "$(POD_IP)", "--port", "6379", "--protected-mode", "no",
         "--cluster-enabled", "yes", "--cluster-announce-ip", "$(POD_IP)", "--cluster-node-timeout", "5000",
@@ -790,7 +798,7 @@ async def test_three_hand_built_valkey_pods_form_a_cluster(
         )
         return b"cluster_state:ok" in info.output
 
-    await eventually(cluster_ok, 60, "cluster_state:ok")
+    await eventually(cluster_ok, "cluster_state:ok", 60)
     from valkey.asyncio.cluster import ValkeyCluster
 
     cluster = ValkeyCluster(host=ips[2], port=6379, decode_responses=True)
