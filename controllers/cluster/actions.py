@@ -1,6 +1,8 @@
 """What the cluster planner may ask for: one small frozen class per step (pure data).
 
-`disruptive` marks the steps SPEC 5 allows one of at a time per cluster.
+`disruptive` marks the steps SPEC 5 allows one of at a time per cluster. The
+actor carries out a plan's actions in the plan's order; what failed comes
+back as `Failure`s, which the report turns into status (report.finish).
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from typing import ClassVar
 
 import attrs
 
-from controllers.cluster.observe import SlotRanges
+from controllers.cluster.observe import OwnedObject, SlotRanges
+from controllers.cluster.render.acl import UserAcl
 
 
 @attrs.frozen
@@ -22,11 +25,58 @@ class CreatePod:
 
 @attrs.frozen
 class DeletePod:
-    """Delete a pod that holds no slots and is not the last copy of its shard."""
+    """Delete a pod that holds no slots and is not the last copy of its shard (that incarnation only)."""
 
     pod: str
     reason: str
+    uid: str = ""
     disruptive: ClassVar[bool] = True
+
+
+@attrs.frozen
+class PruneFailedPod:
+    """Delete an ended pod beyond the newest few of its shard (those stay as evidence)."""
+
+    pod: str
+    uid: str
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class ApplyObject:
+    """Server-side apply an owned object that is missing or differs from its rendering."""
+
+    object: OwnedObject
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class PatchPodMetadata:
+    """Merge-patch these annotations onto a live pod; every other key on it stays as it is."""
+
+    pod: str
+    uid: str
+    annotations: tuple[tuple[str, str], ...]
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class SetConfig:
+    """CONFIG SET of every listed directive on the server in pod `node`, in one call."""
+
+    node: str
+    settings: tuple[tuple[str, str], ...]
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class SyncAcl:
+    """ACL SETUSER of each user whose rules differ, ACL DELUSER of users nobody asked for."""
+
+    node: str
+    set_users: tuple[UserAcl, ...] = ()
+    delete_users: tuple[str, ...] = ()
+    disruptive: ClassVar[bool] = False
 
 
 @attrs.frozen
@@ -91,5 +141,28 @@ class Promote:
     disruptive: ClassVar[bool] = False
 
 
-Action = CreatePod | DeletePod | Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote
 TopologyAction = Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote
+"""One call on one node's server (Forget: on several at once) that changes the cluster's shape."""
+NodeAction = SetConfig | SyncAcl | TopologyAction
+"""An action carried out by talking to Valkey."""
+Action = (
+    ApplyObject
+    | PatchPodMetadata
+    | CreatePod
+    | DeletePod
+    | PruneFailedPod
+    | SetConfig
+    | SyncAcl
+    | TopologyAction
+)
+
+
+@attrs.frozen
+class Failure:
+    """An action that did not happen (or only in part), and why, for the status and an Event."""
+
+    action: Action
+    message: str
+    refused: str | None = None
+    """What the server refused for a reason in its input, not its health: a directive (SetConfig)
+    or a username (SyncAcl). Refusals repeat until the input changes; other failures may not."""

@@ -1,4 +1,4 @@
-"""Pods that keep failing: stop replacing them in a tight loop, and say why (pure).
+"""Pods that keep failing: stop replacing them in a tight loop, and say why (pure, read by the planner).
 
 Pods run with restartPolicy Never, so a server that cannot start (a config the
 binary rejects, a missing file, an image that is not Valkey) ends its pod at
@@ -7,21 +7,17 @@ a guard that is a storm of pods. The guard reads only the world: when a shard
 has FAILURE_LIMIT or more pods of the current template that were created within
 FAILURE_WINDOW seconds and ended Failed, no pod is created for that shard until
 the oldest of them leaves the window (a requeue, not a sleep). Failed pods are
-kept as evidence, at most KEEP_FAILED per shard (older ones are deleted).
+kept as evidence, at most KEEP_FAILED per shard (older ones are pruned).
 """
 
 from __future__ import annotations
 
-import datetime
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import attrs
 
-from controllers.cluster.observe import meets_floor, parse_version
-from controllers.cluster.render import names
+from controllers.cluster.observe import PodObservation, PodPhase, meets_floor, parse_version
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
-from valkey_operator.core.rest import Obj
 
 FAILURE_LIMIT = 3
 FAILURE_WINDOW = 300.0
@@ -29,24 +25,12 @@ KEEP_FAILED = FAILURE_LIMIT
 
 
 @attrs.frozen
-class FailedPod:
-    name: str
-    uid: str
-    shard: int | None
-    template_hash: str | None
-    created: datetime.datetime
-    detail: str
-    found_version: str | None = None
-    """The Valkey version the server printed before exiting (its termination message), if any."""
-
-
-@attrs.frozen
 class CrashLoops:
-    blocked: dict[int, tuple[FailedPod, ...]]
+    blocked: dict[int, tuple[PodObservation, ...]]
     """Shards whose pods keep failing -> the failures in the window, newest first."""
     retry_after: float | None
     """Seconds until the first blocked shard may try again."""
-    prune: tuple[FailedPod, ...]
+    prune: tuple[PodObservation, ...]
     """Failed pods beyond the KEEP_FAILED newest of their shard."""
 
     def below_floor_version(self) -> str | None:
@@ -66,11 +50,10 @@ class CrashLoops:
                 f"its servers exit before serving and no node joined; use an image of Valkey "
                 f"{VERSION_FLOOR_TEXT} or later"
             )
-        parts = []
-        for shard, failures in sorted(self.blocked.items()):
-            parts.append(
-                f"shard {shard}: {len(failures)} pods failed, last {failures[0].name} ({failures[0].detail})"
-            )
+        parts = [
+            f"shard {shard}: {len(failures)} pods failed, last {failures[0].name} ({failures[0].failure})"
+            for shard, failures in sorted(self.blocked.items())
+        ]
         return (
             f"pods of image {image} keep failing before they serve ({'; '.join(parts)}); "
             f"if the image runs a Valkey below the version floor, it cannot load the operator's valkey.conf; "
@@ -78,68 +61,20 @@ class CrashLoops:
         )
 
 
-def _parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-_VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.\d+\.\d+)")
-
-
-def _found_version(pod: Obj) -> str | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        message = ((status.get("state") or {}).get("terminated") or {}).get("message") or ""
-        match = _VERSION_IN_LOG.search(message)
-        if match:
-            return match.group(1) or match.group(2)
-    return None
-
-
-def _detail(pod: Obj) -> str:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (status.get("state") or {}).get("terminated") or {}
-        if terminated:
-            reason = terminated.get("reason") or "terminated"
-            text = f"container {status.get('name')} exited with code {terminated.get('exitCode')} ({reason})"
-            message = (terminated.get("message") or "").strip()
-            return f"{text}: {message[:200]}" if message else text
-    return (pod.get("status") or {}).get("reason") or "Failed"
-
-
-def failed_pods(pods: Iterable[Obj]) -> list[FailedPod]:
-    found = []
-    for pod in pods:
-        metadata = pod["metadata"]
-        if (pod.get("status") or {}).get("phase") != "Failed" or metadata.get("deletionTimestamp"):
-            continue
-        created = _parse_time(metadata.get("creationTimestamp"))
-        if created is None:
-            continue
-        labels = metadata.get("labels") or {}
-        found.append(
-            FailedPod(
-                name=metadata["name"],
-                uid=metadata.get("uid", ""),
-                shard=names.shard_of(labels),
-                template_hash=labels.get(names.TEMPLATE_HASH_LABEL),
-                created=created,
-                detail=_detail(pod),
-                found_version=_found_version(pod),
-            )
-        )
-    return found
-
-
-def crash_loops(pods: Sequence[Obj], template_hash: str, now: datetime.datetime) -> CrashLoops:
-    failed = sorted(failed_pods(pods), key=lambda pod: (pod.created, pod.name), reverse=True)
-    blocked: dict[int, tuple[FailedPod, ...]] = {}
+def crash_loops(pods: Iterable[PodObservation], template_hash: str, now: float) -> CrashLoops:
+    failed = sorted(
+        (
+            pod
+            for pod in pods
+            if pod.phase is PodPhase.FAILED and not pod.deleting and pod.created_at is not None
+        ),
+        key=lambda pod: (pod.created_at or 0.0, pod.name),
+        reverse=True,
+    )
+    blocked: dict[int, tuple[PodObservation, ...]] = {}
     retry_after: float | None = None
-    prune: list[FailedPod] = []
-    by_shard: dict[int | None, list[FailedPod]] = {}
+    prune: list[PodObservation] = []
+    by_shard: dict[int | None, list[PodObservation]] = {}
     for pod in failed:
         by_shard.setdefault(pod.shard, []).append(pod)
     for shard, group in by_shard.items():
@@ -149,10 +84,10 @@ def crash_loops(pods: Sequence[Obj], template_hash: str, now: datetime.datetime)
         recent = [
             pod
             for pod in group
-            if pod.template_hash == template_hash and (now - pod.created).total_seconds() < FAILURE_WINDOW
+            if pod.template_hash == template_hash and now - (pod.created_at or 0.0) < FAILURE_WINDOW
         ]
         if len(recent) >= FAILURE_LIMIT:
             blocked[shard] = tuple(recent)
-            wait = FAILURE_WINDOW - (now - recent[FAILURE_LIMIT - 1].created).total_seconds()
+            wait = FAILURE_WINDOW - (now - (recent[FAILURE_LIMIT - 1].created_at or 0.0))
             retry_after = wait if retry_after is None else min(retry_after, wait)
     return CrashLoops(blocked=blocked, retry_after=retry_after, prune=tuple(prune))

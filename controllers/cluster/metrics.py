@@ -122,7 +122,9 @@ class ClusterMetrics:
         active = 0
         current: set[str] = set()
         for obs in observation.nodes.values():
-            for job in obs.migrations:
+            if obs.reachable and obs.migrations is None:
+                current |= seen  # its log could not be read: what it showed before is still there
+            for job in obs.jobs:
                 if job.operation is not MigrationOperation.EXPORT:
                     continue
                 active += job.active

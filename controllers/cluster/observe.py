@@ -14,6 +14,7 @@ the model is read from, so their meaning is pinned down next to the fields.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -21,10 +22,13 @@ from typing import Self
 
 import attrs
 
+from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.names import TEMPLATE_HASH_LABEL, shard_of
 from valkey_operator.api.cluster import ClusterState, NodeRole, ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION, VERSION_FLOOR
+from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
+from valkey_operator.valkey.acl import UserRules
 
 SLOT_COUNT = 16384
 
@@ -120,11 +124,10 @@ def intersect(left: Iterable[SlotRange], right: Iterable[SlotRange]) -> SlotRang
 
 
 def even_split(shards: int) -> tuple[SlotRanges, ...]:
-    """The bootstrap layout: shard i gets slots [i*16384//n, (i+1)*16384//n), so sizes differ by <= 1."""
-    if shards < 1:
-        raise ValueError("a cluster has at least one shard")
-    bounds = [index * SLOT_COUNT // shards for index in range(shards + 1)]
-    return tuple((SlotRange(bounds[i], bounds[i + 1] - 1),) for i in range(shards))
+    """The bootstrap layout (`valkey.slots.even_ranges`, shared with the test bed) as slot ranges."""
+    from valkey_operator.valkey.slots import even_ranges
+
+    return tuple((SlotRange(start, end),) for start, end in even_ranges(shards))
 
 
 @attrs.frozen
@@ -353,11 +356,23 @@ class NodeObservation:
     """cluster_state from CLUSTER INFO."""
     known_nodes: tuple[KnownNode, ...] = ()
     """CLUSTER NODES as this node sees the cluster, its own line included."""
-    migrations: tuple[SlotMigration, ...] = ()
+    migrations: tuple[SlotMigration, ...] | None = ()
+    """CLUSTER GETSLOTMIGRATIONS; None when the read failed (unknown: a job may be under way)."""
+    config: Mapping[str, str] | None = None
+    """CONFIG GET of every runtime tunable; None when not read (unknown, never "empty")."""
+    acl: Mapping[str, UserRules] | None = None
+    """ACL LIST in Valkey's normal form, by username; None when not read."""
+    commands: Mapping[str, bool] | None = None
+    """Whether the server knows each command the cluster's roles name; None when not read."""
 
     @classmethod
     def unreachable(cls, error: str) -> Self:
         return cls(reachable=False, error=error)
+
+    @property
+    def jobs(self) -> tuple[SlotMigration, ...]:
+        """The migration jobs read (none when the read failed: ask `migrations is None` for that)."""
+        return self.migrations or ()
 
     def knows(self, node_id: str) -> KnownNode | None:
         """This node's line about node_id, if it has one that is not a handshake placeholder."""
@@ -405,6 +420,14 @@ class PodObservation:
     """deletionTimestamp is set: the pod still exists (and may still serve) until it is gone."""
     created: str
     """creationTimestamp (RFC 3339, sortable); with the name it orders a shard's pods deterministically."""
+    uid: str = ""
+    annotations: Mapping[str, str] = attrs.field(factory=dict)
+    created_at: float | None = None
+    """creationTimestamp as Unix seconds (None when absent or unreadable)."""
+    failure: str | None = None
+    """For an ended pod: how its container ended (exit code, reason, the message it left)."""
+    found_version: str | None = None
+    """For an ended pod: the Valkey version its server printed before exiting, if any."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -436,6 +459,8 @@ class PodObservation:
             phase = PodPhase(status.get("phase", "Pending"))
         except ValueError:
             phase = PodPhase.UNKNOWN
+        created = metadata.get("creationTimestamp", "")
+        ended = phase in {PodPhase.SUCCEEDED, PodPhase.FAILED}
         return cls(
             name=metadata["name"],
             shard=shard_of(labels),
@@ -444,8 +469,50 @@ class PodObservation:
             ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
             ip=status.get("podIP") or None,
             deleting=metadata.get("deletionTimestamp") is not None,
-            created=metadata.get("creationTimestamp", ""),
+            created=created,
+            uid=metadata.get("uid", ""),
+            annotations=dict(metadata.get("annotations") or {}),
+            created_at=_unix_seconds(created),
+            failure=_termination(status) if ended else None,
+            found_version=_printed_version(status) if ended else None,
         )
+
+
+def _unix_seconds(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+_VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.\d+\.\d+)")
+
+
+def _terminations(status: Obj) -> Iterable[tuple[str, Obj]]:
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated:
+            yield container.get("name", ""), terminated
+
+
+def _printed_version(status: Obj) -> str | None:
+    """The version a server printed in its termination message (FallbackToLogsOnError)."""
+    for _name, terminated in _terminations(status):
+        match = _VERSION_IN_LOG.search(terminated.get("message") or "")
+        if match:
+            return match.group(1) or match.group(2)
+    return None
+
+
+def _termination(status: Obj) -> str:
+    for name, terminated in _terminations(status):
+        reason = terminated.get("reason") or "terminated"
+        text = f"container {name} exited with code {terminated.get('exitCode')} ({reason})"
+        message = (terminated.get("message") or "").strip()
+        return f"{text}: {message[:200]}" if message else text
+    return str(status.get("reason") or "Failed")
 
 
 @attrs.frozen(kw_only=True)
@@ -465,12 +532,58 @@ class Observation:
     now: float = 0.0
     """Wall-clock seconds (Unix time) of the pass: backoff after failed slot migrations is counted
     from the time the migration log records, so an operator restart does not reset it."""
+    objects: Mapping[str, Obj | None] = attrs.field(factory=dict)
+    """Each rendered owned object (Service, ConfigMap, Secret, PDBs) as the cache holds it, by
+    `OwnedObject.key`; None when absent."""
+    awaiting: frozenset[str] = frozenset()
+    """Pods this operator created or deleted that the cache does not show so yet. Until it does,
+    no pod is created or deleted (client-go's expectations): a lagging cache would otherwise ask
+    for a duplicate, or let a second pod go while the first is still leaving."""
+    recorded_config_hash: str | None = None
+    """status.configHash as stored: kept until every node runs the current settings."""
+    recorded_image: str | None = None
+    """status.currentImage as stored: kept until every pod runs the current template."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)
 
 
 # --- what is wanted ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class OwnedObject:
+    """An object the cluster owns besides its pods, as rendered: server-side applied when it drifts."""
+
+    resource: Resource
+    body: Obj
+
+    @property
+    def key(self) -> str:
+        return object_key(self.resource.kind, self.body["metadata"]["name"])
+
+
+def object_key(kind: str, name: str) -> str:
+    return f"{kind}/{name}"
+
+
+@attrs.frozen
+class DesiredUser:
+    """A spec.acl user as rendered, and the role commands it names (each must be one Valkey knows)."""
+
+    user: UserAcl
+    commands: tuple[tuple[str, str], ...] = ()
+    """(role, command) for every explicit command rule of the user's roles."""
+
+
+@attrs.frozen(kw_only=True)
+class DesiredAcl:
+    internal: tuple[UserAcl, ...] = ()
+    """default (disabled), the admin and the replication user: always present, never deleted."""
+    users: tuple[DesiredUser, ...] = ()
+    secret: str = ""
+    """The owned Secret whose `key` holds the startup ACL file (it is among Desired.objects)."""
+    key: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -485,17 +598,41 @@ class Desired:
     """The image reference the pods run, named in version-floor messages."""
     paused: bool = False
     """The paused annotation: plan nothing, still report status."""
+    config_hash: str = ""
+    """The resolved config's settings hash: status.configHash once every node runs it."""
+    runtime: Mapping[str, str] = attrs.field(factory=dict)
+    """Every runtime tunable -> the value each node must run (the config's, the operator's
+    default, else Valkey's own default), spelled as CONFIG SET takes it."""
+    pod_annotations: Mapping[str, str] = attrs.field(factory=dict)
+    """spec.podAnnotations: new and changed keys are patched onto live pods."""
+    acl: DesiredAcl = DesiredAcl()
+    objects: tuple[OwnedObject, ...] = ()
 
     @property
     def pods_per_shard(self) -> int:
         return 1 + self.replicas_per_shard
 
     @classmethod
-    def of(cls, cluster: ValkeyCluster, *, template_hash: str, image: str) -> Self:
+    def of(
+        cls,
+        cluster: ValkeyCluster,
+        *,
+        template_hash: str,
+        image: str,
+        config_hash: str = "",
+        runtime: Mapping[str, str] | None = None,
+        acl: DesiredAcl | None = None,
+        objects: tuple[OwnedObject, ...] = (),
+    ) -> Self:
         return cls(
             shards=cluster.spec.shards,
             replicas_per_shard=cluster.spec.replicas_per_shard,
             template_hash=template_hash,
             image=image,
             paused=cluster.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true",
+            config_hash=config_hash,
+            runtime=dict(runtime or {}),
+            pod_annotations=dict(cluster.spec.pod_annotations),
+            acl=acl or DesiredAcl(),
+            objects=objects,
         )

@@ -5,14 +5,18 @@ has an IP is probed concurrently; every probe is bounded (the admin client
 times out every call, and the whole probe has its own deadline), and a probe
 that fails becomes `NodeObservation.unreachable(reason)`, never an exception
 (SPEC 5). A node below the version floor is asked nothing but its version: it
-never joins, so its cluster state does not matter.
+never joins, so its cluster state does not matter. Reads whose failure should
+not make the node unreachable (the migration log, CONFIG GET, ACL LIST,
+COMMAND INFO) leave their fact unknown (None) instead, never "empty": the
+planner decides nothing from an unknown fact.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -27,8 +31,12 @@ from controllers.cluster.observe import (
 )
 from controllers.cluster.render.names import CLUSTER_LABEL
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.tunables import RUNTIME_NAMES
 from valkey_operator.core.rest import Obj
-from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError
+from valkey_operator.valkey.acl import parse_acl_list
+from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError, ValkeyCommandError
+
+T = TypeVar("T")
 
 PROBE_DEADLINE = 8.0
 """Seconds one node's whole probe may take (each call also has the client's own timeout)."""
@@ -123,7 +131,27 @@ def node_from_replies(
     )
 
 
-async def probe_connection(node: NodeConnection) -> tuple[NodeObservation, NodeExtras]:
+async def _optional(read: Awaitable[T]) -> T | None:
+    """A read whose failure leaves its fact unknown (None), not the node unreachable."""
+    try:
+        return await read
+    except ValkeyAdminError:
+        return None
+
+
+async def _migrations(node: NodeConnection) -> list[dict[str, Any]] | None:
+    """The migration log; None when it could not be read (a job may be under way)."""
+    try:
+        return await node.cluster_getslotmigrations()
+    except ValkeyCommandError:
+        return []  # a server without atomic slot migration has no jobs
+    except ValkeyAdminError:
+        return None
+
+
+async def probe_connection(
+    node: NodeConnection, commands: Sequence[str] = ()
+) -> tuple[NodeObservation, NodeExtras]:
     info = await node.info("server", "replication", "memory")
     extras = NodeExtras(used_memory=_int(info.get("used_memory")))
     version = version_from_info(info)
@@ -132,22 +160,29 @@ async def probe_connection(node: NodeConnection) -> tuple[NodeObservation, NodeE
     # The migration log before slot ownership: a job that finishes between the two reads then shows
     # as active with the slots still at the source (wait), never as done with them still there
     # (which would start the same batch again).
-    try:
-        migrations = await node.cluster_getslotmigrations()
-    except ValkeyAdminError:
-        migrations = []
+    migrations = await _migrations(node)
     cluster_info = await node.cluster_info()
     myid = await node.cluster_myid()
     shard_id = await node.cluster_myshardid()
     nodes_text = await node.cluster_nodes()
-    return node_from_replies(info, cluster_info, myid, shard_id, nodes_text, migrations), extras
+    observed = node_from_replies(info, cluster_info, myid, shard_id, nodes_text, migrations or ())
+    listed = await _optional(node.acl_list())
+    return attrs.evolve(
+        observed,
+        migrations=None if migrations is None else observed.migrations,
+        config=await _optional(node.config_get(*RUNTIME_NAMES)),
+        acl=parse_acl_list(listed) if listed is not None else None,
+        commands=await _optional(node.commands_known(commands)),
+    ), extras
 
 
-async def probe(admin: AdminClient, ip: str) -> tuple[NodeObservation, NodeExtras]:
+async def probe(
+    admin: AdminClient, ip: str, commands: Sequence[str] = ()
+) -> tuple[NodeObservation, NodeExtras]:
     """What the node at ip reports; a failure of any kind is an unreachable fact."""
     try:
         async with asyncio.timeout(PROBE_DEADLINE), admin.connect(ip) as node:
-            return await probe_connection(node)
+            return await probe_connection(node, commands)
     except TimeoutError:
         return NodeObservation.unreachable(f"probe of {ip} exceeded {PROBE_DEADLINE}s"), NodeExtras()
     except ValkeyAdminError as exc:
@@ -157,15 +192,22 @@ async def probe(admin: AdminClient, ip: str) -> tuple[NodeObservation, NodeExtra
 
 
 async def observe(
-    pods: Iterable[Obj], admin: AdminClient | None, recorded_state: ClusterState | None
+    pods: Iterable[Obj],
+    admin: AdminClient | None,
+    recorded_state: ClusterState | None,
+    *,
+    commands: Sequence[str] = (),
 ) -> Observed:
     """The pass's Observation: every owned pod, and a probe of each Ready or terminating one.
 
-    Without an admin client (no credentials yet) no node is probed.
+    Without an admin client (no credentials yet) no node is probed. `commands` are the role
+    commands each node is asked whether it knows.
     """
     pod_observations = tuple(PodObservation.from_pod(pod) for pod in pods)
     targets = [pod for pod in pod_observations if should_probe(pod)] if admin is not None else []
-    results = await asyncio.gather(*(probe(admin, pod.ip or "") for pod in targets)) if admin else []
+    results = (
+        await asyncio.gather(*(probe(admin, pod.ip or "", commands) for pod in targets)) if admin else []
+    )
     nodes = {pod.name: result[0] for pod, result in zip(targets, results, strict=True)}
     extras = {pod.name: result[1] for pod, result in zip(targets, results, strict=True)}
     return Observed(

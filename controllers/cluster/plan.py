@@ -8,24 +8,34 @@ never a sleep. The pass's derived facts live in view.py, the steps it may ask
 for in actions.py, the status it reports in report.py, the slot arithmetic of
 rebalancing in rebalance.py.
 
-Each pass, for the nodes observed in it (docs/cluster-internals.md):
-1. create the missing pods (one per shard per replica slot);
-2. check each Ready node's binary version; a node below the floor (or with
+Each pass, for the nodes observed in it (docs/cluster-internals.md), in the
+order the actor carries the actions out:
+1. apply the owned objects (Service, ConfigMap, internal Secret with the
+   startup ACL file, PDBs) that drifted from their rendering; patch new or
+   changed podAnnotations onto live pods (upkeep.py);
+2. create the missing pods (one per shard per replica slot), except for a
+   shard whose pods keep failing before they serve (failures.py), and none
+   while the cache has not caught up with this operator's own pod writes;
+3. CONFIG SET the runtime settings each node does not run as desired, and
+   ACL SETUSER/DELUSER what differs from its ACL LIST (upkeep.py), before the
+   node takes part in any topology step below;
+4. check each Ready node's binary version; a node below the floor (or with
    none) never joins, the cluster is Failed and no topology step is planned;
-3. one seed node MEETs every eligible node it has not met, and again any
+5. one seed node MEETs every eligible node it has not met, and again any
    member whose address changed;
-4. each shard's first primary gets the shard's unowned share of the slots;
-5. the shard's other nodes replicate its primary (a new shard's replicas
+6. each shard's first primary gets the shard's unowned share of the slots;
+7. the shard's other nodes replicate its primary (a new shard's replicas
    attach to its empty primary before it gets slots);
-6. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
+8. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
    cannot do it;
-7. node ids whose pods are gone are forgotten on every node that knows them;
-8. slots move toward each shard's quota, one migration job per source;
-9. at most one pod is removed (surplus replicas, drained leaving shards, a
-   rejected pod of an old template), never one holding slots or the last copy.
+9. node ids whose pods are gone are forgotten on every node that knows them;
+10. slots move toward each shard's quota, one migration job per source;
+11. old failed pods beyond the newest few of a shard are pruned, and at most
+   one pod is removed (surplus replicas, drained leaving shards, a rejected pod
+   of an old template), never one holding slots or the last copy.
 Active once every slot is served by exactly one reachable primary, every
-shard holds its quota and has its replicas in sync, and every node reports
-cluster_state ok.
+shard holds its quota and has its replicas in sync, every node reports
+cluster_state ok and runs the current settings.
 """
 
 from __future__ import annotations
@@ -34,17 +44,19 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from controllers.cluster import upkeep
 from controllers.cluster.actions import (
     Action,
     AssignSlots,
     CreatePod,
     DeletePod,
+    Failure,
     Forget,
     Meet,
     MigrateSlots,
     Promote,
+    PruneFailedPod,
     Replicate,
-    TopologyAction,
 )
 from controllers.cluster.observe import (
     ALL_SLOTS,
@@ -61,34 +73,9 @@ from controllers.cluster.rebalance import (
     highest_slots,
     trouble,
 )
-from controllers.cluster.report import Finding, PlannedCondition, PlannedStatus, Reason, report
-from controllers.cluster.view import MAX_IN_SYNC_LAG_BYTES, Node, View
+from controllers.cluster.report import PlannedStatus, Reason, report
+from controllers.cluster.view import Node, View
 from valkey_operator.api.cluster import ClusterState, NodeRole
-
-__all__ = [
-    "MAX_IN_SYNC_LAG_BYTES",
-    "REQUEUE_ACTING",
-    "REQUEUE_FAILED",
-    "REQUEUE_STEADY",
-    "REQUEUE_WAITING",
-    "VOTE_GRACE_S",
-    "Action",
-    "AssignSlots",
-    "CreatePod",
-    "DeletePod",
-    "Finding",
-    "Forget",
-    "Meet",
-    "MigrateSlots",
-    "Plan",
-    "PlannedCondition",
-    "PlannedStatus",
-    "Promote",
-    "Reason",
-    "Replicate",
-    "TopologyAction",
-    "plan",
-]
 
 VOTE_GRACE_S = 60.0
 """How long after the last word from a departed primary Valkey's own election may take before the
@@ -108,7 +95,9 @@ REQUEUE_FAILED = 60.0
 class Plan:
     actions: tuple[Action, ...]
     status: PlannedStatus
-    requeue_after: float | None
+    requeue_after: float
+    view: View = attrs.field(eq=False, repr=False)
+    """The pass's facts, for `report.finish` once the actions were carried out."""
 
     @property
     def disruptive(self) -> tuple[Action, ...]:
@@ -120,13 +109,32 @@ def plan(observation: Observation, desired: Desired) -> Plan:
     view = View(observation, desired)
     actions = () if desired.paused else _actions(view)
     status = report(view, actions)
-    return Plan(actions=actions, status=status, requeue_after=_requeue(view, status, actions))
+    return Plan(actions=actions, status=status, requeue_after=_requeue(view, status, actions), view=view)
+
+
+REQUEUE_REFUSED = 30.0
+"""A pass whose only failed actions were refusals (a value or rule Valkey rejects): the next
+attempt fails the same way until the spec changes, which triggers a pass by itself."""
+
+
+def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
+    """The plan once its actions were carried out: failed ones are findings of its status."""
+    if not failures:
+        return planned
+    status = report(planned.view, planned.actions, failures)
+    refused = {failure.action for failure in failures if failure.refused is not None}
+    retried = [action for action in planned.actions if action not in refused]
+    requeue = planned.requeue_after if retried or len(refused) < len(failures) else REQUEUE_REFUSED
+    return attrs.evolve(planned, status=status, requeue_after=max(requeue, REQUEUE_WAITING))
 
 
 def _actions(view: View) -> tuple[Action, ...]:
     removal = _removal(view)
     leaving = {removal.pod} if removal is not None else set()
-    actions: list[Action] = list(_create_missing(view))
+    actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.patch_metadata(view)]
+    actions += _create_missing(view)
+    actions += upkeep.set_config(view)
+    actions += upkeep.sync_acl(view)
     if not view.rejected:
         actions += _meet(view, leaving)
         actions += _reintroduce(view, leaving)
@@ -135,16 +143,30 @@ def _actions(view: View) -> tuple[Action, ...]:
         actions += _promote(view)
         actions += _forget(view)
         actions += _migrate(view, leaving)
+    actions += _prune(view)
     if removal is not None:
         actions.append(removal)
     return tuple(actions)
 
 
 def _create_missing(view: View) -> Iterable[CreatePod]:
+    """One pod per missing member; none for a shard in a crash loop, none while the cache lags."""
+    if view.awaiting:
+        return
     for shard in range(view.desired.shards):
+        if shard in view.crash_loops.blocked:
+            continue
         missing = view.desired.pods_per_shard - len(view.shard_pods(shard))
         for _ in range(max(missing, 0)):
             yield CreatePod(shard)
+
+
+def _prune(view: View) -> Iterable[PruneFailedPod]:
+    """Failed pods beyond the newest few of their shard (the newest stay as evidence)."""
+    if view.awaiting:
+        return
+    for pod in view.crash_loops.prune:
+        yield PruneFailedPod(pod.name, pod.uid)
 
 
 def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
@@ -185,7 +207,13 @@ def _reintroduce(view: View, leaving: set[str]) -> Iterable[Meet]:
 
 
 def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
-    """Unowned slots of each shard's share go to its primary, or to its oldest empty member primary."""
+    """Unowned slots of each shard's share go to its primary, or to its oldest empty member primary.
+
+    Only when every pod that may run a server answered: a slot owner that did not answer this
+    pass makes its slots look unowned, and assigning them again would give them two owners.
+    """
+    if view.unidentified:
+        return
     for shard in range(view.desired.shards):
         unowned = subtract(view.layout[shard], view.claimed)
         if not unowned or not view.shard_identified(shard) or len(view.primaries(shard)) > 1:
@@ -320,7 +348,7 @@ def _migrate(view: View, leaving: set[str]) -> Iterable[MigrateSlots]:
         seen_by_target = target.obs.knows(source.node_id)
         if source.obs.knows(target.node_id) is None or seen_by_target is None:
             continue
-        stuck = trouble(source.obs.migrations)
+        stuck = trouble(source.obs.jobs)
         if stuck is not None and view.now < stuck.retry_at:
             continue
         slots = highest_slots(source.obs.slots, min(move.count, MAX_BATCH_SLOTS))
@@ -335,22 +363,26 @@ def _migrate(view: View, leaving: set[str]) -> Iterable[MigrateSlots]:
 
 def _removal(view: View) -> DeletePod | None:
     """At most one pod removal, and none while another pod is still going away (one step in flight)."""
-    if any(pod.deleting for pod in view.pods) or view.migrations_active():
+    if view.awaiting or any(pod.deleting for pod in view.pods) or view.migrations_active():
         return None
     for node in view.rejected:
         if node.pod.template_hash != view.desired.template_hash and _holds_nothing(node):
             return DeletePod(
-                node.pod.name, "runs a Valkey below the version floor from an outdated pod template"
+                node.pod.name,
+                "runs a Valkey below the version floor from an outdated pod template",
+                node.pod.uid,
             )
     for shard in range(view.desired.shards):
         pods = view.shard_pods(shard)
         if len(pods) > view.desired.pods_per_shard:
             victim = _surplus_victim(view, pods)
             if victim is not None:
-                return DeletePod(victim, f"shard {shard} has more than {view.desired.pods_per_shard} pods")
+                return DeletePod(
+                    victim.name, f"shard {shard} has more than {view.desired.pods_per_shard} pods", victim.uid
+                )
     for pod in view.pods:
         if pod.shard is not None and not view.in_spec(pod) and not pod.deleting and _drained(view, pod):
-            return DeletePod(pod.name, f"shard {pod.shard} is beyond spec.shards and holds no slots")
+            return DeletePod(pod.name, f"shard {pod.shard} is beyond spec.shards and holds no slots", pod.uid)
     return None
 
 
@@ -375,13 +407,13 @@ def _holds_nothing(node: Node) -> bool:
     return not node.obs.slots and not node.obs.peers
 
 
-def _surplus_victim(view: View, pods: Sequence[PodObservation]) -> str | None:
+def _surplus_victim(view: View, pods: Sequence[PodObservation]) -> PodObservation | None:
     """The safest pod to remove, newest first among equals; None when no pod is safe to remove."""
-    ranked = [(rank, pod.order, pod.name) for pod in pods if (rank := _removal_rank(view, pod)) is not None]
+    ranked = [(rank, pod) for pod in pods if (rank := _removal_rank(view, pod)) is not None]
     if not ranked:
         return None
-    best = min(rank for rank, _, _ in ranked)
-    return max((order, name) for rank, order, name in ranked if rank == best)[1]
+    best = min(rank for rank, _ in ranked)
+    return max((pod for rank, pod in ranked if rank == best), key=lambda pod: pod.order)
 
 
 def _removal_rank(view: View, pod: PodObservation) -> int | None:
@@ -409,8 +441,19 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
 
 
 def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
+    requeue = _requeue_hint(view, status, actions)
+    retry = view.crash_loops.retry_after
+    if retry is None:
+        return requeue
+    # A shard in a crash loop may try again once its oldest failure leaves the window.
+    return max(retry, 1.0) if not actions else min(requeue, max(retry, 1.0))
+
+
+def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
     if actions:
         return REQUEUE_ACTING
+    if view.awaiting:
+        return REQUEUE_ACTING  # the cache shows the operator's own pod writes within a moment
     if view.desired.paused or status.state is ClusterState.ACTIVE:
         return REQUEUE_STEADY
     if status.state is ClusterState.FAILED:

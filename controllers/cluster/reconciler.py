@@ -5,21 +5,24 @@ One pass:
    (a missing config, broken chain or missing image: status says why, the
    cluster does not progress, nothing is created);
 2. the internal credentials: read back from the owned Secret, generated once
-   (created, never applied over an existing Secret); then the ACL;
-3. server-side apply the owned Service, ConfigMap, Secret and PDBs when they differ;
-4. observe: owned pods from the cache, each Ready node probed (bounded);
-5. plan (pure), act (thin, idempotent), write status only when it changed,
-   record Events on transitions and failures, update metrics;
+   (created, never applied over an existing Secret); then the ACL users;
+3. render what is desired: owned objects, pod template hash, runtime
+   settings, users, podAnnotations;
+4. observe: owned pods and owned objects from the cache, each Ready node
+   probed (bounded), the pod writes the cache has not shown yet;
+5. plan (pure: every decision is there), act (a dispatch in the plan's order
+   under one deadline), finish the plan's status with what failed, write it
+   only when it changed, record Events on transitions and problems, update
+   metrics;
 6. requeue after the plan's hint: waits are requeues, never sleeps.
-The `valkey.gomomento.com/paused` annotation skips steps 3 and 5's acting;
-status is still observed and written.
+The `valkey.gomomento.com/paused` annotation plans no action; status is still
+observed and written.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import datetime
 import random
 import time
 from collections.abc import Callable
@@ -27,14 +30,15 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.cluster.actor import Actor, CachedLookup
-from controllers.cluster.failures import CrashLoops, crash_loops
+from controllers.cluster.actor import Actor
+from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observe import Desired
+from controllers.cluster.observe import Desired, DesiredAcl, DesiredUser, OwnedObject
 from controllers.cluster.observer import observe, owned_pods
-from controllers.cluster.plan import CreatePod, Plan, PlannedCondition, PlannedStatus, Reason, plan
+from controllers.cluster.plan import finish, plan
 from controllers.cluster.render import layout, names
-from controllers.cluster.render.acl import AclError, RenderedAcl, render_acl
+from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
+from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import (
     DamagedSecret,
@@ -42,12 +46,19 @@ from controllers.cluster.render.credentials import (
     generate_credentials,
     read_credentials,
 )
-from controllers.cluster.render.objects import render_internal_secret
+from controllers.cluster.render.objects import (
+    render_config_map,
+    render_internal_secret,
+    render_pdbs,
+    render_service,
+)
 from controllers.cluster.render.template import template_hash
+from controllers.cluster.report import PlannedStatus, Reason
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
+from controllers.options import ControllerOptions
 from controllers.status import status_patch
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, ValkeyCluster, ZoneSpread
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, ValkeyCluster
 from valkey_operator.api.resources import (
     ADMIN_USER,
     API_VERSION,
@@ -75,18 +86,30 @@ from valkey_operator.core.resource import (
 )
 from valkey_operator.core.rest import Obj
 from valkey_operator.core.store import split_meta_namespace_key
-from valkey_operator.valkey.admin import AdminClient, Credentials, Network, allowed_networks_from_env
+from valkey_operator.valkey.admin import AdminClient, Credentials
 
 log = structlog.get_logger(__name__)
 
-EVENT_REASONS = frozenset({Reason.DATA_LOST, Reason.MIGRATION_FAILED, Reason.PROMOTING_REPLICA})
+EVENT_REASONS = frozenset(
+    {
+        Reason.DATA_LOST,
+        Reason.MIGRATION_FAILED,
+        Reason.PROMOTING_REPLICA,
+        Reason.UNKNOWN_COMMAND,
+        Reason.CONFIG_REJECTED,
+        Reason.ACL_REJECTED,
+        Reason.ACTION_FAILED,
+    }
+)
 """Findings that also become a Warning Event when they first show up."""
 
 CONTROLLER_NAME = "valkeycluster"
 PODS_BY_CLUSTER = "pods-by-valkeycluster"
-PODS_FAILING = "PodsFailing"
 REQUEUE_BLOCKED = 60.0
 """A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""
+
+CachedLookup = Callable[[Resource, str, str], Obj | None]
+"""(resource, namespace, name) -> the cached object, or None."""
 
 _RNG = random.SystemRandom()
 
@@ -97,25 +120,17 @@ def pod_cluster_key(pod: Obj) -> list[str]:
     return [f"{metadata.get('namespace', '')}/{cluster}"] if cluster else []
 
 
-def endpoint(cluster: str, namespace: str) -> str:
-    return f"{cluster}.{namespace}.svc.cluster.local:{layout.VALKEY_PORT}"
+def endpoint(cluster: str, namespace: str, domain: str) -> str:
+    return f"{cluster}.{namespace}.svc.{domain}:{layout.VALKEY_PORT}"
 
 
-def planned_status(
-    current: Obj,
-    generation: int | None,
-    status: PlannedStatus,
-    endpoint_text: str,
-    image: str,
-    config_hash: str,
-) -> Obj:
+def planned_status(current: Obj, generation: int | None, status: PlannedStatus, endpoint_text: str) -> Obj:
     """The status to store for a planned pass (pure); conditions keep their transition times."""
     conditions = current.get("conditions")
     for condition in status.conditions:
         conditions = set_condition(
             conditions, condition.type, condition.status, condition.reason, condition.message, generation
         )
-    settled = not any(finding.reason is Reason.UPDATE_PENDING for finding in status.findings)
     result: Obj = {
         "state": status.state.value,
         "message": status.message,
@@ -127,12 +142,10 @@ def planned_status(
         "nodes": [node.to_dict() for node in status.nodes],
         "conditions": conditions,
     }
-    current_image = image if settled else current.get("currentImage")
-    current_hash = config_hash if settled else current.get("configHash")
-    if current_image:
-        result["currentImage"] = current_image
-    if current_hash:
-        result["configHash"] = current_hash
+    if status.current_image:
+        result["currentImage"] = status.current_image
+    if status.config_hash:
+        result["configHash"] = status.config_hash
     return result
 
 
@@ -162,27 +175,6 @@ def blocked_status(
     return result
 
 
-def requeue_after(planned: Plan, loops: CrashLoops) -> float:
-    """The plan's hint; a shard whose pods keep failing waits until its failures leave the window."""
-    requeue = planned.requeue_after if planned.requeue_after is not None else REQUEUE_BLOCKED
-    if loops.retry_after is None:
-        return requeue
-    only_blocked = all(
-        isinstance(action, CreatePod) and action.shard in loops.blocked for action in planned.actions
-    )
-    retry = max(loops.retry_after, 1.0)
-    return retry if only_blocked else min(requeue, retry)
-
-
-def crash_loop_status(status: PlannedStatus, message: str) -> PlannedStatus:
-    """The plan's status, Failed because pods keep failing before they serve (pure)."""
-    conditions = tuple(
-        PlannedCondition(condition.type, condition.type == DEGRADED, PODS_FAILING, message)
-        for condition in status.conditions
-    )
-    return attrs.evolve(status, state=ClusterState.FAILED, message=message, conditions=conditions)
-
-
 class ClusterReconciler:
     def __init__(
         self,
@@ -193,8 +185,7 @@ class ClusterReconciler:
         cached: CachedLookup,
         pods_of: Callable[[str, str], list[Obj]],
         *,
-        allowed_networks: tuple[Network, ...] | None = None,
-        default_zone_spread: ZoneSpread = ZoneSpread.BEST_EFFORT,
+        options: ControllerOptions,
     ) -> None:
         self.client = client
         self.index = index
@@ -202,9 +193,8 @@ class ClusterReconciler:
         self.metrics = metrics
         self.cached = cached
         self.pods_of = pods_of
-        self.actor = Actor(client, cached)
-        self.allowed_networks = allowed_networks or allowed_networks_from_env()
-        self.default_zone_spread = default_zone_spread
+        self.options = options
+        self.expectations = PodExpectations()
 
     async def reconcile(self, request: Request) -> Result:
         started = time.monotonic()
@@ -213,6 +203,7 @@ class ClusterReconciler:
         obj = self.cached(VALKEY_CLUSTERS, request.namespace, request.name)
         if obj is None:
             self.metrics.forget_cluster(request.namespace, request.name)
+            self.expectations.forget(str(request))
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -225,71 +216,87 @@ class ClusterReconciler:
     async def _reconcile(self, obj: Obj, cluster: ValkeyCluster) -> Result:
         meta = cluster.metadata
         namespace, name = meta.namespace or "", meta.name
+        key = f"{namespace}/{name}"
         current: Obj = obj.get("status") or {}
-        generation = meta.generation
-        endpoint_text = endpoint(name, namespace)
+        endpoint_text = endpoint(name, namespace, self.options.cluster_domain)
         paused = meta.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
 
         resolved = resolve(cluster.spec.config_ref, self.index.config, self.index.image)
         if isinstance(resolved, ResolutionFailure):
             return await self._blocked(obj, current, resolved.reason, resolved.message)
-        ctx = RenderContext(cluster=cluster, config=resolved, default_zone_spread=self.default_zone_spread)
+        ctx = RenderContext(
+            cluster=cluster, config=resolved, default_zone_spread=self.options.default_zone_spread
+        )
 
         credentials = await self._credentials(ctx, create=not paused)
         if isinstance(credentials, DamagedSecret):
             return await self._blocked(obj, current, "InternalSecretDamaged", credentials.message)
 
-        errors: list[str] = []
         admin: AdminClient | None = None
-        acl: RenderedAcl | None = None
+        acl = DesiredAcl()
+        objects = [
+            OwnedObject(SERVICES, render_service(ctx)),
+            OwnedObject(CONFIG_MAPS, render_config_map(ctx)),
+            *(OwnedObject(POD_DISRUPTION_BUDGETS, pdb) for pdb in render_pdbs(ctx)),
+        ]
         if credentials is not None:
             rendered = render_acl(cluster.spec.acl, self._role, credentials)
             if isinstance(rendered, AclError):
                 return await self._blocked(obj, current, rendered.reason, rendered.message)
-            acl = rendered
-            if not paused:
-                try:
-                    await self.actor.ensure_objects(ctx, render_internal_secret(ctx, credentials, acl))
-                except ApiError as exc:
-                    errors.append(f"applying owned objects: {exc}")
+            internal = internal_users(credentials)
+            acl = DesiredAcl(
+                internal=internal,
+                users=tuple(
+                    DesiredUser(user, role_commands(spec_user, self._role))
+                    for user, spec_user in zip(rendered.users[len(internal) :], cluster.spec.acl, strict=True)
+                ),
+                secret=names.secret_name(name),
+                key=layout.ACL_KEY,
+            )
+            objects.insert(0, OwnedObject(SECRETS, render_internal_secret(ctx, credentials, rendered)))
             admin = self._admin(ctx, credentials)
 
         pods = owned_pods(self.pods_of(namespace, name), name, meta.uid or "")
         recorded = ClusterState(current["state"]) if current.get("state") in set(ClusterState) else None
-        observed = await observe(pods, admin, recorded)
-        desired = Desired.of(cluster, template_hash=template_hash(ctx), image=ctx.config.image.reference)
-        planned = plan(observed.observation, desired)
-        loops = crash_loops(pods, desired.template_hash, datetime.datetime.now(datetime.UTC))
-        if not paused:
-            errors += await self.actor.act(
-                planned,
-                ctx,
-                pods,
-                admin,
-                blocked_shards=loops.blocked.keys(),
-                acl_fingerprint=acl.fingerprint if acl is not None else None,
-            )
-            if admin is not None and acl is not None:
-                errors += await self.actor.sync_acl(pods, observed.observation.nodes, acl, admin)
-            errors += await self.actor.prune(namespace, loops.prune)
-        planned_view = planned.status
-        if loops.blocked:
-            planned_view = crash_loop_status(planned_view, loops.message(ctx.config.image.reference))
-
-        image = ctx.config.image.reference
-        status = planned_status(
-            current, generation, planned_view, endpoint_text, image, resolved.settings_hash
+        commands = sorted({command for user in acl.users for _, command in user.commands})
+        observed = await observe(pods, admin, recorded, commands=commands)
+        observation = attrs.evolve(
+            observed.observation,
+            objects={
+                owned.key: self.cached(owned.resource, namespace, owned.body["metadata"]["name"])
+                for owned in objects
+            },
+            awaiting=self.expectations.awaiting(key, pods),
+            recorded_config_hash=current.get("configHash"),
+            recorded_image=current.get("currentImage"),
         )
+        desired = Desired.of(
+            cluster,
+            template_hash=template_hash(ctx),
+            image=ctx.config.image.reference,
+            config_hash=resolved.settings_hash,
+            runtime=runtime_settings(ctx.config),
+            acl=acl,
+            objects=tuple(objects),
+        )
+        planned = plan(observation, desired)
+        if planned.actions:
+            outcome = await Actor(self.client, ctx, pods, admin).run(planned.actions)
+            self.expectations.expect(key, created=outcome.created, deleted=outcome.deleted)
+            planned = finish(planned, outcome.failures)
+            if outcome.failures:
+                log.warning(
+                    "cluster actions failed", cluster=key, failures=[f.message for f in outcome.failures]
+                )
+
+        status = planned_status(current, meta.generation, planned.status, endpoint_text)
         await self._write_status(obj, current, status)
-        await self._record_transition(obj, current, status, planned_view)
-        self.metrics.record_state(namespace, name, planned_view.state)
-        self.metrics.record_nodes(namespace, name, observed.observation, observed.extras)
-        self.metrics.record_migrations(namespace, name, observed.observation)
-        await self._record_problems(obj, current, planned_view)
-        if errors:
-            log.warning("cluster actions failed", cluster=f"{namespace}/{name}", errors=errors)
-            await self.events.event(obj, WARNING, "ActionFailed", "; ".join(errors)[:1000])
-        return Result(requeue_after=requeue_after(planned, loops))
+        await self._record_transition(obj, current, status, planned.status)
+        self.metrics.record_state(namespace, name, planned.status.state)
+        self.metrics.record_nodes(namespace, name, observation, observed.extras)
+        self.metrics.record_migrations(namespace, name, observation)
+        await self._record_problems(obj, current, planned.status)
+        return Result(requeue_after=planned.requeue_after)
 
     # --- pieces ---
 
@@ -329,13 +336,17 @@ class ClusterReconciler:
         return AdminClient(
             credentials=Credentials(username=ADMIN_USER, password=credentials.admin_password),
             ca_pem=ca_pem,
-            allowed_networks=self.allowed_networks,
+            allowed_networks=self.options.node_networks,
         )
 
     async def _blocked(self, obj: Obj, current: Obj, reason: str, message: str) -> Result:
         meta = obj["metadata"]
         status = blocked_status(
-            current, meta.get("generation"), reason, message, endpoint(meta["name"], meta["namespace"])
+            current,
+            meta.get("generation"),
+            reason,
+            message,
+            endpoint(meta["name"], meta["namespace"], self.options.cluster_domain),
         )
         await self._write_status(obj, current, status)
         before = find_condition(current.get("conditions"), PROGRESSING)
@@ -389,14 +400,7 @@ def _key(obj: Obj) -> str:
     return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
 
-def setup(
-    manager: Manager,
-    index: ReferenceIndex,
-    workers: int,
-    *,
-    default_zone_spread: ZoneSpread = ZoneSpread.BEST_EFFORT,
-    allowed_networks: tuple[Network, ...] | None = None,
-) -> Controller:
+def setup(manager: Manager, index: ReferenceIndex, workers: int, options: ControllerOptions) -> Controller:
     """Reconcile clusters on their own changes, their owned objects', and their configs', images', roles'."""
     pods = manager.informer(PODS)
     pods.add_indexers({PODS_BY_CLUSTER: pod_cluster_key})
@@ -436,8 +440,7 @@ def setup(
         cluster_metrics(manager.registry),
         cached,
         pods_of,
-        allowed_networks=allowed_networks,
-        default_zone_spread=default_zone_spread,
+        options=options,
     )
     return (
         build_controller(manager, CONTROLLER_NAME)

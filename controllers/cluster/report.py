@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.actions import Action, DeletePod, Promote
+from controllers.cluster import upkeep
+from controllers.cluster.actions import Action, DeletePod, Failure, Promote, SetConfig, SyncAcl
 from controllers.cluster.observe import (
     ALL_SLOTS,
     PodObservation,
@@ -18,6 +19,7 @@ from controllers.cluster.observe import (
     format_slot_ranges,
     format_version,
     intersect,
+    meets_floor,
     slot_count,
     subtract,
     union,
@@ -59,6 +61,15 @@ class Reason(enum.StrEnum):
     MIGRATION_FAILED = "SlotMigrationFailed"
     PROMOTING_REPLICA = "PromotingReplica"
     DATA_LOST = "DataLost"
+    PODS_FAILING = "PodsFailing"
+    APPLYING_SETTINGS = "ApplyingSettings"
+    APPLYING_OBJECTS = "ApplyingObjects"
+    PATCHING_PODS = "PatchingPods"
+    APPLYING_ACL = "ApplyingAcl"
+    UNKNOWN_COMMAND = "UnknownCommand"
+    CONFIG_REJECTED = "ConfigRejected"
+    ACL_REJECTED = "AclRejected"
+    ACTION_FAILED = "ActionFailed"
 
 
 @attrs.frozen
@@ -92,20 +103,28 @@ class PlannedStatus:
     uncovered: SlotRanges
     """Slots no reachable primary serves (all of them before bootstrap assigns any)."""
     findings: tuple[Finding, ...]
+    config_hash: str | None = None
+    """status.configHash: the desired settings' hash once every node runs them, else as recorded."""
+    current_image: str | None = None
+    """status.currentImage: the desired image once every pod runs the current template, else as recorded."""
 
     def condition(self, type_: str) -> PlannedCondition:
         return next(condition for condition in self.conditions if condition.type == type_)
 
 
-def report(view: View, actions: Sequence[Action]) -> PlannedStatus:
-    """The status this pass's observation implies, given the actions planned."""
+def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = ()) -> PlannedStatus:
+    """The status this pass's observation implies, given the actions planned (and those that failed)."""
     served = union(*(node.obs.slots for node in view.members.values() if node.is_primary))
     uncovered = subtract(ALL_SLOTS, served)
-    findings = tuple(_findings(view, actions, uncovered))
+    findings = (*_findings(view, actions, uncovered), *_failure_findings(failures))
     ready_shards = sum(1 for shard in range(view.desired.shards) if _shard_ready(view, shard))
+    loops = view.crash_loops
     if view.rejected:
         state = ClusterState.FAILED
         message = _version_message(view)
+    elif loops.blocked:
+        state = ClusterState.FAILED
+        message = loops.message(view.desired.image)
     elif not findings:
         state = ClusterState.ACTIVE
         message = (
@@ -127,7 +146,88 @@ def report(view: View, actions: Sequence[Action]) -> PlannedStatus:
         conditions=_conditions(view, state, message, findings),
         uncovered=uncovered,
         findings=findings,
+        config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
+        current_image=view.desired.image if _runs_current_template(view) else view.recorded_image,
     )
+
+
+def _runs_current_template(view: View) -> bool:
+    return all(pod.template_hash == view.desired.template_hash for pod in view.pods if not pod.ended)
+
+
+def _runs_current_settings(view: View) -> bool:
+    """Every pod runs the current template, and every server that should answer did, with the
+    desired runtime settings."""
+    if view.unreachable or not _runs_current_template(view):
+        return False
+    return not any(
+        upkeep.config_changes(view, node) != {} for node in view.nodes.values() if not node.pod.deleting
+    )
+
+
+def _settings_findings(view: View) -> Iterable[Finding]:
+    pending: dict[str, list[str]] = {}
+    for node in view.nodes.values():
+        if node.pod.deleting or not meets_floor(node.obs.version):
+            continue
+        changes = upkeep.config_changes(view, node)
+        if changes is None:
+            pending.setdefault("(not read)", []).append(node.pod.name)
+        for name in changes or {}:
+            pending.setdefault(name, []).append(node.pod.name)
+    if pending:
+        parts = ", ".join(f"{name} on {len(pods)} node(s)" for name, pods in sorted(pending.items()))
+        yield Finding(Reason.APPLYING_SETTINGS, f"runtime settings to apply: {parts}")
+    acl = view.acl
+    for unknown in acl.unknown:
+        yield Finding(
+            Reason.UNKNOWN_COMMAND,
+            f"ValkeyRole {unknown.role}: Valkey does not know command {unknown.command}; "
+            f"user(s) {', '.join(unknown.users)} keep their previous rules",
+            problem=True,
+        )
+    drifted = [
+        owned.key
+        for owned in upkeep.desired_objects(view)
+        if upkeep.drifted(view.objects.get(owned.key), owned.body)
+    ]
+    if drifted:
+        yield Finding(Reason.APPLYING_OBJECTS, f"owned objects to apply: {', '.join(drifted)}")
+    unpatched = [
+        pod.name
+        for pod in view.pods
+        if pod.live and upkeep.annotation_changes(view.desired.pod_annotations, pod.annotations)
+    ]
+    if unpatched:
+        yield Finding(Reason.PATCHING_PODS, f"podAnnotations to patch onto {len(unpatched)} pod(s)")
+    stale = sorted(
+        node.pod.name
+        for node in view.nodes.values()
+        if not node.pod.deleting and upkeep.acl_changes(view, node) is not None
+    )
+    if stale:
+        yield Finding(Reason.APPLYING_ACL, f"ACL users to update on {len(stale)} node(s)")
+
+
+def _failure_findings(failures: Sequence[Failure]) -> Iterable[Finding]:
+    """Actions that failed this pass: refusals name what was refused and Valkey's words."""
+    refused: dict[tuple[Reason, str, str], list[str]] = {}
+    others = []
+    for failure in failures:
+        action = failure.action
+        if failure.refused is not None and isinstance(action, SetConfig):
+            value = dict(action.settings).get(failure.refused, "")
+            key = (Reason.CONFIG_REJECTED, f"{failure.refused} {value!r}", failure.message)
+            refused.setdefault(key, []).append(action.node)
+        elif failure.refused is not None and isinstance(action, SyncAcl):
+            key = (Reason.ACL_REJECTED, f"user {failure.refused}", failure.message)
+            refused.setdefault(key, []).append(action.node)
+        else:
+            others.append(failure.message)
+    for (reason, what, message), pods in sorted(refused.items()):
+        yield Finding(reason, f"{what} refused by {len(pods)} node(s): {message}", problem=True)
+    if others:
+        yield Finding(Reason.ACTION_FAILED, "; ".join(others)[:1000], problem=True)
 
 
 def _unsettled_state(view: View) -> ClusterState:
@@ -172,6 +272,7 @@ def _findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> I
         yield Finding(Reason.FORGETTING_NODES, f"{len(ghosts)} departed node id(s) to forget")
     yield from _repair_findings(view, actions, uncovered)
     yield from _migration_findings(view)
+    yield from _settings_findings(view)
 
 
 def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:
@@ -206,7 +307,7 @@ def _migration_findings(view: View) -> Iterable[Finding]:
     moves = view.transfers() if view.settled else ()
     sources = {move.source for move in moves}
     for node in sorted(view.members.values(), key=lambda node: node.pod.order):
-        stuck = trouble(node.obs.migrations) if node.pod.shard in sources else None
+        stuck = trouble(node.obs.jobs) if node.pod.shard in sources else None
         if stuck is not None and node.is_primary and node.obs.slots:
             last = stuck.last
             retry = datetime.datetime.fromtimestamp(stuck.retry_at, datetime.UTC).strftime("%H:%M:%SZ")
@@ -350,9 +451,10 @@ def _conditions(
 ) -> tuple[PlannedCondition, ...]:
     problems = [finding for finding in findings if finding.problem]
     if state is ClusterState.FAILED:
-        ready = PlannedCondition(READY, False, Reason.VERSION_BELOW_FLOOR, message)
-        progressing = PlannedCondition(PROGRESSING, False, Reason.VERSION_BELOW_FLOOR, message)
-        degraded = PlannedCondition(DEGRADED, True, Reason.VERSION_BELOW_FLOOR, message)
+        reason = Reason.VERSION_BELOW_FLOOR if view.rejected else Reason.PODS_FAILING
+        ready = PlannedCondition(READY, False, reason, message)
+        progressing = PlannedCondition(PROGRESSING, False, reason, message)
+        degraded = PlannedCondition(DEGRADED, True, reason, message)
         return (ready, progressing, degraded)
     if state is ClusterState.ACTIVE:
         ready = PlannedCondition(READY, True, Reason.READY, message)

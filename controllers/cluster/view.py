@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from controllers.cluster.acl_decision import AclDecision, decide_acl
+from controllers.cluster.failures import CrashLoops, crash_loops
 from controllers.cluster.observe import (
     ALL_SLOTS,
     Desired,
@@ -94,6 +96,10 @@ class View:
         self.layout = even_split(desired.shards)
         self.recorded_state = observation.recorded_state
         self.now = observation.now
+        self.objects = observation.objects
+        self.awaiting = observation.awaiting
+        self.recorded_config_hash = observation.recorded_config_hash
+        self.recorded_image = observation.recorded_image
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:
@@ -186,17 +192,20 @@ class View:
         return sorted(known - self.by_id.keys())
 
     def migrations_active(self) -> bool:
-        return any(migration.active for node in self.nodes.values() for migration in node.obs.migrations)
+        """Some job is under way, or some node's jobs could not be read (one may be)."""
+        return any(self.migrating(node) for node in self.nodes.values())
 
     def migrating(self, node: Node) -> bool:
-        """The node takes part in a slot migration job under way (as source or target)."""
-        return any(migration.active for migration in node.obs.migrations)
+        """The node takes part in a slot migration job under way (as source or target), or its
+        jobs could not be read this pass."""
+        return node.obs.migrations is None or any(migration.active for migration in node.obs.jobs)
 
     def exporting(self, node: Node) -> bool:
-        """A migration job under way with node as its source (one batch per source at a time)."""
-        return any(
+        """A migration job under way with node as its source (one batch per source at a time), or
+        its jobs could not be read this pass."""
+        return node.obs.migrations is None or any(
             migration.active and migration.operation is MigrationOperation.EXPORT
-            for migration in node.obs.migrations
+            for migration in node.obs.jobs
         )
 
     def recently_migrated(self) -> SlotRanges:
@@ -206,7 +215,7 @@ class View:
             *(
                 job.slots
                 for node in self.nodes.values()
-                for job in node.obs.migrations
+                for job in node.obs.jobs
                 if job.active or self.now - timestamp_seconds(job.last_update_time) < HANDOVER_S
             )
         )
@@ -265,6 +274,16 @@ class View:
         for shard in range(self.desired.shards):
             counts.setdefault(shard, 0)
         return transfers(counts, self.desired.shards)
+
+    @functools.cached_property
+    def acl(self) -> AclDecision:
+        """The users every node must have and the startup ACL file (acl_decision.py)."""
+        return decide_acl(self.desired.acl, (node.obs for node in self.nodes.values()), self.objects)
+
+    @functools.cached_property
+    def crash_loops(self) -> CrashLoops:
+        """Shards whose pods keep failing before they serve (failures.py)."""
+        return crash_loops(self.pods, self.desired.template_hash, self.now)
 
     def in_spec(self, pod: PodObservation) -> bool:
         """Created for a shard that spec.shards still has."""

@@ -25,7 +25,6 @@ a double-quoted token there (see selector_token).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
@@ -96,8 +95,7 @@ _PASSWORD_HASH = re.compile(r"[0-9a-f]{64}")
 _COMMAND = re.compile(r"[a-z0-9_-]+(\|[a-z0-9_-]+)?")
 
 RoleLookup = Callable[[str], ValkeyRole | ValkeyRoleSpec | None]
-CommandCheck = Callable[[str], bool]
-AclErrorReason = Literal["RoleNotFound", "InvalidAcl", "UnknownCommand"]
+AclErrorReason = Literal["RoleNotFound", "InvalidAcl"]
 
 
 @attrs.frozen
@@ -127,11 +125,6 @@ class RenderedAcl:
     def text(self) -> str:
         """The startup ACL file (`aclfile`). No comments: Valkey's ACL file does not allow them."""
         return "".join(user.file_line() + "\n" for user in self.users)
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes exactly when some user's rules change."""
-        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
     @property
     def usernames(self) -> tuple[str, ...]:
@@ -225,25 +218,34 @@ def _spec_of(role: ValkeyRole | ValkeyRoleSpec) -> ValkeyRoleSpec:
     return role.spec if isinstance(role, ValkeyRole) else role
 
 
-def _command_problems(role_name: str, role: ValkeyRoleSpec, exists: CommandCheck | None) -> Iterable[str]:
+def _command_problems(role_name: str, role: ValkeyRoleSpec) -> Iterable[str]:
     for command in role.commands:
         if not _COMMAND.fullmatch(command.name):
             yield f"ValkeyRole {role_name}: command {command.name!r} is not a lowercase command[|subcommand]"
-        elif exists is not None and not exists(command.name):
-            yield f"ValkeyRole {role_name}: unknown command {command.name}"
+
+
+def role_commands(user: AclUser, roles: RoleLookup) -> tuple[tuple[str, str], ...]:
+    """(role, command) for every command rule of the user's roles, deny rules too: Valkey refuses a
+    name it does not know either way, so each must be checked against the nodes."""
+    found: dict[tuple[str, str], None] = {}
+    for permission in user.permissions:
+        role = roles(permission.role_ref)
+        if role is None:
+            continue
+        for command in _spec_of(role).commands:
+            found[(permission.role_ref, command.name)] = None
+    return tuple(found)
 
 
 def render_acl(
     users: Sequence[AclUser],
     roles: RoleLookup,
     credentials: InternalCredentials,
-    *,
-    command_exists: CommandCheck | None = None,
 ) -> RenderedAcl | AclError:
     """Every user's rules, or the first kind of problem found (each kind lists all its instances).
 
-    `command_exists` (for instance backed by a node's COMMAND LIST) catches role commands this Valkey
-    does not know: the ACL file would otherwise stop every restarted node from starting.
+    Whether Valkey knows each role command is not decided here: the planner asks the nodes
+    (acl_decision.py), since an unknown one must hold back only the users that need it.
     """
     names = [user.username for user in users]
     duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -262,10 +264,7 @@ def render_acl(
     if missing:
         return AclError("RoleNotFound", "ValkeyRole not found: " + ", ".join(sorted(missing)))
 
-    bad_commands = [p for name, role in found.items() for p in _command_problems(name, role, None)]
+    bad_commands = [p for name, role in found.items() for p in _command_problems(name, role)]
     if problems or bad_commands:
         return AclError("InvalidAcl", "; ".join([*problems, *bad_commands]))
-    unknown = [p for name, role in found.items() for p in _command_problems(name, role, command_exists)]
-    if unknown:
-        return AclError("UnknownCommand", "; ".join(unknown))
     return RenderedAcl((*internal_users(credentials), *(user_acl(user, found) for user in users)))

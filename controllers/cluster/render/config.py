@@ -11,9 +11,12 @@ and no replication RDB is kept in `dir`, so a node never starts with its identit
 but without its data, nor with stale data but without its identity
 (docs/cluster-internals.md "Restart safety").
 
-Settings split in two (SPEC 1.2): runtime tunables (valkey_operator.api.tunables.
-RUNTIME_TUNABLES) are applied to live nodes with CONFIG SET and never roll pods;
-everything else here is read only at start-up, so a change rolls (template.py).
+Settings split in two (SPEC 1.2). Runtime tunables (valkey_operator.api.tunables.
+RUNTIME_TUNABLES) are not in the file at all: the planner CONFIG SETs them on
+every node, a new one before it joins, so a change never needs new pods and a
+value Valkey refuses is reported instead of stopping every new server at start.
+Startup-only tunables are in the file; a change of them is a new pod template
+(template.py).
 """
 
 from __future__ import annotations
@@ -33,9 +36,6 @@ MAXMEMORY_FRACTION = (3, 4)
 """maxmemory = 75% of the memory limit: headroom for replication buffers, fork copy-on-write, clients."""
 SHUTDOWN_TIMEOUT_S = 10
 """How long a shutting-down primary waits for replicas to catch up (Valkey's default, stated)."""
-
-OPERATOR_DEFAULTED = frozenset({"maxmemory", "maxmemory-policy", "cluster-node-timeout"})
-"""Runtime tunables with an operator default: removing them from a config reverts to it at runtime."""
 
 _BARE = re.compile(r"[A-Za-z0-9_.,:/@%+=*-]+")
 
@@ -80,7 +80,8 @@ def tunables(config: ResolvedConfig) -> dict[str, str]:
 
 
 def runtime_settings(config: ResolvedConfig) -> dict[str, str]:
-    """The tunables to apply to live nodes with CONFIG SET (compare with CONFIG GET first)."""
+    """The runtime tunables a node runs with: the planner compares them with CONFIG GET and sets
+    what differs; a runtime tunable not listed runs at Valkey's default (tunables.desired_runtime)."""
     return {key: value for key, value in tunables(config).items() if key in RUNTIME_TUNABLES}
 
 
@@ -140,8 +141,9 @@ def render_valkey_conf(config: ResolvedConfig, *, tls: bool) -> str:
         "# bind and cluster-announce-ip are passed on the command line ($(POD_IP)).",
         "# Owned by the operator:",
         *_lines(owned_directives(tls)),
-        "# Tunables (operator defaults, overridden by the ValkeyConfig chain):",
-        *_lines(tunables(config)),
+        "# Startup-only tunables (operator defaults, overridden by the ValkeyConfig chain);",
+        "# runtime tunables are applied by the operator with CONFIG SET:",
+        *_lines(startup_settings(config)),
     ]
     return "\n".join(lines) + "\n"
 

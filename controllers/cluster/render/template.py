@@ -4,13 +4,12 @@ The planner reads progress from the world by comparing each pod's
 `valkey.gomomento.com/template-hash` label with `template_hash(ctx)`.
 
 In the hash: the image (reference and declared version), resources, pod
-security ids, the startup-only tunables (io-threads), which runtime tunables
-without an operator default the config sets (Valkey cannot CONFIG SET a
-directive back to "unset"), TLS (on/off and the Secret the pods mount),
+security ids, the startup-only tunables (io-threads), TLS (on/off and the Secret the pods mount),
 placement (zones, nodeSelector, tolerations, priorityClassName: fields of a
 live pod that cannot change in place), and TEMPLATE_VERSION.
 
-Not in the hash: runtime tunable values (CONFIG SET on live nodes, SPEC 1.2),
+Not in the hash: runtime tunables (CONFIG SET on live nodes, SPEC 1.2; removing
+one sets it back to its default the same way),
 podAnnotations (patched in place) and zoneSpread (applies to pods created
 later), as SPEC 1.4 requires; nor ACLs (ACL SETUSER at runtime).
 """
@@ -22,7 +21,6 @@ import json
 
 from controllers.cluster.render import config as conf
 from controllers.cluster.render.context import RenderContext
-from valkey_operator.api.tunables import RUNTIME_TUNABLES
 from valkey_operator.core.rest import Obj
 
 TEMPLATE_VERSION = 2
@@ -37,14 +35,12 @@ def template_inputs(ctx: RenderContext) -> Obj:
     """Everything the hash covers, as plain JSON (also handy for explaining a rollout)."""
     image = ctx.config.image
     placement = ctx.placement
-    user_runtime_keys = {key.lower() for key in ctx.config.valkey} & RUNTIME_TUNABLES
     return {
         "version": TEMPLATE_VERSION,
         "image": {"reference": image.reference, "version": image.version},
         "resources": dict(sorted(ctx.config.resources.items())),
         "podSecurity": dict(sorted(ctx.config.pod_security.items())),
         "startupSettings": conf.startup_settings(ctx.config),
-        "runtimeSettingsSet": sorted(user_runtime_keys - conf.OPERATOR_DEFAULTED),
         "tls": ctx.tls_secret,
         "placement": {
             "zones": sorted(set(placement.zones)),

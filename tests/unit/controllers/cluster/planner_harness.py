@@ -13,7 +13,20 @@ import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
+from simulate import Outcome, SimNode, SimSettings, SimulatedCluster
 
+from controllers.cluster.actions import (
+    AssignSlots,
+    DeletePod,
+    Forget,
+    Meet,
+    MigrateSlots,
+    PatchPodMetadata,
+    Promote,
+    Replicate,
+    SetConfig,
+    SyncAcl,
+)
 from controllers.cluster.observe import (
     ALL_SLOTS,
     Desired,
@@ -26,21 +39,12 @@ from controllers.cluster.observe import (
     subtract,
     union,
 )
-from controllers.cluster.plan import (
-    AssignSlots,
-    DeletePod,
-    Forget,
-    Meet,
-    MigrateSlots,
-    Plan,
-    Promote,
-    Reason,
-    Replicate,
-    plan,
-)
+from controllers.cluster.plan import Plan, plan
 from controllers.cluster.rebalance import quotas
-from controllers.cluster.simulate import SimNode, SimSettings, SimulatedCluster
+from controllers.cluster.report import Reason
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.tunables import desired_runtime
+from valkey_operator.valkey.acl import normal_form
 
 
 class Act(enum.Enum):
@@ -75,6 +79,14 @@ class Chaos:
     """(pass, pod sequence number): that pod's server is SIGKILLed; the pod ends Failed."""
     reboots: Collection[tuple[int, int]] = frozenset()
     """(pass, pod sequence number): that pod's node reboots: new identity, new IP, no data."""
+    unread: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): that pod's server answers the topology reads, but its migration
+    log, CONFIG GET, ACL LIST and COMMAND INFO fail (unknown facts)."""
+    tampers: Collection[tuple[int, int]] = frozenset()
+    """(pass, pod sequence number): someone changes that server by hand: a runtime setting, an ACL
+    user's rules, and a user nobody asked for."""
+    edits: Mapping[int, Desired] = attrs.field(factory=dict)
+    """Pass -> the whole desired state from that pass on (a config, role or annotation edit)."""
 
     def act(self, index: int) -> tuple[Act, int]:
         return self.acts[index] if index < len(self.acts) else (Act.ALL, 0)
@@ -86,6 +98,8 @@ class Run:
     desired: Desired
     plans: list[Plan] = attrs.field(factory=list)
     recorded: ClusterState | None = None
+    recorded_hash: str | None = None
+    recorded_image: str | None = None
     lost: list[Forget] = attrs.field(factory=list)
     """Forgets that gave up slots with no copy left (only after a loss the chaos caused)."""
 
@@ -120,9 +134,15 @@ def run(
 
 def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
     sim = result.sim
+    if index in chaos.edits:
+        result.desired = chaos.edits[index]
     if index in chaos.specs:
         shards, replicas = chaos.specs[index]
         result.desired = attrs.evolve(result.desired, shards=shards, replicas_per_shard=replicas)
+    for pass_index, seq in sorted(chaos.tampers):
+        pod = next((pod for pod in sim.pods.values() if pod.seq == seq), None)
+        if pass_index == index and pod is not None and sim.node_of(pod.name) is not None:
+            tamper(sim, pod.name, result.desired)
     for pass_index, seq in sorted(chaos.deletions):
         if pass_index == index:
             _external_delete(sim, seq)
@@ -136,24 +156,53 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
             if pass_index == index and pod is not None and sim.node_of(pod.name) is not None:
                 hit(pod.name)
     unreachable = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unreachable}
-    observation = sim.observe(unreachable, recorded_state=result.recorded)
+    unread = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unread}
+    observation = attrs.evolve(
+        sim.observe(
+            unreachable,
+            recorded_state=result.recorded,
+            unread=unread,
+            commands=sorted({c for user in result.desired.acl.users for _, c in user.commands}),
+        ),
+        recorded_config_hash=result.recorded_hash,
+        recorded_image=result.recorded_image,
+    )
     desired = attrs.evolve(result.desired, paused=True) if index in chaos.paused else result.desired
     planned = plan(observation, desired)
     check_step(sim, observation, planned, desired, unreachable)
     act, through = chaos.act(index)
     actions = planned.actions[:through] if act is Act.CRASH else planned.actions
     outcomes = sim.apply(actions, unreachable)
-    errors = [outcome for outcome in outcomes if outcome.error is not None]
+    errors = [outcome for outcome in outcomes if outcome.error is not None and not _refusal(outcome, sim)]
     assert not errors, f"the world refused planned actions: {errors}"
     if act is Act.TWICE:
         sim.apply(actions, unreachable)  # errors allowed: a stale replay, the next pass re-observes
     if act is not Act.LOSE_STATUS and act is not Act.CRASH:
         result.recorded = planned.status.state
+        result.recorded_hash = planned.status.config_hash
+        result.recorded_image = planned.status.current_image
     result.plans.append(planned)
     result.lost += [action for action in actions if isinstance(action, Forget) and action.lost]
     check_world(sim)
     sim.advance()
     return planned
+
+
+def _refusal(outcome: Outcome, sim: SimulatedCluster) -> bool:
+    """A value the world is set up to refuse (SimSettings.refused): the status reports it."""
+    return isinstance(outcome.action, SetConfig) and bool(sim.settings.refused)
+
+
+TAMPERED_SETTING = ("maxmemory-samples", "9")
+TAMPERED_RULES = ("reset", "on", "nopass", "~*", "+@all")
+
+
+def tamper(sim: SimulatedCluster, pod: str, desired: Desired) -> None:
+    """Someone changes the server by hand: a setting, a spec user's rules, and an extra user."""
+    sim.tamper_config(pod, *TAMPERED_SETTING)
+    for user in desired.acl.users[:1]:
+        sim.tamper_acl(pod, user.user.username, TAMPERED_RULES)
+    sim.tamper_acl(pod, "intruder", TAMPERED_RULES)
 
 
 def _external_delete(sim: SimulatedCluster, seq: int) -> None:
@@ -180,6 +229,7 @@ def check_step(
     check_migrations(sim, planned, desired)
     check_promotions(sim, planned)
     check_reachable_targets(planned, unreachable)
+    check_known_facts(observation, planned)
     check_status(sim, observation, planned, desired)
 
 
@@ -288,11 +338,26 @@ def check_reachable_targets(planned: Plan, unreachable: set[str]) -> None:
         match action:
             case Meet(node=node, peer=peer):
                 targets = (node, peer)
-            case AssignSlots(node=node) | Replicate(node=node):
+            case AssignSlots(node=node) | Replicate(node=node) | SetConfig(node=node) | SyncAcl(node=node):
                 targets = (node,)
             case Forget(on=on):
                 targets = on
         assert unreachable.isdisjoint(targets), action
+
+
+def check_known_facts(observation: Observation, planned: Plan) -> None:
+    """No config, ACL or metadata action is decided from a fact the pass could not read."""
+    pods = {pod.name: pod for pod in observation.pods}
+    for action in planned.actions:
+        match action:
+            case SetConfig(node=node):
+                known = observation.nodes.get(node)
+                assert known is not None and known.config is not None, action
+            case SyncAcl(node=node):
+                known = observation.nodes.get(node)
+                assert known is not None and known.acl is not None, action
+            case PatchPodMetadata(pod=pod, uid=uid):
+                assert pod in pods and pods[pod].live and pods[pod].uid == uid, action
 
 
 def check_status(sim: SimulatedCluster, observation: Observation, planned: Plan, desired: Desired) -> None:
@@ -335,6 +400,29 @@ def check_active_truth(sim: SimulatedCluster, desired: Desired) -> None:
     assert all(sim.cluster_ok(node) for node in live)
     ids = {node.node_id for node in live}
     assert all(node.known == ids - {node.node_id} for node in live), "members do not all know each other"
+    check_upkeep_truth(sim, desired)
+
+
+def check_upkeep_truth(sim: SimulatedCluster, desired: Desired) -> None:
+    """Ground truth of Active, day 2: every server runs the desired settings and exactly the users
+    the decision names; every live pod carries the annotations; every owned object exists."""
+    for node in sim.nodes.values():
+        if not node.alive:
+            continue
+        wanted = desired_runtime(desired.runtime, node.version)
+        assert node.config == wanted.values, f"{node.pod} runs {node.config}"
+        if desired.acl.internal:
+            listed = {user.username for user in desired.acl.internal} | {
+                user.user.username for user in desired.acl.users
+            }
+            assert set(node.acl) <= listed, f"{node.pod} has users nobody asked for: {set(node.acl) - listed}"
+            for user in desired.acl.internal:
+                assert node.acl[user.username] == normal_form(user.rules), user.username
+    for pod in sim.pods.values():
+        if pod.deleting_since is None and pod.phase is not PodPhase.FAILED:
+            assert desired.pod_annotations.items() <= pod.annotations.items(), pod.name
+    for owned in desired.objects:
+        assert owned.key in sim.objects, owned.key
 
 
 def _replicas_of(sim: SimulatedCluster, primary: SimNode) -> list[SimNode]:

@@ -1,4 +1,4 @@
-"""A deterministic in-memory Valkey cluster that applies the planner's actions (unit tests only).
+"""A deterministic in-memory Valkey cluster that applies the planner's actions (test support).
 
 It models what the operator can see of a cluster, not Valkey's internals:
 pods that start after a delay and terminate after a grace period; servers with
@@ -6,7 +6,10 @@ a node id, version, role, slots, replication offset and link; CLUSTER MEET
 handshakes; gossip that spreads membership one hop per pass (only to live
 nodes, as Valkey's handshakes do); the FORGET ban list; PFAIL/FAIL flags for
 silent nodes; automatic failover of a replica when its primary dies and a
-majority of slot owners survive; cluster_state computed from each node's view.
+majority of slot owners survive; cluster_state computed from each node's view;
+each server's runtime settings (CONFIG GET/SET, refusing configured values),
+its ACL users (loaded from the owned Secret's file at start, ACL SETUSER/DELUSER,
+refusing commands it does not know), pod annotations and the owned objects.
 
 Actions are checked the way Valkey and the API server would check them, and an
 invalid one comes back as an `Outcome` with an error instead of changing
@@ -26,6 +29,23 @@ from typing import assert_never
 
 import attrs
 
+from controllers.cluster.acl_decision import file_users
+from controllers.cluster.actions import (
+    Action,
+    ApplyObject,
+    AssignSlots,
+    CreatePod,
+    DeletePod,
+    Forget,
+    Meet,
+    MigrateSlots,
+    PatchPodMetadata,
+    Promote,
+    PruneFailedPod,
+    Replicate,
+    SetConfig,
+    SyncAcl,
+)
 from controllers.cluster.observe import (
     ALL_SLOTS,
     KnownNode,
@@ -43,19 +63,11 @@ from controllers.cluster.observe import (
     subtract,
     union,
 )
-from controllers.cluster.plan import (
-    Action,
-    AssignSlots,
-    CreatePod,
-    DeletePod,
-    Forget,
-    Meet,
-    MigrateSlots,
-    Promote,
-    Replicate,
-)
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
+from valkey_operator.api.tunables import canonical, desired_runtime
+from valkey_operator.core.rest import Obj
+from valkey_operator.valkey.acl import UserRules, normal_form
 
 EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
@@ -88,6 +100,13 @@ class SimSettings:
     """Sequence numbers (0 = first job started) of migration jobs that fail instead of finishing."""
     elections: bool = True
     """Valkey's own failover elects replicas (False: replicas too stale to be elected)."""
+    refused: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
+    """directive -> values every server refuses at CONFIG SET (as a build without a feature would)."""
+    unknown_commands: frozenset[str] = frozenset()
+    """Commands no server knows: ACL SETUSER naming one is refused, and so is a startup file with it."""
+    acl_secret: str = "vk-internal"
+    acl_key: str = "users.acl"
+    """Where the startup ACL file lives among the owned objects (what a starting server loads)."""
 
 
 @attrs.define
@@ -116,6 +135,11 @@ class SimPod:
     phase: PodPhase = PodPhase.PENDING
     deleting_since: int | None = None
     node_id: str | None = None
+    annotations: dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return _hex_id("uid", self.name, self.seq)[:16]
 
 
 @attrs.define
@@ -136,6 +160,9 @@ class SimNode:
     known: set[str] = attrs.field(factory=set)
     handshakes: dict[str, int] = attrs.field(factory=dict)
     banned: dict[str, int] = attrs.field(factory=dict)
+    config: dict[str, str] = attrs.field(factory=dict)
+    """CONFIG GET of every runtime directive (Valkey's defaults at start: the file holds none)."""
+    acl: dict[str, UserRules] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -164,13 +191,22 @@ class SimulatedCluster:
         self.migrations: list[SimMigration] = []
         self.ip_generation = 0
         """Bumped by `reboot_pod`: restarted pods get addresses they never had."""
+        self.objects: dict[str, Obj] = {}
+        """Owned objects as the API server holds them, by OwnedObject.key."""
 
     # --- observing -------------------------------------------------------------------------------
 
     def observe(
-        self, unreachable: Collection[str] = frozenset(), recorded_state: ClusterState | None = None
+        self,
+        unreachable: Collection[str] = frozenset(),
+        recorded_state: ClusterState | None = None,
+        *,
+        unread: Collection[str] = frozenset(),
+        commands: Collection[str] = (),
     ) -> Observation:
-        """What an observer would read now; pods named in unreachable do not answer this pass."""
+        """What an observer would read now; pods named in unreachable do not answer this pass, those
+        in unread answer the topology reads but not the migration log, CONFIG GET, ACL LIST or
+        COMMAND INFO (unknown facts). `commands` are the role commands each node is asked about."""
         pods = tuple(self._pod_observation(pod) for pod in sorted(self.pods.values(), key=lambda p: p.name))
         nodes: dict[str, NodeObservation] = {}
         for pod in self.pods.values():
@@ -179,10 +215,20 @@ class SimulatedCluster:
                 continue
             if pod.name in unreachable:
                 nodes[pod.name] = NodeObservation.unreachable("timeout")
+            elif pod.name in unread:
+                nodes[pod.name] = attrs.evolve(
+                    self._node_observation(node, commands),
+                    migrations=None,
+                    config=None,
+                    acl=None,
+                    commands=None,
+                )
             else:
-                nodes[pod.name] = self._node_observation(node)
+                nodes[pod.name] = self._node_observation(node, commands)
         now = (EPOCH + datetime.timedelta(seconds=self.tick)).timestamp()
-        return Observation(pods=pods, nodes=nodes, recorded_state=recorded_state, now=now)
+        return Observation(
+            pods=pods, nodes=nodes, recorded_state=recorded_state, now=now, objects=dict(self.objects)
+        )
 
     def _ready(self, pod: SimPod) -> bool:
         return pod.phase is PodPhase.RUNNING and pod.deleting_since is None
@@ -198,9 +244,13 @@ class SimulatedCluster:
             ip=pod.ip,
             deleting=pod.deleting_since is not None,
             created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            uid=pod.uid,
+            annotations=dict(pod.annotations),
+            created_at=created.timestamp(),
+            failure="container valkey exited with code 1 (Error)" if pod.phase is PodPhase.FAILED else None,
         )
 
-    def _node_observation(self, node: SimNode) -> NodeObservation:
+    def _node_observation(self, node: SimNode, commands: Collection[str] = ()) -> NodeObservation:
         version_text = format_version(node.version) or "redis_version 7.2.4"
         myself = self._known_line(node, node, myself=True)
         others = [self._known_line(node, self.nodes[node_id]) for node_id in sorted(node.known)]
@@ -227,6 +277,9 @@ class SimulatedCluster:
             cluster_ok=self.cluster_ok(node),
             known_nodes=(myself, *others, *handshakes),
             migrations=tuple(self._migration_entries(node)),
+            config=dict(node.config),
+            acl=dict(node.acl),
+            commands={command: command not in self.settings.unknown_commands for command in commands},
         )
 
     def _migration_entries(self, node: SimNode) -> Iterable[SlotMigration]:
@@ -313,7 +366,55 @@ class SimulatedCluster:
                     if error is not None:
                         errors.append(f"{pod}: {error}")
                 return Outcome(action, "; ".join(errors) or None)
+            case ApplyObject(object=owned):
+                self.objects[owned.key] = owned.body
+                return Outcome(action)
+            case PatchPodMetadata(pod=pod, uid=uid, annotations=annotations):
+                current = self.pods.get(pod)
+                if current is None or current.uid != uid:
+                    return Outcome(action, "Conflict: uid precondition")
+                current.annotations.update(annotations)
+                return Outcome(action)
+            case PruneFailedPod(pod=pod, uid=uid):
+                current = self.pods.get(pod)
+                if current is None or current.uid != uid:
+                    return Outcome(action, "NotFound")
+                del self.pods[pod]
+                return Outcome(action)
+            case SetConfig() | SyncAcl():
+                node = self._target(action.node, unreachable)
+                if isinstance(node, str):
+                    return Outcome(action, node)
+                if isinstance(action, SetConfig):
+                    return Outcome(action, self._config_set(node, action))
+                return Outcome(action, self._acl_sync(node, action))
         assert_never(action)
+
+    def _config_set(self, node: SimNode, action: SetConfig) -> str | None:
+        """What the actor makes of it: every directive the server accepts applies, refusals are named."""
+        refused = []
+        for name, value in action.settings:
+            printed = canonical(name, value)
+            if printed is None or value in self.settings.refused.get(name, frozenset()):
+                refused.append(name)
+            else:
+                node.config[name] = printed
+        return f"refused {', '.join(refused)}" if refused else None
+
+    def _acl_sync(self, node: SimNode, action: SyncAcl) -> str | None:
+        refused = []
+        for user in action.set_users:
+            if self._names_unknown(user.rules):
+                refused.append(user.username)
+            else:
+                node.acl[user.username] = normal_form(user.rules)
+        for name in action.delete_users:
+            node.acl.pop(name, None)
+        return f"refused {', '.join(refused)}" if refused else None
+
+    def _names_unknown(self, rules: Sequence[str]) -> bool:
+        words = " ".join(rules).replace("(", " ").replace(")", " ").split()
+        return any(word[:1] in "+-" and word[1:] in self.settings.unknown_commands for word in words)
 
     def _target(self, pod: str, unreachable: Collection[str]) -> SimNode | str:
         node = self.node_of(pod)
@@ -504,10 +605,48 @@ class SimulatedCluster:
         node_id = _hex_id("node", pod.name, self.tick)
         version = self.settings.versions.get(pod.template_hash, VERSION_FLOOR)
         version = self.settings.version_overrides.get(pod.seq, version)
+        if self._startup_file_refused():
+            pod.phase = PodPhase.FAILED  # Valkey will not start with an ACL file naming an unknown command
+            return
         self.nodes[node_id] = SimNode(
-            node_id=node_id, pod=pod.name, ip=pod.ip, version=version, shard_id=_hex_id("shard", node_id)
+            node_id=node_id,
+            pod=pod.name,
+            ip=pod.ip,
+            version=version,
+            shard_id=_hex_id("shard", node_id),
+            config=dict(desired_runtime({}, version).values) if version is not None else {},
+            acl=self._startup_acl(),
         )
         pod.node_id = node_id
+
+    def _startup_file(self) -> dict[str, list[str]]:
+        secret = self.objects.get(f"Secret/{self.settings.acl_secret}")
+        return {name: list(user.rules) for name, user in file_users(secret, self.settings.acl_key).items()}
+
+    def _startup_file_refused(self) -> bool:
+        return any(self._names_unknown(rules) for rules in self._startup_file().values())
+
+    def _startup_acl(self) -> dict[str, UserRules]:
+        """The users a starting server has: the startup file's, else only Valkey's default user."""
+        users = {name: normal_form(rules) for name, rules in self._startup_file().items()}
+        return users or {"default": normal_form(["reset", "on", "nopass", "~*", "&*", "+@all"])}
+
+    # --- hands outside the operator ---------------------------------------------------------------
+
+    def tamper_config(self, pod: str, name: str, value: str) -> None:
+        """Someone CONFIG SETs a value by hand."""
+        node = self.node_of(pod)
+        assert node is not None
+        node.config[name] = canonical(name, value) or value
+
+    def tamper_acl(self, pod: str, username: str, rules: Sequence[str] | None) -> None:
+        """Someone ACL SETUSERs (or, with None, DELUSERs) a user by hand."""
+        node = self.node_of(pod)
+        assert node is not None
+        if rules is None:
+            node.acl.pop(username, None)
+        else:
+            node.acl[username] = normal_form(rules)
 
     def _stop(self, pod: SimPod) -> None:
         node = self.node_of(pod.name)

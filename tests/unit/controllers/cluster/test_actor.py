@@ -1,59 +1,22 @@
-"""The actor's pure parts: change detection for applies, and the duplicate-create guard."""
+"""The actor's pure parts: reading which directive a CONFIG SET refused, and Valkey's own words."""
 
 from __future__ import annotations
 
-from controllers.cluster.actor import contains, pods_to_create
+from controllers.cluster.actor import _refused_argument, _valkey_message
 
 
-def test_contains_ignores_fields_the_server_added() -> None:
-    stored = {"metadata": {"name": "x", "uid": "1", "labels": {"a": "1"}}, "data": {"k": "v"}}
-    assert contains(stored, {"metadata": {"name": "x", "labels": {"a": "1"}}, "data": {"k": "v"}})
-    assert not contains(stored, {"data": {"k": "changed"}})
-    assert not contains(stored, {"data": {"k": "v", "new": "1"}})
-    assert contains({"ports": [{"port": 1, "protocol": "TCP"}]}, {"ports": [{"port": 1}]})
-    assert not contains({"ports": [{"port": 1}]}, {"ports": [{"port": 1}, {"port": 2}]})
-
-
-def _pod(shard: int, *, phase: str = "Running", deleting: bool = False) -> dict:
-    metadata: dict = {"name": f"p{shard}", "labels": {"valkey.gomomento.com/shard": str(shard)}}
-    if deleting:
-        metadata["deletionTimestamp"] = "now"
-    return {"metadata": metadata, "status": {"phase": phase}}
-
-
-def test_creates_are_capped_by_the_live_pods_the_api_shows() -> None:
-    # the plan (from a lagging cache) wants 2 pods for shard 0 and 1 for shard 1
-    assert pods_to_create({0: 2, 1: 1}, [], pods_per_shard=2) == {0: 2, 1: 1}
-    # the API already shows the previous pass's pod of shard 0: only one more
-    assert pods_to_create({0: 2, 1: 1}, [_pod(0)], pods_per_shard=2) == {0: 1, 1: 1}
-    # shard 1 is full
-    assert pods_to_create({1: 1}, [_pod(1), _pod(1)], pods_per_shard=2) == {}
-
-
-def test_going_or_finished_pods_do_not_count() -> None:
-    existing = [_pod(0, deleting=True), _pod(0, phase="Failed"), _pod(0, phase="Succeeded")]
-    assert pods_to_create({0: 1}, existing, pods_per_shard=1) == {0: 1}
-
-
-def test_acl_changes_set_rendered_users_and_delete_unknown_ones_but_never_internal_users() -> None:
-    from controllers.cluster.actor import acl_changes, listed_usernames
-    from controllers.cluster.render.acl import RenderedAcl, UserAcl
-
-    acl = RenderedAcl(
-        (
-            UserAcl("default", ("reset", "off")),
-            UserAcl("valkey-operator", ("reset", "on")),
-            UserAcl("valkey-replication", ("reset", "on")),
-            UserAcl("app", ("reset", "on", "#" + "a" * 64)),
-        )
+def test_the_refused_directive_is_read_from_valkeys_error() -> None:
+    message = (
+        "10.0.0.1: CONFIG SET: CONFIG SET failed (possibly related to argument 'maxmemory-policy') - "
+        "argument(s) must be one of the following: volatile-lru, allkeys-lru, noeviction"
     )
-    listed = [
-        "user app on #abc ~app:* +@read",
-        "user default off resetchannels -@all",
-        "user gone on nopass ~* +@all",
-        "user valkey-operator on #x ~* &* +@all",
-    ]
-    assert listed_usernames(listed) == ["app", "default", "gone", "valkey-operator"]
-    setuser, deluser = acl_changes(acl, listed)
-    assert [user.username for user in setuser] == ["default", "app"]
-    assert deluser == ["gone"]
+    pending = {"maxmemory": "100mb", "maxmemory-policy": "sometimes"}
+    assert _refused_argument(message, pending) == "maxmemory-policy"
+    assert _refused_argument("ERR something else", pending) is None
+    assert _refused_argument("argument 'hz'", pending) is None  # not one we sent
+
+
+def test_valkeys_words_lose_the_admin_clients_prefix() -> None:
+    text = "10.0.0.1: CONFIG SET: CONFIG SET failed (possibly related to argument 'x') - bad"
+    assert _valkey_message(text) == "CONFIG SET failed (possibly related to argument 'x') - bad"
+    assert _valkey_message("plain") == "plain"

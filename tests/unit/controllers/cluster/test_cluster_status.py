@@ -6,12 +6,14 @@ from controllers.cluster.observe import Desired, Observation
 from controllers.cluster.plan import plan
 from controllers.cluster.reconciler import blocked_status, endpoint, planned_status
 
-DESIRED = Desired(shards=1, replicas_per_shard=0, template_hash="h1", image="valkey/valkey:9.1.2")
+DESIRED = Desired(
+    shards=1, replicas_per_shard=0, template_hash="h1", image="valkey/valkey:9.1.2", config_hash="abc"
+)
 
 
 def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
     planned = plan(Observation(pods=()), DESIRED)
-    status = planned_status({}, 3, planned.status, endpoint("c", "ns"), "valkey/valkey:9.1.2", "abc")
+    status = planned_status({}, 3, planned.status, endpoint("c", "ns", "cluster.local"))
     assert status["state"] == "Creating"
     assert status["endpoint"] == "c.ns.svc.cluster.local:6379"
     assert status["observedGeneration"] == 3
@@ -22,10 +24,10 @@ def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
 
 def test_conditions_keep_their_transition_time_when_status_does_not_change() -> None:
     planned = plan(Observation(pods=()), DESIRED)
-    first = planned_status({}, 1, planned.status, "e", "i", "h")
+    first = planned_status({}, 1, planned.status, "e")
     for condition in first["conditions"]:
         condition["lastTransitionTime"] = "2020-01-01T00:00:00Z"
-    second = planned_status(first, 1, planned.status, "e", "i", "h")
+    second = planned_status(first, 1, planned.status, "e")
     assert second == first
 
 
@@ -42,7 +44,7 @@ def test_blocked_status_says_why_and_keeps_the_recorded_state() -> None:
 def test_every_condition_reason_is_documented() -> None:
     from pathlib import Path
 
-    from controllers.cluster.plan import Reason
+    from controllers.cluster.report import Reason
 
     page = (Path(__file__).parents[4] / "docs" / "reference" / "valkeycluster.md").read_text()
     internal = {Reason.READY, Reason.RECONCILED, Reason.PAUSED, Reason.AS_EXPECTED}

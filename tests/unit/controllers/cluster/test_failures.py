@@ -1,10 +1,12 @@
-"""The crash-loop guard: pods that keep failing stop being replaced, read from the world only."""
+"""The crash-loop guard the planner reads: pods that keep failing stop being replaced (world only)."""
 
 from __future__ import annotations
 
 import datetime
 
-from controllers.cluster.failures import FAILURE_LIMIT, FAILURE_WINDOW, KEEP_FAILED, crash_loops
+from controllers.cluster import failures
+from controllers.cluster.failures import FAILURE_LIMIT, FAILURE_WINDOW, KEEP_FAILED, CrashLoops
+from controllers.cluster.observe import PodObservation
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -28,6 +30,11 @@ def pod(name: str, *, shard: int = 0, age: float, phase: str = "Failed", templat
             ],
         },
     }
+
+
+def crash_loops(pods: list[dict], template: str, now: datetime.datetime) -> CrashLoops:
+    """The guard reads the pods as the observation models them (PodObservation.from_pod)."""
+    return failures.crash_loops([PodObservation.from_pod(pod) for pod in pods], template, now.timestamp())
 
 
 def test_fewer_failures_than_the_limit_do_not_block() -> None:

@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
+from simulate import SimSettings, SimulatedCluster
 
+from controllers.cluster.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
 from controllers.cluster.observe import (
     Desired,
     NodeObservation,
@@ -23,22 +25,15 @@ from controllers.cluster.observe import (
     format_slot_ranges,
 )
 from controllers.cluster.plan import (
-    MAX_IN_SYNC_LAG_BYTES,
     REQUEUE_ACTING,
     REQUEUE_FAILED,
     REQUEUE_STEADY,
     REQUEUE_WAITING,
-    AssignSlots,
-    CreatePod,
-    DeletePod,
-    Forget,
-    Meet,
     Plan,
-    Reason,
-    Replicate,
     plan,
 )
-from controllers.cluster.simulate import SimSettings, SimulatedCluster
+from controllers.cluster.report import Reason
+from controllers.cluster.view import MAX_IN_SYNC_LAG_BYTES
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole
 
 IMAGE = "valkey/valkey:9.0.1"

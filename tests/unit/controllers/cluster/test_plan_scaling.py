@@ -14,7 +14,9 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
+from simulate import SimSettings
 
+from controllers.cluster.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
 from controllers.cluster.observe import (
     Desired,
     KnownNode,
@@ -27,19 +29,9 @@ from controllers.cluster.observe import (
     SlotMigration,
     SlotRange,
 )
-from controllers.cluster.plan import (
-    VOTE_GRACE_S,
-    DeletePod,
-    Forget,
-    Meet,
-    MigrateSlots,
-    Plan,
-    Promote,
-    Reason,
-    plan,
-)
+from controllers.cluster.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
-from controllers.cluster.simulate import SimSettings
+from controllers.cluster.report import Reason
 from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
 
 IMAGE = "valkey/valkey:9.1.0"

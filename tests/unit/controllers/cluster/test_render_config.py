@@ -8,6 +8,7 @@ from render_support import parse_valkey_conf, resolved
 
 from controllers.cluster.render import config as conf
 from controllers.cluster.render.config import quote, render_valkey_conf
+from valkey_operator.api.tunables import RUNTIME_TUNABLES, TUNABLES
 
 
 def directives(text: str) -> dict[str, list[str]]:
@@ -35,8 +36,6 @@ def test_plain_mode_owned_directives() -> None:
     assert found["include"] == ["/etc/valkey/internal/replication.conf"]
     assert found["shutdown-on-sigterm"] == ["failover"]
     assert found["shutdown-timeout"] == ["10"]
-    assert found["cluster-node-timeout"] == ["15000"]
-    assert found["maxmemory-policy"] == ["allkeys-lru"]
     # per-pod values come from the command line, never the shared file
     assert "bind" not in found
     assert "cluster-announce-ip" not in found
@@ -57,28 +56,28 @@ def test_tls_mode_is_tls_only() -> None:
 
 
 def test_maxmemory_defaults_to_three_quarters_of_the_limit() -> None:
-    assert directives(render_valkey_conf(resolved(), tls=False))["maxmemory"] == [str(805306368)]
-    half_gig = resolved(resources={"memory": "512Mi"})
-    assert directives(render_valkey_conf(half_gig, tls=False))["maxmemory"] == [str(402653184)]
-    decimal = resolved(resources={"memory": "1G"})
-    assert directives(render_valkey_conf(decimal, tls=False))["maxmemory"] == ["750000000"]
+    assert conf.runtime_settings(resolved())["maxmemory"] == str(805306368)
+    assert conf.runtime_settings(resolved(resources={"memory": "512Mi"}))["maxmemory"] == str(402653184)
+    assert conf.runtime_settings(resolved(resources={"memory": "1G"}))["maxmemory"] == "750000000"
 
 
 def test_no_memory_limit_means_no_maxmemory_default() -> None:
-    assert "maxmemory" not in directives(render_valkey_conf(resolved(resources={"cpu": "1"}), tls=False))
+    assert "maxmemory" not in conf.runtime_settings(resolved(resources={"cpu": "1"}))
 
 
 def test_config_overrides_operator_defaults() -> None:
     config = resolved(
         valkey={"maxmemory": "2gb", "Cluster-Node-Timeout": "5000", "maxmemory-policy": "volatile-lru"}
     )
-    found = directives(render_valkey_conf(config, tls=False))
-    assert found["maxmemory"] == ["2gb"]
-    assert found["cluster-node-timeout"] == ["5000"]
-    assert found["maxmemory-policy"] == ["volatile-lru"]
+    runtime = conf.runtime_settings(config)
+    assert runtime["maxmemory"] == "2gb"
+    assert runtime["cluster-node-timeout"] == "5000"
+    assert runtime["maxmemory-policy"] == "volatile-lru"
 
 
-def test_tunables_pass_through_sorted_and_quoted() -> None:
+def test_only_startup_tunables_are_in_the_file_sorted_and_quoted() -> None:
+    """Runtime tunables are CONFIG SET by the operator: a value Valkey refuses must never stop a
+    server from starting, and a change must never need a new file."""
     config = resolved(
         valkey={
             "notify-keyspace-events": "Ex",
@@ -87,14 +86,16 @@ def test_tunables_pass_through_sorted_and_quoted() -> None:
             "lazyfree-lazy-eviction": "yes",
         }
     )
-    text = render_valkey_conf(config, tls=False)
-    found = directives(text)
-    assert found["notify-keyspace-events"] == ["Ex"]
-    assert found["latency-tracking-info-percentiles"] == ["50 99 99.9"]
-    assert found["io-threads"] == ["2"]
-    tunable_lines = text.split("# Tunables", 1)[1].splitlines()[1:]
-    keys = [line.split(" ", 1)[0] for line in tunable_lines]
-    assert keys == sorted(keys)
+    found = directives(render_valkey_conf(config, tls=False))
+    assert {key for key in found if key in TUNABLES} == set(conf.startup_settings(config))
+    for runtime in (
+        "notify-keyspace-events",
+        "latency-tracking-info-percentiles",
+        "maxmemory",
+        "maxmemory-policy",
+    ):
+        assert runtime not in found
+    assert conf.runtime_settings(config)["latency-tracking-info-percentiles"] == "50 99 99.9"
 
 
 def test_operator_owned_directives_cannot_be_overridden() -> None:
@@ -104,12 +105,13 @@ def test_operator_owned_directives_cannot_be_overridden() -> None:
     assert found["port"] == ["6379"]
     assert found["aclfile"] == ["/etc/valkey/internal/users.acl"]
     assert "bind" not in found
-    assert found["maxclients"] == ["100"]
+    assert conf.runtime_settings(config)["maxclients"] == "100"
+    assert "port" not in conf.tunables(config) and "aclfile" not in conf.tunables(config)
 
 
 def test_rendering_is_deterministic() -> None:
-    a = resolved(valkey={"timeout": "10", "hz": "20", "activedefrag": "yes"})
-    b = resolved(valkey={"activedefrag": "yes", "hz": "20", "timeout": "10"})
+    a = resolved(valkey={"timeout": "10", "hz": "20", "io-threads": "2"})
+    b = resolved(valkey={"io-threads": "2", "hz": "20", "timeout": "10"})
     assert render_valkey_conf(a, tls=False) == render_valkey_conf(b, tls=False)
 
 
@@ -118,11 +120,13 @@ def test_runtime_and_startup_split() -> None:
     runtime = conf.runtime_settings(config)
     assert runtime == {
         "cluster-node-timeout": "15000",
+        "io-threads": "4",
         "maxmemory": "805306368",
         "maxmemory-policy": "allkeys-lfu",
         "timeout": "30",
     }
-    assert conf.startup_settings(config) == {"io-threads": "4"}
+    assert conf.startup_settings(config) == {}  # Valkey 9 takes every allowlisted tunable at runtime
+    assert set(runtime) <= RUNTIME_TUNABLES
 
 
 def test_replication_auth_file() -> None:

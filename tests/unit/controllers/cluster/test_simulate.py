@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from simulate import SimNode, SimSettings, SimulatedCluster
+
+from controllers.cluster.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
 from controllers.cluster.observe import ALL_SLOTS, SlotRange
-from controllers.cluster.plan import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
-from controllers.cluster.simulate import SimNode, SimSettings, SimulatedCluster
 from valkey_operator.api.cluster import NodeRole
 
 

@@ -1,0 +1,190 @@
+"""The cluster actor against the real API server and a real valkey-server (no operator around it).
+
+The actor only carries out what a plan lists, in its order, under one
+deadline; these tests check each kind of action on the real thing: a refused
+directive does not stop the others, a refused ACL user does not stop the
+others, metadata patches and deletes hit only the incarnation the plan saw,
+and a node that swallows packets cannot hold the pass past its deadline.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from controllers.cluster.actions import (
+    ApplyObject,
+    DeletePod,
+    Meet,
+    PatchPodMetadata,
+    SetConfig,
+    SyncAcl,
+)
+from controllers.cluster.actor import Actor
+from controllers.cluster.observe import OwnedObject
+from controllers.cluster.render.acl import UserAcl
+from controllers.cluster.render.context import RenderContext
+from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import CONFIG_MAPS, PODS
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import images
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
+from valkey_operator.valkey.admin import AdminClient, Credentials
+
+pytestmark = pytest.mark.integration
+
+HOST = "127.0.93.1"
+PASSWORD = "actor-test-password"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ValkeyServer]:
+    entry = images.resolve_image(images.newest_image())
+    if entry is None:
+        pytest.fail(f"{images.newest_image()} is not installed (python -m valkey_operator.testing build)")
+    base = server_base_dir()
+    running = start_server(entry, HOST, base_dir=base, password=PASSWORD)
+    yield running
+    running.stop()
+
+
+def context(namespace: str) -> RenderContext:
+    cluster = ValkeyCluster.from_dict(
+        {
+            "metadata": {
+                "name": "act",
+                "namespace": namespace,
+                "uid": "6b1d7c55-0000-4000-8000-000000000001",
+            },
+            "spec": {"configRef": "cfg"},
+        }
+    )
+    config = ResolvedConfig(
+        ("cfg",), ResolvedImage("img", "valkey/valkey", "9.1.2", "9.1.2"), {}, {}, {"runAsUser": 999}
+    )
+    return RenderContext(cluster=cluster, config=config)
+
+
+def node_pod(name: str, ip: str) -> Obj:
+    """What the actor reads of a pod it talks to: its name and IP."""
+    return {"metadata": {"name": name, "namespace": "ns"}, "status": {"podIP": ip}}
+
+
+def admin(server: ValkeyServer) -> AdminClient:
+    return AdminClient(
+        credentials=Credentials(username="default", password=PASSWORD),
+        port=server.address[1],
+        connect_timeout=1.0,
+        command_timeout=1.0,
+        allowed_networks=LOOPBACK_NETWORKS,
+    )
+
+
+async def test_a_refused_directive_is_named_and_the_others_still_apply(
+    server: ValkeyServer, namespace: str, kube: Client
+) -> None:
+    actor = Actor(kube, context(namespace), [node_pod("vk-0", HOST)], admin(server))
+    action = SetConfig(
+        "vk-0",
+        (
+            ("maxmemory-policy", "sometimes"),
+            ("slowlog-max-len", "777"),
+            ("maxclients", "1000000"),
+            ("hz", "15"),
+        ),
+    )
+    outcome = await actor.run([action])
+    refused = sorted(failure.refused or "" for failure in outcome.failures)
+    assert refused == ["maxclients", "maxmemory-policy"], outcome.failures
+    assert all(failure.action == action for failure in outcome.failures)
+    assert any("must be one of" in failure.message for failure in outcome.failures)
+    values = server.command("CONFIG", "GET", "slowlog-max-len", "hz")
+    assert dict(zip(values[0::2], values[1::2], strict=True)) == {b"slowlog-max-len": b"777", b"hz": b"15"}
+
+
+async def test_acl_sync_sets_and_deletes_users_and_a_refused_user_does_not_stop_the_others(
+    server: ValkeyServer, namespace: str, kube: Client
+) -> None:
+    server.command("ACL", "SETUSER", "stray", "on", ">x", "~*", "+@all")
+    actor = Actor(kube, context(namespace), [node_pod("vk-0", HOST)], admin(server))
+    good = UserAcl("app", ("reset", "on", "#" + "c" * 64, "(~app:* -@all +@read)"))
+    bad = UserAcl("broken", ("reset", "on", "+nosuchcommand"))
+    outcome = await actor.run([SyncAcl("vk-0", set_users=(bad, good), delete_users=("stray",))])
+    assert [failure.refused for failure in outcome.failures] == ["broken"]
+    assert "Unknown command" in outcome.failures[0].message
+    listed = [line.decode() for line in server.command("ACL", "LIST")]
+    assert any(line.startswith("user app on") for line in listed)
+    assert not any(line.startswith(("user stray ", "user broken ")) for line in listed)
+
+
+async def test_objects_are_applied_and_pods_patched_or_deleted_only_as_the_incarnation_seen(
+    namespace: str, kube: Client
+) -> None:
+    config_map = {"metadata": {"name": "act-config", "namespace": namespace}, "data": {"a": "1"}}
+    pod = await kube.create(
+        PODS,
+        {
+            "metadata": {"name": "vk-0-abcde", "namespace": namespace, "annotations": {"other.io/x": "kept"}},
+            "spec": {"nodeName": "no-such-node", "containers": [{"name": "c", "image": "none"}]},
+        },
+    )
+    uid = pod["metadata"]["uid"]
+    actor = Actor(kube, context(namespace), [pod], None)
+    outcome = await actor.run(
+        [
+            ApplyObject(OwnedObject(CONFIG_MAPS, config_map)),
+            PatchPodMetadata("vk-0-abcde", "not-this-uid", (("example.com/a", "1"),)),
+            PatchPodMetadata("vk-0-abcde", uid, (("example.com/b", "2"),)),
+            DeletePod("vk-0-abcde", "test: another incarnation", "not-this-uid"),
+        ]
+    )
+    assert len(outcome.failures) == 1 and isinstance(outcome.failures[0].action, PatchPodMetadata)
+    assert (await kube.get(CONFIG_MAPS, "act-config", namespace))["data"] == {"a": "1"}
+    annotations = (await kube.get(PODS, "vk-0-abcde", namespace))["metadata"]["annotations"]
+    assert annotations == {"other.io/x": "kept", "example.com/b": "2"}
+    assert outcome.deleted == ()  # the uid precondition kept this incarnation
+
+    outcome = await Actor(kube, context(namespace), [pod], None).run([DeletePod("vk-0-abcde", "test", uid)])
+    assert outcome.deleted == ("vk-0-abcde",) and not outcome.failures
+
+    # No kubelet runs its node, so the pod stays, marked for deletion.
+    assert (await kube.get(PODS, "vk-0-abcde", namespace))["metadata"].get("deletionTimestamp")
+
+
+async def test_a_node_that_swallows_packets_cannot_hold_the_pass_past_its_deadline(
+    namespace: str, kube: Client
+) -> None:
+    # A listener whose backlog is full: connects to it hang, as to a black-holed address.
+    listener = socket.socket()
+    listener.bind(("127.0.93.2", 0))
+    listener.listen(0)
+    fillers = []
+    for _ in range(8):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(listener.getsockname())
+        fillers.append(filler)
+    slow = AdminClient(
+        credentials=Credentials(username="default", password="x"),
+        port=listener.getsockname()[1],
+        connect_timeout=5.0,
+        command_timeout=5.0,
+        allowed_networks=LOOPBACK_NETWORKS,
+    )
+    pods = [node_pod(f"vk-{index}", "127.0.93.2") for index in range(4)]
+    actions = [Meet(f"vk-{index}", "vk-9", "127.0.0.9") for index in range(4)]
+    started = time.monotonic()
+    outcome = await Actor(kube, context(namespace), pods, slow).run(actions, deadline=3.0)
+    elapsed = time.monotonic() - started
+    assert 2.5 <= elapsed < 6.0, elapsed
+    assert len(outcome.failures) == 4
+    assert sum("not carried out within 3.0s" in failure.message for failure in outcome.failures) >= 3
+    for filler in fillers:
+        filler.close()
+    listener.close()
