@@ -452,7 +452,9 @@ def valkey_config() -> Schema:
         "matched case-insensitively, values are single lines. Everything else (ports, TLS, persistence, "
         "users and auth, replication and cluster wiring, modules, renamed commands) belongs to the "
         "operator and is rejected. Merged key by key over the base config's settings. When maxmemory is "
-        "set nowhere in the chain the operator sets it to about 75% of the memory limit.",
+        "set nowhere in the chain the operator sets it to about 75% of the memory limit. A change is "
+        "applied to live nodes with CONFIG SET and confirmed with CONFIG GET (Valkey 9.0 and 9.1 accept "
+        "every allowed directive at runtime); a directive removed from the chain returns to its default.",
         max_properties=MAX_VALKEY_SETTINGS,
         value_description="The directive's value, exactly as valkey.conf takes it (one line).",
         value_max_length=MAX_VALKEY_VALUE,
@@ -491,7 +493,9 @@ def valkey_config() -> Schema:
         "ValkeyConfigSpec is a named profile: the image, container resources and valkey.conf settings of "
         "the clusters that use it. It may inherit from a base config (baseRef): child over parent, key by "
         "key; imageRef from the nearest config in the chain that sets it; at most "
-        "8 configs deep. At least one of imageRef and baseRef is required.",
+        "8 configs deep. At least one of imageRef and baseRef is required. A change of the image, resources "
+        "or podSecurity reaches only pods created afterwards (by a scale or a repair): replacing live pods "
+        "(rolling updates) is not yet built, so such a cluster stays Updating (UpdatePending).",
         {
             "imageRef": object_name(
                 "Name of the ValkeyImage to run. Optional when baseRef is set: the image then comes from "
@@ -567,8 +571,9 @@ def valkey_config() -> Schema:
                 },
             ),
             "settingsHash": string(
-                "Hash of the effective settings (image, resources, valkey): a change rolls (or, for "
-                "runtime tunables, reconfigures) the clusters that resolve through this config.",
+                "Hash of the effective settings (image, resources, podSecurity, valkey); changes exactly "
+                "when one of them does. A cluster's status.configHash takes this value once every node "
+                "runs these settings.",
                 max_length=128,
             ),
             "conditions": conditions(
@@ -885,8 +890,9 @@ def valkey_cluster() -> Schema:
                 default=1,
             ),
             "acl": array(
-                "Valkey ACL users, unique by username. Applied to every node at runtime and rendered into "
-                "each node's startup ACL. The default user is disabled.",
+                "Valkey ACL users, unique by username. Rendered into each node's startup ACL and kept on "
+                "every live node: users whose rules differ from the rendered ones (ACL LIST) are set "
+                "again, users the operator did not render are deleted. The default user is disabled.",
                 user,
                 max_items=MAX_ACL_USERS,
                 list_type="map",
@@ -894,8 +900,9 @@ def valkey_cluster() -> Schema:
             ),
             "tls": obj(
                 "TLS for clients, replication and the cluster bus (TLS only: the plain port is closed). "
-                "Cannot be added or removed after creation; the secretRef may change (certificates are "
-                "reloaded without restarts).",
+                "Cannot be added or removed after creation. The secretRef may change, but live pods keep "
+                "the Secret they mount and its certificates: certificate reload and replacing live pods "
+                "(rolling updates) are not yet built; pods created later use the new Secret.",
                 {
                     "secretRef": object_name(
                         "Name of a kubernetes.io/tls Secret in the cluster's namespace with tls.crt, "
@@ -906,7 +913,9 @@ def valkey_cluster() -> Schema:
                 required=("secretRef",),
             ),
             "placement": obj(
-                "Where the pods run.",
+                "Where the pods run. A change of zones, nodeSelector, tolerations or priorityClassName "
+                "applies to pods created afterwards (by a scale or a repair): replacing live pods "
+                "(rolling updates) is not yet built, so the cluster stays Updating (UpdatePending).",
                 {
                     "zones": array(
                         "Zones (topology.kubernetes.io/zone) the pods may run in: a required node affinity.",
@@ -963,7 +972,8 @@ def valkey_cluster() -> Schema:
             ),
             "podAnnotations": string_map(
                 f"Annotations added to every Valkey pod. Keys under {prefix} are the operator's and are "
-                "rejected. Changes are patched onto live pods (removed keys stay until a pod is replaced).",
+                "rejected. New and changed keys are patched onto live pods; a removed key stays on a live "
+                "pod until the pod is replaced.",
                 max_properties=MAX_ANNOTATIONS,
                 value_description="Annotation value.",
                 value_max_length=MAX_ANNOTATION_VALUE,
@@ -1029,7 +1039,8 @@ def valkey_cluster() -> Schema:
             ),
             "message": string("Human-readable explanation of the state.", max_length=MAX_MESSAGE),
             "endpoint": string(
-                "The seed address clients connect to: <cluster>.<namespace>.svc.cluster.local:<port>.",
+                "The seed address clients connect to: <cluster>.<namespace>.svc.<domain>:<port>, the "
+                "domain being the operator's --cluster-domain (default cluster.local).",
                 max_length=512,
             ),
             "observedGeneration": observed_generation(),
@@ -1038,8 +1049,17 @@ def valkey_cluster() -> Schema:
                 "Shards whose primary and replicas are ready and in sync.", fmt="int32", minimum=0
             ),
             "readyNodes": integer("Nodes that are ready and joined.", fmt="int32", minimum=0),
-            "currentImage": string("Image reference the nodes run.", max_length=1024),
-            "configHash": string("Hash of the effective config the nodes run.", max_length=128),
+            "currentImage": string(
+                "The image reference every node runs; while any pod runs an outdated pod template it "
+                "keeps its previous value and the cluster is Updating.",
+                max_length=1024,
+            ),
+            "configHash": string(
+                "The settingsHash of the effective config every node runs (pod template and runtime "
+                "settings confirmed with CONFIG GET); until every node runs it, the previous value stays "
+                "and the cluster is Updating.",
+                max_length=128,
+            ),
             "nodes": array("Per-node view.", node, max_items=MAX_STATUS_NODES),
             "conditions": conditions("Conditions: Ready, Progressing and Degraded, each with a reason."),
         },

@@ -1,0 +1,278 @@
+"""The docs, the README and the CRD descriptions (`kubectl explain`) say only what works.
+
+NOT_YET is the one list of features that are planned but not built. Any text
+that mentions one of them must say so: the convention is that the block the
+mention sits in contains the words "not yet" (for instance "(not yet
+built)"). A block is a Markdown paragraph, list item, table row or heading,
+or one CRD `description` string. Fenced code blocks are not scanned.
+
+When a feature is built, delete its entry here and rewrite its "not yet"
+text; when a new one is planned and documented, add it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MARKER = re.compile(r"\bnot yet\b", re.IGNORECASE)
+"""What marks a block as describing a planned feature rather than a working one."""
+
+
+@attrs.frozen
+class NotYet:
+    """A planned feature and the phrases that describe it (case-insensitive regexes)."""
+
+    name: str
+    patterns: tuple[str, ...]
+    examples: tuple[str, ...]
+    """Unmarked claims the patterns must catch: proof that each entry can fail."""
+
+    def mentions(self, text: str) -> Iterator[re.Match[str]]:
+        for pattern in self.patterns:
+            yield from re.finditer(pattern, text, re.IGNORECASE)
+
+
+NOT_YET: tuple[NotYet, ...] = (
+    NotYet(
+        "rolling updates: replacing live pods when the pod template changes (image, resources, "
+        "podSecurity, startup-only directives, placement, tls.secretRef)",
+        (
+            r"\broll(?:s|ed|ing)?\b",
+            r"\brollouts?\b",
+            r"\bshard by shard\b",
+            r"\bsurge replica",
+            r"\bone shard at a time\b",
+            r"\b(?:live|running|existing|old) pods? (?:are|is) replaced\b",
+            r"\b(?:outdated|mismatch\w*)\b[^.]{0,60}\b(?:is|are) replaced\b",
+            r"\breplac(?:es|ed|ing)? (?:every |all |live |running )+pods?\b",
+        ),
+        (
+            "A zones or nodeSelector change rolls the pods.",
+            "Roll out a new image by pointing the config's imageRef at it.",
+            "Live pods are replaced, shard by shard, replicas first.",
+            "A mismatch means the pod is replaced (replicas first, one shard at a time).",
+        ),
+    ),
+    NotYet(
+        "TLS certificate reload and rotation",
+        (
+            r"\breload\w*\b[^.]{0,40}\bcertificate",
+            r"\bcertificates?\b[^.]{0,40}\breload",
+            r"\bcertificate rotation\b",
+            r"\brotat\w* (?:the |its |a )?(?:tls |serving )?certificates?\b",
+            r"\bsecret'?s data\b",
+        ),
+        (
+            "Changing tls.secretRef (or the Secret's data) is allowed and reloads certificates "
+            "without restarts.",
+            "Certificate rotation works without restarts.",
+        ),
+    ),
+    NotYet(
+        "CA rotation",
+        (r"\bCA rotation\b", r"\brotat\w* (?:the |a |its )?CAs?\b", r"\bold and new CAs?\b", r"\bCA bundle"),
+        ("A CA bundle holding old and new CAs works during CA rotation.",),
+    ),
+    NotYet(
+        "primary spread: moving primaries so no node or zone holds more than its share",
+        (
+            r"\bprimary spread\b",
+            r"\bspread\w* (?:the )?primaries\b",
+            r"\bprimaries (?:are |get )?(?:moved|spread|balanced|rebalanced)\b",
+            r"\bmore than its share\b",
+        ),
+        ("Primaries are moved so that no node or zone holds more than its share.",),
+    ),
+    NotYet(
+        "maxConcurrentRollouts having an effect",
+        (r"\bmaxConcurrentRollouts\b", r"\bmax[_-]concurrent[_-]rollouts\b"),
+        ("maxConcurrentRollouts limits how many clusters update at once.",),
+    ),
+    NotYet(
+        "the Helm chart",
+        (
+            r"\bcharts?\b",
+            r"\bhelm (?:install|upgrade)\b",
+            r"\binstall\w* (?:it |the operator )?with helm\b",
+        ),
+        ("1.35 is the chart's minimum.", "Install the operator with Helm."),
+    ),
+    NotYet(
+        "leader-elected operator pods with RBAC (a Deployment of the operator and its roles)",
+        (
+            r"\boperator'?s? (?:Deployment|ClusterRole|RBAC rules|pods)\b",
+            r"\b(?:replicas|pods) of the operator\b",
+            r"\bleast[- ]privilege\b",
+        ),
+        ("Run two replicas of the operator; the operator's ClusterRole grants what it needs.",),
+    ),
+    NotYet(
+        "Prometheus scraping the operator, proven",
+        (r"\bServiceMonitor\b", r"\bPodMonitor\b", r"\bscrap(?:e|es|ed|ing)\b"),
+        ("Prometheus scrapes the operator through a ServiceMonitor.",),
+    ),
+)
+
+
+@attrs.frozen
+class Block:
+    where: str
+    text: str
+
+
+@attrs.frozen
+class Finding:
+    where: str
+    feature: str
+    sentence: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: [{self.feature.split(':')[0]}] {self.sentence}"
+
+
+# ---- reading blocks ------------------------------------------------------------------------------
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def markdown_blocks(text: str, name: str) -> Iterator[Block]:
+    """Paragraphs, list items, table rows and headings; fenced code is skipped."""
+    lines: list[str] = []
+    start = 0
+    fenced = False
+
+    def flush() -> Iterator[Block]:
+        if lines:
+            yield Block(f"{name}:{start}", " ".join(line.strip() for line in lines))
+            lines.clear()
+
+    for number, line in enumerate(text.splitlines(), 1):
+        if _FENCE.match(line):
+            yield from flush()
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        single = line.lstrip().startswith(("#", "|"))
+        if not line.strip() or single or _LIST_ITEM.match(line):
+            yield from flush()
+        if not line.strip():
+            continue
+        if single:
+            yield Block(f"{name}:{number}", line.strip())
+            continue
+        if not lines:
+            start = number
+        lines.append(line)
+    yield from flush()
+
+
+def descriptions(node: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                yield path or ".", value
+            else:
+                yield from descriptions(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from descriptions(item, f"{path}[{index}]")
+
+
+def crd_blocks(text: str, name: str) -> Iterator[Block]:
+    for path, description in descriptions(yaml.safe_load(text), ""):
+        yield Block(f"{name} {path}", " ".join(description.split()))
+
+
+def documents() -> Iterator[Block]:
+    for path in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
+        yield from markdown_blocks(path.read_text(), str(path.relative_to(ROOT)))
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        yield from crd_blocks(path.read_text(), str(path.relative_to(ROOT)))
+
+
+# ---- checking ------------------------------------------------------------------------------------
+_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z`*(\"])")
+
+
+def sentence_around(text: str, start: int) -> str:
+    begin = 0
+    for match in _SENTENCE_END.finditer(text):
+        if match.end() > start:
+            end = match.start()
+            return text[begin:end].strip()
+        begin = match.end()
+    return text[begin:].strip()
+
+
+def unmarked(block: Block) -> Iterator[Finding]:
+    """Mentions of a not-yet feature in a block that does not say "not yet"."""
+    plain = block.text.replace("`", "").replace("**", "")
+    if MARKER.search(plain):
+        return
+    seen: set[Finding] = set()
+    for feature in NOT_YET:
+        for match in feature.mentions(plain):
+            finding = Finding(block.where, feature.name, sentence_around(plain, match.start()))
+            if finding not in seen:
+                seen.add(finding)
+                yield finding
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+def test_docs_and_crd_descriptions_mention_unbuilt_features_only_as_not_yet() -> None:
+    findings = [str(finding) for block in documents() for finding in unmarked(block)]
+    assert not findings, (
+        'these describe an unbuilt feature as working; rewrite them to the truth or say "not yet" '
+        "in the same paragraph, list item, table row or description:\n" + "\n".join(findings)
+    )
+
+
+def test_every_entry_catches_its_examples_and_a_marker_silences_them() -> None:
+    for feature in NOT_YET:
+        for example in feature.examples:
+            assert list(feature.mentions(example)), (feature.name, example)
+            assert list(unmarked(Block("example", example))), example
+            marked = Block("example", example + " (Not yet built.)")
+            assert not list(unmarked(marked)), example
+
+
+def test_a_claim_the_docs_made_before_they_were_rewritten_is_caught() -> None:
+    """docs/reference/valkeycluster.md said this of tls.secretRef, though certificate reload is unbuilt."""
+    page = (
+        "The TLS rule sits on `spec`.\n"
+        "Changing `tls.secretRef` (or the Secret's data) is\n"
+        "allowed and reloads certificates without restarts.\n"
+    )
+    findings = [finding for block in markdown_blocks(page, "page.md") for finding in unmarked(block)]
+    assert findings == [
+        Finding(
+            "page.md:1",
+            next(feature.name for feature in NOT_YET if feature.name.startswith("TLS certificate reload")),
+            "Changing tls.secretRef (or the Secret's data) is allowed and reloads certificates "
+            "without restarts.",
+        )
+    ]
+
+
+def test_blocks_are_paragraphs_list_items_table_rows_and_description_strings() -> None:
+    page = "# Title\n\nOne paragraph\nwrapped.\n- an item\n  continued\n| a | row |\n```\ncode rolls\n```\n"
+    assert [block.text for block in markdown_blocks(page, "p")] == [
+        "# Title",
+        "One paragraph wrapped.",
+        "- an item continued",
+        "| a | row |",
+    ]
+    crd = "spec:\n  description: Top.\n  properties:\n    a:\n      description: Inner\n        text.\n"
+    assert [(b.where, b.text) for b in crd_blocks(crd, "c.yaml")] == [
+        ("c.yaml .spec", "Top."),
+        ("c.yaml .spec.properties.a", "Inner text."),
+    ]
