@@ -188,3 +188,16 @@ async def test_a_node_that_swallows_packets_cannot_hold_the_pass_past_its_deadli
     for filler in fillers:
         filler.close()
     listener.close()
+
+
+async def test_a_key_a_new_rendering_drops_is_removed_on_the_server(namespace: str, kube: Client) -> None:
+    """Server-side apply by the operator's field manager: it owned the key, so applying a rendering
+    without it removes it, while a key another manager added stays."""
+    actor = Actor(kube, context(namespace), [], None)
+    first = {"metadata": {"name": "drop", "namespace": namespace}, "data": {"a": "1", "b": "2"}}
+    assert not (await actor.run([ApplyObject(OwnedObject(CONFIG_MAPS, first))])).failures
+    other = Client(kube.rest, field_manager="someone-else")
+    await other.apply(CONFIG_MAPS, {"metadata": {"name": "drop", "namespace": namespace}, "data": {"c": "3"}})
+    second = {"metadata": {"name": "drop", "namespace": namespace}, "data": {"a": "1"}}
+    assert not (await actor.run([ApplyObject(OwnedObject(CONFIG_MAPS, second))])).failures
+    assert (await kube.get(CONFIG_MAPS, "drop", namespace))["data"] == {"a": "1", "c": "3"}
