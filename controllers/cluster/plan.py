@@ -58,24 +58,19 @@ from controllers.cluster.actions import (
     PruneFailedPod,
     Replicate,
 )
-from controllers.cluster.observe import (
-    ALL_SLOTS,
-    Desired,
-    NodeFlag,
-    Observation,
-    PodObservation,
-    coverage,
-    meets_floor,
-    subtract,
-)
+from controllers.cluster.desired import Desired
+from controllers.cluster.observe import Observation, PodObservation
 from controllers.cluster.rebalance import (
     MAX_BATCH_SLOTS,
     highest_slots,
     trouble,
 )
 from controllers.cluster.report import PlannedStatus, Reason, report
+from controllers.cluster.versions import meets_floor
 from controllers.cluster.view import Node, View
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.valkey.replies import NodeFlag
+from valkey_operator.valkey.slots import ALL_SLOTS, coverage, subtract
 
 VOTE_GRACE_S = 60.0
 """How long after the last word from a departed primary Valkey's own election may take before the
@@ -262,13 +257,16 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
 
 
 def _belongs_elsewhere(view: View, node: Node, shard: int, primary: Node) -> bool:
-    """An empty primary nobody follows, a replica Valkey places in another shard, or a replica of
-    an empty primary (or of a departed slotless node) while its shard's primary is another node."""
+    """An empty primary nobody follows, a replica Valkey places in another shard, a replica of a
+    replica, or a replica of an empty primary (or of a departed slotless node) while its shard's
+    primary is another node."""
     if node.is_primary:
         return not node.obs.slots and not view.followers(node)
     if node.obs.primary_id == primary.node_id:
         return False
     followed = view.by_id.get(node.obs.primary_id or "")
+    if followed is not None and followed.obs.role is NodeRole.REPLICA:
+        return True  # a chain (its primary became a replica): the shard's primary holds the same data
     if not view.claims.get(node.obs.primary_id or ""):
         if followed is not None and followed.is_primary:
             return True  # it copies an empty primary: nothing to lose by moving

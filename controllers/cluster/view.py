@@ -13,27 +13,18 @@ from collections.abc import Sequence
 import attrs
 
 from controllers.cluster.acl_decision import AclDecision, decide_acl
+from controllers.cluster.desired import Desired
 from controllers.cluster.failures import CrashLoops, crash_loops
-from controllers.cluster.observe import (
-    ALL_SLOTS,
-    Desired,
-    MigrationOperation,
-    NodeObservation,
-    Observation,
-    PodObservation,
-    SlotRanges,
-    even_split,
-    meets_floor,
-    slot_count,
-    subtract,
-    union,
-)
+from controllers.cluster.observe import NodeObservation, Observation, PodObservation
 from controllers.cluster.rebalance import (
     Transfer,
     timestamp_seconds,
     transfers,
 )
+from controllers.cluster.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.valkey.replies import MigrationOperation
+from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, even_split, slot_count, subtract, union
 
 MAX_IN_SYNC_LAG_BYTES = 1 << 20
 """A replica whose link is up and whose offset trails its primary's by at most this is in sync."""
@@ -103,12 +94,14 @@ class View:
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:
-        """The node that knows most of the others (a formed cluster's member), else the oldest pod."""
+        """A node serving slots (a formed cluster's member: a node that does not answer for a pass must
+        not hand the seat to an empty one, which would start a cluster of its own), the one that
+        knows most of the others, else the oldest pod."""
         ids = {node.node_id for node in eligible}
 
-        def rank(node: Node) -> tuple[bool, int, bool, tuple[str, str]]:
+        def rank(node: Node) -> tuple[bool, bool, int, tuple[str, str]]:
             known = sum(1 for peer in node.obs.peers if peer.node_id in ids)
-            return (node.pod.deleting, -known, not node.obs.slots, node.pod.order)
+            return (node.pod.deleting, not node.obs.slots, -known, node.pod.order)
 
         return min(eligible, key=rank, default=None)
 
