@@ -5,7 +5,7 @@ on +@read +get +@read` lists as `user u on sanitize-payload resetchannels
 alldbs -@all +get +@read`. `normal_form` applies the same rewriting to any
 sequence of rules, so `normal_form(rendered) == normal_form(listed)` exactly
 when the node enforces the rendered rules. The rewriting, as Valkey 9 does it
-(tests/integration/valkey/test_acl_normal_form.py checks it on real servers):
+(tests/integration/valkey/test_acl_normal_form_server.py checks it on real servers):
 
 - `reset` (or `nocommands`, `-@all`) empties the command rules; `+@all` (or
   `allcommands`) replaces them with `+@all`;

@@ -27,24 +27,16 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import (
-    ALL_SLOTS,
-    Desired,
-    Observation,
-    PodPhase,
-    coverage,
-    format_slot_ranges,
-    meets_floor,
-    slot_count,
-    subtract,
-    union,
-)
+from controllers.cluster.desired import Desired
+from controllers.cluster.observe import Observation, PodPhase
 from controllers.cluster.plan import Plan, plan
 from controllers.cluster.rebalance import quotas
 from controllers.cluster.report import Reason
+from controllers.cluster.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.valkey.acl import normal_form
+from valkey_operator.valkey.slots import ALL_SLOTS, coverage, format_slot_ranges, slot_count, subtract, union
 
 
 class Act(enum.Enum):
@@ -418,6 +410,10 @@ def check_upkeep_truth(sim: SimulatedCluster, desired: Desired) -> None:
             assert set(node.acl) <= listed, f"{node.pod} has users nobody asked for: {set(node.acl) - listed}"
             for user in desired.acl.internal:
                 assert node.acl[user.username] == normal_form(user.rules), user.username
+            for spec_user in desired.acl.users:
+                if not any(command in sim.settings.unknown_commands for _, command in spec_user.commands):
+                    wanted_user = normal_form(spec_user.user.rules)
+                    assert node.acl.get(spec_user.user.username) == wanted_user, spec_user.user.username
     for pod in sim.pods.values():
         if pod.deleting_since is None and pod.phase is not PodPhase.FAILED:
             assert desired.pod_annotations.items() <= pod.annotations.items(), pod.name
