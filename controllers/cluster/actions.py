@@ -11,8 +11,9 @@ from typing import ClassVar
 
 import attrs
 
-from controllers.cluster.observe import OwnedObject, SlotRanges
+from controllers.cluster.desired import OwnedObject
 from controllers.cluster.render.acl import UserAcl
+from valkey_operator.valkey.slots import SlotRanges
 
 
 @attrs.frozen

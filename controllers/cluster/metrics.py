@@ -20,9 +20,10 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from controllers.cluster.observe import MigrationOperation, Observation
+from controllers.cluster.observe import Observation
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.valkey.replies import MigrationOperation
 
 NODE_LABELS = ["namespace", "cluster", "pod"]
 

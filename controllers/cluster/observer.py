@@ -20,21 +20,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from controllers.cluster.observe import (
-    NodeObservation,
-    Observation,
-    PodObservation,
-    SlotMigration,
-    meets_floor,
-    parse_cluster_nodes,
-    version_from_info,
-)
+from controllers.cluster.observe import NodeObservation, Observation, PodObservation
 from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.cluster.versions import meets_floor, version_from_info
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import RUNTIME_NAMES
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import parse_acl_list
 from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError, ValkeyCommandError
+from valkey_operator.valkey.replies import SlotMigration, parse_cluster_nodes
 
 T = TypeVar("T")
 

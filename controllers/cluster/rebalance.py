@@ -21,15 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from controllers.cluster.observe import (
-    MigrationOperation,
-    SlotMigration,
-    SlotRange,
-    SlotRanges,
-    even_split,
-    normalize,
-    slot_count,
-)
+from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
+from valkey_operator.valkey.slots import SlotRange, SlotRanges, even_split, normalize, slot_count
 
 MAX_BATCH_SLOTS = 1024
 """Slots per migration job: big enough that a 3 -> 4 scale takes two jobs per source."""

@@ -31,9 +31,9 @@ import attrs
 import structlog
 
 from controllers.cluster.actor import Actor
+from controllers.cluster.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observe import Desired, DesiredAcl, DesiredUser, OwnedObject
 from controllers.cluster.observer import observe, owned_pods
 from controllers.cluster.plan import finish, plan
 from controllers.cluster.render import layout, names

@@ -11,25 +11,24 @@ import attrs
 
 from controllers.cluster import upkeep
 from controllers.cluster.actions import Action, DeletePod, Failure, Promote, SetConfig, SyncAcl
-from controllers.cluster.observe import (
+from controllers.cluster.observe import PodObservation
+from controllers.cluster.rebalance import (
+    trouble,
+)
+from controllers.cluster.versions import format_version, meets_floor
+from controllers.cluster.view import Node, View
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
+from valkey_operator.api.resources import VERSION_FLOOR_TEXT
+from valkey_operator.valkey.slots import (
     ALL_SLOTS,
-    PodObservation,
     SlotRanges,
     coverage,
     format_slot_ranges,
-    format_version,
     intersect,
-    meets_floor,
     slot_count,
     subtract,
     union,
 )
-from controllers.cluster.rebalance import (
-    trouble,
-)
-from controllers.cluster.view import Node, View
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
-from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 
 
 class Reason(enum.StrEnum):

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controllers.cluster.actions import ApplyObject, PatchPodMetadata, SetConfig, SyncAcl
-from controllers.cluster.observe import OwnedObject, meets_floor
+from controllers.cluster.desired import OwnedObject
+from controllers.cluster.versions import meets_floor
 from controllers.cluster.view import Node, View
 from valkey_operator.api.resources import GROUP
 from valkey_operator.api.tunables import desired_runtime

@@ -29,7 +29,6 @@ from cluster_support import (
 from cryptography.hazmat.primitives import serialization
 from inprocess_operator import Operator
 
-from controllers.cluster.observe import even_split, format_slot_ranges
 from valkey_operator.api.resources import (
     ADMIN_USER,
     CONFIG_PROTECTION_FINALIZER,
@@ -53,6 +52,7 @@ from valkey_operator.testing.datachecker import DataChecker
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError, ValkeyCommandError
+from valkey_operator.valkey.slots import even_split, format_slot_ranges
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

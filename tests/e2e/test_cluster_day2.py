@@ -203,6 +203,42 @@ async def settled_with_config(kube: Client, namespace: str, name: str, config: s
     return await eventually(done, f"{name} Active with the configHash of {config}", 90, interval=0.2)
 
 
+async def cluster_with_app_user(
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    name: str,
+    *,
+    categories: list[str],
+    key_pattern: str,
+    replicas: int,
+    **spec: object,
+) -> str:
+    """A 1-shard cluster of the newest Valkey with user `app` (password app-password) through one
+    role of these categories, Active; returns the role's name."""
+    image = await _image(catalog)
+    config = await _config(
+        catalog, "cfg", {"imageRef": image, "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS}}
+    )
+    role = catalog("app")
+    categories_spec = [{"name": category} for category in categories]
+    await catalog.create(VALKEY_ROLES, {"metadata": {"name": role}, "spec": {"categories": categories_spec}})
+    user = {
+        "username": "app",
+        "passwordHashes": [_sha256("app-password")],
+        "permissions": [{"roleRef": role, "keys": [{"pattern": key_pattern}]}],
+    }
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"configRef": config, "shards": 1, "replicasPerShard": replicas, "acl": [user], **spec},
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+    await settled(kube, namespace, name, 300)
+    return role
+
+
 # --- pod annotations and ACLs ------------------------------------------------------------------------
 
 
@@ -210,34 +246,17 @@ async def settled_with_config(kube: Client, namespace: str, name: str, config: s
 async def test_annotations_acl_drift_and_role_edits_apply_to_live_pods(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    image = await _image(catalog)
-    config = await _config(
-        catalog, "cfg", {"imageRef": image, "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS}}
+    annotations = {"example.com/team": "cache", "example.com/gone": "soon"}
+    role = await cluster_with_app_user(
+        kube,
+        catalog,
+        namespace,
+        "live",
+        categories=["read", "string"],
+        key_pattern="app:*",
+        replicas=1,
+        podAnnotations=annotations,
     )
-    role = catalog("app")
-    await catalog.create(
-        VALKEY_ROLES,
-        {"metadata": {"name": role}, "spec": {"categories": [{"name": "read"}, {"name": "string"}]}},
-    )
-    user = {
-        "username": "app",
-        "passwordHashes": [_sha256("app-password")],
-        "permissions": [{"roleRef": role, "keys": [{"pattern": "app:*"}]}],
-    }
-    body = {
-        "apiVersion": VALKEY_CLUSTERS.api_version,
-        "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {"name": "live", "namespace": namespace},
-        "spec": {
-            "configRef": config,
-            "shards": 1,
-            "replicasPerShard": 1,
-            "acl": [user],
-            "podAnnotations": {"example.com/team": "cache", "example.com/gone": "soon"},
-        },
-    }
-    await kube.create(VALKEY_CLUSTERS, body)
-    await settled(kube, namespace, "live", 300)
     password = await admin_password(kube, namespace, "live")
     ips = await node_ips(kube, namespace, "live")
     pods = await pod_identities(kube, namespace, "live")
@@ -332,28 +351,9 @@ async def acl_users(ip: str, password: str, usernames: tuple[str, ...]) -> dict[
 async def test_a_role_with_an_unknown_command_is_reported_and_new_pods_still_start(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    image = await _image(catalog)
-    config = await _config(
-        catalog, "cfg", {"imageRef": image, "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS}}
+    role = await cluster_with_app_user(
+        kube, catalog, namespace, "unk", categories=["read", "write"], key_pattern="*", replicas=0
     )
-    role = catalog("app")
-    await catalog.create(
-        VALKEY_ROLES,
-        {"metadata": {"name": role}, "spec": {"categories": [{"name": "read"}, {"name": "write"}]}},
-    )
-    user = {
-        "username": "app",
-        "passwordHashes": [_sha256("app-password")],
-        "permissions": [{"roleRef": role, "keys": [{"pattern": "*"}]}],
-    }
-    body = {
-        "apiVersion": VALKEY_CLUSTERS.api_version,
-        "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {"name": "unk", "namespace": namespace},
-        "spec": {"configRef": config, "shards": 1, "replicasPerShard": 0, "acl": [user]},
-    }
-    await kube.create(VALKEY_CLUSTERS, body)
-    await settled(kube, namespace, "unk", 300)
     (ip,) = await node_ips(kube, namespace, "unk")
     assert "OK" in await cli(ip, "app", "app-password", "SET", "k", "v")
 

@@ -41,7 +41,6 @@ from cluster_support import (
 )
 from inprocess_operator import Operator
 
-from controllers.cluster.observe import parse_cluster_nodes, parse_slot_ranges
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import EVENTS, PODS, Resource
@@ -50,6 +49,8 @@ from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_s
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
+from valkey_operator.valkey.replies import parse_cluster_nodes
+from valkey_operator.valkey.slots import parse_slot_ranges
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

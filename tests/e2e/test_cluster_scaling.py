@@ -24,7 +24,6 @@ from cluster_support import (
 from inprocess_operator import Operator
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
-from controllers.cluster.observe import parse_slot_ranges, slot_count
 from controllers.cluster.rebalance import quotas
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
@@ -32,6 +31,7 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.testing.datachecker import DataChecker, WriterReport
 from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_operator.valkey.slots import parse_slot_ranges, slot_count
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

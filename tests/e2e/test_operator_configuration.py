@@ -10,8 +10,6 @@ namespace (--operator-namespace or $POD_NAMESPACE), where it reads the
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from cluster_support import (
@@ -39,15 +37,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 NAME = "netcheck"
 EXIT_TIMEOUT = 60.0
 """Seconds for an operator with a bad value to exit (it stops before any informer starts)."""
-
-
-@pytest.fixture
-def operators(kubeconfig_path: Path, namespace: str, tmp_path: Path) -> Iterator[OperatorProcesses]:
-    started = OperatorProcesses(kubeconfig_path, namespace, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 async def create_operator_config(kube: Client, namespace: str, data: dict[str, str]) -> None:

@@ -16,15 +16,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import attrs
 import pytest
 from cluster_support import Catalog, admin_client, create_cluster, image_config, owned_pods, settled
 from operator_process import OperatorProcess, OperatorProcesses
 
-from controllers.cluster.observe import parse_slot_ranges, slot_count
 from controllers.cluster.rebalance import quotas
 from controllers.cluster.render import names as render_names
 from valkey_operator import failpoints
@@ -34,6 +31,7 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.datachecker import DataChecker
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
+from valkey_operator.valkey.slots import parse_slot_ranges, slot_count
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
@@ -66,15 +64,6 @@ class Resumed:
     """Seconds from the spec change until the armed operator died at its failpoint."""
     finished: float
     """Seconds from the restart until the status said Active for the new generation."""
-
-
-@pytest.fixture
-def operators(kubeconfig_path: Path, namespace: str, tmp_path: Path) -> Iterator[OperatorProcesses]:
-    started = OperatorProcesses(kubeconfig_path, namespace, tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
 
 
 async def check_cluster(kube: Client, admin: AdminClient, namespace: str, status: Obj, shards: int) -> None:

@@ -24,7 +24,7 @@ from controllers.cluster.actions import (
     SyncAcl,
 )
 from controllers.cluster.actor import Actor
-from controllers.cluster.observe import OwnedObject
+from controllers.cluster.desired import OwnedObject
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.config.resolve import ResolvedConfig, ResolvedImage

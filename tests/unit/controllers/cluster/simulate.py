@@ -46,28 +46,15 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import (
-    ALL_SLOTS,
-    KnownNode,
-    MigrationOperation,
-    NodeFlag,
-    NodeObservation,
-    Observation,
-    PodObservation,
-    PodPhase,
-    SlotMigration,
-    SlotRanges,
-    Version,
-    format_version,
-    intersect,
-    subtract,
-    union,
-)
+from controllers.cluster.observe import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.cluster.versions import Version, format_version
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import canonical, desired_runtime
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules, normal_form
+from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
+from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, intersect, subtract, union
 
 EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 

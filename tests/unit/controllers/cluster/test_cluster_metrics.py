@@ -5,15 +5,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from controllers.cluster.metrics import cluster_metrics
-from controllers.cluster.observe import (
-    MigrationOperation,
-    NodeObservation,
-    Observation,
-    SlotMigration,
-    SlotRange,
-)
+from controllers.cluster.observe import NodeObservation, Observation
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
+from valkey_operator.valkey.slots import SlotRange
 
 
 def test_clusters_are_counted_once_in_their_last_state() -> None:

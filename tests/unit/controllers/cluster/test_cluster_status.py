@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from controllers.cluster.observe import Desired, Observation
+from controllers.cluster.desired import Desired
+from controllers.cluster.observe import Observation
 from controllers.cluster.plan import plan
 from controllers.cluster.reconciler import blocked_status, endpoint, planned_status
 

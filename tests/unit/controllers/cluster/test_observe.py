@@ -8,32 +8,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controllers.cluster.observe import (
+from controllers.cluster.desired import Desired
+from controllers.cluster.observe import NodeObservation, PodObservation, PodPhase
+from controllers.cluster.render.names import SHARD_LABEL
+from controllers.cluster.versions import meets_floor, parse_version, version_from_info
+from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.valkey.replies import MigrationOperation, SlotMigration, parse_cluster_nodes
+from valkey_operator.valkey.slots import (
     ALL_SLOTS,
     SLOT_COUNT,
-    Desired,
-    MigrationOperation,
-    NodeObservation,
-    PodObservation,
-    PodPhase,
-    SlotMigration,
     SlotRange,
     coverage,
     even_split,
     format_slot_ranges,
     intersect,
-    meets_floor,
     normalize,
-    parse_cluster_nodes,
     parse_slot_ranges,
-    parse_version,
     slot_count,
     subtract,
     union,
-    version_from_info,
 )
-from controllers.cluster.render.names import SHARD_LABEL
-from valkey_operator.api.cluster import ValkeyCluster
 
 # --- slot ranges -------------------------------------------------------------------------------------
 

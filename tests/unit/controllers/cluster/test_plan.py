@@ -16,14 +16,8 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
-from controllers.cluster.observe import (
-    Desired,
-    NodeObservation,
-    Observation,
-    SlotRange,
-    even_split,
-    format_slot_ranges,
-)
+from controllers.cluster.desired import Desired
+from controllers.cluster.observe import NodeObservation, Observation
 from controllers.cluster.plan import (
     REQUEUE_ACTING,
     REQUEUE_FAILED,
@@ -35,6 +29,7 @@ from controllers.cluster.plan import (
 from controllers.cluster.report import Reason
 from controllers.cluster.view import MAX_IN_SYNC_LAG_BYTES
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole
+from valkey_operator.valkey.slots import SlotRange, even_split, format_slot_ranges
 
 IMAGE = "valkey/valkey:9.0.1"
 ACTIVE = ClusterState.ACTIVE

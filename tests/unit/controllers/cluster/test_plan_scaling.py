@@ -17,22 +17,14 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings
 
 from controllers.cluster.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
-from controllers.cluster.observe import (
-    Desired,
-    KnownNode,
-    MigrationOperation,
-    NodeFlag,
-    NodeObservation,
-    Observation,
-    PodObservation,
-    PodPhase,
-    SlotMigration,
-    SlotRange,
-)
+from controllers.cluster.desired import Desired
+from controllers.cluster.observe import NodeObservation, Observation, PodObservation, PodPhase
 from controllers.cluster.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
 from controllers.cluster.report import Reason
 from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
+from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
+from valkey_operator.valkey.slots import SlotRange
 
 IMAGE = "valkey/valkey:9.1.0"
 ACTIVE = ClusterState.ACTIVE

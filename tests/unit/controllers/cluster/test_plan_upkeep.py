@@ -26,7 +26,8 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import Desired, DesiredAcl, DesiredUser, Observation, OwnedObject
+from controllers.cluster.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
+from controllers.cluster.observe import Observation
 from controllers.cluster.plan import REQUEUE_REFUSED, Plan, finish, plan
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.report import Reason

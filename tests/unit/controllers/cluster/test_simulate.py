@@ -5,8 +5,8 @@ from __future__ import annotations
 from simulate import SimNode, SimSettings, SimulatedCluster
 
 from controllers.cluster.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
-from controllers.cluster.observe import ALL_SLOTS, SlotRange
 from valkey_operator.api.cluster import NodeRole
+from valkey_operator.valkey.slots import ALL_SLOTS, SlotRange
 
 
 def started(count: int, **settings: int) -> tuple[SimulatedCluster, list[SimNode]]:

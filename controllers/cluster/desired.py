@@ -1,0 +1,102 @@
+"""What one reconcile pass of a ValkeyCluster wants (pure data): the resolved spec the planner
+steers toward, the users, and the owned objects as rendered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Self
+
+import attrs
+
+from controllers.cluster.render.acl import UserAcl
+from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.api.resources import PAUSED_ANNOTATION
+from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import Obj
+
+
+@attrs.frozen
+class OwnedObject:
+    """An object the cluster owns besides its pods, as rendered: server-side applied when it drifts."""
+
+    resource: Resource
+    body: Obj
+
+    @property
+    def key(self) -> str:
+        return object_key(self.resource.kind, self.body["metadata"]["name"])
+
+
+def object_key(kind: str, name: str) -> str:
+    return f"{kind}/{name}"
+
+
+@attrs.frozen
+class DesiredUser:
+    """A spec.acl user as rendered, and the role commands it names (each must be one Valkey knows)."""
+
+    user: UserAcl
+    commands: tuple[tuple[str, str], ...] = ()
+    """(role, command) for every explicit command rule of the user's roles."""
+
+
+@attrs.frozen(kw_only=True)
+class DesiredAcl:
+    internal: tuple[UserAcl, ...] = ()
+    """default (disabled), the admin and the replication user: always present, never deleted."""
+    users: tuple[DesiredUser, ...] = ()
+    secret: str = ""
+    """The owned Secret whose `key` holds the startup ACL file (it is among Desired.objects)."""
+    key: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Desired:
+    """The resolved spec the planner steers toward."""
+
+    shards: int
+    replicas_per_shard: int
+    template_hash: str
+    """The pod-template hash current pods should carry (from the renderer)."""
+    image: str
+    """The image reference the pods run, named in version-floor messages."""
+    paused: bool = False
+    """The paused annotation: plan nothing, still report status."""
+    config_hash: str = ""
+    """The resolved config's settings hash: status.configHash once every node runs it."""
+    runtime: Mapping[str, str] = attrs.field(factory=dict)
+    """Every runtime tunable -> the value each node must run (the config's, the operator's
+    default, else Valkey's own default), spelled as CONFIG SET takes it."""
+    pod_annotations: Mapping[str, str] = attrs.field(factory=dict)
+    """spec.podAnnotations: new and changed keys are patched onto live pods."""
+    acl: DesiredAcl = DesiredAcl()
+    objects: tuple[OwnedObject, ...] = ()
+
+    @property
+    def pods_per_shard(self) -> int:
+        return 1 + self.replicas_per_shard
+
+    @classmethod
+    def of(
+        cls,
+        cluster: ValkeyCluster,
+        *,
+        template_hash: str,
+        image: str,
+        config_hash: str = "",
+        runtime: Mapping[str, str] | None = None,
+        acl: DesiredAcl | None = None,
+        objects: tuple[OwnedObject, ...] = (),
+    ) -> Self:
+        return cls(
+            shards=cluster.spec.shards,
+            replicas_per_shard=cluster.spec.replicas_per_shard,
+            template_hash=template_hash,
+            image=image,
+            paused=cluster.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true",
+            config_hash=config_hash,
+            runtime=dict(runtime or {}),
+            pod_annotations=dict(cluster.spec.pod_annotations),
+            acl=acl or DesiredAcl(),
+            objects=objects,
+        )
