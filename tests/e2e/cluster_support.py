@@ -16,7 +16,7 @@ from controllers.cluster.render import names as render_names
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.informer import FuncHandler, SharedInformer
-from valkey_operator.core.resource import PODS, SECRETS
+from valkey_operator.core.resource import EVENTS, PODS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.core.store import DeletedFinalStateUnknown
 from valkey_operator.testing import images
@@ -209,3 +209,9 @@ async def formed_cluster(
     status = await settled(kube, namespace, name, timeout)
     print(f"{name}: {shards}x{replicas} Active after {time.monotonic() - started:.1f}s")
     return status, await admin_client(kube, namespace, name)
+
+
+async def warnings(kube: Client, namespace: str, reason: str) -> list[Obj]:
+    """Warning Events of that reason in the namespace."""
+    events = await kube.list(EVENTS, namespace)
+    return [event for event in events if event.get("reason") == reason and event.get("type") == "Warning"]

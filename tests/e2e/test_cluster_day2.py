@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 
 import pytest
-from cluster_support import Catalog, create_cluster, owned_pods, settled, status_of
+from cluster_support import Catalog, create_cluster, owned_pods, settled, status_of, warnings
 from inprocess_operator import Operator
 from tunable_samples import SAMPLES
 
@@ -181,6 +181,7 @@ async def test_every_runtime_setting_reaches_every_node_without_replacing_a_pod(
     message = find_condition(status["conditions"], "Degraded")["message"]
     assert f"maxclients '{REFUSED[1]}'" in message and "not able to handle" in message, message
     assert status["state"] == "Updating"
+    assert await warnings(kube, namespace, "ConfigRejected"), "no Warning Event for the refused value"
     assert (await config_get(ips[0], password))["maxclients"] == at_start["maxclients"]
     await kube.patch(
         VALKEY_CONFIGS, child, {"spec": {"valkey": {"maxclients": "4000", "slowlog-max-len": "512"}}}
@@ -368,6 +369,7 @@ async def test_a_role_with_an_unknown_command_is_reported_and_new_pods_still_sta
     status = await eventually(reported, "Degraded with UnknownCommand", 60)
     message = find_condition(status["conditions"], "Degraded")["message"]
     assert f"ValkeyRole {role}" in message and "nosuchcommand" in message, message
+    assert await warnings(kube, namespace, "UnknownCommand"), "no Warning Event for the unknown command"
     assert "OK" in await cli(ip, "app", "app-password", "SET", "k", "v2")  # the user keeps working
     secret = await kube.get(SECRETS, render_names.secret_name("unk"), namespace)
     assert "nosuchcommand" not in base64.b64decode(secret["data"]["users.acl"]).decode()

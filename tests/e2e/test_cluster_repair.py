@@ -38,12 +38,13 @@ from cluster_support import (
     node_reports,
     owned_pods,
     status_of,
+    warnings,
 )
 from inprocess_operator import Operator
 
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import EVENTS, PODS, Resource
+from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_slot
 from valkey_operator.testing.kubelet import KubeletControl
@@ -313,11 +314,6 @@ async def check_topology(
             assert report["info"]["master_host"] == primary["ip"], (replica, report["info"])
             assert report["info"]["master_link_status"] == "up", (replica, report["info"])
     return nodes
-
-
-async def warnings(kube: Client, namespace: str, reason: str) -> list[Obj]:
-    events = await kube.list(EVENTS, namespace)
-    return [event for event in events if event.get("reason") == reason and event.get("type") == "Warning"]
 
 
 async def no_data_lost_reported(kube: Client, namespace: str) -> None:
