@@ -133,6 +133,16 @@ class MigrateSlots:
 
 
 @attrs.frozen
+class Failover:
+    """A coordinated CLUSTER FAILOVER (default mode) on the in-sync replica in pod `node`: its primary
+    stops writes, waits until the replica has every write, and hands its slots over (planned
+    rolls only; never FORCE or TAKEOVER)."""
+
+    node: str
+    disruptive: ClassVar[bool] = True
+
+
+@attrs.frozen
 class Promote:
     """CLUSTER FAILOVER TAKEOVER on the replica in pod `node`: its primary `departed` is gone for good
     and too few primaries survive for Valkey's own vote to replace it."""
@@ -142,7 +152,7 @@ class Promote:
     disruptive: ClassVar[bool] = False
 
 
-TopologyAction = Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote
+TopologyAction = Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote | Failover
 """One call on one node's server (Forget: on several at once) that changes the cluster's shape."""
 NodeAction = SetConfig | SyncAcl | TopologyAction
 """An action carried out by talking to Valkey."""

@@ -13,7 +13,7 @@ Thin and idempotent; nothing here decides. Per action:
   without it: the other directives still apply.
 - SyncAcl: ACL SETUSER per listed user (a refused user does not stop the
   others), then one ACL DELUSER.
-- Meet / AssignSlots / Replicate / MigrateSlots / Promote / Forget: one admin
+- Meet / AssignSlots / Replicate / MigrateSlots / Promote / Failover / Forget: one admin
   call each on the named node (Forget on every listed node at once, within the
   forget window). MIGRATESLOTS only starts a job; the next passes read its
   progress from CLUSTER GETSLOTMIGRATIONS.
@@ -43,6 +43,7 @@ from controllers.cluster.actions import (
     AssignSlots,
     CreatePod,
     DeletePod,
+    Failover,
     Failure,
     Forget,
     Meet,
@@ -79,6 +80,8 @@ class Outcome:
     """Pods created, by name: the cache shows them a moment later."""
     deleted: tuple[str, ...] = ()
     """Pods whose deletion was requested."""
+    annotated: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
+    """Pods patched, with the annotations they now carry."""
 
 
 class Actor:
@@ -94,6 +97,7 @@ class Actor:
         self.failures: list[Failure] = []
         self.created: list[str] = []
         self.deleted: list[str] = []
+        self.annotated: dict[str, dict[str, str]] = {}
 
     async def run(self, actions: Sequence[Action], deadline: float = ACT_DEADLINE) -> Outcome:
         done = 0
@@ -129,6 +133,7 @@ class Actor:
             case PatchPodMetadata():
                 patch = {"metadata": {"uid": action.uid, "annotations": dict(action.annotations)}}
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
+                self.annotated.setdefault(action.pod, {}).update(action.annotations)
             case CreatePod():
                 await self._create_pod(action.shard)
             case DeletePod() | PruneFailedPod():
@@ -231,6 +236,8 @@ async def _topology(node: NodeConnection, action: Action) -> None:
             )
         case Promote():
             await node.cluster_failover("TAKEOVER")
+        case Failover():
+            await node.cluster_failover()
         case Replicate():
             await node.cluster_replicate(action.primary_id)
         case _:

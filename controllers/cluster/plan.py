@@ -50,6 +50,7 @@ from controllers.cluster.actions import (
     AssignSlots,
     CreatePod,
     DeletePod,
+    Failover,
     Failure,
     Forget,
     Meet,
@@ -66,6 +67,7 @@ from controllers.cluster.rebalance import (
     trouble,
 )
 from controllers.cluster.report import PlannedStatus, Reason, report
+from controllers.cluster.rollout import Rollout, failover_request, plan_rollout
 from controllers.cluster.versions import meets_floor
 from controllers.cluster.view import Node, View
 from valkey_operator.api.cluster import ClusterState, NodeRole
@@ -124,10 +126,11 @@ def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
 
 
 def _actions(view: View) -> tuple[Action, ...]:
-    removal = _removal(view)
+    rolling = plan_rollout(view)
+    removal = _removal(view, rolling)
     leaving = {removal.pod} if removal is not None else set()
     actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.patch_metadata(view)]
-    actions += _create_missing(view)
+    actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
     actions += upkeep.sync_acl(view)
     if not view.rejected:
@@ -138,20 +141,24 @@ def _actions(view: View) -> tuple[Action, ...]:
         actions += _promote(view)
         actions += _forget(view)
         actions += _migrate(view, leaving)
+    if removal is None and isinstance(rolling.step, Failover):
+        actions += [failover_request(view, rolling.step.node, rolling.failover), rolling.step]
     actions += _prune(view)
     if removal is not None:
         actions.append(removal)
     return tuple(actions)
 
 
-def _create_missing(view: View) -> Iterable[CreatePod]:
-    """One pod per missing member; none for a shard in a crash loop, none while the cache lags."""
+def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
+    """One pod per missing member, and the rolling shard's surge pod; none for a shard in a crash
+    loop, none while the cache lags."""
     if view.awaiting:
         return
     for shard in range(view.desired.shards):
         if shard in view.crash_loops.blocked:
             continue
-        missing = view.desired.pods_per_shard - len(view.shard_pods(shard))
+        wanted = view.desired.pods_per_shard + (1 if rolling.surge and shard == rolling.shard else 0)
+        missing = wanted - len(view.shard_pods(shard))
         for _ in range(max(missing, 0)):
             yield CreatePod(shard)
 
@@ -359,8 +366,12 @@ def _migrate(view: View, leaving: set[str]) -> Iterable[MigrateSlots]:
         yield MigrateSlots(node=source.pod.name, target_id=target.node_id, slots=slots)
 
 
-def _removal(view: View) -> DeletePod | None:
-    """At most one pod removal, and none while another pod is still going away (one step in flight)."""
+def _removal(view: View, rolling: Rollout) -> DeletePod | None:
+    """At most one pod removal, and none while another pod is still going away (one step in flight).
+
+    The rolling shard's pods go only by the rolling update's rules (rollout.py): its surge pod is
+    not a surplus.
+    """
     if view.awaiting or any(pod.deleting for pod in view.pods) or view.migrations_active():
         return None
     for node in view.rejected:
@@ -370,7 +381,11 @@ def _removal(view: View) -> DeletePod | None:
                 "runs a Valkey below the version floor from an outdated pod template",
                 node.pod.uid,
             )
+    if isinstance(rolling.step, DeletePod):
+        return rolling.step
     for shard in range(view.desired.shards):
+        if shard == rolling.shard:
+            continue
         pods = view.shard_pods(shard)
         if len(pods) > view.desired.pods_per_shard:
             victim = _surplus_victim(view, pods)

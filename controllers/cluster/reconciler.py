@@ -282,7 +282,9 @@ class ClusterReconciler:
         planned = plan(observation, desired)
         if planned.actions:
             outcome = await Actor(self.client, ctx, pods, admin).run(planned.actions)
-            self.expectations.expect(key, created=outcome.created, deleted=outcome.deleted)
+            self.expectations.expect(
+                key, created=outcome.created, deleted=outcome.deleted, annotated=outcome.annotated
+            )
             planned = finish(planned, outcome.failures)
             if outcome.failures:
                 log.warning(

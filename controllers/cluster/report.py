@@ -10,11 +10,21 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from controllers.cluster import upkeep
-from controllers.cluster.actions import Action, DeletePod, Failure, Promote, SetConfig, SyncAcl
+from controllers.cluster.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    Failover,
+    Failure,
+    Promote,
+    SetConfig,
+    SyncAcl,
+)
 from controllers.cluster.observe import PodObservation
 from controllers.cluster.rebalance import (
     trouble,
 )
+from controllers.cluster.rollout import FAILOVER_TIMEOUT_S, plan_rollout
 from controllers.cluster.versions import format_version, meets_floor
 from controllers.cluster.view import Node, View
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
@@ -61,6 +71,7 @@ class Reason(enum.StrEnum):
     PROMOTING_REPLICA = "PromotingReplica"
     DATA_LOST = "DataLost"
     PODS_FAILING = "PodsFailing"
+    FAILOVER_FAILED = "FailoverFailed"
     APPLYING_SETTINGS = "ApplyingSettings"
     APPLYING_OBJECTS = "ApplyingObjects"
     PATCHING_PODS = "PatchingPods"
@@ -342,7 +353,39 @@ def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
         yield Finding(Reason.UNLABELLED_PODS, f"pods without a shard label: {', '.join(unlabelled)}", True)
     outdated = [pod.name for pod in view.pods if pod.template_hash != view.desired.template_hash]
     if outdated:
-        yield Finding(Reason.UPDATE_PENDING, f"{len(outdated)} pod(s) run an outdated template")
+        yield Finding(Reason.UPDATE_PENDING, _rollout_progress(view, actions, len(outdated)))
+    rolling = plan_rollout(view)
+    request = rolling.failover
+    if rolling.failover_failed and request is not None:
+        retry = datetime.datetime.fromtimestamp(request.retry_at(), datetime.UTC).strftime("%H:%M:%SZ")
+        yield Finding(
+            Reason.FAILOVER_FAILED,
+            f"coordinated failover to {request.pod} (attempt {request.attempt}) did not complete within "
+            f"{FAILOVER_TIMEOUT_S:.0f}s; retried from {retry}",
+            problem=True,
+        )
+
+
+def _rollout_progress(view: View, actions: Sequence[Action], outdated: int) -> str:
+    """'rolling update: 1 of 3 shards current; shard 1: replacing replica X' (the step this pass)."""
+    rolling = plan_rollout(view)
+    text = f"{outdated} pod(s) run an outdated template"
+    if rolling.shard is None:
+        return text
+    text = f"rolling update: {rolling.shards_current} of {view.desired.shards} shard(s) current; {text}"
+    doing = ""
+    for action in actions:
+        if isinstance(action, Failover):
+            doing = f"failing over to {action.node}"
+        elif isinstance(action, DeletePod) and view.desired.template_hash != _template_of(view, action.pod):
+            doing = f"replacing {action.pod}"
+        elif isinstance(action, CreatePod) and action.shard == rolling.shard and rolling.surge:
+            doing = "creating a surge pod"
+    return f"{text}; shard {rolling.shard}: {doing or 'waiting for its new pods to sync'}"
+
+
+def _template_of(view: View, pod: str) -> str | None:
+    return next((found.template_hash for found in view.pods if found.name == pod), None)
 
 
 def _slot_findings(view: View, uncovered: SlotRanges) -> Iterable[Finding]:

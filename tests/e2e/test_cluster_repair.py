@@ -18,15 +18,12 @@ Lines starting with `[repair]` report the measured times (run with -s).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import itertools
 import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
-from types import TracebackType
 
 import attrs
 import pytest
@@ -41,14 +38,15 @@ from cluster_support import (
     warnings,
 )
 from inprocess_operator import Operator
+from load_support import Load, LoadReport, checker_for
 
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_slot
+from valkey_operator.testing.datachecker import DataChecker, key_slot
 from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_operator.valkey.replies import parse_cluster_nodes
 from valkey_operator.valkey.slots import parse_slot_ranges
@@ -65,26 +63,11 @@ HANDOVER_LIMIT = 0.8 * int(NODE_TIMEOUT_MS) / 1000
 """A gracefully deleted primary's slots are served again within this (measured 0.8-1.3 s): less than
 cluster-node-timeout, which Valkey's own failover must wait out before it can even start an election,
 so only the coordinated handover at shutdown can meet it."""
-WRITE_INTERVAL = 0.01
-"""Each continuous writer's pause between keys: ~100 keys/s each leaves the 2 cores to the cluster."""
-MAX_WRITER_KEYS = 20000
 FORMED = 180.0
 REPAIRED = 150.0
 
 
 # --- arranging ---------------------------------------------------------------------------------------
-
-
-def checker_for(status: Obj, admin: AdminClient, replicas: int, prefix: str = "datachecker") -> DataChecker:
-    """Seeded with every node, primaries first: any of them may be the one left answering."""
-    nodes = sorted(status["nodes"], key=lambda node: node.get("role") != "primary")
-    return DataChecker(
-        [(node["ip"], 6379) for node in nodes if node.get("ip")],
-        replicas=replicas,
-        username=ADMIN_USER,
-        password=admin.credentials.password,
-        prefix=prefix,
-    )
 
 
 def primary_of(status: Obj, shard: int) -> Obj:
@@ -126,89 +109,6 @@ async def kill_server(kubelet: KubeletControl, namespace: str, pod: str, ip: str
     assert b"valkey-server" in title and f"{ip}:6379".encode() in title, title
     os.kill(pid, signal.SIGKILL)
     return int(pid)
-
-
-@attrs.frozen
-class LoadReport:
-    durable: WriterReport
-    """WAIT 1 writes: every acknowledged one must survive. A shard acknowledges none while it has no
-    replica in sync, so its gap lasts until a replica is back, not merely until a new primary serves."""
-    probe: WriterReport
-    """WAIT 0 writes (never verified): a shard's gap here is how long it took no writes at all."""
-
-    def gaps(self, primary: Obj) -> tuple[float, float]:
-        """(probe gap, durable gap) of primary's slots, the writers' shards named by their slot ranges."""
-        label = primary["slots"]
-        probe, durable = self.probe.gaps_by_slots, self.durable.gaps_by_slots
-        assert label in probe and label in durable, (label, probe, durable)
-        return probe[label], durable[label]
-
-    def __str__(self) -> str:
-        def brief(report: WriterReport) -> str:
-            gaps = {label: round(gap, 2) for label, gap in report.gaps_by_slots.items()}
-            return (
-                f"{report.acknowledged}/{report.attempted} acknowledged ({report.unacknowledged} unacked, "
-                f"{report.failed} failed) in {report.seconds:.1f}s, gaps {gaps}, errors {dict(report.errors)}"
-            )
-
-        return f"durable writer: {brief(self.durable)}; probe writer: {brief(self.probe)}"
-
-
-class Load:
-    """Two continuous writers beside the disruption, each bounded by keys and time: the durable one
-    (the checker whose keys are verified) and a WAIT 0 probe that measures when each shard takes writes."""
-
-    def __init__(self, durable: DataChecker, probe: DataChecker, *, duration: float = 150.0) -> None:
-        self.checkers = (durable, probe)
-        self.duration = duration
-        self.stop = asyncio.Event()
-        self.tasks: list[asyncio.Task[WriterReport]] = []
-
-    async def __aenter__(self) -> Load:
-        before = [len(checker.acknowledged) for checker in self.checkers]
-        for checker in self.checkers:
-            writer = checker.run_writer(
-                max_keys=MAX_WRITER_KEYS, duration=self.duration, interval=WRITE_INTERVAL, stop=self.stop
-            )
-            self.tasks.append(asyncio.create_task(writer))
-
-        def baseline() -> bool | NotYet:
-            for task in self.tasks:
-                if task.done():  # a writer that stopped already: its error now, not a timeout later
-                    raise AssertionError(f"a writer stopped before the disruption: {task.result()}")
-            missing = {
-                checker.prefix: sorted(set(checker.primaries) - shards_written(checker, since))
-                for checker, since in zip(self.checkers, before, strict=True)
-            }
-            return not any(missing.values()) or NotYet(f"primaries without a new acknowledged key: {missing}")
-
-        # Both writers acknowledged writes on every shard before anything is disrupted.
-        await eventually(baseline, "a baseline of acknowledged writes on every shard", 30)
-        return self
-
-    async def finish(self) -> LoadReport:
-        self.stop.set()
-        durable, probe = await asyncio.gather(*self.tasks)
-        return LoadReport(durable=durable, probe=probe)
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for task in self.tasks:  # still running only when the test failed: keep its error, not ours
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-
-
-def shards_written(checker: DataChecker, since: int) -> set[tuple[str, int]]:
-    """The primaries holding a key the checker acknowledged after its first `since` ones."""
-    ranges = checker.slot_ranges()
-    written: set[tuple[str, int]] = set()
-    for key in itertools.islice(checker.acknowledged, since, None):
-        slot = key_slot(key)
-        written.update(owner for owner, spans in ranges.items() if any(a <= slot <= b for a, b in spans))
-    return written
 
 
 # --- observing ---------------------------------------------------------------------------------------

@@ -42,26 +42,6 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "rolling updates: replacing live pods when the pod template changes (image, resources, "
-        "podSecurity, startup-only directives, placement, tls.secretRef)",
-        (
-            r"\broll(?:s|ed|ing)?\b",
-            r"\brollouts?\b",
-            r"\bshard by shard\b",
-            r"\bsurge replica",
-            r"\bone shard at a time\b",
-            r"\b(?:live|running|existing|old) pods? (?:are|is) replaced\b",
-            r"\b(?:outdated|mismatch\w*)\b[^.]{0,60}\b(?:is|are) replaced\b",
-            r"\breplac(?:es|ed|ing)? (?:every |all |live |running )+pods?\b",
-        ),
-        (
-            "A zones or nodeSelector change rolls the pods.",
-            "Roll out a new image by pointing the config's imageRef at it.",
-            "Live pods are replaced, shard by shard, replicas first.",
-            "A mismatch means the pod is replaced (replicas first, one shard at a time).",
-        ),
-    ),
-    NotYet(
         "TLS certificate reload and rotation",
         (
             r"\breload\w*\b[^.]{0,40}\bcertificate",

@@ -494,8 +494,8 @@ def valkey_config() -> Schema:
         "the clusters that use it. It may inherit from a base config (baseRef): child over parent, key by "
         "key; imageRef from the nearest config in the chain that sets it; at most "
         "8 configs deep. At least one of imageRef and baseRef is required. A change of the image, resources "
-        "or podSecurity reaches only pods created afterwards (by a scale or a repair): replacing live pods "
-        "(rolling updates) is not yet built, so such a cluster stays Updating (UpdatePending).",
+        "or podSecurity rolls every cluster that resolves through the config: shard by shard, replicas "
+        "first, the primary handed over with a coordinated failover.",
         {
             "imageRef": object_name(
                 "Name of the ValkeyImage to run. Optional when baseRef is set: the image then comes from "
@@ -900,9 +900,9 @@ def valkey_cluster() -> Schema:
             ),
             "tls": obj(
                 "TLS for clients, replication and the cluster bus (TLS only: the plain port is closed). "
-                "Cannot be added or removed after creation. The secretRef may change, but live pods keep "
-                "the Secret they mount and its certificates: certificate reload and replacing live pods "
-                "(rolling updates) are not yet built; pods created later use the new Secret.",
+                "Cannot be added or removed after creation. A new secretRef rolls the pods onto the new "
+                "Secret; certificate reload without new pods (new data in the same Secret) is not yet "
+                "built.",
                 {
                     "secretRef": object_name(
                         "Name of a kubernetes.io/tls Secret in the cluster's namespace with tls.crt, "
@@ -914,8 +914,7 @@ def valkey_cluster() -> Schema:
             ),
             "placement": obj(
                 "Where the pods run. A change of zones, nodeSelector, tolerations or priorityClassName "
-                "applies to pods created afterwards (by a scale or a repair): replacing live pods "
-                "(rolling updates) is not yet built, so the cluster stays Updating (UpdatePending).",
+                "rolls the pods (shard by shard, replicas first); a zoneSpread change replaces no pod.",
                 {
                     "zones": array(
                         "Zones (topology.kubernetes.io/zone) the pods may run in: a required node affinity.",

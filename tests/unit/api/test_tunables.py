@@ -234,6 +234,6 @@ def test_reference_page_lists_each_directive_as_the_table_says() -> None:
     assert table_rows(startup) == [doc_row(t) for t in tunables.TABLE if not t.runtime]
     if not tunables.STARTUP_TUNABLES:
         assert "None" in startup
-    assert "not yet" in startup  # no rolling updates: a startup-only change waits for new pods
+    assert "roll" in startup  # a startup-only change is a new pod template: the pods roll
     mentioned = set(re.findall(r"`([a-z0-9-]+)`", runtime + startup))
     assert mentioned <= tunables.TUNABLES, mentioned - tunables.TUNABLES

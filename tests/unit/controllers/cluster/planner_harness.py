@@ -18,6 +18,7 @@ from simulate import Outcome, SimNode, SimSettings, SimulatedCluster
 from controllers.cluster.actions import (
     AssignSlots,
     DeletePod,
+    Failover,
     Forget,
     Meet,
     MigrateSlots,
@@ -33,6 +34,7 @@ from controllers.cluster.plan import Plan, plan
 from controllers.cluster.rebalance import quotas
 from controllers.cluster.report import Reason
 from controllers.cluster.versions import meets_floor
+from controllers.cluster.view import MAX_IN_SYNC_LAG_BYTES
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.valkey.acl import normal_form
@@ -131,6 +133,9 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
     if index in chaos.specs:
         shards, replicas = chaos.specs[index]
         result.desired = attrs.evolve(result.desired, shards=shards, replicas_per_shard=replicas)
+    sim.template_hash = (
+        result.desired.template_hash
+    )  # the operator renders new pods from the desired template
     for pass_index, seq in sorted(chaos.tampers):
         pod = next((pod for pod in sim.pods.values() if pod.seq == seq), None)
         if pass_index == index and pod is not None and sim.node_of(pod.name) is not None:
@@ -220,6 +225,7 @@ def check_step(
     check_version_floor(sim, planned)
     check_migrations(sim, planned, desired)
     check_promotions(sim, planned)
+    check_failovers(sim, planned)
     check_reachable_targets(planned, unreachable)
     check_known_facts(observation, planned)
     check_status(sim, observation, planned, desired)
@@ -278,6 +284,23 @@ def check_migrations(sim: SimulatedCluster, planned: Plan, desired: Desired) -> 
             job.state == "syncing" and job.source_id == source.node_id for job in sim.migrations
         ), f"second job from {action.node}"
         assert target.alive and sim.pods[target.pod].shard < desired.shards, action
+
+
+def check_failovers(sim: SimulatedCluster, planned: Plan) -> None:
+    """A planned failover goes to a replica that has every write of a live primary, and only when
+    every live member knows it; never alongside another disruptive step."""
+    for action in planned.actions:
+        if isinstance(action, Failover):
+            node = sim.node_of(action.node)
+            assert node is not None and node.role is NodeRole.REPLICA, action
+            primary = sim.nodes[node.primary_id or ""]
+            assert primary.alive and node.link_up, action
+            assert primary.repl_offset - node.repl_offset <= MAX_IN_SYNC_LAG_BYTES, action
+            assert all(
+                node.node_id in other.known
+                for other in sim.nodes.values()
+                if other.alive and other.known and other is not node
+            ), action
 
 
 def check_promotions(sim: SimulatedCluster, planned: Plan) -> None:

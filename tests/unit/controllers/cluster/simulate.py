@@ -36,6 +36,7 @@ from controllers.cluster.actions import (
     AssignSlots,
     CreatePod,
     DeletePod,
+    Failover,
     Forget,
     Meet,
     MigrateSlots,
@@ -85,6 +86,8 @@ class SimSettings:
     """Passes a slot migration job runs before its slots switch owner."""
     failing_migrations: Collection[int] = frozenset()
     """Sequence numbers (0 = first job started) of migration jobs that fail instead of finishing."""
+    failing_failovers: Collection[int] = frozenset()
+    """Sequence numbers (0 = first request) of coordinated failovers that time out and change nothing."""
     elections: bool = True
     """Valkey's own failover elects replicas (False: replicas too stale to be elected)."""
     refused: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
@@ -178,6 +181,8 @@ class SimulatedCluster:
         self.migrations: list[SimMigration] = []
         self.ip_generation = 0
         """Bumped by `reboot_pod`: restarted pods get addresses they never had."""
+        self.failovers = 0
+        """Coordinated failovers requested so far (their sequence numbers)."""
         self.objects: dict[str, Obj] = {}
         """Owned objects as the API server holds them, by OwnedObject.key."""
 
@@ -337,6 +342,11 @@ class SimulatedCluster:
                 if isinstance(node, str):
                     return Outcome(action, node)
                 return Outcome(action, self._valkey(node, action))
+            case Failover():
+                node = self._target(action.node, unreachable)
+                if isinstance(node, str):
+                    return Outcome(action, node)
+                return Outcome(action, self._coordinated_failover(node))
             case MigrateSlots() | Promote():
                 node = self._target(action.node, unreachable)
                 if isinstance(node, str):
@@ -479,6 +489,24 @@ class SimulatedCluster:
             return "You should send CLUSTER FAILOVER to a replica"
         primary = self.nodes[node.primary_id or ""]
         self._promote(node, primary)
+        return None
+
+    def _coordinated_failover(self, node: SimNode) -> str | None:
+        """CLUSTER FAILOVER: the live primary pauses writes, the replica catches up and takes over;
+        the old primary becomes its replica. Configured requests time out instead (nothing changes)."""
+        seq = self.failovers
+        self.failovers += 1
+        if node.role is not NodeRole.REPLICA:
+            return "You should send CLUSTER FAILOVER to a replica"
+        primary = self.nodes.get(node.primary_id or "")
+        if primary is None or not primary.alive:
+            return "Master is down or failed, please use CLUSTER FAILOVER FORCE"
+        if seq in self.settings.failing_failovers:
+            return None  # accepted, then it times out in Valkey: nothing changes
+        node.repl_offset = primary.repl_offset
+        self._promote(node, primary)
+        primary.role, primary.primary_id = NodeRole.REPLICA, node.node_id
+        primary.link_up, primary.sync_left = False, 1
         return None
 
     def _promote(self, chosen: SimNode, primary: SimNode) -> None:

@@ -1,0 +1,208 @@
+"""Rolling update (pure): replacing pods of an outdated template, one shard at a time (SPEC 1.4, 5).
+
+A pod whose template-hash label differs from the desired hash is outdated.
+Progress is read from the world only: the labels, Valkey's roles and offsets,
+and one annotation the operator writes on the replica it asks to take over.
+So an operator restarted at any step resumes where the cluster is.
+
+The rolling shard is the lowest in-spec shard with an outdated pod; the others
+wait. In it, with R = replicasPerShard:
+1. surge: while the shard has an outdated pod and exactly 1 + R pods, one
+   more pod (of the new template) is created; it joins and replicates the
+   shard's primary like any new member, and must pass the version check;
+2. replicas first: an outdated replica goes once the shard has its surge and
+   R other replicas in sync without it;
+3. then the primary: once no outdated replica is left and R + 1 replicas of
+   the new template are in sync, and every member knows the best of them, it
+   gets a coordinated `CLUSTER FAILOVER` (default mode: the primary pauses
+   writes until the replica has all of them). The replica's pod is annotated
+   first with the time and attempt number; a failover that has not happened
+   FAILOVER_TIMEOUT_S later is retried with backoff and reported, never
+   escalated to FORCE or TAKEOVER;
+4. the old primary, now a replica, goes once every other primary sees the new
+   one serving the shard's slots.
+Every disruptive step waits until the cluster is settled: every slot served by
+one reachable primary, no migration, no pod going away, every pod answering,
+no departed id left to forget, every member reporting cluster_state ok.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from controllers.cluster.actions import DeletePod, Failover, PatchPodMetadata
+from controllers.cluster.observe import PodObservation
+from controllers.cluster.view import Node, View
+from valkey_operator.api.cluster import NodeRole
+from valkey_operator.api.resources import GROUP
+
+FAILOVER_ANNOTATION = f"{GROUP}/failover-requested"
+"""On the replica asked to take over: '<unix seconds>,<attempt>' of the latest request."""
+FAILOVER_TIMEOUT_S = 15.0
+"""How long a coordinated failover may take before it counts as failed (Valkey gives up after 5 s)."""
+FAILOVER_BACKOFF_S = 5.0
+FAILOVER_BACKOFF_MAX_S = 120.0
+
+
+@attrs.frozen
+class FailoverRequest:
+    pod: str
+    at: float
+    attempt: int
+
+    @classmethod
+    def of(cls, pod: PodObservation) -> FailoverRequest | None:
+        text = pod.annotations.get(FAILOVER_ANNOTATION, "")
+        at, _, attempt = text.partition(",")
+        try:
+            return cls(pod.name, float(at), int(attempt or "1"))
+        except ValueError:
+            return None
+
+    def retry_at(self) -> float:
+        backoff = min(FAILOVER_BACKOFF_S * 2.0 ** (self.attempt - 1), FAILOVER_BACKOFF_MAX_S)
+        return self.at + FAILOVER_TIMEOUT_S + backoff
+
+
+@attrs.frozen(kw_only=True)
+class Rollout:
+    """Where the rolling update stands this pass (all empty when every pod runs the template)."""
+
+    outdated: tuple[str, ...]
+    """Live pods of in-spec shards whose template is outdated."""
+    shard: int | None
+    """The shard rolling now: the lowest in-spec shard with an outdated pod."""
+    shards_current: int
+    """In-spec shards whose every live pod runs the current template."""
+    surge: bool
+    """The rolling shard should have one pod more than 1 + replicasPerShard."""
+    step: DeletePod | Failover | None
+    """The disruptive step to take now, if any."""
+    failover: FailoverRequest | None
+    """The latest failover request in the rolling shard that has not happened yet."""
+    failover_failed: bool
+    """That request timed out (it is retried after a backoff)."""
+
+
+def outdated(view: View, pod: PodObservation) -> bool:
+    return pod.live and pod.template_hash != view.desired.template_hash
+
+
+def plan_rollout(view: View) -> Rollout:
+    in_spec = [pod for pod in view.pods if view.in_spec(pod) and pod.live]
+    stale = [pod for pod in in_spec if outdated(view, pod)]
+    shards = sorted({pod.shard for pod in stale if pod.shard is not None})
+    current = sum(1 for shard in range(view.desired.shards) if shard not in shards)
+    if not shards:
+        return Rollout(
+            outdated=(),
+            shard=None,
+            shards_current=current,
+            surge=False,
+            step=None,
+            failover=None,
+            failover_failed=False,
+        )
+    shard = shards[0]
+    pods = view.shard_pods(shard)
+    request = _pending_failover(view, shard)
+    failed = request is not None and view.now - request.at > FAILOVER_TIMEOUT_S
+    return Rollout(
+        outdated=tuple(pod.name for pod in stale),
+        shard=shard,
+        shards_current=current,
+        surge=len(pods) == view.desired.pods_per_shard and not view.rejected,
+        step=_step(view, shard, request),
+        failover=request,
+        failover_failed=failed,
+    )
+
+
+def _pending_failover(view: View, shard: int) -> FailoverRequest | None:
+    """The newest failover request on a pod of the shard whose node is still a replica."""
+    requests = []
+    for pod in view.shard_pods(shard):
+        request = FailoverRequest.of(pod)
+        node = view.nodes.get(pod.name)
+        if request is not None and node is not None and node.obs.role is NodeRole.REPLICA:
+            requests.append(request)
+    return max(requests, key=lambda request: request.at, default=None)
+
+
+def settled_for_a_step(view: View) -> bool:
+    """Nothing else in flight and nothing unknown: the only time a pod may go or a primary move."""
+    return (
+        not view.awaiting
+        and not view.rejected
+        and not view.unreachable
+        and not view.unidentified
+        and not any(pod.deleting for pod in view.pods)
+        and not view.migrations_active()
+        and view.settled
+        and not view.ghosts()
+        and all(node.obs.cluster_ok is True for node in view.members.values())
+    )
+
+
+def _step(view: View, shard: int, request: FailoverRequest | None) -> DeletePod | Failover | None:
+    primary = view.primary(shard)
+    if primary is None or not settled_for_a_step(view):
+        return None
+    pods = view.shard_pods(shard)
+    surge_present = len(pods) > view.desired.pods_per_shard
+    # An outdated pod that runs no server yet holds nothing: it goes first.
+    for pod in pods:
+        if outdated(view, pod) and pod.never_started and surge_present:
+            return DeletePod(pod.name, f"shard {shard} rolls: an outdated pod that never started", pod.uid)
+    replicas = view.followers(primary)
+    stale_replicas = [node for node in replicas if outdated(view, node.pod)]
+    if stale_replicas:
+        if not surge_present:
+            return None
+        victim = min(stale_replicas, key=lambda node: (view.in_sync(node, primary), node.pod.order))
+        others = [node for node in replicas if node is not victim and view.in_sync(node, primary)]
+        if len(others) >= view.desired.replicas_per_shard and _handover_seen(view, primary):
+            return DeletePod(
+                victim.pod.name, f"shard {shard} rolls: replica of an outdated template", victim.pod.uid
+            )
+        return None
+    if outdated(view, primary.pod):
+        fresh = [node for node in replicas if view.in_sync(node, primary)]
+        if len(fresh) < view.desired.replicas_per_shard + 1:
+            return None
+        if request is not None and view.now < request.retry_at():
+            return None  # a request in flight, or its backoff not over yet
+        target = min(fresh, key=lambda node: (-node.obs.repl_offset, node.pod.order))
+        if all(_knows(member, target) for member in view.members.values() if member is not target):
+            return Failover(target.pod.name)
+        return None
+    # The primary is current: what is left outdated is a former primary (now a replica) or a stray.
+    for pod in pods:
+        node = view.nodes.get(pod.name)
+        stray = node is not None and node not in replicas and not node.obs.slots and not view.followers(node)
+        if outdated(view, pod) and stray and surge_present:
+            return DeletePod(pod.name, f"shard {shard} rolls: an outdated pod outside the shard", pod.uid)
+    return None
+
+
+def _knows(member: Node, target: Node) -> bool:
+    known = member.obs.knows(target.node_id)
+    return known is not None and not known.failed and not known.suspected
+
+
+def _handover_seen(view: View, primary: Node) -> bool:
+    """Every member primary sees the shard's primary serving the slots it serves."""
+    for member in view.members.values():
+        if member is primary or not member.is_primary:
+            continue
+        known = member.obs.knows(primary.node_id)
+        if known is None or known.slots != primary.obs.slots:
+            return False
+    return True
+
+
+def failover_request(view: View, target: str, previous: FailoverRequest | None) -> PatchPodMetadata:
+    """The annotation recorded on the replica before it is asked to take over."""
+    pod = next(pod for pod in view.pods if pod.name == target)
+    attempt = previous.attempt + 1 if previous is not None else 1
+    return PatchPodMetadata(pod.name, pod.uid, ((FAILOVER_ANNOTATION, f"{int(view.now)},{attempt}"),))
