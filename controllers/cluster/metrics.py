@@ -6,6 +6,9 @@
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
   `valkey_node_replication_lag_bytes` (replicas: primary offset minus replica offset),
   `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`;
+- `valkey_operator_rollouts_{started,finished,failed}_total{namespace,cluster}`, the histogram
+  `valkey_operator_rollout_duration_seconds`, and `valkey_operator_failovers_total{mode}`
+  (coordinated: a planned roll; takeover: a departed primary's replica promoted);
 - `valkey_operator_slot_migration_failures_total{namespace,cluster}`: atomic slot migration jobs
   that ended failed or cancelled, each job once; `valkey_operator_slot_migrations_active`: jobs
   under way.
@@ -16,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controllers.cluster.actions import Action, Failover, Failure, Promote
 from controllers.cluster.observe import Observation
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
@@ -72,6 +76,38 @@ class ClusterMetrics:
             ["namespace", "cluster"],
             registry=registry,
         )
+        cluster_labels = ["namespace", "cluster"]
+        self.rollouts_started = Counter(
+            "valkey_operator_rollouts_started",
+            "Rolling updates begun (a cluster's pods found on an outdated template)",
+            cluster_labels,
+            registry=registry,
+        )
+        self.rollouts_finished = Counter(
+            "valkey_operator_rollouts_finished",
+            "Rolling updates finished (every pod on the current template)",
+            cluster_labels,
+            registry=registry,
+        )
+        self.rollouts_failed = Counter(
+            "valkey_operator_rollouts_failed",
+            "Rolling updates stopped by a failure (the cluster turned Failed, e.g. a binary below the floor)",
+            cluster_labels,
+            registry=registry,
+        )
+        self.rollout_seconds = Histogram(
+            "valkey_operator_rollout_duration_seconds",
+            "From a rolling update's first pass to every pod on the current template",
+            cluster_labels,
+            buckets=(10, 30, 60, 120, 300, 600, 1200, 3600, 7200),
+            registry=registry,
+        )
+        self.failovers = Counter(
+            "valkey_operator_failovers",
+            "Failovers the operator asked for: coordinated (a planned roll) or takeover (a departed primary)",
+            [*cluster_labels, "mode"],
+            registry=registry,
+        )
         self._states: dict[tuple[str, str], ClusterState] = {}
         self._failed_jobs: dict[tuple[str, str], set[str]] = {}
         self._pods: dict[tuple[str, str], set[str]] = {}
@@ -86,6 +122,19 @@ class ClusterMetrics:
             self._states[key] = state
         for each in ClusterState:
             self.clusters.labels(state=each.value).set(sum(1 for s in self._states.values() if s is each))
+
+    def record_failovers(
+        self, namespace: str, cluster: str, actions: Sequence[Action], failures: Sequence[Failure]
+    ) -> None:
+        """Each failover the actor sent without an error: Failover is coordinated, Promote a takeover."""
+        failed = {failure.action for failure in failures}
+        for action in actions:
+            if action in failed:
+                continue
+            if isinstance(action, Failover):
+                self.failovers.labels(namespace=namespace, cluster=cluster, mode="coordinated").inc()
+            elif isinstance(action, Promote):
+                self.failovers.labels(namespace=namespace, cluster=cluster, mode="takeover").inc()
 
     def record_rejection(self, namespace: str, cluster: str) -> None:
         self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
@@ -142,9 +191,19 @@ class ClusterMetrics:
             self._remove_pod(namespace, cluster, pod)
         self.record_state(namespace, cluster, None)
         self._failed_jobs.pop((namespace, cluster), None)
-        for family in (self.migrations_active, self.migration_failures):
+        for family in (
+            self.migrations_active,
+            self.migration_failures,
+            self.rollouts_started,
+            self.rollouts_finished,
+            self.rollouts_failed,
+            self.rollout_seconds,
+        ):
             with contextlib.suppress(KeyError):
                 family.remove(namespace, cluster)
+        for mode in ("coordinated", "takeover"):
+            with contextlib.suppress(KeyError):
+                self.failovers.remove(namespace, cluster, mode)
 
     def _remove_pod(self, namespace: str, cluster: str, pod: str) -> None:
         for gauge in (self.replication_lag, self.cluster_state_ok, self.used_memory):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import random
 import time
 from collections.abc import Callable
@@ -99,6 +100,7 @@ EVENT_REASONS = frozenset(
         Reason.CONFIG_REJECTED,
         Reason.ACL_REJECTED,
         Reason.ACTION_FAILED,
+        Reason.FAILOVER_FAILED,
     }
 )
 """Findings that also become a Warning Event when they first show up."""
@@ -124,8 +126,11 @@ def endpoint(cluster: str, namespace: str, domain: str) -> str:
     return f"{cluster}.{namespace}.svc.{domain}:{layout.VALKEY_PORT}"
 
 
-def planned_status(current: Obj, generation: int | None, status: PlannedStatus, endpoint_text: str) -> Obj:
-    """The status to store for a planned pass (pure); conditions keep their transition times."""
+def planned_status(
+    current: Obj, generation: int | None, status: PlannedStatus, endpoint_text: str, now: str = ""
+) -> Obj:
+    """The status to store for a planned pass (pure); conditions keep their transition times, a
+    rolling update its start time (`now`, RFC 3339, when it begins)."""
     conditions = current.get("conditions")
     for condition in status.conditions:
         conditions = set_condition(
@@ -146,6 +151,15 @@ def planned_status(current: Obj, generation: int | None, status: PlannedStatus, 
         result["currentImage"] = status.current_image
     if status.config_hash:
         result["configHash"] = status.config_hash
+    if status.rollout is not None:
+        progress = status.rollout
+        result["rollout"] = {
+            "shardsUpdated": progress.shards_updated,
+            "shards": progress.shards,
+            "shard": progress.shard,
+            "step": progress.step,
+            "startedAt": (current.get("rollout") or {}).get("startedAt") or now,
+        }
     return result
 
 
@@ -282,6 +296,7 @@ class ClusterReconciler:
         planned = plan(observation, desired)
         if planned.actions:
             outcome = await Actor(self.client, ctx, pods, admin).run(planned.actions)
+            self.metrics.record_failovers(namespace, name, planned.actions, outcome.failures)
             self.expectations.expect(
                 key, created=outcome.created, deleted=outcome.deleted, annotated=outcome.annotated
             )
@@ -291,9 +306,13 @@ class ClusterReconciler:
                     "cluster actions failed", cluster=key, failures=[f.message for f in outcome.failures]
                 )
 
-        status = planned_status(current, meta.generation, planned.status, endpoint_text)
+        now = datetime.datetime.now(datetime.UTC)
+        status = planned_status(
+            current, meta.generation, planned.status, endpoint_text, now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        )
         await self._write_status(obj, current, status)
         await self._record_transition(obj, current, status, planned.status)
+        await self._record_rollout(obj, current, status, now)
         self.metrics.record_state(namespace, name, planned.status.state)
         self.metrics.record_nodes(namespace, name, observation, observed.extras)
         self.metrics.record_migrations(namespace, name, observation)
@@ -382,6 +401,43 @@ class ClusterReconciler:
             log.warning("cluster problem", cluster=_key(obj), reason=finding.reason, message=finding.message)
             await self.events.event(obj, WARNING, finding.reason, finding.message)
 
+    async def _record_rollout(self, obj: Obj, current: Obj, status: Obj, now: datetime.datetime) -> None:
+        """Events and metrics of a rolling update, from the rollout progress before and after the pass."""
+        before, after = current.get("rollout"), status.get("rollout")
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        if before is None and after is not None:
+            self.metrics.rollouts_started.labels(namespace=namespace, cluster=name).inc()
+            await self.events.event(
+                obj,
+                NORMAL,
+                "RolloutStarted",
+                f"rolling {after['shards'] - after['shardsUpdated']} shard(s) onto a new pod template, "
+                f"shard by shard",
+            )
+        elif before is not None and after is not None and after["shardsUpdated"] > before["shardsUpdated"]:
+            await self.events.event(
+                obj,
+                NORMAL,
+                "ShardUpdated",
+                f"{after['shardsUpdated']} of {after['shards']} shard(s) run the new pod template",
+            )
+        if before is not None and status.get("state") == ClusterState.FAILED.value != current.get("state"):
+            self.metrics.rollouts_failed.labels(namespace=namespace, cluster=name).inc()
+        if before is not None and after is None:
+            self.metrics.rollouts_finished.labels(namespace=namespace, cluster=name).inc()
+            started = _parse_time(before.get("startedAt"))
+            if started is not None:
+                self.metrics.rollout_seconds.labels(namespace=namespace, cluster=name).observe(
+                    (now - started).total_seconds()
+                )
+            await self.events.event(
+                obj,
+                NORMAL,
+                "RolloutFinished",
+                f"every pod runs the new pod template ({status.get('currentImage')})",
+            )
+
     async def _record_transition(self, obj: Obj, current: Obj, status: Obj, planned: PlannedStatus) -> None:
         before, after = current.get("state"), status["state"]
         if before == after:
@@ -396,6 +452,13 @@ class ClusterReconciler:
             await self.events.event(obj, NORMAL, "Active", planned.message)
         else:
             await self.events.event(obj, NORMAL, after, planned.message)
+
+
+def _parse_time(text: str | None) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat((text or "").replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _key(obj: Obj) -> str:

@@ -102,6 +102,16 @@ class PlannedCondition:
 
 
 @attrs.frozen(kw_only=True)
+class RolloutProgress:
+    """A rolling update under way: how far it is, and what the rolling shard does this pass."""
+
+    shards_updated: int
+    shards: int
+    shard: int
+    step: str
+
+
+@attrs.frozen(kw_only=True)
 class PlannedStatus:
     state: ClusterState
     message: str
@@ -117,6 +127,7 @@ class PlannedStatus:
     """status.configHash: the desired settings' hash once every node runs them, else as recorded."""
     current_image: str | None = None
     """status.currentImage: the desired image once every pod runs the current template, else as recorded."""
+    rollout: RolloutProgress | None = None
 
     def condition(self, type_: str) -> PlannedCondition:
         return next(condition for condition in self.conditions if condition.type == type_)
@@ -158,6 +169,7 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
         findings=findings,
         config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
         current_image=view.desired.image if _runs_current_template(view) else view.recorded_image,
+        rollout=_rollout(view, actions),
     )
 
 
@@ -366,22 +378,36 @@ def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
         )
 
 
-def _rollout_progress(view: View, actions: Sequence[Action], outdated: int) -> str:
-    """'rolling update: 1 of 3 shards current; shard 1: replacing replica X' (the step this pass)."""
+def _rollout(view: View, actions: Sequence[Action]) -> RolloutProgress | None:
     rolling = plan_rollout(view)
-    text = f"{outdated} pod(s) run an outdated template"
     if rolling.shard is None:
-        return text
-    text = f"rolling update: {rolling.shards_current} of {view.desired.shards} shard(s) current; {text}"
-    doing = ""
+        return None
+    step = ""
     for action in actions:
         if isinstance(action, Failover):
-            doing = f"failing over to {action.node}"
+            step = f"failing over to {action.node}"
         elif isinstance(action, DeletePod) and view.desired.template_hash != _template_of(view, action.pod):
-            doing = f"replacing {action.pod}"
+            step = f"replacing {action.pod}"
         elif isinstance(action, CreatePod) and action.shard == rolling.shard and rolling.surge:
-            doing = "creating a surge pod"
-    return f"{text}; shard {rolling.shard}: {doing or 'waiting for its new pods to sync'}"
+            step = "creating a surge pod"
+    return RolloutProgress(
+        shards_updated=rolling.shards_current,
+        shards=view.desired.shards,
+        shard=rolling.shard,
+        step=step or "waiting for its new pods to sync",
+    )
+
+
+def _rollout_progress(view: View, actions: Sequence[Action], outdated: int) -> str:
+    """'rolling update: 1 of 3 shards current; shard 1: replacing replica X' (the step this pass)."""
+    text = f"{outdated} pod(s) run an outdated template"
+    progress = _rollout(view, actions)
+    if progress is None:
+        return text
+    return (
+        f"rolling update: {progress.shards_updated} of {progress.shards} shard(s) current; {text}; "
+        f"shard {progress.shard}: {progress.step}"
+    )
 
 
 def _template_of(view: View, pod: str) -> str | None:

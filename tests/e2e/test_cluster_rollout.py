@@ -18,6 +18,7 @@ from load_support import Load, checker_for
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
+from valkey_operator.core.resource import EVENTS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.wait import NotYet, eventually
@@ -88,6 +89,16 @@ async def test_an_image_upgrade_replaces_every_pod_and_loses_no_acknowledged_wri
     assert not before & after, "a pod of the old template is still there"
     assert len(after) == shards * (1 + replicas)
     assert {node.get("version") for node in status["nodes"]} == {newest}
+    assert "rollout" not in status
+    assert await events(kube, namespace, "RolloutStarted") == 1
+    assert await events(kube, namespace, "ShardUpdated") >= shards - 1
+    assert await events(kube, namespace, "RolloutFinished") == 1
+
+
+async def events(kube: Client, namespace: str, reason: str) -> int:
+    """How many times the operator recorded reason (an Event counts its repeats)."""
+    found = [e for e in await kube.list(EVENTS, namespace) if e.get("reason") == reason]
+    return sum(int((e.get("series") or {}).get("count") or 1) for e in found)
 
 
 @pytest.mark.timeout(600)

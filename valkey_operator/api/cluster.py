@@ -267,6 +267,36 @@ class NodeStatus:
 
 
 @attrs.frozen(kw_only=True)
+class RolloutStatus:
+    """A rolling update under way."""
+
+    shards_updated: int = 0
+    shards: int = 0
+    shard: int = 0
+    step: str = ""
+    started_at: str | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Obj) -> Self:
+        return cls(
+            shards_updated=obj.get("shardsUpdated", 0),
+            shards=obj.get("shards", 0),
+            shard=obj.get("shard", 0),
+            step=obj.get("step", ""),
+            started_at=obj.get("startedAt"),
+        )
+
+    def to_dict(self) -> Obj:
+        return omitempty(
+            shardsUpdated=self.shards_updated,
+            shards=self.shards,
+            shard=self.shard,
+            step=self.step,
+            startedAt=self.started_at,
+        )
+
+
+@attrs.frozen(kw_only=True)
 class ValkeyClusterStatus:
     state: ClusterState | None = None
     message: str | None = None
@@ -279,11 +309,13 @@ class ValkeyClusterStatus:
     current_image: str | None = None
     config_hash: str | None = None
     nodes: tuple[NodeStatus, ...] = ()
+    rollout: RolloutStatus | None = None
     conditions: tuple[Condition, ...] = ()
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
         return cls(
+            rollout=RolloutStatus.from_dict(obj["rollout"]) if obj.get("rollout") else None,
             state=parse_optional(obj, "state", ClusterState),
             message=obj.get("message"),
             endpoint=obj.get("endpoint"),
@@ -309,6 +341,7 @@ class ValkeyClusterStatus:
             currentImage=self.current_image,
             configHash=self.config_hash,
             nodes=self.nodes,
+            rollout=self.rollout,
             conditions=self.conditions,
         )
 

@@ -1060,6 +1060,21 @@ def valkey_cluster() -> Schema:
                 max_length=128,
             ),
             "nodes": array("Per-node view.", node, max_items=MAX_STATUS_NODES),
+            "rollout": obj(
+                "A rolling update under way (absent when every pod runs the current pod template): shard "
+                "by shard, replicas first, each primary handed over with a coordinated failover.",
+                {
+                    "shardsUpdated": integer(
+                        "Shards whose every pod runs the current template.", fmt="int32", minimum=0
+                    ),
+                    "shards": integer("Shards in spec.", fmt="int32", minimum=0),
+                    "shard": integer("The shard rolling now.", fmt="int32", minimum=0),
+                    "step": string("What the rolling shard does in this pass.", max_length=512),
+                    "startedAt": string(
+                        "When this rolling update began (RFC 3339).", max_length=64, fmt="date-time"
+                    ),
+                },
+            ),
             "conditions": conditions("Conditions: Ready, Progressing and Degraded, each with a reason."),
         },
     )

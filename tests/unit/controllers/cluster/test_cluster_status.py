@@ -53,3 +53,24 @@ def test_every_condition_reason_is_documented() -> None:
         reason.value for reason in Reason if reason not in internal and f"`{reason.value}`" not in page
     ]
     assert not missing, f"reasons missing from docs/reference/valkeycluster.md: {missing}"
+
+
+def test_a_rolling_update_keeps_its_start_time_in_status() -> None:
+    import attrs
+
+    from controllers.cluster.report import RolloutProgress
+
+    planned = plan(Observation(pods=()), DESIRED)
+    progress = RolloutProgress(shards_updated=1, shards=3, shard=1, step="creating a surge pod")
+    status = attrs.evolve(planned.status, rollout=progress)
+    first = planned_status({}, 1, status, "e", "2026-12-01T10:00:00Z")
+    assert first["rollout"] == {
+        "shardsUpdated": 1,
+        "shards": 3,
+        "shard": 1,
+        "step": "creating a surge pod",
+        "startedAt": "2026-12-01T10:00:00Z",
+    }
+    later = planned_status(first, 1, status, "e", "2026-12-01T10:05:00Z")
+    assert later["rollout"]["startedAt"] == "2026-12-01T10:00:00Z"
+    assert "rollout" not in planned_status(later, 1, planned.status, "e", "2026-12-01T10:06:00Z")
