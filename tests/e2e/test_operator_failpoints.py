@@ -25,11 +25,12 @@ from operator_process import OperatorProcess, OperatorProcesses
 from controllers.cluster.rebalance import quotas
 from controllers.cluster.render import names as render_names
 from valkey_operator import failpoints
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.datachecker import DataChecker
+from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_operator.valkey.slots import parse_slot_ranges, slot_count
 
@@ -210,3 +211,78 @@ async def test_killed_at_a_scale_step_the_restarted_operator_finishes_the_scale(
                 written = await checker.write(keys_after)
                 assert written.acknowledged == keys_after, written
     print(f"\n[{up} / {down}] " + "; ".join(timings) + f"; total {time.monotonic() - begun:.0f}s")
+
+
+# A rolling update's steps, in the order a 1x1 shard meets them: the surge pod, the old replica
+# deleted, the surge again, the failover request recorded and sent, the old primary deleted, its id
+# forgotten. Each armed operator dies at its step and the next one starts armed for the next.
+ROLL_STEPS = (
+    "after:CreatePod",
+    "after:DeletePod",
+    "after:PatchPodMetadata",
+    "after:Failover",
+    "before:DeletePod",
+    "after:Forget",
+)
+
+
+@pytest.mark.timeout(900)
+async def test_killed_at_every_rollout_step_the_restarted_operators_finish_the_roll(
+    kube: Client, catalog: Catalog, namespace: str, operators: OperatorProcesses
+) -> None:
+    old = await catalog.image("old", "9.1.0")
+    new = await catalog.image("new", images.valkey_version(images.newest_image()))
+    config = await catalog.config("cfg", old)
+    bootstrap = operators.start("bootstrap")
+    await create_cluster(kube, namespace, NAME, config, shards=1, replicas=REPLICAS)
+    status = await settled(kube, namespace, NAME, 360)
+    await bootstrap.stop()
+    admin = await admin_client(kube, namespace, NAME)
+    seeds = [(node["ip"], 6379) for node in status["nodes"]]
+    timings = []
+    async with DataChecker(
+        seeds, replicas=REPLICAS, username=ADMIN_USER, password=admin.credentials.password
+    ) as checker:
+        written = await checker.write(KEYS_BEFORE)
+        assert written.acknowledged == KEYS_BEFORE, written
+        await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": new}})
+        started = time.monotonic()
+        armed_ones = []
+        for step in ROLL_STEPS:
+            armed = operators.start(step.replace(":", "-"), armed=[step])
+            armed_ones.append(armed)
+            code = await armed.exit_code(FAILPOINT_TIMEOUT)
+            if code is None:
+                armed.kill()
+            assert code == failpoints.EXIT_STATUS, (
+                f"the operator armed with {step} {'still ran' if code is None else f'exited {code}'}; "
+                f"log tail:\n{armed.tail()}\n" + await evidence(kube, None, namespace)
+            )
+            timings.append(f"{step} at {time.monotonic() - started:.0f}s")
+        resumed = operators.start("resumed")
+        status = await settled(kube, namespace, NAME, SETTLE_TIMEOUT)
+
+        async def rolled() -> Obj | NotYet:
+            current = (await kube.get(VALKEY_CLUSTERS, NAME, namespace)).get("status") or {}
+            done = current.get("state") == "Active" and current.get("currentImage", "").endswith(
+                images.valkey_version(images.newest_image())
+            )
+            return current if done else NotYet(current.get("message"))
+
+        status = await eventually(rolled, "the roll finished by the restarted operator", SETTLE_TIMEOUT)
+        try:
+            await check_cluster(kube, admin, namespace, status, 1)
+            # One handover: every process's log together shows exactly one CLUSTER FAILOVER sent
+            # (a request recorded by a process killed before it sent it is asked again once its time
+            # is up; that one never reached Valkey), and none after the shard was handed over.
+            sent = sum(process.log().count('"action": "Failover(') for process in (*armed_ones, resumed))
+            assert sent == 1, f"{sent} coordinated failovers sent"
+            checker.seeds = [(node["ip"], 6379) for node in status["nodes"]]  # every old pod is gone
+            verified = await checker.verify()
+            assert verified.ok, verified
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}\nrestarted operator's log tail:\n{resumed.tail(60)}\n"
+                + await evidence(kube, admin, namespace)
+            ) from None
+    print("\n[rollout failpoints] " + "; ".join(timings) + f"; finished {time.monotonic() - started:.0f}s")
