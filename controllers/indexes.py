@@ -19,6 +19,8 @@ CONFIGS_BY_IMAGE = "configs-by-imageRef"
 CONFIGS_BY_BASE = "configs-by-baseRef"
 CLUSTERS_BY_CONFIG = "clusters-by-configRef"
 CLUSTERS_BY_ROLE = "clusters-by-roleRef"
+CLUSTERS_ROLLING = "clusters-rolling"
+ROLLING = "rolling"
 
 
 def config_image_ref(config: Obj) -> list[str]:
@@ -34,6 +36,11 @@ def config_base_ref(config: Obj) -> list[str]:
 def cluster_config_ref(cluster: Obj) -> list[str]:
     ref = cluster.get("spec", {}).get("configRef")
     return [ref] if ref else []
+
+
+def cluster_rolling(cluster: Obj) -> list[str]:
+    """A cluster whose status shows a rolling update under way (status.rollout)."""
+    return [ROLLING] if (cluster.get("status") or {}).get("rollout") else []
 
 
 def cluster_role_refs(cluster: Obj) -> list[str]:
@@ -65,7 +72,13 @@ class ReferenceIndex:
         configs = manager.informer(VALKEY_CONFIGS)
         clusters = manager.informer(VALKEY_CLUSTERS, namespace=NAMESPACE_ALL)
         configs.add_indexers({CONFIGS_BY_IMAGE: config_image_ref, CONFIGS_BY_BASE: config_base_ref})
-        clusters.add_indexers({CLUSTERS_BY_CONFIG: cluster_config_ref, CLUSTERS_BY_ROLE: cluster_role_refs})
+        clusters.add_indexers(
+            {
+                CLUSTERS_BY_CONFIG: cluster_config_ref,
+                CLUSTERS_BY_ROLE: cluster_role_refs,
+                CLUSTERS_ROLLING: cluster_rolling,
+            }
+        )
         return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters)
 
     # -- lookups -------------------------------------------------------------------
@@ -91,6 +104,21 @@ class ReferenceIndex:
 
     def clusters_using_role(self, role: str) -> list[str]:
         return self.clusters.store.index_keys(CLUSTERS_BY_ROLE, role)
+
+    def clusters_rolling(self) -> list[str]:
+        """namespace/name keys of the clusters whose status shows a rolling update under way."""
+        return self.clusters.store.index_keys(CLUSTERS_ROLLING, ROLLING)
+
+    def clusters_through_configs(self, configs: Iterable[str]) -> list[str]:
+        """namespace/name keys of every cluster that resolves through any of configs: its configRef is
+        one of them or a config whose baseRef chain passes through one (a config edit's fan-out)."""
+        names = list(configs)
+        every = {*names, *self.descendants(names)}
+        return sorted({key for config in every for key in self.clusters_using_config(config)})
+
+    def clusters_through_image(self, image: str) -> list[str]:
+        """Every cluster resolving through a config whose imageRef is image (an image edit's fan-out)."""
+        return self.clusters_through_configs(self.configs_using_image(image))
 
     def descendants(self, configs: Iterable[str]) -> list[str]:
         """Every config whose baseRef chain passes through any of configs (cycle-safe)."""

@@ -127,7 +127,7 @@ class ClusterMetrics:
         self, namespace: str, cluster: str, actions: Sequence[Action], failures: Sequence[Failure]
     ) -> None:
         """Each failover the actor sent without an error: Failover is coordinated, Promote a takeover."""
-        failed = {failure.action for failure in failures}
+        failed = [failure.action for failure in failures]  # actions may hold dicts: not hashable
         for action in actions:
             if action in failed:
                 continue

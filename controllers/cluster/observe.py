@@ -249,6 +249,8 @@ class Observation:
     """status.configHash as stored: kept until every node runs the current settings."""
     recorded_image: str | None = None
     """status.currentImage as stored: kept until every pod runs the current template."""
+    may_roll: bool = True
+    """A rollout slot is free for this cluster (maxConcurrentRollouts), or it holds one already."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

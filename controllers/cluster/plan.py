@@ -84,6 +84,8 @@ REQUEUE_WAITING = 2.0
 """Waiting for the world (pods starting, gossip, replication) that no watch event announces."""
 REQUEUE_STEADY = 30.0
 """Active or paused: still re-observe, since Valkey changes raise no Kubernetes events."""
+REQUEUE_QUEUED = 10.0
+"""Waiting for a rollout slot: another cluster's roll ending is no event of this cluster's."""
 REQUEUE_FAILED = 60.0
 """Failed waits for a spec change (which triggers a pass by itself); re-check now and then anyway."""
 
@@ -119,7 +121,7 @@ def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
     if not failures:
         return planned
     status = report(planned.view, planned.actions, failures)
-    refused = {failure.action for failure in failures if failure.refused is not None}
+    refused = [failure.action for failure in failures if failure.refused is not None]
     retried = [action for action in planned.actions if action not in refused]
     requeue = planned.requeue_after if retried or len(refused) < len(failures) else REQUEUE_REFUSED
     return attrs.evolve(planned, status=status, requeue_after=max(requeue, REQUEUE_WAITING))
@@ -467,6 +469,8 @@ def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) 
         return REQUEUE_ACTING
     if view.awaiting:
         return REQUEUE_ACTING  # the cache shows the operator's own pod writes within a moment
+    if not view.may_roll:
+        return REQUEUE_QUEUED
     if view.desired.paused or status.state is ClusterState.ACTIVE:
         return REQUEUE_STEADY
     if status.state is ClusterState.FAILED:

@@ -55,6 +55,7 @@ from controllers.cluster.render.objects import (
 )
 from controllers.cluster.render.template import template_hash
 from controllers.cluster.report import PlannedStatus, Reason
+from controllers.cluster.rollout_gate import RolloutGate
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
@@ -209,6 +210,7 @@ class ClusterReconciler:
         self.pods_of = pods_of
         self.options = options
         self.expectations = PodExpectations()
+        self.rollouts = RolloutGate(options.max_concurrent_rollouts, index.clusters_rolling)
 
     async def reconcile(self, request: Request) -> Result:
         started = time.monotonic()
@@ -218,6 +220,7 @@ class ClusterReconciler:
         if obj is None:
             self.metrics.forget_cluster(request.namespace, request.name)
             self.expectations.forget(str(request))
+            self.rollouts.forget(str(request))
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -271,6 +274,7 @@ class ClusterReconciler:
             admin = self._admin(ctx, credentials)
 
         pods = owned_pods(self.pods_of(namespace, name), name, meta.uid or "")
+        template = template_hash(ctx)
         recorded = ClusterState(current["state"]) if current.get("state") in set(ClusterState) else None
         commands = sorted({command for user in acl.users for _, command in user.commands})
         observed = await observe(pods, admin, recorded, commands=commands)
@@ -281,12 +285,13 @@ class ClusterReconciler:
                 for owned in objects
             },
             awaiting=self.expectations.awaiting(key, pods),
+            may_roll=self.rollouts.may_roll(key, _any_outdated(pods, template)),
             recorded_config_hash=current.get("configHash"),
             recorded_image=current.get("currentImage"),
         )
         desired = Desired.of(
             cluster,
-            template_hash=template_hash(ctx),
+            template_hash=template,
             image=ctx.config.image.reference,
             config_hash=resolved.settings_hash,
             runtime=runtime_settings(ctx.config),
@@ -454,6 +459,14 @@ class ClusterReconciler:
             await self.events.event(obj, NORMAL, after, planned.message)
 
 
+def _any_outdated(pods: list[Obj], template: str) -> bool:
+    return any(
+        (pod["metadata"].get("labels") or {}).get(names.TEMPLATE_HASH_LABEL) != template
+        and "deletionTimestamp" not in pod["metadata"]
+        for pod in pods
+    )
+
+
 def _parse_time(text: str | None) -> datetime.datetime | None:
     try:
         return datetime.datetime.fromisoformat((text or "").replace("Z", "+00:00"))
@@ -485,15 +498,11 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
             found.append(Request(name, namespace or ""))
         return found
 
-    def clusters_of_configs(configs: list[str]) -> list[Request]:
-        every = {*configs, *index.descendants(configs)}
-        return requests([key for config in every for key in index.clusters_using_config(config)])
-
     def clusters_of_config(config: Obj) -> list[Request]:
-        return clusters_of_configs([config["metadata"]["name"]])
+        return requests(index.clusters_through_configs([config["metadata"]["name"]]))
 
     def clusters_of_image(image: Obj) -> list[Request]:
-        return clusters_of_configs(index.configs_using_image(image["metadata"]["name"]))
+        return requests(index.clusters_through_image(image["metadata"]["name"]))
 
     def clusters_of_role(role: Obj) -> list[Request]:
         return requests(index.clusters_using_role(role["metadata"]["name"]))

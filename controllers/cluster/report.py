@@ -401,6 +401,8 @@ def _rollout(view: View, actions: Sequence[Action]) -> RolloutProgress | None:
 def _rollout_progress(view: View, actions: Sequence[Action], outdated: int) -> str:
     """'rolling update: 1 of 3 shards current; shard 1: replacing replica X' (the step this pass)."""
     text = f"{outdated} pod(s) run an outdated template"
+    if plan_rollout(view).queued:
+        return f"{text}; waiting for a rollout slot (maxConcurrentRollouts clusters are rolling)"
     progress = _rollout(view, actions)
     if progress is None:
         return text

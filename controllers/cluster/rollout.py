@@ -82,6 +82,8 @@ class Rollout:
     """The latest failover request in the rolling shard that has not happened yet."""
     failover_failed: bool
     """That request timed out (it is retried after a backoff)."""
+    queued: bool = False
+    """Outdated pods wait for a rollout slot (maxConcurrentRollouts)."""
 
 
 def outdated(view: View, pod: PodObservation) -> bool:
@@ -102,6 +104,17 @@ def plan_rollout(view: View) -> Rollout:
             step=None,
             failover=None,
             failover_failed=False,
+        )
+    if not view.may_roll:
+        return Rollout(
+            outdated=tuple(pod.name for pod in stale),
+            shard=None,
+            shards_current=current,
+            surge=False,
+            step=None,
+            failover=None,
+            failover_failed=False,
+            queued=True,
         )
     shard = shards[0]
     pods = view.shard_pods(shard)

@@ -91,6 +91,7 @@ class View:
         self.awaiting = observation.awaiting
         self.recorded_config_hash = observation.recorded_config_hash
         self.recorded_image = observation.recorded_image
+        self.may_roll = observation.may_roll
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:

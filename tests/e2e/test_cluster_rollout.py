@@ -14,13 +14,16 @@ import time
 import pytest
 from cluster_support import Catalog, admin_client, create_cluster, owned_pods, settled, status_of
 from inprocess_operator import Operator
+from kubernetes_asyncio import client as k8s
 from load_support import Load, checker_for
 
-from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
+from controllers.options import ControllerOptions
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import EVENTS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -124,3 +127,94 @@ async def test_an_image_below_the_floor_stops_the_roll_and_a_revert_resumes(
     await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": old_image}})
     status = await rolled(kube, namespace, "floor", f"valkey/valkey:{OLD}", 240)
     assert await pod_uids(kube, namespace, "floor") == before
+
+
+@pytest.mark.timeout(600)
+async def test_two_clusters_on_one_config_roll_one_after_the_other_with_max_concurrent_rollouts_1(
+    kube_api: k8s.ApiClient, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    operator = Operator(
+        kube_api, namespace, ControllerOptions(node_networks=LOOPBACK_NETWORKS, max_concurrent_rollouts=1)
+    )
+    await operator.start()
+    try:
+        old_image = await catalog.image("old", OLD)
+        new_image = await catalog.image("new", images.valkey_version(images.newest_image()))
+        config = await catalog.config("cfg", old_image)
+        for name in ("one", "two"):
+            await create_cluster(kube, namespace, name, config, shards=1, replicas=0)
+        for name in ("one", "two"):
+            await settled(kube, namespace, name, 300)
+        await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": new_image}})
+        rolling_seen: list[set[str]] = []
+
+        async def both_rolled() -> bool | NotYet:
+            statuses = {name: await status_of(kube, namespace, name) for name in ("one", "two")}
+            rolling_seen.append({name for name, status in statuses.items() if status.get("rollout")})
+            newest = f"valkey/valkey:{images.valkey_version(images.newest_image())}"
+            done = all(
+                s.get("state") == "Active" and s.get("currentImage") == newest for s in statuses.values()
+            )
+            return True if done else NotYet({n: s.get("message") for n, s in statuses.items()})
+
+        await eventually(both_rolled, "both clusters rolled", 480, interval=0.3)
+        assert max(len(rolling) for rolling in rolling_seen) == 1, rolling_seen
+        assert {"one"} in rolling_seen and {"two"} in rolling_seen, "each rolled, one after the other"
+        waited = [await status_of(kube, namespace, name) for name in ("one", "two")]
+        assert all("rollout" not in status for status in waited)
+    finally:
+        await operator.stop()
+
+
+@pytest.mark.timeout(900)
+async def test_a_base_config_edit_a_config_ref_switch_and_an_image_tag_edit_each_roll_the_cluster(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    """Three more ways a pod template changes, one after the other under the same write load."""
+    newest = images.valkey_version(images.newest_image())
+    old_image = await catalog.image("old", OLD)
+    new_image = await catalog.image("new", newest)
+    base = await catalog.config("base", old_image)
+    spec = {"baseRef": base, "valkey": {"cluster-node-timeout": "5000"}}
+    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": catalog("child")}, "spec": spec})
+    other = await catalog.config("other", old_image)
+    await create_cluster(kube, namespace, "paths", catalog("child"), shards=3, replicas=1)
+    status = await settled(kube, namespace, "paths", 300)
+    admin = await admin_client(kube, namespace, "paths")
+    tag_edit = {"spec": {"tag": newest, "version": newest}}
+    steps = [
+        (
+            "base config edit",
+            f"valkey/valkey:{newest}",
+            (VALKEY_CONFIGS, base, {"spec": {"imageRef": new_image}}),
+        ),
+        (
+            "configRef switch",
+            f"valkey/valkey:{OLD}",
+            (VALKEY_CLUSTERS, "paths", {"spec": {"configRef": other}}),
+        ),
+        ("ValkeyImage tag edit", f"valkey/valkey:{newest}", (VALKEY_IMAGES, old_image, tag_edit)),
+    ]
+    async with (
+        checker_for(status, admin, replicas=1) as durable,
+        checker_for(status, admin, replicas=0, prefix="probe") as probe,
+    ):
+        written = await durable.write(PREFILL)
+        assert written.acknowledged == PREFILL, written
+        async with Load(durable, probe, duration=800.0) as load:
+            for what, image, (resource, name, patch) in steps:
+                before = await pod_uids(kube, namespace, "paths")
+                started = time.monotonic()
+                if resource is VALKEY_CLUSTERS:
+                    await kube.patch(resource, name, patch, namespace)
+                else:
+                    await kube.patch(resource, name, patch)
+                await rolled(kube, namespace, "paths", image, 600)
+                after = await pod_uids(kube, namespace, "paths")
+                assert not before & after, f"{what}: an old pod is still there"
+                print(f"[rollout] {what}: rolled to {image} in {time.monotonic() - started:.1f}s")
+            report = await load.finish()
+        verified = await durable.verify()
+    print(f"[rollout] three rolls: {report}")
+    assert verified.ok, verified
+    assert max(report.probe.gaps_by_slots.values()) < GAP_LIMIT, report

@@ -72,11 +72,6 @@ NOT_YET: tuple[NotYet, ...] = (
         ("Primaries are moved so that no node or zone holds more than its share.",),
     ),
     NotYet(
-        "maxConcurrentRollouts having an effect",
-        (r"\bmaxConcurrentRollouts\b", r"\bmax[_-]concurrent[_-]rollouts\b"),
-        ("maxConcurrentRollouts limits how many clusters update at once.",),
-    ),
-    NotYet(
         "the Helm chart",
         (
             r"\bcharts?\b",

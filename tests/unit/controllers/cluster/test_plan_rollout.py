@@ -224,3 +224,19 @@ def test_a_surge_pod_is_not_taken_as_a_surplus() -> None:
         templates = {pod.name: pod.template_hash for pod in result.sim.pods.values()}
         assert all(templates.get(name) != "t2" for name in deleted), deleted
     assert SimulatedCluster  # the world type used throughout
+
+
+def test_a_cluster_without_a_rollout_slot_waits_and_says_so() -> None:
+    result = active(1, 1)
+    start = result.passes
+    wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW)
+    sim = result.sim
+    sim.template_hash = "t2"
+    observation = attrs.evolve(sim.observe(recorded_state=ClusterState.ACTIVE), may_roll=False)
+    from controllers.cluster.plan import REQUEUE_QUEUED, plan
+
+    planned = plan(observation, wanted)
+    assert not any(isinstance(a, CreatePod | DeletePod | Failover) for a in planned.actions)
+    assert "waiting for a rollout slot" in planned.status.message
+    assert planned.status.rollout is None and planned.requeue_after == REQUEUE_QUEUED
+    assert start == result.passes

@@ -369,3 +369,16 @@ def test_any_history_of_unknown_facts_hand_edits_and_edits_converges(
     again(result, passes=30)
     assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
     assert result.last.status.config_hash == "h2"
+
+
+def test_a_failed_object_apply_is_a_finding_and_counts_no_failover() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from controllers.cluster.metrics import ClusterMetrics
+
+    planned = plan(Observation(pods=()), day2(1, 0))
+    apply = next(a for a in planned.actions if isinstance(a, ApplyObject))
+    failures = [Failure(apply, "apply Secret/vk-internal: 500 Internal")]
+    finished = finish(planned, failures)  # actions holding dicts must never need hashing
+    assert finished.status.condition("Degraded").reason == Reason.ACTION_FAILED
+    ClusterMetrics(CollectorRegistry()).record_failovers("ns", "vk", planned.actions, failures)
