@@ -75,7 +75,7 @@ def _env() -> list[Obj]:
 def _probes() -> dict[str, Obj]:
     socket = {"tcpSocket": {"port": "valkey"}}
     return {
-        "readinessProbe": {**socket, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3},
+        "readinessProbe": {**socket, "periodSeconds": 2, "timeoutSeconds": 2, "failureThreshold": 3},
         "livenessProbe": {
             **socket,
             "initialDelaySeconds": 15,
