@@ -134,6 +134,8 @@ class PodObservation:
     """For an ended pod: how its container ended (exit code, reason, the message it left)."""
     found_version: str | None = None
     """For an ended pod: the Valkey version its server printed before exiting, if any."""
+    unschedulable: str | None = None
+    """Why the scheduler cannot place this pod (its PodScheduled condition), while it cannot."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -181,6 +183,14 @@ class PodObservation:
             created_at=_unix_seconds(created),
             failure=_termination(status) if ended else None,
             found_version=_printed_version(status) if ended else None,
+            unschedulable=next(
+                (
+                    str(c.get("message") or c.get("reason") or "unschedulable")
+                    for c in conditions
+                    if c.get("type") == "PodScheduled" and c.get("status") == "False"
+                ),
+                None,
+            ),
         )
 
 

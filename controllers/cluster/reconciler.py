@@ -102,6 +102,7 @@ EVENT_REASONS = frozenset(
         Reason.ACL_REJECTED,
         Reason.ACTION_FAILED,
         Reason.FAILOVER_FAILED,
+        Reason.PODS_UNSCHEDULABLE,
     }
 )
 """Findings that also become a Warning Event when they first show up."""

@@ -71,6 +71,7 @@ class Reason(enum.StrEnum):
     PROMOTING_REPLICA = "PromotingReplica"
     DATA_LOST = "DataLost"
     PODS_FAILING = "PodsFailing"
+    PODS_UNSCHEDULABLE = "PodsUnschedulable"
     FAILOVER_FAILED = "FailoverFailed"
     APPLYING_SETTINGS = "ApplyingSettings"
     APPLYING_OBJECTS = "ApplyingObjects"
@@ -360,6 +361,11 @@ def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
     beyond = sorted({pod.shard for pod in view.pods if pod.shard is not None and not view.in_spec(pod)})
     if beyond:
         yield Finding(Reason.SCALE_DOWN_PENDING, f"pods of shards beyond spec.shards: {beyond}")
+    for pod in view.pods:
+        if pod.live and pod.unschedulable:
+            yield Finding(
+                Reason.PODS_UNSCHEDULABLE, f"pod {pod.name} cannot be scheduled: {pod.unschedulable}", True
+            )
     unlabelled = [pod.name for pod in view.pods if pod.shard is None]
     if unlabelled:
         yield Finding(Reason.UNLABELLED_PODS, f"pods without a shard label: {', '.join(unlabelled)}", True)

@@ -20,6 +20,7 @@ from load_support import Load, checker_for
 from controllers.options import ControllerOptions
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
+from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import EVENTS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
@@ -218,3 +219,31 @@ async def test_a_base_config_edit_a_config_ref_switch_and_an_image_tag_edit_each
     print(f"[rollout] three rolls: {report}")
     assert verified.ok, verified
     assert max(report.probe.gaps_by_slots.values()) < GAP_LIMIT, report
+
+
+@pytest.mark.timeout(600)
+async def test_an_unsatisfiable_new_placement_holds_the_roll_with_the_schedulers_reason(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    config = await catalog.config("cfg", await catalog.image("img", OLD))
+    await create_cluster(kube, namespace, "place", config, shards=1, replicas=0)
+    status = await settled(kube, namespace, "place", 300)
+    before = await pod_uids(kube, namespace, "place")
+    admin = await admin_client(kube, namespace, "place")
+    await kube.patch(VALKEY_CLUSTERS, "place", {"spec": {"placement": {"zones": ["nowhere"]}}}, namespace)
+
+    async def held() -> Obj | NotYet:
+        current = await status_of(kube, namespace, "place")
+        degraded = find_condition(current.get("conditions"), "Degraded") or {}
+        return current if degraded.get("reason") == "PodsUnschedulable" else NotYet(current.get("message"))
+
+    status = await eventually(held, "the surge pod unschedulable, said in status", 120)
+    message = find_condition(status["conditions"], "Degraded")["message"]
+    assert "cannot be scheduled" in message and "node" in message, message
+    assert before <= await pod_uids(kube, namespace, "place"), "the old pod was replaced"
+    (node,) = [node for node in status["nodes"] if node.get("role") == "primary"]
+    async with admin.connect(node["ip"]) as connection:  # the old pod still serves
+        assert await connection.text("SET", "k", "v") == "OK"
+    await kube.patch(VALKEY_CLUSTERS, "place", {"spec": {"placement": None}}, namespace)
+    await settled(kube, namespace, "place", 180)
+    assert await pod_uids(kube, namespace, "place") == before  # the surge pod went, the old one stayed
