@@ -8,7 +8,8 @@
   `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`;
 - `valkey_operator_rollouts_{started,finished,failed}_total{namespace,cluster}`, the histogram
   `valkey_operator_rollout_duration_seconds`, and `valkey_operator_failovers_total{mode}`
-  (coordinated: a planned roll; takeover: a departed primary's replica promoted);
+  (coordinated: a planned roll; takeover: a departed primary's replica promoted),
+  `valkey_operator_failover_timeouts_total{namespace,cluster}` (each attempt that timed out);
 - `valkey_operator_slot_migration_failures_total{namespace,cluster}`: atomic slot migration jobs
   that ended failed or cancelled, each job once; `valkey_operator_slot_migrations_active`: jobs
   under way.
@@ -108,6 +109,12 @@ class ClusterMetrics:
             [*cluster_labels, "mode"],
             registry=registry,
         )
+        self.failover_timeouts = Counter(
+            "valkey_operator_failover_timeouts",
+            "Coordinated failovers that did not complete in time (each attempt once; retried with backoff)",
+            cluster_labels,
+            registry=registry,
+        )
         self._states: dict[tuple[str, str], ClusterState] = {}
         self._failed_jobs: dict[tuple[str, str], set[str]] = {}
         self._pods: dict[tuple[str, str], set[str]] = {}
@@ -198,6 +205,7 @@ class ClusterMetrics:
             self.rollouts_finished,
             self.rollouts_failed,
             self.rollout_seconds,
+            self.failover_timeouts,
         ):
             with contextlib.suppress(KeyError):
                 family.remove(namespace, cluster)

@@ -405,6 +405,9 @@ class ClusterReconciler:
             if before.get("status") == "True" and finding.message in str(before.get("message", "")):
                 continue  # already reported while the condition carried it
             log.warning("cluster problem", cluster=_key(obj), reason=finding.reason, message=finding.message)
+            if finding.reason is Reason.FAILOVER_FAILED:  # the message names the attempt: once each
+                meta = obj["metadata"]
+                self.metrics.failover_timeouts.labels(namespace=meta["namespace"], cluster=meta["name"]).inc()
             await self.events.event(obj, WARNING, finding.reason, finding.message)
 
     async def _record_rollout(self, obj: Obj, current: Obj, status: Obj, now: datetime.datetime) -> None:

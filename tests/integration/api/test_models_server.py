@@ -22,6 +22,7 @@ from valkey_operator.api.cluster import (
     NodeStatus,
     Permission,
     Placement,
+    RolloutStatus,
     TaintEffect,
     Tls,
     Toleration,
@@ -211,6 +212,9 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 NodeStatus(pod="cache-0-fghij", shard=0, role=NodeRole.REPLICA),
             ),
             conditions=conditions("Ready", "Progressing", "Degraded"),
+            rollout=RolloutStatus(
+                shards_updated=2, shards=5, shard=2, step="FailingOver", started_at="2026-12-01T10:00:00Z"
+            ),
         ),
     )
     return [image, config, role, cluster]

@@ -240,3 +240,21 @@ def test_a_cluster_without_a_rollout_slot_waits_and_says_so() -> None:
     assert "waiting for a rollout slot" in planned.status.message
     assert planned.status.rollout is None and planned.requeue_after == REQUEUE_QUEUED
     assert start == result.passes
+
+
+def test_a_revert_mid_roll_replaces_only_the_new_pods() -> None:
+    result = active(3, 1)
+    originals = set(result.sim.pods)
+    start = result.passes
+    wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
+    for index in range(start, start + 200):
+        one_pass(result, index, Chaos(edits={start: wanted}))
+        if sum(pod.template_hash == "t2" for pod in result.sim.pods.values()) >= 2:
+            break
+    assert result.last.status.state is ClusterState.UPDATING
+    reverted_at = result.passes
+    roll(result, template="t1")
+    assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    assert {pod.template_hash for pod in result.sim.pods.values()} == {"t1"}
+    assert len(originals & set(result.sim.pods)) >= 4  # the shards not yet rolled were left alone
+    assert actions_since(result, reverted_at)["Failover"] <= 1
