@@ -6,11 +6,17 @@ from collections.abc import Mapping
 
 from controllers import image, role
 from controllers.cluster import reconciler as cluster
+from controllers.cluster.render.names import MANAGED_BY_LABEL, MANAGER
 from controllers.config import reconciler as config
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.manager import Manager
+from valkey_operator.core.resource import SECRETS
+
+CACHE_LABEL_SELECTORS = {SECRETS: f"{MANAGED_BY_LABEL}={MANAGER}"}
+"""Pass to the Manager: Secrets are cached in full only when the operator owns them; the TLS Secrets
+clusters reference are watched metadata-only and read when they change (controllers/cluster/secrets.py)."""
 
 
 def setup_all(manager: Manager, workers: Mapping[str, int], options: ControllerOptions) -> list[Controller]:

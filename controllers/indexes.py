@@ -20,6 +20,7 @@ CONFIGS_BY_BASE = "configs-by-baseRef"
 CLUSTERS_BY_CONFIG = "clusters-by-configRef"
 CLUSTERS_BY_ROLE = "clusters-by-roleRef"
 CLUSTERS_ROLLING = "clusters-rolling"
+CLUSTERS_BY_TLS_SECRET = "clusters-by-tls-secret"
 ROLLING = "rolling"
 
 
@@ -41,6 +42,12 @@ def cluster_config_ref(cluster: Obj) -> list[str]:
 def cluster_rolling(cluster: Obj) -> list[str]:
     """A cluster whose status shows a rolling update under way (status.rollout)."""
     return [ROLLING] if (cluster.get("status") or {}).get("rollout") else []
+
+
+def cluster_tls_secret(cluster: Obj) -> list[str]:
+    """namespace/name of the Secret spec.tls.secretRef names (in the cluster's namespace)."""
+    ref = (cluster.get("spec", {}).get("tls") or {}).get("secretRef")
+    return [f"{cluster['metadata'].get('namespace', '')}/{ref}"] if ref else []
 
 
 def cluster_role_refs(cluster: Obj) -> list[str]:
@@ -77,6 +84,7 @@ class ReferenceIndex:
                 CLUSTERS_BY_CONFIG: cluster_config_ref,
                 CLUSTERS_BY_ROLE: cluster_role_refs,
                 CLUSTERS_ROLLING: cluster_rolling,
+                CLUSTERS_BY_TLS_SECRET: cluster_tls_secret,
             }
         )
         return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters)
@@ -104,6 +112,9 @@ class ReferenceIndex:
 
     def clusters_using_role(self, role: str) -> list[str]:
         return self.clusters.store.index_keys(CLUSTERS_BY_ROLE, role)
+
+    def clusters_using_tls_secret(self, namespace: str, secret: str) -> list[str]:
+        return self.clusters.store.index_keys(CLUSTERS_BY_TLS_SECRET, f"{namespace}/{secret}")
 
     def clusters_rolling(self) -> list[str]:
         """namespace/name keys of the clusters whose status shows a rolling update under way."""

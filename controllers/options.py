@@ -18,10 +18,13 @@ class ControllerOptions:
     default_zone_spread: ZoneSpread = ZoneSpread.BEST_EFFORT
     """Placement's zoneSpread for clusters that set none (ConfigMap key defaultZoneSpread)."""
     max_concurrent_rollouts: int = 0
-    """How many clusters may roll at once (ConfigMap key maxConcurrentRollouts; 0: no limit).
-
-    Parsed and validated, but no reconciler reads it yet: rolling updates are not built."""
+    """How many clusters may roll at once (ConfigMap key maxConcurrentRollouts; 0: no limit)."""
     node_networks: tuple[Network, ...] = ANY_NETWORK
     """The networks the operator may dial Valkey nodes in (--node-networks)."""
     cluster_domain: str = "cluster.local"
     """The cluster's DNS domain, for status.endpoint (--cluster-domain)."""
+    secret_sync_seconds: float = 120.0
+    """How long the kubelet may take to update a pod's mounted Secret files after the Secret changes
+    (ConfigMap key secretSyncSeconds; a kubelet's default sync period plus cache TTL is 2 minutes)."""
+    tls_expiry_warning_days: float = 7.0
+    """A certificate a node presents that expires sooner is reported (ConfigMap key tlsExpiryWarningDays)."""

@@ -42,6 +42,7 @@ class Operator:
         self.manager = Manager(
             self.api,
             field_manager="valkey-operator",
+            label_selectors=controllers.CACHE_LABEL_SELECTORS,
             namespace=self.namespace,
             metrics_bind_address="0",
             health_probe_bind_address="0",

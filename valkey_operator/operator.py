@@ -46,6 +46,7 @@ def build_manager(settings: Settings, api_client: client.ApiClient) -> Manager:
     return Manager(
         api_client,
         field_manager=FIELD_MANAGER,
+        label_selectors=controllers.CACHE_LABEL_SELECTORS,
         namespace=settings.namespace,
         metrics_bind_address=settings.metrics_bind_address,
         health_probe_bind_address=settings.health_probe_bind_address,
@@ -57,6 +58,8 @@ def controller_options(settings: Settings, operator_config: OperatorConfig) -> C
     return ControllerOptions(
         default_zone_spread=operator_config.default_zone_spread,
         max_concurrent_rollouts=operator_config.max_concurrent_rollouts,
+        secret_sync_seconds=operator_config.secret_sync_seconds,
+        tls_expiry_warning_days=operator_config.tls_expiry_warning_days,
         node_networks=settings.node_networks,
         cluster_domain=settings.cluster_domain,
     )

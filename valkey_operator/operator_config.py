@@ -23,7 +23,9 @@ from valkey_operator.core.rest import ApiError, Obj
 CONFIG_MAP_NAME = "valkey-operator-config"
 DEFAULT_ZONE_SPREAD = "defaultZoneSpread"
 MAX_CONCURRENT_ROLLOUTS = "maxConcurrentRollouts"
-KEYS = (DEFAULT_ZONE_SPREAD, MAX_CONCURRENT_ROLLOUTS)
+SECRET_SYNC_SECONDS = "secretSyncSeconds"
+TLS_EXPIRY_WARNING_DAYS = "tlsExpiryWarningDays"
+KEYS = (DEFAULT_ZONE_SPREAD, MAX_CONCURRENT_ROLLOUTS, SECRET_SYNC_SECONDS, TLS_EXPIRY_WARNING_DAYS)
 READ_PATIENCE = 30.0
 """Seconds to retry a ConfigMap read the API server could not answer (down, 5xx, 429)."""
 
@@ -36,6 +38,8 @@ class ConfigMapUnreadable(Exception):
 class OperatorConfig:
     default_zone_spread: ZoneSpread = ZoneSpread.BEST_EFFORT
     max_concurrent_rollouts: int = 0
+    secret_sync_seconds: int = 120
+    tls_expiry_warning_days: int = 7
 
 
 def parse_config_map(config_map: Obj | None, namespace: str) -> OperatorConfig:
@@ -46,7 +50,7 @@ def parse_config_map(config_map: Obj | None, namespace: str) -> OperatorConfig:
     data: dict[str, str] = config_map.get("data") or {}
     for key in sorted({*data, *(config_map.get("binaryData") or {})}):
         if key not in data or key not in KEYS:
-            raise validation.InvalidValue(f"key in {where}", key, f"the text keys {' and '.join(KEYS)}")
+            raise validation.InvalidValue(f"key in {where}", key, f"the text keys {', '.join(KEYS)}")
     config = OperatorConfig()
     if DEFAULT_ZONE_SPREAD in data:
         spread = validation.choice(
@@ -56,6 +60,12 @@ def parse_config_map(config_map: Obj | None, namespace: str) -> OperatorConfig:
     if MAX_CONCURRENT_ROLLOUTS in data:
         limit = validation.integer(f"{where} key {MAX_CONCURRENT_ROLLOUTS}", data[MAX_CONCURRENT_ROLLOUTS], 0)
         config = attrs.evolve(config, max_concurrent_rollouts=limit)
+    if SECRET_SYNC_SECONDS in data:
+        delay = validation.integer(f"{where} key {SECRET_SYNC_SECONDS}", data[SECRET_SYNC_SECONDS], 1)
+        config = attrs.evolve(config, secret_sync_seconds=delay)
+    if TLS_EXPIRY_WARNING_DAYS in data:
+        days = validation.integer(f"{where} key {TLS_EXPIRY_WARNING_DAYS}", data[TLS_EXPIRY_WARNING_DAYS], 0)
+        config = attrs.evolve(config, tls_expiry_warning_days=days)
     return config
 
 

@@ -18,9 +18,10 @@ from valkey_operator.valkey.slots import SlotRanges
 
 @attrs.frozen
 class CreatePod:
-    """Create one pod for shard (the renderer names it uniquely)."""
+    """Create one pod for shard (the renderer names it uniquely), with these extra annotations."""
 
     shard: int
+    annotations: tuple[tuple[str, str], ...] = ()
     disruptive: ClassVar[bool] = False
 
 
@@ -67,6 +68,18 @@ class SetConfig:
 
     node: str
     settings: tuple[tuple[str, str], ...]
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class ReloadTls:
+    """CONFIG SET of the tls-* file directives to the paths they already have: Valkey loads the
+    files again (a bad file is refused and the old certificate kept). With `confirm`, the pod is
+    annotated with that Secret content hash once the reload succeeded."""
+
+    node: str
+    uid: str = ""
+    confirm: str | None = None
     disruptive: ClassVar[bool] = False
 
 
@@ -154,7 +167,7 @@ class Promote:
 
 TopologyAction = Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promote | Failover
 """One call on one node's server (Forget: on several at once) that changes the cluster's shape."""
-NodeAction = SetConfig | SyncAcl | TopologyAction
+NodeAction = SetConfig | ReloadTls | SyncAcl | TopologyAction
 """An action carried out by talking to Valkey."""
 Action = (
     ApplyObject
@@ -163,6 +176,7 @@ Action = (
     | DeletePod
     | PruneFailedPod
     | SetConfig
+    | ReloadTls
     | SyncAcl
     | TopologyAction
 )

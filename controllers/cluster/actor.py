@@ -51,11 +51,13 @@ from controllers.cluster.actions import (
     PatchPodMetadata,
     Promote,
     PruneFailedPod,
+    ReloadTls,
     Replicate,
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.render import names
+from controllers.cluster.certificates import TLS_LOADED_ANNOTATION
+from controllers.cluster.render import layout, names
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import render_pod
 from valkey_operator import failpoints
@@ -112,7 +114,10 @@ class Actor:
                     Failure(action, f"{_describe(action)}: not carried out within {deadline}s")
                 )
         return Outcome(
-            failures=tuple(self.failures), created=tuple(self.created), deleted=tuple(self.deleted)
+            failures=tuple(self.failures),
+            created=tuple(self.created),
+            deleted=tuple(self.deleted),
+            annotated=self.annotated,
         )
 
     async def _one(self, action: Action) -> None:
@@ -135,11 +140,13 @@ class Actor:
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
                 self.annotated.setdefault(action.pod, {}).update(action.annotations)
             case CreatePod():
-                await self._create_pod(action.shard)
+                await self._create_pod(action.shard, action.annotations)
             case DeletePod() | PruneFailedPod():
                 await self._delete_pod(action.pod, action.uid)
             case SetConfig():
                 await self._set_config(action)
+            case ReloadTls():
+                await self._reload_tls(action)
             case SyncAcl():
                 await self._sync_acl(action)
             case Forget():
@@ -160,11 +167,15 @@ class Actor:
             raise ValkeyAdminError(f"pod {pod} has no IP")
         return self.admin.connect(str(ip))
 
-    async def _create_pod(self, shard: int) -> None:
+    async def _create_pod(self, shard: int, annotations: tuple[tuple[str, str], ...]) -> None:
         taken = {*self.pods, *self.created}
         name = names.pod_name(self.ctx.name, shard, _RNG, taken)
         self.created.append(name)  # even if the create fails half-way: the cache is then waited for
-        await self.client.create(PODS, render_pod(self.ctx, shard, name))
+        pod = render_pod(self.ctx, shard, name)
+        if annotations:
+            metadata = pod["metadata"]
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(annotations)}
+        await self.client.create(PODS, pod)
         log.info("created pod", pod=name, shard=shard, cluster=self._key())
 
     async def _delete_pod(self, pod: str, uid: str) -> None:
@@ -194,6 +205,26 @@ class Actor:
                     message = _valkey_message(str(exc))
                     self.failures.append(Failure(action, message, refused=refused))
                     pending.pop(refused)
+
+    async def _reload_tls(self, action: ReloadTls) -> None:
+        files = {
+            "tls-cert-file": layout.TLS_CERT_FILE,
+            "tls-key-file": layout.TLS_KEY_FILE,
+            "tls-ca-cert-file": layout.TLS_CA_FILE,
+        }
+        async with self._connect(action.node) as node:
+            try:
+                await node.config_set(files)
+            except ValkeyCommandError as exc:
+                # Before secretSyncSeconds the files may still be the old ones: retried, not refused.
+                refused = "tls" if action.confirm is not None else None
+                self.failures.append(Failure(action, _valkey_message(str(exc)), refused=refused))
+                return
+        log.info("reloaded TLS files", pod=action.node, confirmed=action.confirm, cluster=self._key())
+        if action.confirm is not None:
+            patch = {"metadata": {"uid": action.uid, "annotations": {TLS_LOADED_ANNOTATION: action.confirm}}}
+            await self.client.patch(PODS, action.node, patch, self.ctx.namespace)
+            self.annotated.setdefault(action.node, {})[TLS_LOADED_ANNOTATION] = action.confirm
 
     async def _sync_acl(self, action: SyncAcl) -> None:
         async with self._connect(action.node) as node:

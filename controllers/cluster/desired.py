@@ -9,6 +9,7 @@ from typing import Self
 import attrs
 
 from controllers.cluster.render.acl import UserAcl
+from controllers.cluster.tls import TlsMaterial
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION
 from valkey_operator.core.resource import Resource
@@ -51,6 +52,17 @@ class DesiredAcl:
 
 
 @attrs.frozen(kw_only=True)
+class DesiredTls:
+    """A TLS cluster's checked Secret, and how long the kubelet may take to update mounted files."""
+
+    material: TlsMaterial
+    sync_delay: float = 120.0
+    """Seconds after a Secret change by which every pod's mounted files hold it (secretSyncSeconds)."""
+    expiry_warning: float = 7 * 86400.0
+    """A served certificate expiring sooner than this is reported (tlsExpiryWarningDays)."""
+
+
+@attrs.frozen(kw_only=True)
 class Desired:
     """The resolved spec the planner steers toward."""
 
@@ -71,6 +83,8 @@ class Desired:
     """spec.podAnnotations: new and changed keys are patched onto live pods."""
     acl: DesiredAcl = DesiredAcl()
     objects: tuple[OwnedObject, ...] = ()
+    tls: DesiredTls | None = None
+    """TLS clusters: the Secret every node must serve (checked; a bad one never reaches the planner)."""
 
     @property
     def pods_per_shard(self) -> int:
@@ -87,6 +101,7 @@ class Desired:
         runtime: Mapping[str, str] | None = None,
         acl: DesiredAcl | None = None,
         objects: tuple[OwnedObject, ...] = (),
+        tls: DesiredTls | None = None,
     ) -> Self:
         return cls(
             shards=cluster.spec.shards,
@@ -99,4 +114,5 @@ class Desired:
             pod_annotations=dict(cluster.spec.pod_annotations),
             acl=acl or DesiredAcl(),
             objects=objects,
+            tls=tls,
         )

@@ -5,7 +5,8 @@
   because a node runs a Valkey below the floor;
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
   `valkey_node_replication_lag_bytes` (replicas: primary offset minus replica offset),
-  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`;
+  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`,
+  `valkey_node_tls_certificate_expiry_seconds` (TLS clusters: from the probe's own handshake);
 - `valkey_operator_rollouts_{started,finished,failed}_total{namespace,cluster}`, the histogram
   `valkey_operator_rollout_duration_seconds`, and `valkey_operator_failovers_total{mode}`
   (coordinated: a planned roll; takeover: a departed primary's replica promoted),
@@ -64,6 +65,12 @@ class ClusterMetrics:
         )
         self.used_memory = Gauge(
             "valkey_node_used_memory_bytes", "used_memory from INFO memory", NODE_LABELS, registry=registry
+        )
+        self.tls_expiry = Gauge(
+            "valkey_node_tls_certificate_expiry_seconds",
+            "Seconds until the certificate the node presents in a TLS handshake expires (TLS clusters)",
+            NODE_LABELS,
+            registry=registry,
         )
         self.migration_failures = Counter(
             "valkey_operator_slot_migration_failures",
@@ -168,6 +175,8 @@ class ClusterMetrics:
             memory = extras.get(pod, NodeExtras()).used_memory
             if memory is not None:
                 self.used_memory.labels(**labels).set(memory)
+            if obs.served is not None:
+                self.tls_expiry.labels(**labels).set(obs.served.not_after - observation.now)
         for pod in self._pods.get(key, set()) - seen:
             self._remove_pod(namespace, cluster, pod)
         self._pods[key] = seen
@@ -214,7 +223,7 @@ class ClusterMetrics:
                 self.failovers.remove(namespace, cluster, mode)
 
     def _remove_pod(self, namespace: str, cluster: str, pod: str) -> None:
-        for gauge in (self.replication_lag, self.cluster_state_ok, self.used_memory):
+        for gauge in (self.replication_lag, self.cluster_state_ok, self.used_memory, self.tls_expiry):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, cluster, pod)
         for role in NodeRole:

@@ -22,6 +22,7 @@ from typing import Self
 import attrs
 
 from controllers.cluster.render.names import TEMPLATE_HASH_LABEL, shard_of
+from controllers.cluster.tls import Certificate
 from controllers.cluster.versions import Version
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.core.rest import Obj
@@ -70,6 +71,8 @@ class NodeObservation:
     """ACL LIST in Valkey's normal form, by username; None when not read."""
     commands: Mapping[str, bool] | None = None
     """Whether the server knows each command the cluster's roles name; None when not read."""
+    served: Certificate | None = None
+    """TLS clusters: the certificate the node presented in the probe's own handshake."""
 
     @classmethod
     def unreachable(cls, error: str) -> Self:
@@ -232,6 +235,13 @@ def _termination(status: Obj) -> str:
 
 
 @attrs.frozen(kw_only=True)
+class TlsRecord:
+    secret_hash: str
+    changed_at: float
+    """Unix seconds."""
+
+
+@attrs.frozen(kw_only=True)
 class Observation:
     """Everything one pass observed: the pods and, keyed by pod name, their servers' reports.
 
@@ -261,6 +271,8 @@ class Observation:
     """status.currentImage as stored: kept until every pod runs the current template."""
     may_roll: bool = True
     """A rollout slot is free for this cluster (maxConcurrentRollouts), or it holds one already."""
+    recorded_tls: TlsRecord | None = None
+    """status.tls as stored: the Secret content last seen, and since when."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

@@ -22,6 +22,7 @@ import attrs
 
 from controllers.cluster.observe import NodeObservation, Observation, PodObservation
 from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.cluster.tls import Certificate
 from controllers.cluster.versions import meets_floor, version_from_info
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import RUNTIME_NAMES
@@ -146,11 +147,14 @@ async def _migrations(node: NodeConnection) -> list[dict[str, Any]] | None:
 async def probe_connection(
     node: NodeConnection, commands: Sequence[str] = ()
 ) -> tuple[NodeObservation, NodeExtras]:
+    der = node.peer_certificate()
+    served = Certificate.from_der(der) if der else None
     info = await node.info("server", "replication", "memory")
     extras = NodeExtras(used_memory=_int(info.get("used_memory")))
     version = version_from_info(info)
     if not meets_floor(version):
-        return NodeObservation(reachable=True, version=version, version_text=version_text_of(info)), extras
+        floor = NodeObservation(reachable=True, version=version, version_text=version_text_of(info))
+        return attrs.evolve(floor, served=served), extras
     # The migration log before slot ownership: a job that finishes between the two reads then shows
     # as active with the slots still at the source (wait), never as done with them still there
     # (which would start the same batch again).
@@ -167,6 +171,7 @@ async def probe_connection(
         config=await _optional(node.config_get(*RUNTIME_NAMES)),
         acl=parse_acl_list(listed) if listed is not None else None,
         commands=await _optional(node.commands_known(commands)),
+        served=served,
     ), extras
 
 

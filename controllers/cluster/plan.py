@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import upkeep
+from controllers.cluster import certificates, upkeep
 from controllers.cluster.actions import (
     Action,
     AssignSlots,
@@ -57,6 +57,7 @@ from controllers.cluster.actions import (
     MigrateSlots,
     Promote,
     PruneFailedPod,
+    ReloadTls,
     Replicate,
 )
 from controllers.cluster.desired import Desired
@@ -134,6 +135,7 @@ def _actions(view: View) -> tuple[Action, ...]:
     actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.patch_metadata(view)]
     actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
+    actions += certificates.reload_tls(view)
     actions += upkeep.sync_acl(view)
     if not view.rejected:
         actions += _meet(view, leaving)
@@ -156,13 +158,14 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
     loop, none while the cache lags."""
     if view.awaiting:
         return
+    annotations = certificates.created_annotations(view)
     for shard in range(view.desired.shards):
         if shard in view.crash_loops.blocked:
             continue
         wanted = view.desired.pods_per_shard + (1 if rolling.surge and shard == rolling.shard else 0)
         missing = wanted - len(view.shard_pods(shard))
         for _ in range(max(missing, 0)):
-            yield CreatePod(shard)
+            yield CreatePod(shard, annotations)
 
 
 def _prune(view: View) -> Iterable[PruneFailedPod]:
@@ -465,6 +468,8 @@ def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> fl
 
 
 def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
+    if actions and all(isinstance(action, ReloadTls) and action.confirm is None for action in actions):
+        return certificates.RELOAD_RETRY_S  # files the kubelet has not updated yet: ask again soon
     if actions:
         return REQUEUE_ACTING
     if view.awaiting:
@@ -477,4 +482,7 @@ def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) 
         return REQUEUE_FAILED
     if view.migrations_active() or any(f.reason is Reason.REBALANCING_SLOTS for f in status.findings):
         return REQUEUE_ACTING  # a job takes well under a second: look again soon
+    waiting = [f for f in status.findings if not f.problem]
+    if waiting and all(f.reason is Reason.RELOADING_TLS for f in waiting):
+        return certificates.until_settled(view, REQUEUE_STEADY)
     return REQUEUE_WAITING

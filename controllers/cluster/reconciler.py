@@ -21,8 +21,6 @@ observed and written.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import random
 import time
@@ -32,9 +30,10 @@ import attrs
 import structlog
 
 from controllers.cluster.actor import Actor
-from controllers.cluster.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
+from controllers.cluster.desired import Desired, DesiredAcl, DesiredTls, DesiredUser, OwnedObject
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
+from controllers.cluster.observe import TlsRecord
 from controllers.cluster.observer import observe, owned_pods
 from controllers.cluster.plan import finish, plan
 from controllers.cluster.render import layout, names
@@ -56,6 +55,8 @@ from controllers.cluster.render.objects import (
 from controllers.cluster.render.template import template_hash
 from controllers.cluster.report import PlannedStatus, Reason
 from controllers.cluster.rollout_gate import RolloutGate
+from controllers.cluster.secrets import ReferencedSecrets
+from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
@@ -103,12 +104,15 @@ EVENT_REASONS = frozenset(
         Reason.ACTION_FAILED,
         Reason.FAILOVER_FAILED,
         Reason.PODS_UNSCHEDULABLE,
+        Reason.CERTIFICATE_EXPIRING,
+        Reason.TLS_REJECTED,
     }
 )
 """Findings that also become a Warning Event when they first show up."""
 
 CONTROLLER_NAME = "valkeycluster"
 PODS_BY_CLUSTER = "pods-by-valkeycluster"
+TLS_SECRET_INVALID = "TlsSecretInvalid"
 REQUEUE_BLOCKED = 60.0
 """A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""
 
@@ -162,6 +166,11 @@ def planned_status(
             "step": progress.step,
             "startedAt": (current.get("rollout") or {}).get("startedAt") or now,
         }
+    if status.tls is not None:
+        tls = {"secretHash": status.tls.secret_hash, "changedAt": status.tls.changed_at}
+        if status.tls.not_after is not None:
+            tls["notAfter"] = status.tls.not_after
+        result["tls"] = tls
     return result
 
 
@@ -177,7 +186,8 @@ def blocked_status(
     result = {
         key: value
         for key, value in current.items()
-        if key in {"shards", "readyShards", "readyNodes", "nodes", "currentImage", "configHash"}
+        if key
+        in {"shards", "readyShards", "readyNodes", "nodes", "currentImage", "configHash", "rollout", "tls"}
     }
     result.update(
         {
@@ -202,6 +212,7 @@ class ClusterReconciler:
         pods_of: Callable[[str, str], list[Obj]],
         *,
         options: ControllerOptions,
+        secrets: ReferencedSecrets,
     ) -> None:
         self.client = client
         self.index = index
@@ -210,6 +221,7 @@ class ClusterReconciler:
         self.cached = cached
         self.pods_of = pods_of
         self.options = options
+        self.secrets = secrets
         self.expectations = PodExpectations()
         self.rollouts = RolloutGate(options.max_concurrent_rollouts, index.clusters_rolling)
 
@@ -245,6 +257,14 @@ class ClusterReconciler:
         ctx = RenderContext(
             cluster=cluster, config=resolved, default_zone_spread=self.options.default_zone_spread
         )
+        tls: TlsMaterial | None = None
+        if ctx.tls_secret is not None:
+            checked = read_tls_secret(
+                await self.secrets.get(namespace, ctx.tls_secret), ctx.tls_secret, time.time()
+            )
+            if isinstance(checked, TlsProblem):
+                return await self._blocked(obj, current, TLS_SECRET_INVALID, checked.message)
+            tls = checked
 
         credentials = await self._credentials(ctx, create=not paused)
         if isinstance(credentials, DamagedSecret):
@@ -272,7 +292,7 @@ class ClusterReconciler:
                 key=layout.ACL_KEY,
             )
             objects.insert(0, OwnedObject(SECRETS, render_internal_secret(ctx, credentials, rendered)))
-            admin = self._admin(ctx, credentials)
+            admin = self._admin(credentials, tls)
 
         pods = owned_pods(self.pods_of(namespace, name), name, meta.uid or "")
         template = template_hash(ctx)
@@ -289,6 +309,7 @@ class ClusterReconciler:
             may_roll=self.rollouts.may_roll(key, _any_outdated(pods, template)),
             recorded_config_hash=current.get("configHash"),
             recorded_image=current.get("currentImage"),
+            recorded_tls=_tls_record(current.get("tls")),
         )
         desired = Desired.of(
             cluster,
@@ -298,6 +319,13 @@ class ClusterReconciler:
             runtime=runtime_settings(ctx.config),
             acl=acl,
             objects=tuple(objects),
+            tls=DesiredTls(
+                material=tls,
+                sync_delay=self.options.secret_sync_seconds,
+                expiry_warning=self.options.tls_expiry_warning_days * 86400.0,
+            )
+            if tls is not None
+            else None,
         )
         planned = plan(observation, desired)
         if planned.actions:
@@ -351,18 +379,10 @@ class ClusterReconciler:
                 secret = await self.client.get_or_none(SECRETS, secret_name, ctx.namespace)
         return read_credentials(secret)
 
-    def _admin(self, ctx: RenderContext, credentials: InternalCredentials) -> AdminClient | None:
-        ca_pem: str | None = None
-        if ctx.tls_secret is not None:
-            tls = self.cached(SECRETS, ctx.namespace, ctx.tls_secret)
-            data = (tls or {}).get("data") or {}
-            try:
-                ca_pem = base64.b64decode(data[layout.TLS_CA_KEY]).decode()
-            except (KeyError, binascii.Error, UnicodeDecodeError):
-                return None  # without the CA no node can be asked; they show as not probed
+    def _admin(self, credentials: InternalCredentials, tls: TlsMaterial | None) -> AdminClient:
         return AdminClient(
             credentials=Credentials(username=ADMIN_USER, password=credentials.admin_password),
-            ca_pem=ca_pem,
+            ca_pem=tls.ca_pem if tls is not None else None,  # a CA bundle: every CA in it is trusted
             allowed_networks=self.options.node_networks,
         )
 
@@ -478,6 +498,13 @@ def _parse_time(text: str | None) -> datetime.datetime | None:
         return None
 
 
+def _tls_record(recorded: Obj | None) -> TlsRecord | None:
+    changed = _parse_time((recorded or {}).get("changedAt"))
+    if recorded is None or changed is None or not recorded.get("secretHash"):
+        return None
+    return TlsRecord(secret_hash=recorded["secretHash"], changed_at=changed.timestamp())
+
+
 def _key(obj: Obj) -> str:
     return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
@@ -511,6 +538,15 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     def clusters_of_role(role: Obj) -> list[Request]:
         return requests(index.clusters_using_role(role["metadata"]["name"]))
 
+    secret_metadata = manager.informer(SECRETS, metadata_only=True)
+
+    def clusters_of_secret(secret: Obj) -> list[Request]:
+        meta = secret["metadata"]
+        return requests(index.clusters_using_tls_secret(meta.get("namespace", ""), meta["name"]))
+
+    def secret_meta(namespace: str, name: str) -> Obj | None:
+        return secret_metadata.store.get_by_key(f"{namespace}/{name}")
+
     reconciler = ClusterReconciler(
         manager.client,
         index,
@@ -519,6 +555,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         cached,
         pods_of,
         options=options,
+        secrets=ReferencedSecrets(manager.client, secret_meta),
     )
     return (
         build_controller(manager, CONTROLLER_NAME)
@@ -531,6 +568,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         .watches(VALKEY_CONFIGS, clusters_of_config)
         .watches(VALKEY_IMAGES, clusters_of_image)
         .watches(VALKEY_ROLES, clusters_of_role)
+        .watches(SECRETS, clusters_of_secret, metadata_only=True)
         .with_workers(workers)
         .complete(reconciler)
     )

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import upkeep
+from controllers.cluster import certificates, upkeep
 from controllers.cluster.actions import (
     Action,
     CreatePod,
@@ -17,6 +17,7 @@ from controllers.cluster.actions import (
     Failover,
     Failure,
     Promote,
+    ReloadTls,
     SetConfig,
     SyncAcl,
 )
@@ -81,6 +82,9 @@ class Reason(enum.StrEnum):
     CONFIG_REJECTED = "ConfigRejected"
     ACL_REJECTED = "AclRejected"
     ACTION_FAILED = "ActionFailed"
+    RELOADING_TLS = "ReloadingTls"
+    CERTIFICATE_EXPIRING = "CertificateExpiring"
+    TLS_REJECTED = "TlsRejected"
 
 
 @attrs.frozen
@@ -113,6 +117,15 @@ class RolloutProgress:
 
 
 @attrs.frozen(kw_only=True)
+class TlsProgress:
+    """status.tls: the Secret content seen, since when, and the earliest expiry a node presents."""
+
+    secret_hash: str
+    changed_at: str
+    not_after: str | None
+
+
+@attrs.frozen(kw_only=True)
 class PlannedStatus:
     state: ClusterState
     message: str
@@ -129,6 +142,7 @@ class PlannedStatus:
     current_image: str | None = None
     """status.currentImage: the desired image once every pod runs the current template, else as recorded."""
     rollout: RolloutProgress | None = None
+    tls: TlsProgress | None = None
 
     def condition(self, type_: str) -> PlannedCondition:
         return next(condition for condition in self.conditions if condition.type == type_)
@@ -138,7 +152,8 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
     """The status this pass's observation implies, given the actions planned (and those that failed)."""
     served = union(*(node.obs.slots for node in view.members.values() if node.is_primary))
     uncovered = subtract(ALL_SLOTS, served)
-    findings = (*_findings(view, actions, uncovered), *_failure_findings(failures))
+    blocking = (*_findings(view, actions, uncovered), *_failure_findings(view, failures))
+    advisories = tuple(_advisories(view))
     ready_shards = sum(1 for shard in range(view.desired.shards) if _shard_ready(view, shard))
     loops = view.crash_loops
     if view.rejected:
@@ -147,7 +162,7 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
     elif loops.blocked:
         state = ClusterState.FAILED
         message = loops.message(view.desired.image)
-    elif not findings:
+    elif not blocking:
         state = ClusterState.ACTIVE
         message = (
             f"{view.desired.shards} shard(s) with {view.desired.replicas_per_shard} replica(s) each: "
@@ -155,7 +170,8 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
         )
     else:
         state = _unsettled_state(view)
-        message = "; ".join(finding.message for finding in findings[:3])
+        message = "; ".join(finding.message for finding in blocking[:3])
+    findings = (*blocking, *advisories)
     if view.desired.paused:
         message = f"paused: {message}"
     return PlannedStatus(
@@ -171,6 +187,7 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
         config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
         current_image=view.desired.image if _runs_current_template(view) else view.recorded_image,
         rollout=_rollout(view, actions),
+        tls=_tls(view),
     )
 
 
@@ -232,7 +249,52 @@ def _settings_findings(view: View) -> Iterable[Finding]:
         yield Finding(Reason.APPLYING_ACL, f"ACL users to update on {len(stale)} node(s)")
 
 
-def _failure_findings(failures: Sequence[Failure]) -> Iterable[Finding]:
+def _tls_findings(view: View) -> Iterable[Finding]:
+    facts = certificates.tls_view(view)
+    if facts is None or not facts.stale:
+        return
+    settled = view.now >= facts.settles_at
+    when = (
+        "now"
+        if settled
+        else f"at {certificates.rfc3339(facts.settles_at)} (secretSyncSeconds after the change)"
+    )
+    yield Finding(
+        Reason.RELOADING_TLS,
+        f"{len(facts.stale)} node(s) to load Secret {facts.tls.material.secret}'s certificate; "
+        f"reloaded {when}",
+    )
+
+
+def _advisories(view: View) -> Iterable[Finding]:
+    """Problems that do not keep the cluster from Active: they only raise Degraded and an Event."""
+    tls = view.desired.tls
+    earliest = certificates.earliest_expiry(view)
+    if tls is None or earliest is None:
+        return
+    node, not_after = earliest
+    if not_after - view.now < tls.expiry_warning:
+        yield Finding(
+            Reason.CERTIFICATE_EXPIRING,
+            f"the certificate {node.pod.name} presents expires at {certificates.rfc3339(not_after)}: "
+            f"renew Secret {tls.material.secret}",
+            problem=True,
+        )
+
+
+def _tls(view: View) -> TlsProgress | None:
+    facts = certificates.tls_view(view)
+    if facts is None:
+        return None
+    earliest = certificates.earliest_expiry(view)
+    return TlsProgress(
+        secret_hash=facts.tls.material.content_hash,
+        changed_at=certificates.rfc3339(facts.changed_at),
+        not_after=certificates.rfc3339(earliest[1]) if earliest is not None else None,
+    )
+
+
+def _failure_findings(view: View, failures: Sequence[Failure]) -> Iterable[Finding]:
     """Actions that failed this pass: refusals name what was refused and Valkey's words."""
     refused: dict[tuple[Reason, str, str], list[str]] = {}
     others = []
@@ -244,6 +306,13 @@ def _failure_findings(failures: Sequence[Failure]) -> Iterable[Finding]:
             refused.setdefault(key, []).append(action.node)
         elif failure.refused is not None and isinstance(action, SyncAcl):
             key = (Reason.ACL_REJECTED, f"user {failure.refused}", failure.message)
+            refused.setdefault(key, []).append(action.node)
+        elif isinstance(action, ReloadTls):
+            if failure.refused is None:
+                continue  # an early reload: the kubelet may not have written the new files yet
+            tls = view.desired.tls
+            secret = tls.material.secret if tls is not None else "?"
+            key = (Reason.TLS_REJECTED, f"the certificate files of Secret {secret}", failure.message)
             refused.setdefault(key, []).append(action.node)
         else:
             others.append(failure.message)
@@ -296,6 +365,7 @@ def _findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> I
     yield from _repair_findings(view, actions, uncovered)
     yield from _migration_findings(view)
     yield from _settings_findings(view)
+    yield from _tls_findings(view)
 
 
 def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:

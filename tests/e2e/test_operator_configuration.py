@@ -71,7 +71,8 @@ async def test_an_unknown_config_map_key_stops_the_operator(
     assert await process.exit_code(EXIT_TIMEOUT) == 2, process.tail()
     assert process.log().splitlines() == [
         f'valkey-operator: invalid key in ConfigMap {namespace}/{CONFIG_MAP_NAME} "defaultZoneSpreed": '
-        "allowed the text keys defaultZoneSpread and maxConcurrentRollouts"
+        "allowed the text keys defaultZoneSpread, maxConcurrentRollouts, secretSyncSeconds, "
+        "tlsExpiryWarningDays"
     ]
 
 

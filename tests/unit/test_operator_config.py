@@ -28,13 +28,25 @@ def test_a_missing_or_empty_config_map_means_defaults() -> None:
     assert parse_config_map(config_map({}), "ops") == defaults
 
 
-def test_both_keys_are_read() -> None:
+def test_every_key_is_read() -> None:
     parsed = parse_config_map(
         config_map({"defaultZoneSpread": "required", "maxConcurrentRollouts": "3"}), "ops"
     )
     assert parsed == OperatorConfig(default_zone_spread=ZoneSpread.REQUIRED, max_concurrent_rollouts=3)
     only_rollouts = parse_config_map(config_map({"maxConcurrentRollouts": "0"}), "ops")
     assert only_rollouts.default_zone_spread is ZoneSpread.BEST_EFFORT
+    tls = parse_config_map(config_map({"secretSyncSeconds": "30", "tlsExpiryWarningDays": "14"}), "ops")
+    assert (tls.secret_sync_seconds, tls.tls_expiry_warning_days) == (30, 14)
+    assert (OperatorConfig().secret_sync_seconds, OperatorConfig().tls_expiry_warning_days) == (120, 7)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "floor"), [("secretSyncSeconds", "0", 1), ("tlsExpiryWarningDays", "-1", 0)]
+)
+def test_tls_keys_are_bounded_integers(key: str, value: str, floor: int) -> None:
+    with pytest.raises(InvalidValue) as caught:
+        parse_config_map(config_map({key: value}), "ops")
+    assert str(caught.value) == f'invalid {WHERE} key {key} "{value}": allowed an integer >= {floor}'
 
 
 @pytest.mark.parametrize("value", ["sometimes", "BestEffort", "", "required "])
@@ -60,7 +72,8 @@ def test_an_unknown_key_is_refused(key: str) -> None:
     with pytest.raises(InvalidValue) as caught:
         parse_config_map(config_map({"defaultZoneSpread": "required", key: "x"}), "ops")
     assert str(caught.value) == (
-        f'invalid key in {WHERE} "{key}": allowed the text keys defaultZoneSpread and maxConcurrentRollouts'
+        f'invalid key in {WHERE} "{key}": allowed the text keys defaultZoneSpread, maxConcurrentRollouts, '
+        "secretSyncSeconds, tlsExpiryWarningDays"
     )
 
 

@@ -297,6 +297,24 @@ class RolloutStatus:
 
 
 @attrs.frozen(kw_only=True)
+class TlsStatus:
+    """The certificate material of a TLS cluster, as the operator last saw and confirmed it."""
+
+    secret_hash: str | None = None
+    changed_at: str | None = None
+    not_after: str | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Obj) -> Self:
+        return cls(
+            secret_hash=obj.get("secretHash"), changed_at=obj.get("changedAt"), not_after=obj.get("notAfter")
+        )
+
+    def to_dict(self) -> Obj:
+        return omitempty(secretHash=self.secret_hash, changedAt=self.changed_at, notAfter=self.not_after)
+
+
+@attrs.frozen(kw_only=True)
 class ValkeyClusterStatus:
     state: ClusterState | None = None
     message: str | None = None
@@ -310,12 +328,14 @@ class ValkeyClusterStatus:
     config_hash: str | None = None
     nodes: tuple[NodeStatus, ...] = ()
     rollout: RolloutStatus | None = None
+    tls: TlsStatus | None = None
     conditions: tuple[Condition, ...] = ()
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
         return cls(
             rollout=RolloutStatus.from_dict(obj["rollout"]) if obj.get("rollout") else None,
+            tls=TlsStatus.from_dict(obj["tls"]) if obj.get("tls") else None,
             state=parse_optional(obj, "state", ClusterState),
             message=obj.get("message"),
             endpoint=obj.get("endpoint"),
@@ -342,6 +362,7 @@ class ValkeyClusterStatus:
             configHash=self.config_hash,
             nodes=self.nodes,
             rollout=self.rollout,
+            tls=self.tls,
             conditions=self.conditions,
         )
 

@@ -1075,6 +1075,28 @@ def valkey_cluster() -> Schema:
                     ),
                 },
             ),
+            "tls": obj(
+                "TLS clusters only: the certificate material the nodes serve.",
+                {
+                    "secretHash": string(
+                        "Hash of the tls.crt, tls.key and ca.crt the operator last saw in the Secret "
+                        "spec.tls.secretRef names.",
+                        max_length=64,
+                    ),
+                    "changedAt": string(
+                        "When the operator first saw that content (RFC 3339); every node older than this "
+                        "is reloaded once the kubelet has had time to update the mounted files.",
+                        max_length=64,
+                        fmt="date-time",
+                    ),
+                    "notAfter": string(
+                        "When the earliest certificate a node serves expires (RFC 3339), read from a real "
+                        "TLS handshake with each node.",
+                        max_length=64,
+                        fmt="date-time",
+                    ),
+                },
+            ),
             "conditions": conditions("Conditions: Ready, Progressing and Degraded, each with a reason."),
         },
     )

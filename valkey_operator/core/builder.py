@@ -31,6 +31,7 @@ class _Watch:
     map_fn: MapFunc
     namespace: str | None
     update_filter: UpdateFilter | None
+    metadata_only: bool = False
 
 
 @attrs.frozen
@@ -67,9 +68,15 @@ class ControllerBuilder:
         *,
         namespace: str | None = None,
         update_filter: UpdateFilter | None = None,
+        metadata_only: bool = False,
     ) -> ControllerBuilder:
-        """Any kind: map_fn says which Requests an object's change affects."""
-        return attrs.evolve(self, watched=(*self.watched, _Watch(resource, map_fn, namespace, update_filter)))
+        """Any kind: map_fn says which Requests an object's change affects.
+
+        `metadata_only` (controller-runtime's `OnlyMetadata`) watches through the
+        metadata-only informer: enough when map_fn reads only metadata.
+        """
+        watch = _Watch(resource, map_fn, namespace, update_filter, metadata_only)
+        return attrs.evolve(self, watched=(*self.watched, watch))
 
     def with_workers(self, workers: int) -> ControllerBuilder:
         return attrs.evolve(self, workers=workers)
@@ -90,7 +97,9 @@ class ControllerBuilder:
             registry=self.manager.registry,
         )
         for watch in self.watched:
-            informer = self.manager.informer(watch.resource, watch.namespace)
+            informer = self.manager.informer(
+                watch.resource, watch.namespace, metadata_only=watch.metadata_only
+            )
             controller.watch(informer, watch.map_fn, watch.update_filter)
         self.manager.add(controller)
         return controller

@@ -2,8 +2,14 @@
 
 Modelled on client-go's `sharedIndexInformer` and `SharedInformerFactory`:
 every controller that needs a kind asks the factory, which hands out the same
-informer for the same (resource, namespace), so the process keeps one watch
-and one cache per kind however many controllers read it.
+informer for the same (resource, namespace, metadata_only), so the process
+keeps one watch and one cache per kind however many controllers read it.
+
+Memory is scoped as with controller-runtime's cache options: a metadata-only
+informer caches just `metadata` (for kinds where only names, labels and
+owners matter, or whose payloads must not sit in memory, such as Secrets),
+and the factory's `label_selectors` restrict a kind's full informer to the
+objects the operator needs whole.
 
 Handlers are called synchronously, in event order, on the event loop, after
 the store has been updated. They must be quick and must not block (enqueue a
@@ -108,15 +114,23 @@ class SharedInformer:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
         transform: Transform | None = strip_managed_fields,
         indexers: Mapping[str, IndexFunc] | None = None,
         watch_timeout: float | None = None,
         backoff: WatchBackoff | None = None,
         clock: Clock | None = None,
     ) -> None:
-        """`namespace` None or NAMESPACE_ALL watches all namespaces; see Reflector for the rest."""
+        """`namespace` None or NAMESPACE_ALL watches all namespaces; see Reflector for the rest.
+
+        `metadata_only` caches PartialObjectMetadata: objects with kind,
+        apiVersion and metadata only.
+        """
         self.resource = resource
         self.namespace = namespace if resource.namespaced and namespace else NAMESPACE_ALL
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.metadata_only = metadata_only
         self.store = Store(transform=transform, indexers=indexers)
         """The cache: read it freely, never write it, never mutate what it returns."""
         self._handlers: list[ResourceEventHandler] = []
@@ -128,12 +142,13 @@ class SharedInformer:
             namespace=self.namespace or None,
             label_selector=label_selector,
             field_selector=field_selector,
+            metadata_only=metadata_only,
             watch_timeout=watch_timeout,
             backoff=backoff,
             clock=clock,
         )
         self._task: asyncio.Task[None] | None = None
-        self._log = log.bind(resource=str(resource), namespace=self.namespace)
+        self._log = log.bind(resource=str(resource), namespace=self.namespace, metadata_only=metadata_only)
 
     # -- handlers --------------------------------------------------------------
 
@@ -225,7 +240,8 @@ class SharedInformer:
         """Start running in a background task; a no-op if already running."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
-                self.run(), name=f"informer:{self.resource}:{self.namespace}"
+                self.run(),
+                name=f"informer:{self.resource}:{self.namespace}{':metadata' if self.metadata_only else ''}",
             )
 
     @property
@@ -243,45 +259,58 @@ class SharedInformer:
 
 
 class SharedInformerFactory:
-    """Hands out one SharedInformer per (resource, namespace), so all controllers share watches."""
+    """One SharedInformer per (resource, namespace, metadata_only), so all controllers share watches."""
 
     def __init__(
         self,
         rest: RestClient,
         *,
         namespace: str | None = None,
+        label_selectors: Mapping[Resource, str] | None = None,
         transform: Transform | None = strip_managed_fields,
         watch_timeout: float | None = None,
         backoff: Callable[[], WatchBackoff] = WatchBackoff,
         clock: Clock | None = None,
     ) -> None:
-        """`namespace` is the default for `informer_for` (None: all namespaces)."""
+        """`namespace` is the default for `informer_for` (None: all namespaces).
+
+        `label_selectors` limits the full (not metadata-only) informer of a
+        resource to matching objects, as controller-runtime's
+        `cache.Options.ByObject[...].Label`; a metadata-only informer sees
+        every object, so the rest of the kind can still be watched cheaply.
+        """
         self._rest = rest
         self.namespace = namespace or NAMESPACE_ALL
+        self.label_selectors: Mapping[Resource, str] = dict(label_selectors or {})
         self._transform = transform
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._clock = clock
-        self._informers: dict[tuple[Resource, str], SharedInformer] = {}
+        self._informers: dict[tuple[Resource, str, bool], SharedInformer] = {}
         self._started = False
 
-    def informer_for(self, resource: Resource, namespace: str | None = None) -> SharedInformer:
+    def informer_for(
+        self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
+    ) -> SharedInformer:
         """The shared informer for this resource.
 
         `namespace` None means the factory's namespace; NAMESPACE_ALL means every
         namespace even when the factory has one. Ignored for cluster-scoped
-        resources. Informers created after `start` start at once.
+        resources. `metadata_only` gives a separate informer that caches only
+        metadata. Informers created after `start` start at once.
         """
         effective = self.namespace if namespace is None else namespace
         if not resource.namespaced:
             effective = NAMESPACE_ALL
-        key = (resource, effective)
+        key = (resource, effective, metadata_only)
         informer = self._informers.get(key)
         if informer is None:
             informer = SharedInformer(
                 self._rest,
                 resource,
                 namespace=effective,
+                label_selector=None if metadata_only else self.label_selectors.get(resource),
+                metadata_only=metadata_only,
                 transform=self._transform,
                 watch_timeout=self._watch_timeout,
                 backoff=self._backoff(),

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any
 
 import attrs
@@ -62,6 +62,7 @@ class Manager:
         *,
         field_manager: str,
         namespace: str | None = None,
+        label_selectors: Mapping[Resource, str] | None = None,
         metrics_bind_address: str = ":8080",
         health_probe_bind_address: str = ":8081",
         leader_election: LeaderElectionConfig | None = None,
@@ -69,10 +70,13 @@ class Manager:
         graceful_shutdown_timeout: float = 30.0,
         clock: Clock | None = None,
     ) -> None:
+        """`label_selectors` limits what a resource's full informer caches (see SharedInformerFactory)."""
         self.rest = RestClient(api_client)
         self.client = Client(self.rest, field_manager)
         self.namespace = namespace
-        self.informers = SharedInformerFactory(self.rest, namespace=namespace)
+        self.informers = SharedInformerFactory(
+            self.rest, namespace=namespace, label_selectors=label_selectors
+        )
         self.registry = registry
         self.clock = clock or RealClock()
         self.leader_election = leader_election
@@ -88,12 +92,15 @@ class Manager:
 
     # -- wiring ------------------------------------------------------------------
 
-    def informer(self, resource: Resource, namespace: str | None = None) -> SharedInformer:
+    def informer(
+        self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
+    ) -> SharedInformer:
         """The shared informer for resource, scoped to namespace (default: the manager's scope).
 
-        Pass ALL_NAMESPACES to watch every namespace regardless of the manager's scope.
+        Pass ALL_NAMESPACES to watch every namespace regardless of the manager's scope, and
+        `metadata_only=True` for an informer that caches only metadata.
         """
-        return self.informers.informer_for(resource, namespace=namespace)
+        return self.informers.informer_for(resource, namespace=namespace, metadata_only=metadata_only)
 
     def add(self, controller: Controller) -> None:
         self.controllers.append(controller)

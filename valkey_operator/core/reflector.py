@@ -21,6 +21,12 @@ Lists are consistent reads (no resourceVersion), so a relist never travels
 back in time. Watch bodies are split on newlines by hand, not with aiohttp's
 `readline`, which refuses lines over 64 KiB; objects can be larger.
 
+With `metadata_only` the LIST and WATCH ask for PartialObjectMetadata (as
+client-go's metadata informers do): the store holds only `metadata` (no Secret
+payloads in memory), and every write to an object is still an update, since
+each one changes its resourceVersion. As controller-runtime does, the
+objects get their resource's kind and apiVersion, not PartialObjectMetadata.
+
 The reflector does not know about handlers: after each store change it calls
 an `EventSink` (the informer) with the stored object(s).
 """
@@ -31,7 +37,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import aiohttp
 import attrs
@@ -40,7 +46,13 @@ import structlog
 
 from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import ApiError, Obj, RestClient
+from valkey_operator.core.rest import (
+    PARTIAL_OBJECT_METADATA,
+    PARTIAL_OBJECT_METADATA_LIST,
+    ApiError,
+    Obj,
+    RestClient,
+)
 from valkey_operator.core.store import DeletedFinalStateUnknown, Store
 
 __all__ = ["EventSink", "Reflector", "WatchBackoff", "iter_lines"]
@@ -98,6 +110,16 @@ class WatchBackoff:
         return self._current * (1.0 + self.jitter * random_fraction)
 
 
+class _Accept(TypedDict, total=False):
+    """RestClient's `accept` argument, passed only when it is not the default.
+
+    So RestClient subclasses written before `accept` existed (test doubles)
+    keep working for full-object informers.
+    """
+
+    accept: str
+
+
 class _ResumeImpossible(Exception):
     """The watch's resourceVersion is expired (410) or ahead of the server: relist."""
 
@@ -149,6 +171,7 @@ class Reflector:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
         page_size: int = PAGE_SIZE,
         watch_timeout: float | None = None,
         backoff: WatchBackoff | None = None,
@@ -160,6 +183,9 @@ class Reflector:
         self.namespace = namespace or None
         self.label_selector = label_selector
         self.field_selector = field_selector
+        self.metadata_only = metadata_only
+        self._list_accept: _Accept = {"accept": PARTIAL_OBJECT_METADATA_LIST} if metadata_only else {}
+        self._watch_accept: _Accept = {"accept": PARTIAL_OBJECT_METADATA} if metadata_only else {}
         self._rest = rest
         self._store = store
         self._sink = sink
@@ -172,7 +198,9 @@ class Reflector:
         self._last_sync_resource_version = ""
         self._watch_events = 0  # events applied by the current (or last) watch
         self._synced = asyncio.Event()
-        self._log = log.bind(resource=str(resource), namespace=self.namespace or "")
+        self._log = log.bind(
+            resource=str(resource), namespace=self.namespace or "", metadata_only=metadata_only
+        )
 
     @property
     def last_sync_resource_version(self) -> str:
@@ -229,13 +257,19 @@ class Reflector:
         while True:
             query = {**self._selector_query(), "limit": self._page_size, "continue": continue_token}
             try:
-                page = await self._rest.request("GET", self._path, query=query, timeout=LIST_TIMEOUT)
+                page = await self._rest.request(
+                    "GET", self._path, query=query, timeout=LIST_TIMEOUT, **self._list_accept
+                )
             except ApiError as exc:
                 if not (exc.gone and continue_token):
                     raise
                 self._log.info("list_continue_expired_listing_unpaged")
                 page = await self._rest.request(
-                    "GET", self._path, query=self._selector_query(), timeout=UNPAGED_LIST_TIMEOUT
+                    "GET",
+                    self._path,
+                    query=self._selector_query(),
+                    timeout=UNPAGED_LIST_TIMEOUT,
+                    **self._list_accept,
                 )
                 items = []
                 continue_token = None
@@ -248,12 +282,24 @@ class Reflector:
                     raise ValueError("LIST response without metadata.resourceVersion")
                 return items, str(resource_version)
 
-    async def _list_and_replace(self) -> None:
-        objects, resource_version = await self._list()
-        # List items carry no kind/apiVersion; give them what watch events have.
-        for obj in objects:
+    def _set_type(self, obj: Obj) -> None:
+        """Give an object its resource's kind and apiVersion.
+
+        Full list items carry none (watch events do). Metadata-only items and
+        events say PartialObjectMetadata, which is overwritten: readers and
+        handlers (owner mapping, event recording) see the kind they asked for.
+        """
+        if self.metadata_only:
+            obj["apiVersion"] = self.resource.api_version
+            obj["kind"] = self.resource.kind
+        else:
             obj.setdefault("apiVersion", self.resource.api_version)
             obj.setdefault("kind", self.resource.kind)
+
+    async def _list_and_replace(self) -> None:
+        objects, resource_version = await self._list()
+        for obj in objects:
+            self._set_type(obj)
         previous = self._store.snapshot()
         stored = self._store.replace(objects, resource_version)
         self._last_sync_resource_version = resource_version
@@ -301,7 +347,9 @@ class Reflector:
         self._watch_events = 0
         try:
             async with (
-                self._rest.stream(self._path, query=query, timeout=client_timeout) as response,
+                self._rest.stream(
+                    self._path, query=query, timeout=client_timeout, **self._watch_accept
+                ) as response,
                 contextlib.aclosing(iter_lines(response.content.iter_any())) as lines,
             ):
                 async for line in lines:
@@ -327,6 +375,7 @@ class Reflector:
         if event_type == "BOOKMARK":
             pass
         elif event_type in ("ADDED", "MODIFIED"):
+            self._set_type(obj)
             key = self._store.key_of(obj)
             old = self._store.get_by_key(key)
             new = self._store.add(obj)
@@ -336,6 +385,7 @@ class Reflector:
                 self._sink.on_update(old, new)
         elif event_type == "DELETED":
             # The event's object is the final state; report it, not the cached one.
+            self._set_type(obj)
             final = self._store.transform_object(obj)
             self._store.delete(final)
             self._sink.on_delete(final)

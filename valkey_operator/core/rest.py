@@ -23,6 +23,9 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# Accept headers that make the API server answer with metadata only (client-go's metadata client).
+PARTIAL_OBJECT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+PARTIAL_OBJECT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
 class ApiError(Exception):
@@ -87,8 +90,9 @@ class RestClient:
         body: Any,
         content_type: str,
         timeout: float | aiohttp.ClientTimeout | None,
+        accept: str = JSON,
     ) -> aiohttp.ClientResponse:
-        headers = {"Accept": JSON, "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         response: aiohttp.ClientResponse = await self.api_client.call_api(
             path,
             method,
@@ -110,9 +114,13 @@ class RestClient:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = 30.0,
+        accept: str = JSON,
     ) -> Obj:
-        """Send one request; return the decoded body or raise ApiError."""
-        response = await self._send(method, path, query, body, content_type, timeout)
+        """Send one request; return the decoded body or raise ApiError.
+
+        `accept` selects another JSON form of the answer (e.g. PARTIAL_OBJECT_METADATA_LIST).
+        """
+        response = await self._send(method, path, query, body, content_type, timeout, accept)
         async with response:
             data = await response.read()
             if not 200 <= response.status <= 299:
@@ -122,10 +130,15 @@ class RestClient:
 
     @contextlib.asynccontextmanager
     async def stream(
-        self, path: str, *, query: Query | None = None, timeout: aiohttp.ClientTimeout | None = None
+        self,
+        path: str,
+        *,
+        query: Query | None = None,
+        timeout: aiohttp.ClientTimeout | None = None,
+        accept: str = JSON,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """A GET whose body is read incrementally (watches); raises ApiError on non-2xx."""
-        response = await self._send("GET", path, query, None, JSON, timeout)
+        response = await self._send("GET", path, query, None, JSON, timeout, accept)
         async with response:
             if not 200 <= response.status <= 299:
                 raise ApiError(response.status, await response.read())

@@ -7,9 +7,11 @@ per state directory.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import attrs
 from cryptography import x509
@@ -81,7 +83,13 @@ def _write_cert(cert: x509.Certificate, path: Path) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, key: Key) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: Key,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
@@ -89,8 +97,8 @@ def _builder(subject: x509.Name, issuer: x509.Name, key: Key) -> x509.Certificat
         .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_before(not_before or now - datetime.timedelta(minutes=5))
+        .not_valid_after(not_after or now + _VALIDITY)
     )
 
 
@@ -130,8 +138,11 @@ def issue_leaf(
     ip_addresses: tuple[str, ...] = (),
     server: bool = False,
     client: bool = False,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A certificate signed by the CA, for serving, client auth, or both."""
+    """A certificate signed by the CA, for serving, client auth, or both (valid 10 years unless
+    not_before/not_after say otherwise)."""
     key = ec.generate_private_key(ec.SECP256R1())
     usages = []
     if server:
@@ -139,7 +150,7 @@ def issue_leaf(
     if client:
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
     builder = (
-        _builder(_name(common_name, organization), ca_cert.subject, key)
+        _builder(_name(common_name, organization), ca_cert.subject, key, not_before, not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     )
@@ -148,6 +159,29 @@ def issue_leaf(
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(ca_key, hashes.SHA256()), key
+
+
+def pem(*certs: x509.Certificate) -> bytes:
+    return b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in certs)
+
+
+def key_pem(key: Key, password: bytes | None = None) -> bytes:
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    )
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+
+def tls_secret(name: str, namespace: str, cert: bytes, key: bytes, ca: bytes) -> dict[str, Any]:
+    """A kubernetes.io/tls Secret body with tls.crt, tls.key and ca.crt (PEM bytes)."""
+    data = {"tls.crt": cert, "tls.key": key, "ca.crt": ca}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {key_name: base64.b64encode(value).decode() for key_name, value in data.items()},
+    }
 
 
 def write_pki(directory: Path, service_ip: str) -> PKI:

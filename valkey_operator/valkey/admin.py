@@ -177,6 +177,15 @@ class NodeConnection:
     async def text(self, *args: str | int) -> str:
         return _text(await self.command(*args))
 
+    def peer_certificate(self) -> bytes | None:
+        """The DER certificate the node presented in this connection's TLS handshake (None: plain)."""
+        writer = getattr(self.connection, "_writer", None)  # valkey-py keeps the stream here
+        ssl_object = writer.get_extra_info("ssl_object") if writer is not None else None
+        if ssl_object is None:
+            return None
+        der: bytes | None = ssl_object.getpeercert(binary_form=True)
+        return der
+
     # --- reads ---
 
     async def info(self, *sections: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ from valkey_operator.api.cluster import (
     RolloutStatus,
     TaintEffect,
     Tls,
+    TlsStatus,
     Toleration,
     TolerationOperator,
     ValkeyCluster,
@@ -214,6 +215,11 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             conditions=conditions("Ready", "Progressing", "Degraded"),
             rollout=RolloutStatus(
                 shards_updated=2, shards=5, shard=2, step="FailingOver", started_at="2026-12-01T10:00:00Z"
+            ),
+            tls=TlsStatus(
+                secret_hash="0123456789abcdef",
+                changed_at="2026-12-01T10:00:00Z",
+                not_after="2027-03-01T10:00:00Z",
             ),
         ),
     )

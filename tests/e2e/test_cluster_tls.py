@@ -1,0 +1,445 @@
+"""TLS certificate lifecycle end to end: rotation reloaded live, CA rotation, bad Secrets, expiry.
+
+Real pods running the TLS build of valkey-server, real handshakes. The test
+bed's kubelet updates mounted Secret files 2 s after a Secret changes (a real
+kubelet takes up to about two minutes); the operator here is told so with
+secretSyncSeconds 5. Each rotation runs under the data checker's TLS writes
+(one connection per primary, held throughout) and a prober that opens a new
+handshake to every node every 0.2 s trusting the CAs the test says a client
+trusts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from cluster_support import (
+    Catalog,
+    admin_client,
+    image_config,
+    owned_pods,
+    require_image,
+    status_of,
+    warnings,
+)
+from cryptography import x509
+from inprocess_operator import Operator
+from kubernetes_asyncio import client as k8s
+
+from controllers.cluster.render import layout
+from controllers.options import ControllerOptions
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.conditions import find_condition
+from valkey_operator.core.resource import SECRETS
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import certs, images
+from valkey_operator.testing.datachecker import DataChecker
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.wait import NotYet, eventually
+from valkey_operator.valkey.admin import AdminClient, ValkeyCommandError
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+SYNC = 5
+"""secretSyncSeconds for these tests: the test bed's kubelet writes Secret files after 2 s."""
+ROTATION_BOUND = 60.0
+"""Generous bound for Secret change -> every node presenting the new certificate (measured: a few s)."""
+
+
+@pytest_asyncio.fixture
+async def tls_operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+    options = ControllerOptions(node_networks=LOOPBACK_NETWORKS, secret_sync_seconds=SYNC)
+    running = Operator(kube_api, namespace, options=options)
+    await running.start()
+    yield running
+    await running.stop()
+
+
+class Pki:
+    def __init__(self, name: str) -> None:
+        self.ca, self.ca_key = certs.issue_ca(name)
+
+    def leaf(self, **validity: Any) -> tuple[bytes, bytes]:
+        cert, key = certs.issue_leaf(
+            self.ca, self.ca_key, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True, **validity
+        )
+        return certs.pem(cert), certs.key_pem(key)
+
+
+def serial_of(pem: bytes) -> str:
+    return format(x509.load_pem_x509_certificate(pem).serial_number, "X")
+
+
+async def put_secret(kube: Client, namespace: str, leaf: tuple[bytes, bytes], ca: bytes) -> None:
+    body = certs.tls_secret("tls", namespace, leaf[0], leaf[1], ca)
+    if await kube.get_or_none(SECRETS, "tls", namespace) is None:
+        await kube.create(SECRETS, body)
+    else:
+        await kube.patch(SECRETS, "tls", {"data": body["data"]}, namespace)
+
+
+async def create_tls_cluster(
+    kube: Client, namespace: str, name: str, config: str, shards: int, replicas: int, secret: str = "tls"
+) -> None:
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "configRef": config,
+            "shards": shards,
+            "replicasPerShard": replicas,
+            "tls": {"secretRef": secret},
+        },
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+
+
+async def active(kube: Client, namespace: str, name: str, timeout: float = 300) -> Obj:
+    async def done() -> Obj | NotYet:
+        status = await status_of(kube, namespace, name)
+        return status if status.get("state") == "Active" else NotYet(status.get("message"))
+
+    return await eventually(done, f"{name} Active", timeout, interval=0.25)
+
+
+def presented(ip: str, timeout: float = 2.0) -> str:
+    """The serial of the certificate the node at ip presents (no verification: we want to see it)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((ip, layout.VALKEY_PORT), timeout) as raw, context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return format(x509.load_der_x509_certificate(der).serial_number, "X")
+
+
+async def serials(kube: Client, namespace: str, name: str) -> dict[str, str]:
+    pods = await owned_pods(kube, namespace, name)
+    found = {}
+    for pod in pods:
+        ip = pod["status"].get("podIP")
+        if ip:
+            found[pod["metadata"]["name"]] = await asyncio.to_thread(presented, ip)
+    return found
+
+
+async def content_seen(kube: Client, namespace: str, name: str, previous: str) -> str:
+    """Wait until status.tls records Secret content other than `previous`; return its hash."""
+
+    async def done() -> str | NotYet:
+        recorded = (await status_of(kube, namespace, name)).get("tls") or {}
+        current = recorded.get("secretHash", previous)
+        return current if current != previous else NotYet(recorded)
+
+    return await eventually(done, f"{name} saw the new Secret content", 60, interval=0.2)
+
+
+async def everyone_presents(kube: Client, namespace: str, name: str, serial: str, timeout: float) -> float:
+    started = time.monotonic()
+
+    async def done() -> bool | NotYet:
+        found = await serials(kube, namespace, name)
+        return all(value == serial for value in found.values()) or NotYet(found)
+
+    await eventually(done, f"every node of {name} presents {serial}", timeout, interval=0.2)
+    return time.monotonic() - started
+
+
+def pod_lives(pods: Sequence[Obj]) -> dict[str, tuple[str, int]]:
+    """uid and restart count of each pod: unchanged means no pod was replaced or restarted."""
+    return {
+        pod["metadata"]["name"]: (
+            pod["metadata"]["uid"],
+            sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []),
+        )
+        for pod in pods
+    }
+
+
+def client_context(*cas: x509.Certificate) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=certs.pem(*cas).decode())
+    context.check_hostname = False  # cluster redirects carry IPs: the CA is verified, not the name
+    return context
+
+
+class HandshakeProber:
+    """New TLS handshakes to every node, every 0.2 s, trusting the given CAs; counts failures."""
+
+    def __init__(self, ips: Sequence[str], context: ssl.SSLContext) -> None:
+        self.ips, self.context = list(ips), context
+        self.attempts = 0
+        self.failures: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _one(self, ip: str) -> None:
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(ip, layout.VALKEY_PORT, ssl=self.context), 3.0
+            )
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            self.failures.append(f"{ip}: {exc}")
+
+    async def _run(self) -> None:
+        deadline = time.monotonic() + 600  # bounded
+        while time.monotonic() < deadline:
+            await asyncio.gather(*(self._one(ip) for ip in self.ips))
+            self.attempts += len(self.ips)
+            await asyncio.sleep(0.2)
+
+    async def __aenter__(self) -> HandshakeProber:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def sync_counts(admin: AdminClient, primaries: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Full and partial resyncs each primary served: unchanged means no replication link broke."""
+    counts = {}
+    for ip in primaries:
+        async with admin.connect(ip) as node:
+            stats = await node.info("stats")
+        counts[ip] = (stats.get("sync_full", ""), stats.get("sync_partial_ok", ""))
+    return counts
+
+
+@pytest.mark.timeout(900)
+async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost_write(
+    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image(images.tls_image())
+    old, new = Pki("rotation-old-ca"), Pki("rotation-new-ca")
+    first = old.leaf()
+    await put_secret(kube, namespace, first, certs.pem(old.ca))
+    config = await image_config(catalog, images.tls_image())
+    await create_tls_cluster(kube, namespace, "rot", config, shards=3, replicas=1)
+    status = await active(kube, namespace, "rot")
+    assert status["tls"]["notAfter"]
+    admin = await admin_client(kube, namespace, "rot")
+    admin = AdminClient(
+        credentials=admin.credentials,
+        ca_pem=certs.pem(old.ca, new.ca).decode(),
+        allowed_networks=LOOPBACK_NETWORKS,
+    )
+    ips = [node["ip"] for node in status["nodes"]]
+    primaries = [node["ip"] for node in status["nodes"] if node["role"] == "primary"]
+    lives = pod_lives(await owned_pods(kube, namespace, "rot"))
+    syncs = await sync_counts(admin, primaries)
+    checker = DataChecker(
+        [(ip, layout.VALKEY_PORT) for ip in primaries],
+        replicas=1,
+        username=ADMIN_USER,
+        password=admin.credentials.password,
+        ssl=client_context(old.ca, new.ca),
+        prefix="tls",
+    )
+    async with checker, HandshakeProber(ips, client_context(old.ca, new.ca)) as prober:
+        writer = asyncio.create_task(checker.run_writer(max_keys=20000, duration=600, interval=0.01))
+        timings = {}
+        # 1. A new leaf from the same CA.
+        second = old.leaf()
+        await put_secret(kube, namespace, second, certs.pem(old.ca))
+        timings["leaf"] = await everyone_presents(
+            kube, namespace, "rot", serial_of(second[0]), ROTATION_BOUND
+        )
+        await active(kube, namespace, "rot", 120)
+        # 2. CA rotation: the bundle first (the leaf stays; Active again once every node surely
+        #    loaded it), then a leaf of the new CA, then the old CA dropped.
+        seen = (await status_of(kube, namespace, "rot"))["tls"]["secretHash"]
+        await put_secret(kube, namespace, second, certs.pem(old.ca, new.ca))
+        started = time.monotonic()
+        seen = await content_seen(kube, namespace, "rot", seen)
+        await active(kube, namespace, "rot", 120)
+        timings["bundle"] = time.monotonic() - started
+        third = new.leaf()
+        await put_secret(kube, namespace, third, certs.pem(old.ca, new.ca))
+        timings["new-ca leaf"] = await everyone_presents(
+            kube, namespace, "rot", serial_of(third[0]), ROTATION_BOUND
+        )
+        seen = await content_seen(kube, namespace, "rot", seen)
+        await active(kube, namespace, "rot", 120)
+        await put_secret(kube, namespace, third, certs.pem(new.ca))
+        started = time.monotonic()
+        await content_seen(kube, namespace, "rot", seen)
+        final = await active(kube, namespace, "rot", 120)
+        timings["drop old CA"] = time.monotonic() - started
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+        verified = await checker.verify()
+    print(
+        f"[tls] rotation timings {dict((k, round(v, 1)) for k, v in timings.items())}, "
+        f"{prober.attempts} handshakes"
+    )
+    assert verified.ok, verified
+    assert len(checker.acknowledged) > 100
+    assert prober.failures == [], prober.failures[:5]
+    assert prober.attempts > 100
+    assert pod_lives(await owned_pods(kube, namespace, "rot")) == lives  # no pod replaced or restarted
+    assert await sync_counts(admin, primaries) == syncs  # no replication link broke
+    assert final["tls"]["secretHash"] != status["tls"]["secretHash"]
+    # The operator still reaches every node with only the new CA.
+    reports = final["nodes"]
+    assert len(reports) == 6 and all(node.get("nodeId") for node in reports)
+
+
+BAD_SECRETS = {
+    "missing": None,
+    "no ca.crt": "no-ca",
+    "key does not match": "mismatch",
+    "expired": "expired",
+    "encrypted key": "encrypted",
+    "not issued by its CA": "stranger",
+}
+
+
+def bad_secret(kind: str, pki: Pki, namespace: str, name: str) -> Obj:
+    cert, key = pki.leaf()
+    ca = certs.pem(pki.ca)
+    now = datetime.datetime.now(datetime.UTC)
+    if kind == "mismatch":
+        key = pki.leaf()[1]
+    elif kind == "expired":
+        cert, key = pki.leaf(
+            not_before=now - datetime.timedelta(days=10), not_after=now - datetime.timedelta(days=1)
+        )
+    elif kind == "encrypted":
+        cert_obj, key_obj = certs.issue_leaf(pki.ca, pki.ca_key, "valkey", server=True)
+        cert, key = certs.pem(cert_obj), certs.key_pem(key_obj, b"passphrase")
+    elif kind == "stranger":
+        ca = certs.pem(Pki("stranger").ca)
+    body = certs.tls_secret(name, namespace, cert, key, ca)
+    if kind == "no-ca":
+        del body["data"]["ca.crt"]
+    return body
+
+
+EXPECTED = {
+    None: "Secret {name} not found",
+    "no-ca": "Secret {name} has no ca.crt",
+    "mismatch": "tls.key does not match the certificate in tls.crt",
+    "expired": "tls.crt expired at",
+    "encrypted": "tls.key is encrypted",
+    "stranger": "no CA in ca.crt issued tls.crt",
+}
+
+
+@pytest.mark.timeout(300)
+async def test_a_bad_secret_at_creation_holds_the_cluster_and_says_why(
+    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image(images.tls_image())
+    pki = Pki("creation-ca")
+    config = await image_config(catalog, images.tls_image())
+    for index, kind in enumerate(BAD_SECRETS.values()):
+        secret = f"bad-{index}"
+        if kind is not None:
+            await kube.create(SECRETS, bad_secret(kind, pki, namespace, secret))
+        await create_tls_cluster(kube, namespace, f"c{index}", config, 1, 0, secret=secret)
+
+    async def every_one_says_why() -> bool | NotYet:
+        found = {}
+        for index, kind in enumerate(BAD_SECRETS.values()):
+            status = await status_of(kube, namespace, f"c{index}")
+            progressing = find_condition(status.get("conditions"), "Progressing") or {}
+            wanted = EXPECTED[kind].format(name=f"bad-{index}")
+            if progressing.get("reason") != "TlsSecretInvalid" or wanted not in progressing.get(
+                "message", ""
+            ):
+                found[index] = progressing.get("message")
+        return not found or NotYet(found)
+
+    await eventually(every_one_says_why, "each cluster blocked with its Secret's problem", 60)
+    for index in range(len(BAD_SECRETS)):
+        assert await owned_pods(kube, namespace, f"c{index}") == []
+    assert await warnings(kube, namespace, "TlsSecretInvalid")
+    # Fixing a Secret lets its cluster form (the Secret watch wakes it; no pass waits for a timer).
+    await kube.delete(SECRETS, "bad-2", namespace)
+    cert, key = pki.leaf()
+    await kube.create(SECRETS, certs.tls_secret("bad-2", namespace, cert, key, certs.pem(pki.ca)))
+    await active(kube, namespace, "c2", 180)
+
+
+@pytest.mark.timeout(600)
+async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until_fixed(
+    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    require_image(images.tls_image())
+    pki = Pki("running-ca")
+    now = datetime.datetime.now(datetime.UTC)
+    short = pki.leaf(not_after=now + datetime.timedelta(days=3))  # inside the 7-day warning
+    await put_secret(kube, namespace, short, certs.pem(pki.ca))
+    config = await image_config(catalog, images.tls_image())
+    await create_tls_cluster(kube, namespace, "run", config, shards=1, replicas=1)
+    status = await active(kube, namespace, "run")
+
+    # The expiry: a gauge per node from the served certificate, Degraded and an Event.
+    expected = x509.load_pem_x509_certificate(short[0]).not_valid_after_utc.timestamp() - time.time()
+    for node in status["nodes"]:
+        seconds = tls_operator.registry.get_sample_value(
+            "valkey_node_tls_certificate_expiry_seconds",
+            {"namespace": namespace, "cluster": "run", "pod": node["pod"]},
+        )
+        assert seconds is not None and abs(seconds - expected) < 120, (seconds, expected)
+    degraded = find_condition(status["conditions"], "Degraded") or {}
+    assert degraded.get("reason") == "CertificateExpiring", degraded
+    assert await warnings(kube, namespace, "CertificateExpiring")
+
+    # A key that does not match: Degraded with the Secret's problem, the old certificate served.
+    lives = pod_lives(await owned_pods(kube, namespace, "run"))
+    ips = [node["ip"] for node in status["nodes"]]
+    await put_secret(kube, namespace, (pki.leaf()[0], pki.leaf()[1]), certs.pem(pki.ca))
+
+    async def reported() -> Obj | NotYet:
+        current = await status_of(kube, namespace, "run")
+        degraded = find_condition(current.get("conditions"), "Degraded") or {}
+        ok = degraded.get("reason") == "TlsSecretInvalid" and "does not match" in degraded.get("message", "")
+        return current if ok else NotYet(degraded)
+
+    await eventually(reported, "the bad Secret reported", 60)
+    assert await warnings(kube, namespace, "TlsSecretInvalid")
+    await asyncio.sleep(SYNC + 3)  # the bad files are on disk now: Valkey itself refuses them
+    admin = await admin_client(kube, namespace, "run")
+    admin = AdminClient(
+        credentials=admin.credentials, ca_pem=certs.pem(pki.ca).decode(), allowed_networks=LOOPBACK_NETWORKS
+    )
+    async with admin.connect(ips[0]) as node:
+        with pytest.raises(ValkeyCommandError):
+            await node.config_set(
+                {"tls-cert-file": layout.TLS_CERT_FILE, "tls-key-file": layout.TLS_KEY_FILE}
+            )
+    assert set((await serials(kube, namespace, "run")).values()) == {serial_of(short[0])}
+    assert pod_lives(await owned_pods(kube, namespace, "run")) == lives
+
+    # Fixed: a good, long-lived leaf is loaded live and the warnings clear.
+    good = pki.leaf()
+    await put_secret(kube, namespace, good, certs.pem(pki.ca))
+    await everyone_presents(kube, namespace, "run", serial_of(good[0]), ROTATION_BOUND)
+    final = await active(kube, namespace, "run", 120)
+
+    async def clear() -> bool | NotYet:
+        current = await status_of(kube, namespace, "run")
+        degraded = find_condition(current.get("conditions"), "Degraded") or {}
+        return degraded.get("status") == "False" or NotYet(degraded)
+
+    await eventually(clear, "Degraded cleared", 60)
+    assert pod_lives(await owned_pods(kube, namespace, "run")) == lives
+    assert final["state"] == "Active"
