@@ -16,9 +16,11 @@ order the actor carries the actions out:
 2. create the missing pods (one per shard per replica slot), except for a
    shard whose pods keep failing before they serve (failures.py), and none
    while the cache has not caught up with this operator's own pod writes;
-3. CONFIG SET the runtime settings each node does not run as desired, and
-   ACL SETUSER/DELUSER what differs from its ACL LIST (upkeep.py), before the
-   node takes part in any topology step below;
+3. CONFIG SET the runtime settings each node does not run as desired, tell a
+   TLS node to load its certificate files again when it presents another
+   certificate than the Secret's or has not surely loaded its latest content
+   (certificates.py), and ACL SETUSER/DELUSER what differs from its ACL LIST
+   (upkeep.py), before the node takes part in any topology step below;
 4. check each Ready node's binary version; a node below the floor (or with
    none) never joins, the cluster is Failed and no topology step is planned;
 5. one seed node MEETs every eligible node it has not met, and again any

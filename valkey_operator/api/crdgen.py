@@ -901,12 +901,13 @@ def valkey_cluster() -> Schema:
             "tls": obj(
                 "TLS for clients, replication and the cluster bus (TLS only: the plain port is closed). "
                 "Cannot be added or removed after creation. A new secretRef rolls the pods onto the new "
-                "Secret; certificate reload without new pods (new data in the same Secret) is not yet "
-                "built.",
+                "Secret; new data in the same Secret (a renewed certificate, a CA bundle) is loaded by "
+                "every node without a restart.",
                 {
                     "secretRef": object_name(
                         "Name of a kubernetes.io/tls Secret in the cluster's namespace with tls.crt, "
-                        "tls.key and ca.crt.",
+                        "tls.key and ca.crt (one or more CAs). Checked before use: a missing, expired or "
+                        "mismatched one holds the cluster with reason TlsSecretInvalid.",
                         "Secret",
                     )
                 },
