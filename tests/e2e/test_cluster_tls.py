@@ -403,18 +403,28 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
     assert degraded.get("reason") == "CertificateExpiring", degraded
     assert await warnings(kube, namespace, "CertificateExpiring")
 
-    # A key that does not match: Degraded with the Secret's problem, the old certificate served.
+    # Each bad Secret in turn (the mismatched key last): Degraded with the Secret's problem, an
+    # Event, the old certificate still served, no pod touched.
     lives = pod_lives(await owned_pods(kube, namespace, "run"))
     ips = [node["ip"] for node in status["nodes"]]
-    await put_secret(kube, namespace, (pki.leaf()[0], pki.leaf()[1]), certs.pem(pki.ca))
+    for kind in sorted(BAD_SECRETS.values(), key=lambda kind: kind == "mismatch"):
+        if kind is None:
+            await kube.delete(SECRETS, "tls", namespace)
+        else:
+            bad = bad_secret(kind, pki, namespace, "tls")
+            if await kube.get_or_none(SECRETS, "tls", namespace) is None:
+                await kube.create(SECRETS, bad)
+            else:
+                await kube.replace(SECRETS, bad)
+        wanted = EXPECTED[kind].format(name="tls")
 
-    async def reported() -> Obj | NotYet:
-        current = await status_of(kube, namespace, "run")
-        degraded = find_condition(current.get("conditions"), "Degraded") or {}
-        ok = degraded.get("reason") == "TlsSecretInvalid" and "does not match" in degraded.get("message", "")
-        return current if ok else NotYet(degraded)
+        async def reported(wanted: str = wanted) -> Obj | NotYet:
+            current = await status_of(kube, namespace, "run")
+            degraded = find_condition(current.get("conditions"), "Degraded") or {}
+            ok = degraded.get("reason") == "TlsSecretInvalid" and wanted in degraded.get("message", "")
+            return current if ok else NotYet(degraded)
 
-    await eventually(reported, "the bad Secret reported", 60)
+        await eventually(reported, f"the bad Secret ({kind}) reported", 60)
     assert await warnings(kube, namespace, "TlsSecretInvalid")
     await asyncio.sleep(SYNC + 3)  # the bad files are on disk now: Valkey itself refuses them
     admin = await admin_client(kube, namespace, "run")
