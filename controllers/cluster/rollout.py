@@ -74,13 +74,13 @@ class Rollout:
     """The shard rolling now: the lowest in-spec shard with an outdated pod."""
     shards_current: int
     """In-spec shards whose every live pod runs the current template."""
-    surge: bool
+    surge: bool = False
     """The rolling shard should have one pod more than 1 + replicasPerShard."""
-    step: DeletePod | Failover | None
+    step: DeletePod | Failover | None = None
     """The disruptive step to take now, if any."""
-    failover: FailoverRequest | None
+    failover: FailoverRequest | None = None
     """The latest failover request in the rolling shard that has not happened yet."""
-    failover_failed: bool
+    failover_failed: bool = False
     """That request timed out (it is retried after a backoff)."""
     queued: bool = False
     """Outdated pods wait for a rollout slot (maxConcurrentRollouts)."""
@@ -96,25 +96,10 @@ def plan_rollout(view: View) -> Rollout:
     shards = sorted({pod.shard for pod in stale if pod.shard is not None})
     current = sum(1 for shard in range(view.desired.shards) if shard not in shards)
     if not shards:
-        return Rollout(
-            outdated=(),
-            shard=None,
-            shards_current=current,
-            surge=False,
-            step=None,
-            failover=None,
-            failover_failed=False,
-        )
+        return Rollout(outdated=(), shard=None, shards_current=current)
     if not view.may_roll:
         return Rollout(
-            outdated=tuple(pod.name for pod in stale),
-            shard=None,
-            shards_current=current,
-            surge=False,
-            step=None,
-            failover=None,
-            failover_failed=False,
-            queued=True,
+            outdated=tuple(pod.name for pod in stale), shard=None, shards_current=current, queued=True
         )
     shard = shards[0]
     pods = view.shard_pods(shard)

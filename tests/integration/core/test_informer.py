@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 import structlog.testing
+from informer_running import running
 from kubernetes_asyncio import client, config
 
 from valkey_operator.core.informer import (
@@ -194,17 +195,6 @@ async def etcd_compact(etcd_client_port: int, revision: int) -> None:
         session.post(url, json={"revision": str(revision), "physical": True}) as response,
     ):
         response.raise_for_status()
-
-
-@contextlib.asynccontextmanager
-async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
-    informer.start()
-    try:
-        async with asyncio.timeout(20):
-            await informer.wait_for_sync()
-        yield informer
-    finally:
-        await informer.stop()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from informer_running import running
 from kubernetes_asyncio import client
 
 from valkey_operator.core.builder import build_controller
@@ -146,17 +147,6 @@ def rv(obj: Obj) -> str:
 
 def names(informer: SharedInformer) -> set[str]:
     return {o["metadata"]["name"] for o in informer.store.list() if o["metadata"]["name"].startswith(PREFIX)}
-
-
-@contextlib.asynccontextmanager
-async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
-    informer.start()
-    try:
-        async with asyncio.timeout(20):
-            await informer.wait_for_sync()
-        yield informer
-    finally:
-        await informer.stop()
 
 
 @pytest.fixture
