@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from controllers.cluster.actions import Action, Failover, Failure, Promote
 from controllers.cluster.observe import Observation
 from controllers.cluster.observer import NodeExtras
+from controllers.cluster.report import PlannedStatus
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation
 
@@ -122,6 +123,12 @@ class ClusterMetrics:
             cluster_labels,
             registry=registry,
         )
+        self.max_primaries_per_node = Gauge(
+            "valkey_operator_cluster_max_primaries_per_node",
+            "The most slot-serving primaries one Kubernetes node holds (status.maxPrimariesPerNode)",
+            cluster_labels,
+            registry=registry,
+        )
         self._states: dict[tuple[str, str], ClusterState] = {}
         self._failed_jobs: dict[tuple[str, str], set[str]] = {}
         self._pods: dict[tuple[str, str], set[str]] = {}
@@ -149,6 +156,23 @@ class ClusterMetrics:
                 self.failovers.labels(namespace=namespace, cluster=cluster, mode="coordinated").inc()
             elif isinstance(action, Promote):
                 self.failovers.labels(namespace=namespace, cluster=cluster, mode="takeover").inc()
+
+    def record_pass(
+        self,
+        namespace: str,
+        cluster: str,
+        status: PlannedStatus,
+        observation: Observation,
+        extras: Mapping[str, NodeExtras],
+    ) -> None:
+        """Everything one pass observed and planned that a gauge shows."""
+        self.record_state(namespace, cluster, status.state)
+        if status.max_primaries_per_node is not None:
+            self.max_primaries_per_node.labels(namespace=namespace, cluster=cluster).set(
+                status.max_primaries_per_node
+            )
+        self.record_nodes(namespace, cluster, observation, extras)
+        self.record_migrations(namespace, cluster, observation)
 
     def record_rejection(self, namespace: str, cluster: str) -> None:
         self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
@@ -215,6 +239,7 @@ class ClusterMetrics:
             self.rollouts_failed,
             self.rollout_seconds,
             self.failover_timeouts,
+            self.max_primaries_per_node,
         ):
             with contextlib.suppress(KeyError):
                 family.remove(namespace, cluster)

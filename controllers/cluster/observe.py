@@ -139,6 +139,8 @@ class PodObservation:
     """For an ended pod: the Valkey version its server printed before exiting, if any."""
     unschedulable: str | None = None
     """Why the scheduler cannot place this pod (its PodScheduled condition), while it cannot."""
+    node_name: str | None = None
+    """The Kubernetes node the pod is bound to (spec.nodeName); None before it is scheduled."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -186,6 +188,7 @@ class PodObservation:
             created_at=_unix_seconds(created),
             failure=_termination(status) if ended else None,
             found_version=_printed_version(status) if ended else None,
+            node_name=(pod.get("spec") or {}).get("nodeName") or None,
             unschedulable=next(
                 (
                     str(c.get("message") or c.get("reason") or "unschedulable")
@@ -273,6 +276,8 @@ class Observation:
     """A rollout slot is free for this cluster (maxConcurrentRollouts), or it holds one already."""
     recorded_tls: TlsRecord | None = None
     """status.tls as stored: the Secret content last seen, and since when."""
+    node_zones: Mapping[str, str] = attrs.field(factory=dict)
+    """Kubernetes node name -> its topology.kubernetes.io/zone label, for the nodes hosting pods."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

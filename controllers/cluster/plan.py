@@ -46,9 +46,10 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, upkeep
+from controllers.cluster import certificates, spread, upkeep
 from controllers.cluster.actions import (
     Action,
+    ApplyObject,
     AssignSlots,
     CreatePod,
     DeletePod,
@@ -57,10 +58,13 @@ from controllers.cluster.actions import (
     Forget,
     Meet,
     MigrateSlots,
+    PatchPodMetadata,
     Promote,
     PruneFailedPod,
     ReloadTls,
     Replicate,
+    SetConfig,
+    SyncAcl,
 )
 from controllers.cluster.desired import Desired
 from controllers.cluster.observe import Observation, PodObservation
@@ -149,10 +153,19 @@ def _actions(view: View) -> tuple[Action, ...]:
         actions += _migrate(view, leaving)
     if removal is None and isinstance(rolling.step, Failover):
         actions += [failover_request(view, rolling.step.node, rolling.failover), rolling.step]
+    elif removal is None and not rolling.outdated and all(isinstance(action, _UPKEEP) for action in actions):
+        move = spread.next_move(view)
+        if move is not None:
+            step, previous = move
+            actions += [failover_request(view, step.node, previous), step]
     actions += _prune(view)
     if removal is not None:
         actions.append(removal)
     return tuple(actions)
+
+
+_UPKEEP = (ApplyObject, PatchPodMetadata, SetConfig, SyncAcl)
+"""Actions that leave the topology alone: a primary may move in the same pass."""
 
 
 def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:

@@ -52,6 +52,7 @@ from controllers.cluster.render.objects import (
     render_pdbs,
     render_service,
 )
+from controllers.cluster.render.placement import ZONE_KEY
 from controllers.cluster.render.template import template_hash
 from controllers.cluster.report import PlannedStatus, Reason
 from controllers.cluster.rollout_gate import RolloutGate
@@ -81,6 +82,7 @@ from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
+    NODES,
     POD_DISRUPTION_BUDGETS,
     PODS,
     SECRETS,
@@ -166,6 +168,8 @@ def planned_status(
             "step": progress.step,
             "startedAt": (current.get("rollout") or {}).get("startedAt") or now,
         }
+    if status.max_primaries_per_node is not None:
+        result["maxPrimariesPerNode"] = status.max_primaries_per_node
     if status.tls is not None:
         tls = {"secretHash": status.tls.secret_hash, "changedAt": status.tls.changed_at}
         if status.tls.not_after is not None:
@@ -187,7 +191,17 @@ def blocked_status(
         key: value
         for key, value in current.items()
         if key
-        in {"shards", "readyShards", "readyNodes", "nodes", "currentImage", "configHash", "rollout", "tls"}
+        in {
+            "shards",
+            "readyShards",
+            "readyNodes",
+            "nodes",
+            "currentImage",
+            "configHash",
+            "rollout",
+            "tls",
+            "maxPrimariesPerNode",
+        }
     }
     result.update(
         {
@@ -213,6 +227,7 @@ class ClusterReconciler:
         *,
         options: ControllerOptions,
         secrets: ReferencedSecrets,
+        zone_of: Callable[[str], str | None] = lambda _node: None,
     ) -> None:
         self.client = client
         self.index = index
@@ -222,6 +237,7 @@ class ClusterReconciler:
         self.pods_of = pods_of
         self.options = options
         self.secrets = secrets
+        self.zone_of = zone_of
         self.expectations = PodExpectations()
         self.rollouts = RolloutGate(options.max_concurrent_rollouts, index.clusters_rolling)
 
@@ -310,6 +326,7 @@ class ClusterReconciler:
             recorded_config_hash=current.get("configHash"),
             recorded_image=current.get("currentImage"),
             recorded_tls=_tls_record(current.get("tls")),
+            node_zones=self._zones(pods),
         )
         desired = Desired.of(
             cluster,
@@ -347,13 +364,20 @@ class ClusterReconciler:
         await self._write_status(obj, current, status)
         await self._record_transition(obj, current, status, planned.status)
         await self._record_rollout(obj, current, status, now)
-        self.metrics.record_state(namespace, name, planned.status.state)
-        self.metrics.record_nodes(namespace, name, observation, observed.extras)
-        self.metrics.record_migrations(namespace, name, observation)
+        self.metrics.record_pass(namespace, name, planned.status, observation, observed.extras)
         await self._record_problems(obj, current, planned.status)
         return Result(requeue_after=planned.requeue_after)
 
     # --- pieces ---
+
+    def _zones(self, pods: list[Obj]) -> dict[str, str]:
+        zones = {}
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            zone = self.zone_of(node) if node else None
+            if node and zone:
+                zones[node] = zone
+        return zones
 
     def _role(self, name: str) -> ValkeyRole | None:
         found = self.index.role(name)
@@ -547,6 +571,12 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     def secret_meta(namespace: str, name: str) -> Obj | None:
         return secret_metadata.store.get_by_key(f"{namespace}/{name}")
 
+    node_metadata = manager.informer(NODES, metadata_only=True)
+
+    def zone_of(node: str) -> str | None:
+        found = node_metadata.store.get_by_key(node)
+        return ((found or {}).get("metadata", {}).get("labels") or {}).get(ZONE_KEY)
+
     reconciler = ClusterReconciler(
         manager.client,
         index,
@@ -556,6 +586,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         pods_of,
         options=options,
         secrets=ReferencedSecrets(manager.client, secret_meta),
+        zone_of=zone_of,
     )
     return (
         build_controller(manager, CONTROLLER_NAME)

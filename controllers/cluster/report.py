@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, upkeep
+from controllers.cluster import certificates, spread, upkeep
 from controllers.cluster.actions import (
     Action,
     CreatePod,
@@ -85,6 +85,7 @@ class Reason(enum.StrEnum):
     RELOADING_TLS = "ReloadingTls"
     CERTIFICATE_EXPIRING = "CertificateExpiring"
     TLS_REJECTED = "TlsRejected"
+    BALANCING_PRIMARIES = "BalancingPrimaries"
 
 
 @attrs.frozen
@@ -143,6 +144,8 @@ class PlannedStatus:
     """status.currentImage: the desired image once every pod runs the current template, else as recorded."""
     rollout: RolloutProgress | None = None
     tls: TlsProgress | None = None
+    max_primaries_per_node: int | None = None
+    """The most primaries one Kubernetes node holds (None while pods' nodes are unknown)."""
 
     def condition(self, type_: str) -> PlannedCondition:
         return next(condition for condition in self.conditions if condition.type == type_)
@@ -188,6 +191,7 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
         current_image=view.desired.image if _runs_current_template(view) else view.recorded_image,
         rollout=_rollout(view, actions),
         tls=_tls(view),
+        max_primaries_per_node=facts.worst if (facts := spread.spread(view)) is not None else None,
     )
 
 
@@ -366,6 +370,9 @@ def _findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> I
     yield from _migration_findings(view)
     yield from _settings_findings(view)
     yield from _tls_findings(view)
+    balancing = spread.describe(view)
+    if balancing is not None:
+        yield Finding(Reason.BALANCING_PRIMARIES, balancing)
 
 
 def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:

@@ -59,6 +59,10 @@ class FailoverRequest:
         except ValueError:
             return None
 
+    def stale(self, now: float) -> bool:
+        """Long past any retry: left on a pod that became a replica again later (a spread move back)."""
+        return now - self.at > FAILOVER_TIMEOUT_S + FAILOVER_BACKOFF_MAX_S + 30.0
+
     def retry_at(self) -> float:
         backoff = min(FAILOVER_BACKOFF_S * 2.0 ** (self.attempt - 1), FAILOVER_BACKOFF_MAX_S)
         return self.at + FAILOVER_TIMEOUT_S + backoff
@@ -118,11 +122,13 @@ def plan_rollout(view: View) -> Rollout:
 
 def _pending_failover(view: View, shard: int) -> FailoverRequest | None:
     """The newest failover request on a pod of the shard whose node is still a replica."""
-    requests = []
+    requests: list[FailoverRequest] = []
     for pod in view.shard_pods(shard):
         request = FailoverRequest.of(pod)
         node = view.nodes.get(pod.name)
-        if request is not None and node is not None and node.obs.role is NodeRole.REPLICA:
+        if request is None or request.stale(view.now) or node is None:
+            continue
+        if node.obs.role is NodeRole.REPLICA:
             requests.append(request)
     return max(requests, key=lambda request: request.at, default=None)
 

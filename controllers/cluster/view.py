@@ -93,6 +93,7 @@ class View:
         self.recorded_image = observation.recorded_image
         self.may_roll = observation.may_roll
         self.recorded_tls = observation.recorded_tls
+        self.node_zones = observation.node_zones
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:

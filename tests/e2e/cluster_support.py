@@ -69,13 +69,22 @@ def require_image(reference: str, *, optional: bool = False) -> None:
 
 
 async def create_cluster(
-    kube: Client, namespace: str, name: str, config: str, shards: int, replicas: int
+    kube: Client,
+    namespace: str,
+    name: str,
+    config: str,
+    shards: int,
+    replicas: int,
+    placement: Obj | None = None,
 ) -> Obj:
+    spec: Obj = {"configRef": config, "shards": shards, "replicasPerShard": replicas}
+    if placement is not None:
+        spec["placement"] = placement
     body = {
         "apiVersion": VALKEY_CLUSTERS.api_version,
         "kind": VALKEY_CLUSTERS.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"configRef": config, "shards": shards, "replicasPerShard": replicas},
+        "spec": spec,
     }
     return await kube.create(VALKEY_CLUSTERS, body)
 
@@ -200,12 +209,13 @@ async def formed_cluster(
     shards: int,
     replicas: int,
     timeout: float = 360.0,
+    placement: Obj | None = None,
 ) -> tuple[Obj, AdminClient]:
     """A ValkeyCluster of the newest Valkey (shards x replicas) created and Active: its status and an
     admin client for its nodes."""
     config = await image_config(catalog, images.newest_image())
     started = time.monotonic()
-    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
+    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas, placement=placement)
     status = await settled(kube, namespace, name, timeout)
     print(f"{name}: {shards}x{replicas} Active after {time.monotonic() - started:.1f}s")
     return status, await admin_client(kube, namespace, name)

@@ -328,6 +328,7 @@ class ValkeyClusterStatus:
     config_hash: str | None = None
     nodes: tuple[NodeStatus, ...] = ()
     rollout: RolloutStatus | None = None
+    max_primaries_per_node: int | None = None
     tls: TlsStatus | None = None
     conditions: tuple[Condition, ...] = ()
 
@@ -336,6 +337,7 @@ class ValkeyClusterStatus:
         return cls(
             rollout=RolloutStatus.from_dict(obj["rollout"]) if obj.get("rollout") else None,
             tls=TlsStatus.from_dict(obj["tls"]) if obj.get("tls") else None,
+            max_primaries_per_node=obj.get("maxPrimariesPerNode"),
             state=parse_optional(obj, "state", ClusterState),
             message=obj.get("message"),
             endpoint=obj.get("endpoint"),
@@ -362,6 +364,7 @@ class ValkeyClusterStatus:
             configHash=self.config_hash,
             nodes=self.nodes,
             rollout=self.rollout,
+            maxPrimariesPerNode=self.max_primaries_per_node,
             tls=self.tls,
             conditions=self.conditions,
         )

@@ -1076,6 +1076,12 @@ def valkey_cluster() -> Schema:
                     ),
                 },
             ),
+            "maxPrimariesPerNode": integer(
+                "The most slot-serving primaries one Kubernetes node holds; the operator moves primaries "
+                "(coordinated failover) toward at most ceil(primaries / nodes hosting the cluster).",
+                fmt="int32",
+                minimum=0,
+            ),
             "tls": obj(
                 "TLS clusters only: the certificate material the nodes serve.",
                 {

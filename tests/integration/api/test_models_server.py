@@ -216,6 +216,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             rollout=RolloutStatus(
                 shards_updated=2, shards=5, shard=2, step="FailingOver", started_at="2026-12-01T10:00:00Z"
             ),
+            max_primaries_per_node=2,
             tls=TlsStatus(
                 secret_hash="0123456789abcdef",
                 changed_at="2026-12-01T10:00:00Z",

@@ -94,6 +94,9 @@ class SimSettings:
     """directive -> values every server refuses at CONFIG SET (as a build without a feature would)."""
     unknown_commands: frozenset[str] = frozenset()
     """Commands no server knows: ACL SETUSER naming one is refused, and so is a startup file with it."""
+    k8s_nodes: Sequence[tuple[str, str]] = ()
+    """(name, zone) of the Kubernetes nodes pods are bound to, round robin in creation order; none: pods
+    carry no node (primary spread has nothing to go by)."""
     acl_secret: str = "vk-internal"
     acl_key: str = "users.acl"
     """Where the startup ACL file lives among the owned objects (what a starting server loads)."""
@@ -126,6 +129,7 @@ class SimPod:
     deleting_since: int | None = None
     node_id: str | None = None
     annotations: dict[str, str] = attrs.field(factory=dict)
+    k8s_node: str | None = None
 
     @property
     def uid(self) -> str:
@@ -219,7 +223,12 @@ class SimulatedCluster:
                 nodes[pod.name] = self._node_observation(node, commands)
         now = (EPOCH + datetime.timedelta(seconds=self.tick)).timestamp()
         return Observation(
-            pods=pods, nodes=nodes, recorded_state=recorded_state, now=now, objects=dict(self.objects)
+            pods=pods,
+            nodes=nodes,
+            recorded_state=recorded_state,
+            now=now,
+            objects=dict(self.objects),
+            node_zones=dict(self.settings.k8s_nodes),
         )
 
     def _ready(self, pod: SimPod) -> bool:
@@ -240,6 +249,7 @@ class SimulatedCluster:
             annotations=dict(pod.annotations),
             created_at=created.timestamp(),
             failure="container valkey exited with code 1 (Error)" if pod.phase is PodPhase.FAILED else None,
+            node_name=pod.k8s_node,
         )
 
     def _node_observation(self, node: SimNode, commands: Collection[str] = ()) -> NodeObservation:
@@ -546,6 +556,9 @@ class SimulatedCluster:
             created_tick=self.tick,
             ready_tick=self.tick + delays[seq % len(delays)],
         )
+        hosts = self.settings.k8s_nodes
+        if hosts:
+            pod.k8s_node = hosts[seq % len(hosts)][0]
         self.pods[pod.name] = pod
         return pod
 

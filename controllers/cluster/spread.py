@@ -1,0 +1,147 @@
+"""Primary spread (pure): move primaries so one lost Kubernetes node or zone costs as few as possible.
+
+Where the scheduler puts pods decides nothing about which of a shard's pods is
+primary: a bootstrap, a repair or a roll can leave most primaries on one node,
+and losing that node then stops most shards until their replicas are elected.
+So once the cluster is otherwise settled (no roll, no migration, every node
+answering), the planner moves one primary at a time, with the rolling update's
+coordinated `CLUSTER FAILOVER` to an in-sync replica (never FORCE or
+TAKEOVER), until:
+- no Kubernetes node hosting the cluster holds more than
+  ceil(primaries / nodes hosting it) primaries, and
+- no zone more than ceil(primaries / zones hosting it),
+where the replicas allow it: a primary moves only to a replica on a node (and
+zone) that stays within its share, so a shard whose replicas share its node
+stays as it is. Each request is recorded on the replica's pod first (the
+rollout's failover annotation) and is not repeated before it times out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import attrs
+
+from controllers.cluster.actions import Failover
+from controllers.cluster.rollout import FailoverRequest, settled_for_a_step
+from controllers.cluster.view import Node, View
+from valkey_operator.api.cluster import NodeRole
+
+
+@attrs.frozen
+class Spread:
+    """How the slot-serving primaries sit on Kubernetes nodes and zones this pass."""
+
+    per_node: Counter[str]
+    per_zone: Counter[str]
+    node_cap: int
+    zone_cap: int
+
+    @property
+    def worst(self) -> int:
+        """The most primaries one Kubernetes node holds."""
+        return max(self.per_node.values(), default=0)
+
+    def fits(self, node: str, zone: str | None) -> bool:
+        """One more primary on node (in zone) stays within both shares."""
+        return self.per_node[node] + 1 <= self.node_cap and (
+            zone is None or self.per_zone[zone] + 1 <= self.zone_cap
+        )
+
+    def overloaded(self, node: str, zone: str | None) -> bool:
+        busy_zone = zone is not None and self.per_zone[zone] > self.zone_cap
+        return self.per_node[node] > self.node_cap or busy_zone
+
+
+def spread(view: View) -> Spread | None:
+    """None when the pods' Kubernetes nodes are not known (a pod not scheduled, or a test world)."""
+    members = [node for node in view.members.values() if not node.pod.deleting]
+    if not members or any(node.pod.node_name is None for node in members):
+        return None
+    hosts = {node.pod.node_name for node in members if node.pod.node_name}
+    zones = {zone for host in hosts if (zone := view.node_zones.get(host)) is not None}
+    primaries = [node for node in members if node.is_primary and node.obs.slots]
+    per_node = Counter(node.pod.node_name or "" for node in primaries)
+    per_zone = Counter(zone for node in primaries if (zone := _zone(view, node)) is not None)
+    return Spread(
+        per_node=per_node,
+        per_zone=per_zone,
+        node_cap=math.ceil(len(primaries) / len(hosts)),
+        zone_cap=math.ceil(len(primaries) / len(zones)) if zones else len(primaries),
+    )
+
+
+def _zone(view: View, node: Node) -> str | None:
+    return view.node_zones.get(node.pod.node_name or "")
+
+
+def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
+    """The one coordinated failover that improves the spread now (and the replica's earlier request)."""
+    facts = spread(view)
+    if facts is None or not settled_for_a_step(view) or view.transfers():
+        return None
+    if sum(1 for node in view.members.values() if node.is_primary and node.obs.slots) != view.desired.shards:
+        return None  # a scale is under way
+    if request_in_flight(view):
+        return None
+    overloaded = [
+        node
+        for node in view.members.values()
+        if node.is_primary
+        and node.obs.slots
+        and facts.overloaded(node.pod.node_name or "", _zone(view, node))
+    ]
+    # The busiest node first, then the lowest shard: a deterministic order across passes.
+    overloaded.sort(key=lambda node: (-facts.per_node[node.pod.node_name or ""], node.pod.order))
+    for primary in overloaded:
+        replica = _best_replica(view, facts, primary)
+        if replica is not None:
+            return Failover(replica.pod.name), FailoverRequest.of(replica.pod)
+    return None
+
+
+def _best_replica(view: View, facts: Spread, primary: Node) -> Node | None:
+    candidates = [
+        node
+        for node in view.followers(primary)
+        if view.in_sync(node, primary)
+        and node.pod.node_name is not None
+        and node.pod.node_name != primary.pod.node_name
+        and facts.fits(node.pod.node_name, _zone(view, node))
+        and all(_knows(member, node) for member in view.members.values() if member is not node)
+    ]
+    return min(
+        candidates,
+        key=lambda node: (facts.per_node[node.pod.node_name or ""], -node.obs.repl_offset, node.pod.order),
+        default=None,
+    )
+
+
+def request_in_flight(view: View) -> bool:
+    """A replica asked to take over that has not yet, and whose request has not timed out with backoff."""
+    for node in view.members.values():
+        request = FailoverRequest.of(node.pod)
+        if request is not None and node.obs.role is NodeRole.REPLICA and view.now < request.retry_at():
+            return True
+    return False
+
+
+def _knows(member: Node, target: Node) -> bool:
+    known = member.obs.knows(target.node_id)
+    return known is not None and not known.failed and not known.suspected
+
+
+def describe(view: View) -> str | None:
+    """What the spread does this pass, for the status; None when nothing is to move."""
+    facts = spread(view)
+    if facts is None:
+        return None
+    move = next_move(view)
+    if move is None and not request_in_flight(view):
+        return None
+    busiest = max(facts.per_node, key=lambda name: (facts.per_node[name], name))
+    return (
+        f"moving primaries off busy Kubernetes nodes ({busiest} holds {facts.per_node[busiest]}; "
+        f"at most {facts.node_cap} per node, {facts.zone_cap} per zone)"
+    )

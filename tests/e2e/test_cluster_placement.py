@@ -1,0 +1,189 @@
+"""Placement on the real kube-scheduler, and primaries spread over Kubernetes nodes.
+
+The test bed has three nodes, one per zone (a, b, c, labelled
+topology.kubernetes.io/zone); the real scheduler binds every pod. Each case
+asserts where the scheduler put the pods, read back from spec.nodeName and the
+nodes' labels.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from cluster_support import (
+    Catalog,
+    create_cluster,
+    formed_cluster,
+    image_config,
+    owned_pods,
+    settled,
+    status_of,
+    warnings,
+)
+from inprocess_operator import Operator
+from load_support import Load, checker_for
+
+from valkey_operator.api.resources import VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import NODES, Resource
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import images
+from valkey_operator.testing.wait import NotYet, eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+ZONE = "topology.kubernetes.io/zone"
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
+
+
+async def zones_of_nodes(kube: Client) -> dict[str, str]:
+    return {node["metadata"]["name"]: node["metadata"]["labels"][ZONE] for node in await kube.list(NODES)}
+
+
+async def placed(kube: Client, namespace: str, name: str, count: int, timeout: float = 90) -> list[Obj]:
+    """The cluster's pods once `count` of them are bound to a node."""
+
+    async def bound() -> list[Obj] | NotYet:
+        pods = [pod for pod in await owned_pods(kube, namespace, name) if pod["spec"].get("nodeName")]
+        return pods if len(pods) >= count else NotYet([pod["metadata"]["name"] for pod in pods])
+
+    return await eventually(bound, f"{count} pod(s) of {name} scheduled", timeout)
+
+
+@pytest.mark.timeout(600)
+async def test_primaries_are_spread_one_per_node(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    status, _ = await formed_cluster(kube, catalog, namespace, "spread", shards=3, replicas=1)
+    pods = {pod["metadata"]["name"]: pod for pod in await owned_pods(kube, namespace, "spread")}
+    zones = await zones_of_nodes(kube)
+    hosts = {name: pod["spec"]["nodeName"] for name, pod in pods.items()}
+    per_node = Counter(hosts[node["pod"]] for node in status["nodes"] if node["role"] == "primary")
+    print(f"[placement] 3x1 primaries per node {dict(per_node)}, pods {hosts}")
+    assert max(per_node.values()) == 1, per_node
+    assert status["maxPrimariesPerNode"] == 1
+    assert len({zones[host] for host in per_node}) == 3  # one per zone, too
+    for shard in range(3):  # the soft per-shard hostname spread kept each shard's copies apart
+        shard_hosts = [hosts[node["pod"]] for node in status["nodes"] if node["shard"] == shard]
+        assert len(set(shard_hosts)) == 2, shard_hosts
+    gauge = operator.registry.get_sample_value(
+        "valkey_operator_cluster_max_primaries_per_node", {"namespace": namespace, "cluster": "spread"}
+    )
+    assert gauge == 1
+
+
+@pytest.mark.timeout(600)
+async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    config = await image_config(catalog, images.newest_image())
+    zones = await zones_of_nodes(kube)
+    node_in = {zone: node for node, zone in zones.items()}
+    priority = f"valkey-{namespace[-6:]}"
+    await kube.create(PRIORITY_CLASSES, {"metadata": {"name": priority}, "value": 1000})
+    await create_cluster(kube, namespace, "zoned", config, 1, 2, placement={"zones": ["a", "b"]})
+    await create_cluster(kube, namespace, "required", config, 1, 2, placement={"zoneSpread": "required"})
+    await create_cluster(kube, namespace, "selected", config, 1, 1, placement={"nodeSelector": {ZONE: "b"}})
+    zoned = await placed(kube, namespace, "zoned", 3)
+    # Required affinity: only a and b (how the soft spreads share them out is the scheduler's score).
+    assert {zones[pod["spec"]["nodeName"]] for pod in zoned} <= {"a", "b"}
+    affinity = zoned[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert affinity["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["a", "b"]
+    required = await placed(kube, namespace, "required", 3)
+    assert sorted(zones[pod["spec"]["nodeName"]] for pod in required) == ["a", "b", "c"]
+    spread = required[0]["spec"]["topologySpreadConstraints"]
+    assert {c["whenUnsatisfiable"] for c in spread if c["topologyKey"] == ZONE} == {
+        "DoNotSchedule",
+        "ScheduleAnyway",  # the cluster-wide soft zone spread of required mode
+    }
+    selected = await placed(kube, namespace, "selected", 2)
+    assert {pod["spec"]["nodeName"] for pod in selected} == {node_in["b"]}
+    assert all(pod["spec"]["nodeSelector"] == {ZONE: "b"} for pod in selected)
+
+    taint = {"key": f"dedicated-{namespace[-6:]}", "value": "valkey", "effect": "NoSchedule"}
+    tainted = node_in["c"]
+    node = await kube.get(NODES, tainted)
+    await kube.patch(NODES, tainted, {"spec": {"taints": [*(node["spec"].get("taints") or []), taint]}})
+    try:
+        toleration = {"key": taint["key"], "operator": "Equal", "value": "valkey", "effect": "NoSchedule"}
+        await create_cluster(
+            kube,
+            namespace,
+            "tolerant",
+            config,
+            1,
+            0,
+            placement={"zones": ["c"], "tolerations": [toleration], "priorityClassName": priority},
+        )
+        await create_cluster(kube, namespace, "intolerant", config, 1, 0, placement={"zones": ["c"]})
+
+        (tolerant,) = await placed(kube, namespace, "tolerant", 1)
+        assert tolerant["spec"]["nodeName"] == tainted
+        assert tolerant["spec"]["priorityClassName"] == priority and tolerant["spec"]["priority"] == 1000
+
+        # No node takes the pod without the toleration: Pending, the scheduler's words in the status.
+        async def unschedulable() -> Obj | NotYet:
+            status = await status_of(kube, namespace, "intolerant")
+            return (
+                status if "untolerated taint" in status.get("message", "") else NotYet(status.get("message"))
+            )
+
+        status = await eventually(unschedulable, "the scheduler's reason in the status", 60)
+        print(f"[placement] intolerant: {status['message']}")
+        assert await warnings(kube, namespace, "PodsUnschedulable")
+        (pending,) = await owned_pods(kube, namespace, "intolerant")
+        assert not pending["spec"].get("nodeName")
+    finally:
+        node = await kube.get(NODES, tainted)
+        kept = [t for t in node["spec"].get("taints") or [] if t.get("key") != taint["key"]]
+        await kube.patch(NODES, tainted, {"spec": {"taints": kept or None}})
+        await kube.delete(PRIORITY_CLASSES, priority)
+    # The taint gone, the pending pod is placed and its cluster forms.
+    await settled(kube, namespace, "intolerant", 180)
+    # A zoneSpread change replaces no pod: it applies to pods created later.
+    await settled(kube, namespace, "selected", 180)
+    uids = {pod["metadata"]["uid"] for pod in await owned_pods(kube, namespace, "selected")}
+    await kube.patch(
+        VALKEY_CLUSTERS, "selected", {"spec": {"placement": {"zoneSpread": "required"}}}, namespace
+    )
+    await settled(kube, namespace, "selected", 60)  # a pass saw the change and found nothing to roll
+    assert {pod["metadata"]["uid"] for pod in await owned_pods(kube, namespace, "selected")} == uids
+    assert (await status_of(kube, namespace, "selected"))["state"] == "Active"
+
+
+@pytest.mark.timeout(900)
+async def test_a_zones_change_moves_the_pods_by_a_roll_and_loses_no_key(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+) -> None:
+    status, admin = await formed_cluster(
+        kube, catalog, namespace, "moving", shards=2, replicas=1, placement={"zones": ["a", "b"]}
+    )
+    zones = await zones_of_nodes(kube)
+    before = await owned_pods(kube, namespace, "moving")
+    assert {zones[pod["spec"]["nodeName"]] for pod in before} <= {"a", "b"}
+    async with (
+        checker_for(status, admin, replicas=1) as durable,
+        checker_for(status, admin, replicas=0, prefix="probe") as probe,
+    ):
+        written = await durable.write(1000)
+        assert written.acknowledged == 1000, written
+        async with Load(durable, probe, duration=600.0) as load:
+            await kube.patch(
+                VALKEY_CLUSTERS, "moving", {"spec": {"placement": {"zones": ["b", "c"]}}}, namespace
+            )
+
+            async def moved() -> list[Obj] | NotYet:
+                pods = await owned_pods(kube, namespace, "moving")
+                where = sorted(zones.get(pod["spec"].get("nodeName") or "", "?") for pod in pods)
+                current = await status_of(kube, namespace, "moving")
+                done = current.get("state") == "Active" and len(pods) == 4 and set(where) <= {"b", "c"}
+                return pods if done else NotYet((current.get("message"), where))
+
+            after = await eventually(moved, "every pod in zones b and c, Active", 600, interval=0.5)
+            report = await load.finish()
+        verified = await durable.verify()
+    print(f"[placement] zones a,b -> b,c: {report}")
+    assert not {pod["metadata"]["uid"] for pod in before} & {pod["metadata"]["uid"] for pod in after}
+    assert verified.ok, verified
+    assert verified.checked == 1000 + report.durable.acknowledged, verified

@@ -1,0 +1,83 @@
+"""Primary spread in the planner: primaries leave crowded Kubernetes nodes and zones, one coordinated
+failover at a time, where replicas allow; never a FORCE or TAKEOVER, never two at once."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from planner_harness import Run, run
+from simulate import SimSettings
+
+from controllers.cluster.actions import Failover, Promote
+from controllers.cluster.desired import Desired
+from controllers.cluster.report import Reason
+from valkey_operator.api.cluster import ClusterState, NodeRole
+
+
+def desired(shards: int, replicas: int) -> Desired:
+    return Desired(
+        shards=shards, replicas_per_shard=replicas, template_hash="t1", image="valkey/valkey:9.1.2"
+    )
+
+
+def primaries_per_node(result: Run) -> Counter[str]:
+    sim = result.sim
+    counts: Counter[str] = Counter()
+    for pod in sim.pods.values():
+        node = sim.node_of(pod.name)
+        if node is not None and node.role is NodeRole.PRIMARY and node.slots and pod.k8s_node:
+            counts[pod.k8s_node] += 1
+    return counts
+
+
+def test_two_nodes_three_shards_end_with_at_most_two_primaries_per_node() -> None:
+    # Round robin over two nodes puts every shard's first pod (its first primary) on node a.
+    world = SimSettings(k8s_nodes=(("a", "z1"), ("b", "z2")))
+    result = run(desired(3, 1), settings=world, max_passes=120)
+    assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    assert max(primaries_per_node(result).values()) == 2
+    assert result.last.status.max_primaries_per_node == 2
+    moves = [a for p in result.plans for a in p.actions if isinstance(a, Failover)]
+    assert len(moves) == 1
+    assert not any(isinstance(a, Promote) for p in result.plans for a in p.actions)
+    assert any(f.reason is Reason.BALANCING_PRIMARIES for p in result.plans for f in p.status.findings)
+
+
+def test_a_shard_whose_replica_shares_its_node_stays() -> None:
+    world = SimSettings(k8s_nodes=(("a", "z1"),))
+    result = run(desired(2, 1), settings=world)
+    assert result.last.status.state is ClusterState.ACTIVE
+    assert not any(isinstance(a, Failover) for p in result.plans for a in p.actions)
+    assert result.last.status.max_primaries_per_node == 2
+
+
+def test_zones_are_balanced_too() -> None:
+    # Three nodes, two of them in zone x: node caps allow 2+1+0, the zone cap 2 per zone.
+    world = SimSettings(k8s_nodes=(("a", "x"), ("b", "x"), ("c", "y")))
+    result = run(desired(4, 1), settings=world, max_passes=160)
+    assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    zones = {"a": "x", "b": "x", "c": "y"}
+    per_zone = Counter(
+        zones[node] for node, count in primaries_per_node(result).items() for _ in range(count)
+    )
+    assert max(per_zone.values()) <= 2, per_zone
+
+
+@given(shards=st.integers(1, 5), replicas=st.integers(1, 2), hosts=st.integers(1, 4))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_where_replicas_allow_no_node_holds_more_than_its_share(
+    shards: int, replicas: int, hosts: int
+) -> None:
+    world = SimSettings(k8s_nodes=tuple((f"n{i}", f"z{i}") for i in range(hosts)))
+    result = run(desired(shards, replicas), settings=world, max_passes=200)
+    assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    used = {pod.k8s_node for pod in result.sim.pods.values()}
+    cap = math.ceil(shards / len(used))
+    counts = primaries_per_node(result)
+    # Round robin gives every shard pods on min(hosts, 1 + replicas) distinct nodes: always room.
+    assert max(counts.values()) <= cap, (counts, cap)
+    failovers = [sum(isinstance(a, Failover) for a in p.actions) for p in result.plans]
+    assert max(failovers) <= 1
