@@ -90,6 +90,11 @@ async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
     assert {zones[pod["spec"]["nodeName"]] for pod in zoned} <= {"a", "b"}
     affinity = zoned[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert affinity["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["a", "b"]
+    soft = zoned[0]["spec"]["topologySpreadConstraints"]  # bestEffort (the default): ScheduleAnyway
+    assert {(c["topologyKey"], c["whenUnsatisfiable"]) for c in soft} == {
+        (ZONE, "ScheduleAnyway"),
+        ("kubernetes.io/hostname", "ScheduleAnyway"),
+    }
     required = await placed(kube, namespace, "required", 3)
     assert sorted(zones[pod["spec"]["nodeName"]] for pod in required) == ["a", "b", "c"]
     spread = required[0]["spec"]["topologySpreadConstraints"]
