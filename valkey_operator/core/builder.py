@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from valkey_operator.core.controller import Controller
+from valkey_operator.core.controller import DEFAULT_RECONCILE_TIMEOUT, Controller
 from valkey_operator.core.handler import (
     MapFunc,
     UpdateFilter,
@@ -44,6 +44,7 @@ class ControllerBuilder:
     watched: tuple[_Watch, ...] = ()
     workers: int = 1
     rate_limiter: RateLimiter[Request] | None = None
+    reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT
 
     def for_(
         self, resource: Resource, *, namespace: str | None = None, update_filter: UpdateFilter | None = None
@@ -81,6 +82,10 @@ class ControllerBuilder:
     def with_workers(self, workers: int) -> ControllerBuilder:
         return attrs.evolve(self, workers=workers)
 
+    def with_reconcile_timeout(self, seconds: float | None) -> ControllerBuilder:
+        """Cancel a reconcile that runs longer (an error, requeued with backoff); None: no deadline."""
+        return attrs.evolve(self, reconcile_timeout=seconds)
+
     def with_rate_limiter(self, rate_limiter: RateLimiter[Request]) -> ControllerBuilder:
         return attrs.evolve(self, rate_limiter=rate_limiter)
 
@@ -93,6 +98,7 @@ class ControllerBuilder:
             reconciler,
             workers=self.workers,
             rate_limiter=self.rate_limiter,
+            reconcile_timeout=self.reconcile_timeout,
             clock=self.manager.clock,
             registry=self.manager.registry,
         )

@@ -4,7 +4,9 @@ Semantics follow controller-runtime: a key is never reconciled by two workers
 at once; an error requeues the key with per-key exponential backoff (and an
 overall token bucket); `Result(requeue_after=...)` requeues after that delay
 and forgets past failures; a `TerminalError` is reported and not retried
-until the object changes again.
+until the object changes again. A reconcile that outlives its deadline is
+cancelled, counted as an error and requeued with backoff, so one hung call
+never holds a worker.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from valkey_operator.core.workqueue import PrometheusQueueMetrics, RateLimiter, 
 
 log = structlog.get_logger(__name__)
 
+DEFAULT_RECONCILE_TIMEOUT = 300.0
+"""Seconds one reconcile may run before it is cancelled (None: no deadline)."""
+
+
+class ReconcileTimeout(Exception):
+    """The reconcile ran past the controller's deadline and was cancelled."""
+
 
 class Controller:
     """One reconciler, its queue, and its workers."""
@@ -37,12 +46,14 @@ class Controller:
         rate_limiter: RateLimiter[Request] | None = None,
         clock: Clock | None = None,
         registry: CollectorRegistry = REGISTRY,
+        reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT,
     ) -> None:
         if workers < 1:
             raise ValueError(f"controller {name}: workers must be >= 1")
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
+        self.reconcile_timeout = reconcile_timeout
         clock = clock or RealClock()
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
             rate_limiter, clock=clock, metrics=PrometheusQueueMetrics(name, registry, clock=clock)
@@ -99,7 +110,7 @@ class Controller:
         outcome = "success"
         error: BaseException | None = None
         try:
-            result = await self.reconciler.reconcile(request)
+            result = await self._bounded(request)
         except TerminalError as exc:
             outcome, error = "error", exc
             self._metrics.terminal_reconcile_errors.labels(controller=self.name).inc()
@@ -126,6 +137,16 @@ class Controller:
             )
         else:
             self._log.info("reconciled", key=str(request), duration=round(elapsed, 4), result=outcome)
+
+    async def _bounded(self, request: Request) -> Result:
+        deadline = asyncio.timeout(self.reconcile_timeout)
+        try:
+            async with deadline:
+                return await self.reconciler.reconcile(request)
+        except TimeoutError:
+            if deadline.expired():
+                raise ReconcileTimeout(f"cancelled after {self.reconcile_timeout}s") from None
+            raise
 
     def _requeue(self, request: Request, result: Result) -> str:
         if result.requeue_after > 0:

@@ -194,3 +194,51 @@ def test_owner_mapping_needs_controller_reference_of_the_right_kind() -> None:
     }
     assert map_fn(owned) == [Request("mine", "ns")]
     assert request_for_object(owned) == [Request("cm", "ns")]
+
+
+class Hanging:
+    """Hangs on key "stuck" until cancelled; answers every other key at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.cancelled = 0
+
+    async def reconcile(self, request: Request) -> Result:
+        self.calls.append(request.name)
+        if request.name == "stuck":
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        return Result()
+
+
+async def test_a_reconcile_past_its_deadline_is_cancelled_counted_and_requeued() -> None:
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    reconciler = Hanging()
+    controller = Controller("demo", reconciler, clock=clock, registry=registry, reconcile_timeout=0.05)
+    task = await run_controller(controller)  # one worker: the hung call must let it go
+    controller.queue.add(Request("stuck"))
+    controller.queue.add(Request("next"))
+    await asyncio.sleep(0.2)
+    assert reconciler.cancelled == 1
+    assert reconciler.calls == ["stuck", "next"]
+    assert controller.queue.num_requeues(Request("stuck")) == 1  # retried with backoff
+    assert sample(registry, "controller_runtime_reconcile_errors_total", controller="demo") == 1
+    assert sample(registry, "controller_runtime_reconcile_total", controller="demo", result="success") == 1
+    await controller.shutdown(drain_timeout=0.1)
+    await task
+
+
+async def test_a_timeout_raised_inside_the_reconcile_is_an_ordinary_error() -> None:
+    registry = CollectorRegistry()
+    reconciler = Scripted({"a": [TimeoutError("the backend timed out")]})
+    controller = Controller("demo", reconciler, clock=FakeClock(), registry=registry, reconcile_timeout=60)
+    task = await run_controller(controller)
+    controller.queue.add(Request("a"))
+    await settle()
+    assert controller.queue.num_requeues(Request("a")) == 1
+    await controller.shutdown()
+    await task
