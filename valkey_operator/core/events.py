@@ -15,7 +15,7 @@ import structlog
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import EVENTS
-from valkey_operator.core.rest import ApiError, Obj
+from valkey_operator.core.rest import ApiError, Obj, TransportError
 
 log = structlog.get_logger(__name__)
 
@@ -63,7 +63,7 @@ class EventRecorder:
                 await self._bump_series(key, *previous)
             else:
                 await self._create(key, obj, type_, reason, note, action)
-        except ApiError as exc:
+        except (ApiError, TransportError) as exc:  # an Event is best effort: never fail the caller
             log.warning("event not recorded", reason=reason, error=str(exc))
 
     async def _create(

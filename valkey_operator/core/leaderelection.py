@@ -25,7 +25,7 @@ import structlog
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.resource import LEASES
-from valkey_operator.core.rest import ApiError, Obj
+from valkey_operator.core.rest import ApiError, Obj, TransportError
 
 log = structlog.get_logger(__name__)
 
@@ -186,7 +186,7 @@ class LeaderElector:
                 if current is not None
                 else await self.lock.create(wanted)
             )
-        except ApiError as exc:
+        except (ApiError, TransportError) as exc:  # a failed attempt: keep trying until the deadline
             log.info("lease attempt failed", identity=self.identity, error=str(exc))
             return False
         self._observe(written)
@@ -224,5 +224,5 @@ class LeaderElector:
         try:
             await self.lock.update(released, self._observed.resource_version)
             log.info("released lease", identity=self.identity)
-        except ApiError as exc:
+        except (ApiError, TransportError) as exc:
             log.warning("lease release failed", identity=self.identity, error=str(exc))

@@ -76,6 +76,11 @@ def _query_pairs(query: Query | None) -> list[tuple[str, str]]:
     return pairs
 
 
+class TransportError(ConnectionError):
+    """The request got no answer: connection refused or reset, TLS failure, or a timeout. Transient:
+    retry it (leader election counts it as a failed attempt, reconciles requeue with backoff)."""
+
+
 class RestClient:
     """JSON in, JSON out, over one kubernetes-asyncio ApiClient."""
 
@@ -120,11 +125,14 @@ class RestClient:
 
         `accept` selects another JSON form of the answer (e.g. PARTIAL_OBJECT_METADATA_LIST).
         """
-        response = await self._send(method, path, query, body, content_type, timeout, accept)
-        async with response:
-            data = await response.read()
-            if not 200 <= response.status <= 299:
-                raise ApiError(response.status, data)
+        try:
+            response = await self._send(method, path, query, body, content_type, timeout, accept)
+            async with response:
+                data = await response.read()
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            raise TransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if not 200 <= response.status <= 299:
+            raise ApiError(response.status, data)
         decoded: Obj = orjson.loads(data) if data else {}
         return decoded
 

@@ -17,7 +17,7 @@ from valkey_operator.core.leaderelection import (
     next_record,
     renew_deadline_passed,
 )
-from valkey_operator.core.rest import ApiError
+from valkey_operator.core.rest import ApiError, TransportError
 
 
 def record(holder: str, transitions: int = 0) -> LeaderElectionRecord:
@@ -60,10 +60,11 @@ class InMemoryLease:
     current: ObservedLease | None = None
     version: int = 0
     reachable: bool = True
+    failure: Exception = attrs.field(factory=lambda: ApiError(503, b'{"reason": "ServiceUnavailable"}'))
 
     def _check(self) -> None:
         if not self.reachable:
-            raise ApiError(503, b'{"reason": "ServiceUnavailable", "message": "down"}')
+            raise self.failure
 
     async def get(self) -> ObservedLease | None:
         self._check()
@@ -116,9 +117,16 @@ async def test_standby_takes_over_only_after_lease_duration_of_silence() -> None
     assert 15.0 <= clock.now() <= 15.0 + 2.0 * 1.2
 
 
-async def test_leader_that_cannot_renew_gives_up_at_the_renew_deadline() -> None:
+UNREACHABLE = {
+    "503": ApiError(503, b'{"reason": "ServiceUnavailable", "message": "down"}'),
+    "connection refused": TransportError("PUT /leases/x: ClientConnectorError: Connection refused"),
+}
+
+
+@pytest.mark.parametrize("failure", UNREACHABLE.values(), ids=UNREACHABLE.keys())
+async def test_leader_that_cannot_renew_gives_up_at_the_renew_deadline(failure: Exception) -> None:
     clock = FakeClock()
-    lease = InMemoryLease()
+    lease = InMemoryLease(failure=failure)
     leader = elector(lease, "a", clock)
     await leader.acquire()
     renewing = asyncio.create_task(leader.keep_renewing())
@@ -153,3 +161,22 @@ async def test_release_lets_a_standby_acquire_at_once() -> None:
 def test_timing_must_be_ordered() -> None:
     with pytest.raises(ValueError):
         LeaderElector(InMemoryLease(), "a", lease_duration=10, renew_deadline=10)
+
+
+async def test_a_standby_keeps_trying_through_connection_errors() -> None:
+    clock = FakeClock()
+    lease = InMemoryLease(reachable=False, failure=UNREACHABLE["connection refused"])
+    standby = elector(lease, "b", clock)
+    waiting = asyncio.create_task(standby.acquire())
+    for _ in range(5):  # each attempt fails as a failed attempt, never as an exception
+        await clock.wait_for_waiters()
+        clock.step(3.0)
+    assert not waiting.done()
+    lease.reachable = True
+    for _ in range(100):  # the next attempt succeeds
+        if waiting.done():
+            break
+        clock.step(3.0)
+        await asyncio.sleep(0)
+    await waiting
+    assert lease.current is not None and lease.current.record.holder == "b"
