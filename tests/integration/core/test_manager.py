@@ -142,9 +142,9 @@ async def test_metrics_endpoint_serves_controller_runtime_names(
         'controller_runtime_reconcile_total{controller="configmap-checksum",result="success"}',
         'controller_runtime_reconcile_time_seconds_count{controller="configmap-checksum"}',
         'controller_runtime_max_concurrent_reconciles{controller="configmap-checksum"}',
-        'workqueue_adds_total{name="configmap-checksum"}',
-        'workqueue_queue_duration_seconds_count{name="configmap-checksum"}',
-        'workqueue_work_duration_seconds_count{name="configmap-checksum"}',
+        'workqueue_adds_total{controller="configmap-checksum",name="configmap-checksum"}',
+        'workqueue_queue_duration_seconds_count{controller="configmap-checksum",name="configmap-checksum"}',
+        'workqueue_work_duration_seconds_count{controller="configmap-checksum",name="configmap-checksum"}',
         LEADER,
     ):
         assert operator.metric(name) > 0, name

@@ -81,7 +81,7 @@ async def test_error_requeues_with_backoff_then_success_forgets() -> None:
     assert sample(registry, "controller_runtime_reconcile_total", controller="demo", result="error") == 2
     assert sample(registry, "controller_runtime_reconcile_total", controller="demo", result="success") == 1
     assert sample(registry, "controller_runtime_reconcile_errors_total", controller="demo") == 2
-    assert sample(registry, "workqueue_retries_total", name="demo") == 2
+    assert sample(registry, "workqueue_retries_total", controller="demo", name="demo") == 2
     await controller.shutdown()
     await task
 

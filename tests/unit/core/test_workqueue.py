@@ -355,7 +355,7 @@ async def test_default_rate_limiter_runs_on_the_queue_clock(clock: FakeClock) ->
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
-    return registry.get_sample_value(name, {"name": "ctrl", **labels})
+    return registry.get_sample_value(name, {"controller": "ctrl", "name": "ctrl", **labels})
 
 
 async def test_prometheus_metrics_names_and_values(clock: FakeClock) -> None:
@@ -374,10 +374,11 @@ async def test_prometheus_metrics_names_and_values(clock: FakeClock) -> None:
         "workqueue_retries_total",
     ]:
         assert f"# TYPE {family} " in exposition
-    assert 'workqueue_adds_total{name="ctrl"} 0.0' in exposition
-    assert 'workqueue_retries_total{name="ctrl"} 0.0' in exposition
-    assert 'workqueue_queue_duration_seconds_bucket{le="1e-08",name="ctrl"} 0.0' in exposition
-    assert 'workqueue_work_duration_seconds_bucket{le="1000.0",name="ctrl"} 0.0' in exposition
+    assert 'workqueue_adds_total{controller="ctrl",name="ctrl"} 0.0' in exposition
+    assert 'workqueue_retries_total{controller="ctrl",name="ctrl"} 0.0' in exposition
+    bucket = 'workqueue_{}_duration_seconds_bucket{{controller="ctrl",le="{}",name="ctrl"}} 0.0'
+    assert bucket.format("queue", "1e-08") in exposition
+    assert bucket.format("work", "1000.0") in exposition
 
     queue.add("a")
     queue.add("a")  # deduplicated: not an add
@@ -407,7 +408,7 @@ async def test_prometheus_metrics_names_and_values(clock: FakeClock) -> None:
     queue.add_rate_limited("a")
     queue.add_after("b", 0)
     assert sample(registry, "workqueue_retries_total") == 2
-    assert 'workqueue_retries_total{name="ctrl"} 2.0' in generate_latest(registry).decode()
+    assert 'workqueue_retries_total{controller="ctrl",name="ctrl"} 2.0' in generate_latest(registry).decode()
     queue.shut_down()
 
 
@@ -418,9 +419,10 @@ async def test_queues_share_one_registry() -> None:
     first.add("a")
     second.add("a")
     second.add("b")
-    assert registry.get_sample_value("workqueue_adds_total", {"name": "first"}) == 1
-    assert registry.get_sample_value("workqueue_adds_total", {"name": "second"}) == 2
+    for name, adds in (("first", 1), ("second", 2)):
+        labels = {"controller": name, "name": name}
+        assert registry.get_sample_value("workqueue_adds_total", labels) == adds
     exposition = generate_latest(registry).decode()
-    assert 'workqueue_unfinished_work_seconds{name="first"} 0.0' in exposition
-    assert 'workqueue_unfinished_work_seconds{name="second"} 0.0' in exposition
+    assert 'workqueue_unfinished_work_seconds{controller="first",name="first"} 0.0' in exposition
+    assert 'workqueue_unfinished_work_seconds{controller="second",name="second"} 0.0' in exposition
     assert exposition.count("# TYPE workqueue_depth gauge") == 1

@@ -117,6 +117,8 @@ class ItemTimings:
         return self._clock.now() - min(self._started.values())
 
 
+LABELS = ["controller", "name"]
+"""As controller-runtime labels its queues: both carry the queue's (the controller's) name."""
 _UNFINISHED = "workqueue_unfinished_work_seconds"
 _UNFINISHED_HELP = (
     "How many seconds of work has been done that is in progress and hasn't been observed by "
@@ -140,16 +142,16 @@ class _InFlightCollector:
 
     def describe(self) -> Iterable[Metric]:
         return [
-            GaugeMetricFamily(_UNFINISHED, _UNFINISHED_HELP, labels=["name"]),
-            GaugeMetricFamily(_LONGEST, _LONGEST_HELP, labels=["name"]),
+            GaugeMetricFamily(_UNFINISHED, _UNFINISHED_HELP, labels=LABELS),
+            GaugeMetricFamily(_LONGEST, _LONGEST_HELP, labels=LABELS),
         ]
 
     def collect(self) -> Iterable[Metric]:
-        unfinished = GaugeMetricFamily(_UNFINISHED, _UNFINISHED_HELP, labels=["name"])
-        longest = GaugeMetricFamily(_LONGEST, _LONGEST_HELP, labels=["name"])
+        unfinished = GaugeMetricFamily(_UNFINISHED, _UNFINISHED_HELP, labels=LABELS)
+        longest = GaugeMetricFamily(_LONGEST, _LONGEST_HELP, labels=LABELS)
         for name, metrics in sorted(self.queues.items()):
-            unfinished.add_metric([name], metrics.unfinished_work_seconds())
-            longest.add_metric([name], metrics.longest_running_processor_seconds())
+            unfinished.add_metric([name, name], metrics.unfinished_work_seconds())
+            longest.add_metric([name, name], metrics.longest_running_processor_seconds())
         return [unfinished, longest]
 
 
@@ -157,7 +159,7 @@ class _Families:
     """The labelled metric families, registered once per registry and shared by all queues."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        labels = ["name"]
+        labels = LABELS
         self.depth = Gauge("workqueue_depth", "Current depth of workqueue", labels, registry=registry)
         # prometheus-client appends `_total` to counters: exposed as workqueue_adds_total.
         self.adds = Counter(
@@ -195,7 +197,8 @@ def _families(registry: CollectorRegistry) -> _Families:
 
 
 class PrometheusQueueMetrics:
-    """controller-runtime's workqueue metrics for one queue, labelled ``name=<queue name>``.
+    """controller-runtime's workqueue metrics for one queue, labelled ``controller`` and ``name`` with the
+    queue's name.
 
     Several queues (one per controller) share a registry; the metric families are
     created on the first queue and reused. A second queue with the same name takes
@@ -209,11 +212,11 @@ class PrometheusQueueMetrics:
         self.name = name
         self._timings = ItemTimings(clock if clock is not None else RealClock())
         families = _families(registry)
-        self._depth = families.depth.labels(name=name)
-        self._adds = families.adds.labels(name=name)
-        self._queue_duration = families.queue_duration.labels(name=name)
-        self._work_duration = families.work_duration.labels(name=name)
-        self._retries = families.retries.labels(name=name)
+        self._depth = families.depth.labels(controller=name, name=name)
+        self._adds = families.adds.labels(controller=name, name=name)
+        self._queue_duration = families.queue_duration.labels(controller=name, name=name)
+        self._work_duration = families.work_duration.labels(controller=name, name=name)
+        self._retries = families.retries.labels(controller=name, name=name)
         families.in_flight.queues[name] = self
 
     def add(self, item: Hashable) -> None:
