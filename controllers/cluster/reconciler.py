@@ -539,10 +539,10 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     pods.add_indexers({PODS_BY_CLUSTER: pod_cluster_key})
 
     def cached(resource: Resource, namespace: str, name: str) -> Obj | None:
-        return manager.informer(resource).store.get_by_key(f"{namespace}/{name}")
+        return manager.cache.get(resource, name, namespace)
 
     def pods_of(namespace: str, cluster: str) -> list[Obj]:
-        return pods.store.by_index(PODS_BY_CLUSTER, f"{namespace}/{cluster}")
+        return manager.cache.by_index(PODS, PODS_BY_CLUSTER, f"{namespace}/{cluster}")
 
     def requests(keys: list[str]) -> list[Request]:
         found = []
@@ -562,19 +562,17 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     def clusters_of_role(role: Obj) -> list[Request]:
         return requests(index.clusters_using_role(role["metadata"]["name"]))
 
-    secret_metadata = manager.informer(SECRETS, metadata_only=True)
-
     def clusters_of_secret(secret: Obj) -> list[Request]:
         meta = secret["metadata"]
         return requests(index.clusters_using_tls_secret(meta.get("namespace", ""), meta["name"]))
 
     def secret_meta(namespace: str, name: str) -> Obj | None:
-        return secret_metadata.store.get_by_key(f"{namespace}/{name}")
+        return manager.cache.get(SECRETS, name, namespace, metadata_only=True)
 
-    node_metadata = manager.informer(NODES, metadata_only=True)
+    manager.informer(NODES, metadata_only=True)  # zones of the nodes pods run on
 
     def zone_of(node: str) -> str | None:
-        found = node_metadata.store.get_by_key(node)
+        found = manager.cache.get(NODES, node, metadata_only=True)
         return ((found or {}).get("metadata", {}).get("labels") or {}).get(ZONE_KEY)
 
     reconciler = ClusterReconciler(

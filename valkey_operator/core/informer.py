@@ -289,6 +289,18 @@ class SharedInformerFactory:
         self._informers: dict[tuple[Resource, str, bool], SharedInformer] = {}
         self._started = False
 
+    def _key(
+        self, resource: Resource, namespace: str | None, metadata_only: bool
+    ) -> tuple[Resource, str, bool]:
+        effective = self.namespace if namespace is None else namespace
+        return (resource, effective if resource.namespaced else NAMESPACE_ALL, metadata_only)
+
+    def existing(
+        self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
+    ) -> SharedInformer | None:
+        """The informer `informer_for` would return, if one was handed out; never creates one."""
+        return self._informers.get(self._key(resource, namespace, metadata_only))
+
     def informer_for(
         self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
     ) -> SharedInformer:
@@ -299,10 +311,8 @@ class SharedInformerFactory:
         resources. `metadata_only` gives a separate informer that caches only
         metadata. Informers created after `start` start at once.
         """
-        effective = self.namespace if namespace is None else namespace
-        if not resource.namespaced:
-            effective = NAMESPACE_ALL
-        key = (resource, effective, metadata_only)
+        key = self._key(resource, namespace, metadata_only)
+        effective = key[1]
         informer = self._informers.get(key)
         if informer is None:
             informer = SharedInformer(

@@ -22,6 +22,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from valkey_operator.core.cache import CacheReader
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.controller import Controller
@@ -91,6 +92,11 @@ class Manager:
         self._identity = leader_election.identity if leader_election else default_identity()
 
     # -- wiring ------------------------------------------------------------------
+
+    @property
+    def cache(self) -> CacheReader:
+        """Reads of the registered informers' caches; reading an unregistered kind is an error."""
+        return CacheReader(self.informers)
 
     def informer(
         self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
