@@ -19,7 +19,7 @@ import attrs
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import dh, dsa, ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 
 from controllers.cluster.render import layout
 from valkey_operator.core.rest import Obj
@@ -136,8 +136,8 @@ def _key_problem(pem: bytes, leaf: x509.Certificate) -> str | None:
         return f"{key_name} is encrypted: Valkey is given no passphrase"
     except (ValueError, UnsupportedAlgorithm):
         return f"{key_name} holds no PEM private key Valkey can load"
-    if isinstance(key, dsa.DSAPrivateKey | dh.DHPrivateKey):
-        return f"{key_name} is a {type(key).__name__.removeprefix('_')} key, which TLS servers do not use"
+    if isinstance(key, dsa.DSAPrivateKey):
+        return f"{key_name} is a DSA key, which TLS servers do not use"
     public = leaf.public_key()
     if not isinstance(public, _PUBLIC_KEY_TYPES):
         return f"{layout.TLS_CERT_KEY} has a public key of a kind TLS servers do not use"

@@ -11,7 +11,6 @@ from cryptography.hazmat.primitives.asymmetric import dsa
 from controllers.cluster.tls import Certificate, TlsMaterial, TlsProblem, read_tls_secret
 from valkey_operator.testing import certs
 
-NOW = time.time()
 CA, CA_KEY = certs.issue_ca("test-ca")
 LEAF, LEAF_KEY = certs.issue_leaf(CA, CA_KEY, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True)
 
@@ -21,19 +20,19 @@ def secret(cert: bytes = certs.pem(LEAF), key: bytes | None = None, ca: bytes = 
 
 
 def problem(body: dict | None) -> str:
-    checked = read_tls_secret(body, "tls", NOW)
+    checked = read_tls_secret(body, "tls", time.time())
     assert isinstance(checked, TlsProblem), checked
     return checked.message
 
 
 def test_a_good_secret_gives_the_leaf_the_ca_and_a_content_hash() -> None:
-    checked = read_tls_secret(secret(), "tls", NOW)
+    checked = read_tls_secret(secret(), "tls", time.time())
     assert isinstance(checked, TlsMaterial)
     assert checked.leaf == Certificate.of(LEAF)
     assert checked.leaf.serial == format(LEAF.serial_number, "X")
     assert checked.ca_pem == certs.pem(CA).decode()
     other_ca, _ = certs.issue_ca("next-ca")
-    bundle = read_tls_secret(secret(ca=certs.pem(CA, other_ca)), "tls", NOW)
+    bundle = read_tls_secret(secret(ca=certs.pem(CA, other_ca)), "tls", time.time())
     assert isinstance(bundle, TlsMaterial)
     assert bundle.leaf == checked.leaf and bundle.content_hash != checked.content_hash
 
@@ -41,7 +40,8 @@ def test_a_good_secret_gives_the_leaf_the_ca_and_a_content_hash() -> None:
 def test_a_leaf_issued_by_the_second_ca_of_a_bundle_is_accepted() -> None:
     new_ca, new_key = certs.issue_ca("new-ca")
     leaf, key = certs.issue_leaf(new_ca, new_key, "valkey", server=True)
-    checked = read_tls_secret(secret(certs.pem(leaf), certs.key_pem(key), certs.pem(CA, new_ca)), "tls", NOW)
+    body = secret(certs.pem(leaf), certs.key_pem(key), certs.pem(CA, new_ca))
+    checked = read_tls_secret(body, "tls", time.time())
     assert isinstance(checked, TlsMaterial)
 
 
