@@ -380,10 +380,18 @@ async def _none_left(waiting: Callable[[], Awaitable[list[str]]]) -> bool:
 
 
 async def place_primaries(
-    admin: AdminClient, kube: Client, namespace: str, name: str, status: Obj, wanted: dict[int, str]
+    admin: AdminClient,
+    kube: Client,
+    namespace: str,
+    name: str,
+    status: Obj,
+    wanted: dict[int, str],
+    host_pods: set[str],
 ) -> Obj:
     """Make wanted[shard] each shard's primary with a coordinated CLUSTER FAILOVER where it is not yet
-    (the same shard's copies swap roles, as in a rollout); returns the status once Active with them."""
+    (the same shard's copies swap roles, as in a rollout); returns the status once Active with the
+    host's share of them: the primary spread may since have swapped a shard off the host elsewhere,
+    never onto it (it holds its share)."""
     moved: list[str] = []
     for shard, pod in sorted(wanted.items()):
         if primary_of(status, shard)["pod"] == pod:
@@ -420,7 +428,11 @@ async def place_primaries(
         status = await status_of(kube, namespace, name)
         if status.get("state") != "Active":
             return False
-        return all(primary_of(status, shard)["pod"] == pod for shard, pod in wanted.items())
+        primaries = {shard: primary_of(status, shard)["pod"] for shard in wanted}
+        return all(
+            primaries[shard] == pod if pod in host_pods else primaries[shard] not in host_pods
+            for shard, pod in wanted.items()
+        )
 
     await eventually(placed, f"primaries on {sorted(wanted.values())}", 60)
     return status
@@ -463,9 +475,9 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
         kube, catalog, namespace, "reboot", shards=3, replicas=1, timeout=FORMED, placement=placement
     )
     host, wanted = node_to_fail(await owned_pods(kube, namespace, "reboot"), status, primaries)
-    status = await place_primaries(admin, kube, namespace, "reboot", status, wanted)
     pods = await owned_pods(kube, namespace, "reboot")
     on_host = {pod["metadata"]["name"] for pod in pods if pod["spec"]["nodeName"] == host}
+    status = await place_primaries(admin, kube, namespace, "reboot", status, wanted, on_host)
     before = {node["pod"]: node for node in status["nodes"]}
     old_ids = [before[pod]["nodeId"] for pod in on_host]
     lost_primaries = [before[pod] for pod in on_host if before[pod]["role"] == "primary"]
