@@ -177,7 +177,7 @@ def _step(view: View, shard: int, request: FailoverRequest | None) -> DeletePod 
         if request is not None and view.now < request.retry_at():
             return None  # a request in flight, or its backoff not over yet
         target = min(fresh, key=lambda node: (-node.obs.repl_offset, node.pod.order))
-        if all(_knows(member, target) for member in view.members.values() if member is not target):
+        if all(knows(member, target) for member in view.members.values() if member is not target):
             return Failover(target.pod.name)
         return None
     # The primary is current: what is left outdated is a former primary (now a replica) or a stray.
@@ -189,7 +189,8 @@ def _step(view: View, shard: int, request: FailoverRequest | None) -> DeletePod 
     return None
 
 
-def _knows(member: Node, target: Node) -> bool:
+def knows(member: Node, target: Node) -> bool:
+    """member has target in its view, and does not suspect it."""
     known = member.obs.knows(target.node_id)
     return known is not None and not known.failed and not known.suspected
 

@@ -24,7 +24,7 @@ from collections import Counter
 import attrs
 
 from controllers.cluster.actions import Failover
-from controllers.cluster.rollout import FailoverRequest, settled_for_a_step
+from controllers.cluster.rollout import FailoverRequest, knows, settled_for_a_step
 from controllers.cluster.view import Node, View
 from valkey_operator.api.cluster import NodeRole
 
@@ -109,7 +109,7 @@ def _best_replica(view: View, facts: Spread, primary: Node) -> Node | None:
         and node.pod.node_name is not None
         and node.pod.node_name != primary.pod.node_name
         and facts.fits(node.pod.node_name, _zone(view, node))
-        and all(_knows(member, node) for member in view.members.values() if member is not node)
+        and all(knows(member, node) for member in view.members.values() if member is not node)
     ]
     return min(
         candidates,
@@ -125,11 +125,6 @@ def request_in_flight(view: View) -> bool:
         if request is not None and node.obs.role is NodeRole.REPLICA and view.now < request.retry_at():
             return True
     return False
-
-
-def _knows(member: Node, target: Node) -> bool:
-    known = member.obs.knows(target.node_id)
-    return known is not None and not known.failed and not known.suspected
 
 
 def describe(view: View) -> str | None:
