@@ -54,7 +54,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int) -> Controller:
     return (
         build_controller(manager, "valkeyrole")
         .for_(VALKEY_ROLES)
-        .watches(VALKEY_CLUSTERS, roles_of_cluster, namespace=index.clusters.namespace)
+        .watches(VALKEY_CLUSTERS, roles_of_cluster, namespace=index.clusters.namespaces)
         .with_workers(workers)
         .complete(RoleReconciler(manager.client, index))
     )

@@ -47,7 +47,7 @@ def build_manager(settings: Settings, api_client: client.ApiClient) -> Manager:
         api_client,
         field_manager=FIELD_MANAGER,
         label_selectors=controllers.CACHE_LABEL_SELECTORS,
-        namespace=settings.namespace,
+        namespace=settings.namespaces,
         metrics_bind_address=settings.metrics_bind_address,
         health_probe_bind_address=settings.health_probe_bind_address,
         leader_election=leader_election,
@@ -93,7 +93,7 @@ async def run(settings: Settings) -> int:
             loop.add_signal_handler(signum, manager.stop)
         log.info(
             "starting manager",
-            namespace=settings.namespace or "<all>",
+            namespaces=",".join(settings.namespaces) or "<all>",
             leader_elect=settings.leader_elect,
             operator_namespace=settings.operator_namespace or "<unknown: ConfigMap not read>",
             default_zone_spread=options.default_zone_spread.value,

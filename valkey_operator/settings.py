@@ -42,8 +42,8 @@ class Settings:
     leader_election_namespace: str | None
     """Where the leader Lease lives; set whenever leader_elect is."""
     leader_election_id: str
-    namespace: str | None
-    """The only namespace whose ValkeyClusters are reconciled (None: all)."""
+    namespaces: tuple[str, ...]
+    """The only namespaces whose ValkeyClusters are reconciled (empty: all)."""
     operator_namespace: str | None
     """The operator's own namespace, where valkey-operator-config is read (None: unknown, defaults)."""
     log_format: str
@@ -80,7 +80,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--leader-election-id", default="valkey-operator-leader", help="name of the leader Lease"
     )
-    parser.add_argument("--namespace", help="reconcile ValkeyClusters in this namespace only (default: all)")
+    parser.add_argument(
+        "--namespace",
+        help="reconcile ValkeyClusters in these namespaces only, comma-separated (default: all)",
+    )
     parser.add_argument(
         "--operator-namespace",
         help=f"the operator's own namespace, where it reads the valkey-operator-config ConfigMap "
@@ -122,7 +125,7 @@ def parse(
         ("--health-probe-bind-address", args.health_probe_bind_address),
     )
     own_namespace = operator_namespace(args.operator_namespace, environ, service_account_namespace)
-    namespace = None if args.namespace is None else validation.dns1123_label("--namespace", args.namespace)
+    namespaces = () if args.namespace is None else _namespaces(args.namespace)
     return Settings(
         kubeconfig=_kubeconfig(args.kubeconfig),
         metrics_bind_address=args.metrics_bind_address,
@@ -130,7 +133,7 @@ def parse(
         leader_elect=args.leader_elect,
         leader_election_namespace=_lease_namespace(args, own_namespace),
         leader_election_id=validation.dns1123_subdomain("--leader-election-id", args.leader_election_id),
-        namespace=namespace,
+        namespaces=namespaces,
         operator_namespace=own_namespace,
         log_format=validation.choice("--log-format", args.log_format, LOG_FORMATS),
         log_level=validation.choice("--log-level", args.log_level, LOG_LEVELS),
@@ -171,3 +174,15 @@ def _kubeconfig(path: str | None) -> str | None:
     if path is not None and not Path(path).is_file():
         raise InvalidValue("--kubeconfig", path, "the path of an existing kubeconfig file")
     return path
+
+
+def _namespaces(value: str) -> tuple[str, ...]:
+    """--namespace: DNS-1123 labels, comma-separated, sorted and distinct."""
+    names = value.split(",")
+    if not all(len(name) <= 63 and validation.DNS1123_LABEL.fullmatch(name) for name in names):
+        raise InvalidValue(
+            "--namespace",
+            value,
+            "DNS-1123 labels (lowercase a-z, 0-9 and '-', alphanumeric at both ends, <= 63), comma-separated",
+        )
+    return tuple(sorted(set(names)))

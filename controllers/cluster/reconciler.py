@@ -548,7 +548,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         found = []
         for key in sorted(set(keys)):
             namespace, name = split_meta_namespace_key(key)
-            if manager.namespace and namespace != manager.namespace:
+            if not manager.in_scope(namespace or ""):
                 continue
             found.append(Request(name, namespace or ""))
         return found

@@ -110,7 +110,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int) -> Controller:
         .for_(VALKEY_CONFIGS)
         .watches(VALKEY_CONFIGS, config_fanout)
         .watches(VALKEY_IMAGES, configs_of_image)
-        .watches(VALKEY_CLUSTERS, config_of_cluster, namespace=index.clusters.namespace)
+        .watches(VALKEY_CLUSTERS, config_of_cluster, namespace=index.clusters.namespaces)
         .with_workers(workers)
         .complete(ConfigReconciler(manager.client, index, manager.event_recorder("valkeyconfig")))
     )

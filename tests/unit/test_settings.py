@@ -34,7 +34,7 @@ def test_defaults_dial_any_address_in_cluster_local() -> None:
     assert result.cluster_domain == "cluster.local"
     assert (result.metrics_bind_address, result.health_probe_bind_address) == (":8080", ":8081")
     assert result.workers == {"image": 2, "config": 2, "role": 2, "cluster": 4}
-    assert result.namespace is None
+    assert result.namespaces == ()
     assert result.operator_namespace is None
     assert result.leader_election_namespace is None
 
@@ -121,7 +121,18 @@ def test_namespaces_must_be_dns1123_labels(flag: str, value: str) -> None:
 @pytest.mark.parametrize("value", ["apps", "a", "team-1", "a" * 63, "0abc"])
 def test_namespaces_accepted(value: str) -> None:
     result = parsed(f"--namespace={value}", f"--operator-namespace={value}")
-    assert (result.namespace, result.operator_namespace) == (value, value)
+    assert (result.namespaces, result.operator_namespace) == ((value,), value)
+
+
+def test_several_namespaces_are_sorted_and_distinct() -> None:
+    assert parsed("--namespace=team-b,team-a,team-b").namespaces == ("team-a", "team-b")
+
+
+@pytest.mark.parametrize("value", ["a,", ",a", "a,,b", "a,B", "a, b"])
+def test_every_listed_namespace_must_be_a_label(value: str) -> None:
+    error = refused(f"--namespace={value}")
+    assert (error.setting, error.value) == ("--namespace", value)
+    assert "DNS-1123 labels" in str(error)
 
 
 @pytest.mark.parametrize("value", ["valkey-operator-leader", "leader.valkey.example.com", "a" * 253, "x"])

@@ -19,6 +19,7 @@ from valkey_operator.core.handler import (
     request_for_object,
     requests_for_controller_owner,
 )
+from valkey_operator.core.informer import Namespaces
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Reconciler, Request
 from valkey_operator.core.resource import Resource
@@ -29,7 +30,7 @@ from valkey_operator.core.workqueue import RateLimiter
 class _Watch:
     resource: Resource
     map_fn: MapFunc
-    namespace: str | None
+    namespace: Namespaces
     update_filter: UpdateFilter | None
     metadata_only: bool = False
 
@@ -47,19 +48,22 @@ class ControllerBuilder:
     reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT
 
     def for_(
-        self, resource: Resource, *, namespace: str | None = None, update_filter: UpdateFilter | None = None
+        self, resource: Resource, *, namespace: Namespaces = None, update_filter: UpdateFilter | None = None
     ) -> ControllerBuilder:
-        """The reconciled kind: each of its objects is a Request."""
+        """The reconciled kind: each of its objects is a Request. `namespace` (here and below): one,
+        several, or NAMESPACE_ALL; None is the manager's scope."""
         if self.primary is not None:
             raise ValueError(f"controller {self.name}: for_() was already called")
         watch = _Watch(resource, request_for_object, namespace, update_filter)
         return attrs.evolve(self, primary=resource, watched=(*self.watched, watch))
 
-    def owns(self, resource: Resource, *, update_filter: UpdateFilter | None = None) -> ControllerBuilder:
+    def owns(
+        self, resource: Resource, *, namespace: Namespaces = None, update_filter: UpdateFilter | None = None
+    ) -> ControllerBuilder:
         """A kind we create: its events enqueue the controlling owner of the primary kind."""
         if self.primary is None:
             raise ValueError(f"controller {self.name}: call for_() before owns()")
-        watch = _Watch(resource, requests_for_controller_owner(self.primary), None, update_filter)
+        watch = _Watch(resource, requests_for_controller_owner(self.primary), namespace, update_filter)
         return attrs.evolve(self, watched=(*self.watched, watch))
 
     def watches(
@@ -67,7 +71,7 @@ class ControllerBuilder:
         resource: Resource,
         map_fn: MapFunc,
         *,
-        namespace: str | None = None,
+        namespace: Namespaces = None,
         update_filter: UpdateFilter | None = None,
         metadata_only: bool = False,
     ) -> ControllerBuilder:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 import structlog
@@ -103,52 +103,75 @@ def _safe_key(obj: Obj | DeletedFinalStateUnknown) -> str:
         return "?"
 
 
+Namespaces = str | Collection[str] | None
+"""One namespace, several, or every namespace (None or NAMESPACE_ALL)."""
+
+
+def namespace_scope(namespace: Namespaces) -> tuple[str, ...]:
+    """The namespaces named, sorted and distinct; () means all."""
+    if namespace is None:
+        return ()
+    names = (namespace,) if isinstance(namespace, str) else tuple(namespace)
+    if NAMESPACE_ALL in names:
+        return ()
+    return tuple(sorted(set(names)))
+
+
 class SharedInformer:
-    """One reflector feeding one indexed store, fanning changes out to many handlers."""
+    """One indexed store fed by one reflector per watched namespace (one for all namespaces),
+    fanning changes out to many handlers."""
 
     def __init__(
         self,
         rest: RestClient,
         resource: Resource,
         *,
-        namespace: str | None = None,
+        namespace: Namespaces = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
         metadata_only: bool = False,
         transform: Transform | None = strip_managed_fields,
         indexers: Mapping[str, IndexFunc] | None = None,
         watch_timeout: float | None = None,
-        backoff: WatchBackoff | None = None,
+        backoff: Callable[[], WatchBackoff] = WatchBackoff,
         clock: Clock | None = None,
     ) -> None:
-        """`namespace` None or NAMESPACE_ALL watches all namespaces; see Reflector for the rest.
+        """`namespace` None or NAMESPACE_ALL watches all namespaces; several namespaces get one
+        list and watch each into the same store (controller-runtime's multi-namespace cache).
+        `backoff` makes each reflector's watch backoff; see Reflector for the rest.
 
         `metadata_only` caches PartialObjectMetadata: objects with kind,
         apiVersion and metadata only.
         """
         self.resource = resource
-        self.namespace = namespace if resource.namespaced and namespace else NAMESPACE_ALL
+        self.namespaces = namespace_scope(namespace) if resource.namespaced else ()
+        """The namespaces watched, sorted; () for all (and for cluster-scoped kinds)."""
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.metadata_only = metadata_only
         self.store = Store(transform=transform, indexers=indexers)
         """The cache: read it freely, never write it, never mutate what it returns."""
         self._handlers: list[ResourceEventHandler] = []
-        self._reflector = Reflector(
-            rest,
-            resource,
-            self.store,
-            self,
-            namespace=self.namespace or None,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            metadata_only=metadata_only,
-            watch_timeout=watch_timeout,
-            backoff=backoff,
-            clock=clock,
-        )
+        self._reflectors = [
+            Reflector(
+                rest,
+                resource,
+                self.store,
+                self,
+                namespace=scope,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                metadata_only=metadata_only,
+                watch_timeout=watch_timeout,
+                backoff=backoff(),
+                clock=clock,
+            )
+            for scope in self.namespaces or (None,)
+        ]
         self._task: asyncio.Task[None] | None = None
-        self._log = log.bind(resource=str(resource), namespace=self.namespace, metadata_only=metadata_only)
+        self._log = log.bind(
+            resource=str(resource), namespace=",".join(self.namespaces), metadata_only=metadata_only
+        )
 
     # -- handlers --------------------------------------------------------------
 
@@ -201,11 +224,16 @@ class SharedInformer:
 
     @property
     def last_sync_resource_version(self) -> str:
-        return self._reflector.last_sync_resource_version
+        """The resourceVersion the store is current at; an informer of several namespaces has one
+        per namespace and no single answer."""
+        if len(self._reflectors) > 1:
+            raise ValueError(f"informer for {self.resource} watches {len(self._reflectors)} namespaces")
+        return self._reflectors[0].last_sync_resource_version
 
     def has_synced(self) -> bool:
-        """True once the initial LIST is in the store and was delivered to the handlers."""
-        return self._reflector.has_synced
+        """True once the initial LIST of every namespace is in the store and was delivered to the
+        handlers."""
+        return all(reflector.has_synced for reflector in self._reflectors)
 
     async def wait_for_sync(self) -> None:
         """Wait for the initial sync; raises if the informer stops before it.
@@ -217,7 +245,7 @@ class SharedInformer:
             return
         if self._task is None:
             raise RuntimeError(f"informer for {self.resource} is not running")
-        synced = asyncio.ensure_future(self._reflector.wait_for_sync())
+        synced = asyncio.ensure_future(self._wait_for_reflectors())
         try:
             await asyncio.wait({synced, self._task}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -225,14 +253,19 @@ class SharedInformer:
         if not self.has_synced():
             raise RuntimeError(f"informer for {self.resource} stopped before its initial sync")
 
+    async def _wait_for_reflectors(self) -> None:
+        await asyncio.gather(*(reflector.wait_for_sync() for reflector in self._reflectors))
+
     async def run(self) -> None:
-        """Run the reflector until cancelled.
+        """Run the reflectors until cancelled.
 
         `start`/`stop` manage this as a task; use either them or `run`, never both.
         """
         self._log.debug("informer_started")
         try:
-            await self._reflector.run()
+            async with asyncio.TaskGroup() as group:
+                for reflector in self._reflectors:
+                    group.create_task(reflector.run())
         finally:
             self._log.debug("informer_stopped")
 
@@ -241,7 +274,8 @@ class SharedInformer:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self.run(),
-                name=f"informer:{self.resource}:{self.namespace}{':metadata' if self.metadata_only else ''}",
+                name=f"informer:{self.resource}:{','.join(self.namespaces)}"
+                f"{':metadata' if self.metadata_only else ''}",
             )
 
     @property
@@ -265,14 +299,14 @@ class SharedInformerFactory:
         self,
         rest: RestClient,
         *,
-        namespace: str | None = None,
+        namespace: Namespaces = None,
         label_selectors: Mapping[Resource, str] | None = None,
         transform: Transform | None = strip_managed_fields,
         watch_timeout: float | None = None,
         backoff: Callable[[], WatchBackoff] = WatchBackoff,
         clock: Clock | None = None,
     ) -> None:
-        """`namespace` is the default for `informer_for` (None: all namespaces).
+        """`namespace` is the default for `informer_for`: one, several, or None for all.
 
         `label_selectors` limits the full (not metadata-only) informer of a
         resource to matching objects, as controller-runtime's
@@ -280,34 +314,35 @@ class SharedInformerFactory:
         every object, so the rest of the kind can still be watched cheaply.
         """
         self._rest = rest
-        self.namespace = namespace or NAMESPACE_ALL
+        self.namespace = namespace
         self.label_selectors: Mapping[Resource, str] = dict(label_selectors or {})
         self._transform = transform
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._clock = clock
-        self._informers: dict[tuple[Resource, str, bool], SharedInformer] = {}
+        self._informers: dict[tuple[Resource, tuple[str, ...], bool], SharedInformer] = {}
         self._started = False
 
     def _key(
-        self, resource: Resource, namespace: str | None, metadata_only: bool
-    ) -> tuple[Resource, str, bool]:
+        self, resource: Resource, namespace: Namespaces, metadata_only: bool
+    ) -> tuple[Resource, tuple[str, ...], bool]:
         effective = self.namespace if namespace is None else namespace
-        return (resource, effective if resource.namespaced else NAMESPACE_ALL, metadata_only)
+        return (resource, namespace_scope(effective) if resource.namespaced else (), metadata_only)
 
     def existing(
-        self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
+        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
     ) -> SharedInformer | None:
         """The informer `informer_for` would return, if one was handed out; never creates one."""
         return self._informers.get(self._key(resource, namespace, metadata_only))
 
     def informer_for(
-        self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
+        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
     ) -> SharedInformer:
         """The shared informer for this resource.
 
-        `namespace` None means the factory's namespace; NAMESPACE_ALL means every
-        namespace even when the factory has one. Ignored for cluster-scoped
+        `namespace` None means the factory's namespaces; NAMESPACE_ALL means every
+        namespace even when the factory has some; the same namespaces in any order share
+        one informer. Ignored for cluster-scoped
         resources. `metadata_only` gives a separate informer that caches only
         metadata. Informers created after `start` start at once.
         """
@@ -323,7 +358,7 @@ class SharedInformerFactory:
                 metadata_only=metadata_only,
                 transform=self._transform,
                 watch_timeout=self._watch_timeout,
-                backoff=self._backoff(),
+                backoff=self._backoff,
                 clock=self._clock,
             )
             self._informers[key] = informer

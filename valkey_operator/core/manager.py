@@ -28,7 +28,13 @@ from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.events import EventRecorder
 from valkey_operator.core.httpserver import HttpEndpoint, metrics_app, parse_bind_address, probes_app
-from valkey_operator.core.informer import NAMESPACE_ALL, SharedInformer, SharedInformerFactory
+from valkey_operator.core.informer import (
+    NAMESPACE_ALL,
+    Namespaces,
+    SharedInformer,
+    SharedInformerFactory,
+    namespace_scope,
+)
 from valkey_operator.core.leaderelection import KubernetesLeaseLock, LeaderElector
 from valkey_operator.core.metrics import controller_metrics
 from valkey_operator.core.resource import Resource
@@ -62,7 +68,7 @@ class Manager:
         api_client: ApiClient,
         *,
         field_manager: str,
-        namespace: str | None = None,
+        namespace: Namespaces = None,
         label_selectors: Mapping[Resource, str] | None = None,
         metrics_bind_address: str = ":8080",
         health_probe_bind_address: str = ":8081",
@@ -74,9 +80,10 @@ class Manager:
         """`label_selectors` limits what a resource's full informer caches (see SharedInformerFactory)."""
         self.rest = RestClient(api_client)
         self.client = Client(self.rest, field_manager)
-        self.namespace = namespace
+        self.namespaces = namespace_scope(namespace)
+        """The namespaces the manager's informers watch by default, sorted; () for all."""
         self.informers = SharedInformerFactory(
-            self.rest, namespace=namespace, label_selectors=label_selectors
+            self.rest, namespace=self.namespaces, label_selectors=label_selectors
         )
         self.registry = registry
         self.clock = clock or RealClock()
@@ -98,10 +105,14 @@ class Manager:
         """Reads of the registered informers' caches; reading an unregistered kind is an error."""
         return CacheReader(self.informers)
 
+    def in_scope(self, namespace: str) -> bool:
+        """Whether objects of namespace are the manager's to reconcile (always, when it has no scope)."""
+        return not self.namespaces or namespace in self.namespaces
+
     def informer(
-        self, resource: Resource, namespace: str | None = None, *, metadata_only: bool = False
+        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
     ) -> SharedInformer:
-        """The shared informer for resource, scoped to namespace (default: the manager's scope).
+        """The shared informer for resource, scoped to namespace(s) (default: the manager's scope).
 
         Pass ALL_NAMESPACES to watch every namespace regardless of the manager's scope, and
         `metadata_only=True` for an informer that caches only metadata.

@@ -300,8 +300,9 @@ class Reflector:
         objects, resource_version = await self._list()
         for obj in objects:
             self._set_type(obj)
-        previous = self._store.snapshot()
-        stored = self._store.replace(objects, resource_version)
+        # Scoped to this reflector's namespace: other reflectors may feed the same store.
+        previous = self._store.snapshot(self.namespace)
+        stored = self._store.replace(objects, resource_version, namespace=self.namespace)
         self._last_sync_resource_version = resource_version
         for new in stored:
             old = previous.pop(self._store.key_of(new), None)

@@ -167,12 +167,22 @@ class Store:
             self._reindex(key, old, None)
         return old
 
-    def replace(self, objects: Iterable[Obj], resource_version: str) -> list[Obj]:
-        """Make the store hold exactly `objects` (a full LIST); returns them as stored, in order."""
+    def replace(
+        self, objects: Iterable[Obj], resource_version: str, *, namespace: str | None = None
+    ) -> list[Obj]:
+        """Make the store hold exactly `objects` (a full LIST); returns them as stored, in order.
+
+        With `namespace`, only that namespace's objects are replaced and the rest stay: one store
+        can then be fed by one reflector per namespace (a multi-namespace informer).
+        """
         items: dict[str, Obj] = {}
+        if namespace is not None:
+            items = {key: obj for key, obj in self._items.items() if _namespace_of(obj) != namespace}
+        listed: list[Obj] = []
         for obj in objects:
             stored = self.transform_object(obj)
             items[self._key_func(stored)] = stored
+            listed.append(stored)
         self._items = items
         self._indices = {name: {} for name in self._indexers}
         for key, obj in items.items():
@@ -181,7 +191,7 @@ class Store:
                 for value in self._index_values(name, func, key, obj):
                     index.setdefault(value, set()).add(key)
         self.list_resource_version = resource_version
-        return list(items.values())
+        return listed
 
     # -- reads -------------------------------------------------------------------
 
@@ -196,9 +206,12 @@ class Store:
     def list_keys(self) -> list[str]:
         return list(self._items)
 
-    def snapshot(self) -> dict[str, Obj]:
-        """A shallow copy of key -> object (the objects themselves are still shared)."""
-        return dict(self._items)
+    def snapshot(self, namespace: str | None = None) -> dict[str, Obj]:
+        """A shallow copy of key -> object (the objects themselves are still shared), or of one
+        namespace's objects."""
+        if namespace is None:
+            return dict(self._items)
+        return {key: obj for key, obj in self._items.items() if _namespace_of(obj) == namespace}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -254,3 +267,8 @@ class Store:
     def list(self) -> list[Obj]:
         """Every stored object."""
         return list(self._items.values())
+
+
+def _namespace_of(obj: Obj) -> str:
+    namespace: str = obj.get("metadata", {}).get("namespace") or ""
+    return namespace

@@ -349,7 +349,7 @@ async def test_watch_cut_is_resumed_from_last_resource_version_without_relist(
         rest = RecordingRestClient(api)
         recorder = Recorder()
         informer = SharedInformer(
-            rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
+            rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff
         )
         informer.add_event_handler(recorder)
         async with running(informer):
@@ -396,7 +396,7 @@ async def test_relist_after_410_reports_missed_delete_as_tombstone(uncached_plan
         recorder = Recorder()
         with structlog.testing.capture_logs() as logs:
             informer = SharedInformer(
-                rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff()
+                rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff
             )
             informer.add_event_handler(recorder)
             async with running(informer):

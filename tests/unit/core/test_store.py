@@ -129,6 +129,20 @@ def test_replace_rebuilds_items_and_indexes() -> None:
     assert store.list() == [] and store.list_index_values("app") == []
 
 
+def test_replace_of_one_namespace_keeps_the_others() -> None:
+    """One store fed by one reflector per namespace: a relist of one never drops another's objects."""
+    store = indexed_store()
+    store.add(obj("a", "team-a", app="web"))
+    store.add(obj("b", "team-b", app="web"))
+    stored = store.replace([obj("c", "team-a", rv="7", app="db")], "7", namespace="team-a")
+    assert names(stored) == ["c"]
+    assert sorted(store.list_keys()) == ["team-a/c", "team-b/b"]
+    assert store.index_keys("app", "web") == ["team-b/b"]
+    assert store.index_keys("app", "db") == ["team-a/c"]
+    assert sorted(store.snapshot("team-b")) == ["team-b/b"]
+    assert sorted(store.snapshot()) == ["team-a/c", "team-b/b"]
+
+
 def test_transform_applies_to_add_and_replace() -> None:
     store = Store(transform=strip_managed_fields)
     with_fields = obj("a")
