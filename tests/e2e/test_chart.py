@@ -1,0 +1,287 @@
+"""The Helm chart installed as users install it: helm, the chart's Deployment run by the test bed's
+kubelet from the operator image, under the chart's ServiceAccount and least-privilege RBAC.
+
+One lifecycle test (install a previous chart, a cluster, leader takeover, upgrade, uninstall)
+and one RBAC test per mode. The CRDs are cluster-wide, so this module's tests run one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from chart_support import (
+    RELEASE,
+    adopt_crds,
+    can_i,
+    can_i_list,
+    helm,
+    install,
+    kubectl,
+    previous_chart,
+)
+from cluster_support import Catalog, formed_cluster, owned_pods, settled
+
+from valkey_operator.api.resources import VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import (
+    CONFIG_MAPS,
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    PODS,
+    SERVICES,
+    Resource,
+)
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS, product_crds
+from valkey_operator.testing.kubelet import KubeletControl
+from valkey_operator.testing.wait import NotYet, eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+LEASE = "valkey-operator-leader"
+LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's leader-election timings
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest_asyncio.fixture
+async def workloads(kube: Client) -> AsyncIterator[str]:
+    """A second namespace: where ValkeyClusters live, apart from the operator's own."""
+    name = f"chart-workloads-{uuid.uuid4().hex[:6]}"
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.delete(NAMESPACES, name)
+
+
+@pytest.fixture
+def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
+    """The release this test installs in its namespace, uninstalled afterwards if still there (its
+    cluster-scoped RBAC outlives the namespace otherwise)."""
+    yield RELEASE
+    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")
+
+
+async def operator_pods(kube: Client, namespace: str) -> list[Obj]:
+    pods = await kube.list(PODS, namespace, label_selector=f"app.kubernetes.io/instance={RELEASE}")
+    return [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
+
+
+async def running_pods(kube: Client, namespace: str, count: int) -> list[Obj]:
+    async def ready() -> list[Obj] | NotYet:
+        pods = await operator_pods(kube, namespace)
+        ok = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+        return ok if len(ok) == count == len(pods) else NotYet([p["metadata"]["name"] for p in pods])
+
+    return await eventually(ready, f"{count} operator pods Running", 120)
+
+
+def became_leader(log: Path) -> list[tuple[str, str]]:
+    """(timestamp, identity) of every 'became leader' line in a container log (JSON lines)."""
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if '"became leader"' in line:
+            entry = json.loads(line)
+            found.append((entry["timestamp"], entry["identity"]))
+    return found
+
+
+async def container_logs(kubelet: KubeletControl, namespace: str, pods: set[str]) -> list[Path]:
+    logs = []
+    for name in sorted(pods):
+        seen = await kubelet.pod(namespace, name)
+        logs += [Path(container["log"]) for container in (seen or {}).get("containers", [])]
+    return logs
+
+
+def refusals(logs: list[Path]) -> list[str]:
+    """Log lines where the API server refused the operator a request (its RBAC too tight)."""
+    lines = (line for log in logs for line in log.read_text(errors="replace").splitlines())
+    return [line for line in lines if "forbidden" in line.lower()]
+
+
+async def lease_holder(kube: Client, namespace: str) -> str:
+    lease = await kube.get(LEASES, LEASE, namespace)
+    holder: str = lease["spec"].get("holderIdentity") or ""
+    return holder
+
+
+@pytest.mark.timeout(900)
+async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
+    kube: Client,
+    kubeconfig_path: Path,
+    kubelet: KubeletControl,
+    namespace: str,
+    workloads: str,
+    catalog: Catalog,
+    tmp_path: Path,
+    release: str,
+) -> None:
+    # A previous chart whose ValkeyCluster CRD lacks spec.podAnnotations (added since).
+    previous = previous_chart(tmp_path / "previous", "podAnnotations")
+    await adopt_crds(kube, namespace)
+    took = install(kubeconfig_path, namespace, f"watchNamespaces={{{workloads}}}", chart=previous)
+    print(f"helm install (previous chart) --wait: {took:.1f}s")
+    crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "valkeyclusters.valkey.gomomento.com")
+    assert "podAnnotations" not in json.dumps(crd["spec"]["versions"][0]["schema"])
+
+    # Both replicas run under the chart's ServiceAccount, as the restricted profile asks.
+    pods = await running_pods(kube, namespace, 2)
+    for pod in pods:
+        assert pod["spec"]["serviceAccountName"] == RELEASE + "-valkey-operator"
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    names = {pod["metadata"]["name"] for pod in pods}
+    holder = await eventually(lambda: lease_holder(kube, namespace), "a leader", 60)
+    leader = holder.rsplit("_", 1)[0]
+    assert leader in names, (holder, names)
+
+    # The leader reconciles: a ValkeyCluster in the watched namespace becomes Active.
+    status, _ = await formed_cluster(kube, catalog, workloads, "chart", shards=3, replicas=0)
+    valkey_uids = {p["metadata"]["uid"] for p in await owned_pods(kube, workloads, "chart")}
+    assert status["state"] == "Active" and len(valkey_uids) == 3
+
+    # Kill the leader's process: the other replica (or the restarted one) leads within the lease.
+    seen = await kubelet.pod(namespace, leader)
+    assert seen is not None
+    (operator_container,) = seen["containers"]
+    killed_at = time.time()
+    started = time.monotonic()
+    os.kill(operator_container["pid"], signal.SIGKILL)
+
+    async def new_holder() -> str | NotYet:
+        current = await lease_holder(kube, namespace)
+        return current if current and current != holder else NotYet(current)
+
+    taken_by = await eventually(new_holder, "another process to lead", LEASE_DURATION + RETRY_PERIOD + 30)
+    takeover = time.monotonic() - started
+    print(f"leader {holder} killed; {taken_by} leads after {takeover:.1f}s")
+    assert takeover <= LEASE_DURATION + RETRY_PERIOD + 5
+    # Never two at once: every 'became leader' after the first comes after the kill.
+    logs = await container_logs(kubelet, namespace, names)
+    leaderships = sorted(entry for log in logs for entry in became_leader(log))
+    assert leaderships[0][1] == holder and len(leaderships) == 2, leaderships
+    assert leaderships[1][0] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(killed_at)), leaderships
+    lease = await kube.get(LEASES, LEASE, namespace)
+    assert lease["spec"]["leaseTransitions"] >= 1
+
+    # The new leader reconciles; the old CRD refuses the newer field (kubectl validates strictly).
+    refused = kubectl(
+        kubeconfig_path, "-n", workloads, "patch", "valkeycluster", "chart", "--type=merge",
+        "-p", '{"spec":{"podAnnotations":{"team":"cache"}}}', check=False,
+    )  # fmt: skip
+    assert 'unknown field "spec.podAnnotations"' in refused, refused
+
+    assert refusals(logs) == []
+
+    # helm upgrade to this chart with a changed value: the CRD moves to this chart's version, the
+    # operator pods roll, every Valkey pod stays.
+    took = install(
+        kubeconfig_path, namespace, f"watchNamespaces={{{workloads}}}", "logLevel=debug", command="upgrade"
+    )
+    print(f"helm upgrade --wait: {took:.1f}s")
+    crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "valkeyclusters.valkey.gomomento.com")
+    assert "podAnnotations" in json.dumps(crd["spec"]["versions"][0]["schema"])
+    upgraded = await running_pods(kube, namespace, 2)
+    assert not names & {pod["metadata"]["name"] for pod in upgraded}
+    assert all("--log-level=debug" in pod["spec"]["containers"][0]["args"] for pod in upgraded)
+    kubectl(
+        kubeconfig_path, "-n", workloads, "patch", "valkeycluster", "chart", "--type=merge",
+        "-p", '{"spec":{"podAnnotations":{"team":"cache"}}}',
+    )  # fmt: skip
+
+    async def annotated() -> bool:
+        valkeys = await owned_pods(kube, workloads, "chart")
+        return all(p["metadata"].get("annotations", {}).get("team") == "cache" for p in valkeys)
+
+    await eventually(annotated, "the new leader to patch podAnnotations onto the Valkey pods", 90)
+    await settled(kube, workloads, "chart", 60)
+    assert {p["metadata"]["uid"] for p in await owned_pods(kube, workloads, "chart")} == valkey_uids
+    assert refusals(await container_logs(kubelet, namespace, {p["metadata"]["name"] for p in upgraded})) == []
+
+    # helm uninstall: no operator object is left, every CRD stays, and so does the cluster.
+    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait")
+    assert await kube.list(DEPLOYMENTS, namespace) == []
+    assert [a["metadata"]["name"] for a in await kube.list(SERVICE_ACCOUNTS, namespace)] == ["default"]
+    assert await kube.list(SERVICES, namespace) == []
+    assert await kube.list(ROLES, namespace) == [] and await kube.list(ROLE_BINDINGS, workloads) == []
+    assert "valkey-operator-config" not in {
+        c["metadata"]["name"] for c in await kube.list(CONFIG_MAPS, namespace)
+    }
+    leftover = [
+        r["metadata"]["name"]
+        for kind in (CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS)
+        for r in await kube.list(kind)
+        if r["metadata"]["name"].startswith(f"{RELEASE}-valkey-operator")
+    ]
+    assert leftover == []
+    for path in product_crds():
+        name = path.name.removesuffix(".yaml") + ".valkey.gomomento.com"
+        assert await kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name) is not None, name
+    assert await kube.get_or_none(VALKEY_CLUSTERS, "chart", workloads) is not None
+
+
+def golden(name: str, rules: set[str], release_namespace: str, watched: str) -> None:
+    """Compare with tests/e2e/golden/<name>.txt (namespaces written as placeholders)."""
+    lines = sorted(
+        rule.replace(release_namespace, "<release-namespace>").replace(watched, "<watched>") for rule in rules
+    )
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    assert lines == path.read_text().splitlines(), f"RBAC differs from {path} (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.mark.timeout(300)
+async def test_rbac_is_exactly_enough_in_both_modes(
+    kube: Client, kubeconfig_path: Path, namespace: str, workloads: str, release: str
+) -> None:
+    account = f"system:serviceaccount:{namespace}:{RELEASE}-valkey-operator"
+    unwatched = "default"
+    for mode, values in (("cluster-wide", ()), ("namespaced", (f"watchNamespaces={{{workloads}}}",))):
+        await adopt_crds(kube, namespace)
+        install(kubeconfig_path, namespace, "replicaCount=0", *values)
+        try:
+            for where, rules in (
+                ("release", can_i_list(kubeconfig_path, account, namespace)),
+                ("watched", can_i_list(kubeconfig_path, account, workloads)),
+            ):
+                golden(f"rbac-{mode}-{where}", rules, namespace, workloads)
+            for verb in ("create", "get"):  # exec over SPDY posts, over WebSockets gets
+                assert not can_i(
+                    kubeconfig_path, account, verb, "pods", "--subresource=exec", "-n", workloads
+                )
+                assert not can_i(kubeconfig_path, account, verb, "pods", "--subresource=exec", "-A")
+            assert not can_i(kubeconfig_path, account, "delete", "customresourcedefinitions")
+            assert not can_i(kubeconfig_path, account, "update", "customresourcedefinitions")
+            assert not can_i(kubeconfig_path, account, "list", "issuers.cert-manager.io", "-n", workloads)
+            assert not can_i(kubeconfig_path, account, "delete", "secrets", "-n", workloads)
+            assert not can_i(kubeconfig_path, account, "delete", "valkeyclusters", "-n", workloads)
+            assert not can_i(kubeconfig_path, account, "get", "leases/another", "-n", namespace)
+            assert can_i(kubeconfig_path, account, "list", "secrets", "-n", workloads)
+            if mode == "namespaced":
+                assert not can_i(kubeconfig_path, account, "get", "secrets", "-n", unwatched)
+                assert not can_i(kubeconfig_path, account, "list", "secrets", "--all-namespaces")
+                assert not can_i(kubeconfig_path, account, "list", "pods", "--all-namespaces")
+                assert not can_i(kubeconfig_path, account, "create", "pods", "-n", namespace)
+        finally:
+            helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait")
