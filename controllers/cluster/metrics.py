@@ -1,6 +1,8 @@
 """Operator metrics of the cluster reconciler (SPEC 3), from what reconcile already observes.
 
 - `valkey_operator_clusters{state}`: clusters by state (each cluster counted once, in its last state);
+  `valkey_operator_cluster_state{namespace,cluster,state}`: 1 for the state a cluster is in, so an
+  alert can name the cluster;
 - `valkey_operator_version_floor_rejections_total{namespace,cluster}`: a cluster entering Failed
   because a node runs a Valkey below the floor;
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
@@ -14,7 +16,8 @@
 - `valkey_operator_slot_migration_failures_total{namespace,cluster}`: atomic slot migration jobs
   that ended failed or cancelled, each job once; `valkey_operator_slot_migrations_active`: jobs
   under way.
-Series of a cluster's pods that are gone, and of a deleted cluster, are removed.
+A cluster's counters start at 0 when the operator first sees it, so `increase()` sees its first
+event. Series of a cluster's pods that are gone, and of a deleted cluster, are removed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ class ClusterMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.clusters = Gauge(
             "valkey_operator_clusters", "ValkeyClusters by state", ["state"], registry=registry
+        )
+        self.cluster_state = Gauge(
+            "valkey_operator_cluster_state",
+            "1 for the state the ValkeyCluster is in, 0 for the others",
+            ["namespace", "cluster", "state"],
+            registry=registry,
         )
         self.version_floor_rejections = Counter(
             "valkey_operator_version_floor_rejections",
@@ -139,10 +148,37 @@ class ClusterMetrics:
         key = (namespace, cluster)
         if state is None:
             self._states.pop(key, None)
+            for each in ClusterState:
+                with contextlib.suppress(KeyError):
+                    self.cluster_state.remove(namespace, cluster, each.value)
         else:
+            if key not in self._states:
+                self._start_counters(namespace, cluster)
             self._states[key] = state
+            for each in ClusterState:
+                self.cluster_state.labels(namespace=namespace, cluster=cluster, state=each.value).set(
+                    1 if each is state else 0
+                )
         for each in ClusterState:
             self.clusters.labels(state=each.value).set(sum(1 for s in self._states.values() if s is each))
+
+    def _start_counters(self, namespace: str, cluster: str) -> None:
+        """Create a new cluster's counter series at 0: a series born at 1 hides its first event from
+        Prometheus' increase()."""
+        for counter in self._cluster_counters():
+            counter.labels(namespace=namespace, cluster=cluster)
+        for mode in ("coordinated", "takeover"):
+            self.failovers.labels(namespace=namespace, cluster=cluster, mode=mode)
+
+    def _cluster_counters(self) -> tuple[Counter, ...]:
+        return (
+            self.version_floor_rejections,
+            self.migration_failures,
+            self.rollouts_started,
+            self.rollouts_finished,
+            self.rollouts_failed,
+            self.failover_timeouts,
+        )
 
     def record_failovers(
         self, namespace: str, cluster: str, actions: Sequence[Action], failures: Sequence[Failure]
@@ -232,13 +268,9 @@ class ClusterMetrics:
         self.record_state(namespace, cluster, None)
         self._failed_jobs.pop((namespace, cluster), None)
         for family in (
+            *self._cluster_counters(),
             self.migrations_active,
-            self.migration_failures,
-            self.rollouts_started,
-            self.rollouts_finished,
-            self.rollouts_failed,
             self.rollout_seconds,
-            self.failover_timeouts,
             self.max_primaries_per_node,
         ):
             with contextlib.suppress(KeyError):

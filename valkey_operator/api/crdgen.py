@@ -44,7 +44,8 @@ from valkey_operator.core.resource import Resource
 Schema = dict[str, Any]
 
 MIN_KUBERNETES_VERSION = "1.35"
-"""The oldest Kubernetes minor the CRDs (and the chart) support; 1.35-1.37 are tested/claimed."""
+"""The oldest Kubernetes minor whose CEL the CRDs may use; only 1.37 is tested and claimed (the chart's
+kubeVersion)."""
 
 CEL_FUNCTIONS: Mapping[str, str] = {
     "has, size, all, filter, matches, startsWith, contains, type, string": "CEL standard (1.25+)",

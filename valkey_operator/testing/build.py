@@ -1,8 +1,8 @@
 """Build the test bed's control-plane binaries from Go modules, once, into a cache.
 
 There is no Docker engine or image registry here, so the real kube-apiserver,
-kube-controller-manager, kube-scheduler, kubectl, etcd and helm are compiled
-from the Go module proxy. Each artifact is stamped with what built it; a
+kube-controller-manager, kube-scheduler, kubectl, etcd, helm, prometheus and
+promtool are compiled from the Go module proxy. Each artifact is stamped with what built it; a
 build whose stamp matches is skipped, so the command is idempotent and cheap
 when warm. Builds run under a file lock so concurrent callers wait, not race.
 """
@@ -130,6 +130,14 @@ class Binaries:
     def helm(self) -> Path:
         return self.path("helm")
 
+    @property
+    def prometheus(self) -> Path:
+        return self.path("prometheus")
+
+    @property
+    def promtool(self) -> Path:
+        return self.path("promtool")
+
 
 def binaries() -> Binaries:
     """Where the binaries for the pinned versions are (built or not)."""
@@ -249,11 +257,58 @@ def _build_helm(work: Path, output: Path, progress: Progress) -> None:
     )
 
 
+PROMETHEUS_TAGS = "remove_all_sd,enable_kubernetes_sd"
+"""Only the kubernetes service discovery (the plugins/ files' build constraints): a smaller build."""
+
+
+def _prometheus_version() -> str:
+    """v0.3XX.Y -> 3.XX.Y: the release the module version stands for."""
+    minor, patch = versions.PROMETHEUS.removeprefix("v0.").split(".")
+    return f"{minor[0]}.{int(minor[1:])}.{patch}"
+
+
+def _build_prometheus_command(command: str) -> Callable[[Path, Path, Progress], None]:
+    """Build cmd/<command> of the Prometheus module (prometheus or promtool).
+
+    No `go mod tidy`: it would fetch every discovery plugin's SDK (2 GB); `go build -mod=mod`
+    fetches only the modules the tagged build imports. Without the `builtinassets` tag the web UI
+    is served from disk (absent here), while the HTTP API, which tests use, works.
+    """
+
+    def build(work: Path, output: Path, progress: Progress) -> None:
+        (work / "go.mod").write_text(
+            f"module valkeyoperator.local/{command}\n\ngo 1.26\n\n"
+            f"require github.com/prometheus/prometheus {versions.PROMETHEUS}\n"
+        )
+        stamps = {
+            "Version": _prometheus_version(),
+            "Revision": versions.PROMETHEUS,
+            "Branch": "HEAD",
+            "BuildUser": "valkey-operator",
+            "BuildDate": "19700101-00:00:00",
+        }
+        ldflags = " ".join(
+            ["-s", "-w", *(f"-X github.com/prometheus/common/version.{k}={v}" for k, v in stamps.items())]
+        )
+        package = f"github.com/prometheus/prometheus/cmd/{command}"
+        flags = ["-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags]
+        _run(["go", "build", *flags, "-o", str(output), package], work, progress)
+
+    return build
+
+
 def _artifacts() -> list[_Artifact]:
+    def prometheus(command: str) -> _Artifact:
+        stamp = f"{command} {versions.PROMETHEUS} ({PROMETHEUS_TAGS})"
+        return _Artifact(command, stamp, _build_prometheus_command(command))
+
     return [
         _Artifact("etcd", f"etcd {versions.ETCD}", _build_etcd),
         _Artifact("kube", f"kubernetes {versions.KUBERNETES}", _build_kube, KUBE_COMMANDS),
         _Artifact("helm", f"helm {versions.HELM}", _build_helm),
+        # Two builds of one module: the second reuses the first's compiled packages (one GOCACHE).
+        prometheus("prometheus"),
+        prometheus("promtool"),
     ]
 
 

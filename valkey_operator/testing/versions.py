@@ -11,6 +11,9 @@ KUBERNETES_STAGING = "v0." + KUBERNETES.split(".", 1)[1]
 ETCD = "v3.7.3"
 # helm, for chart tests.
 HELM = "v3.22.0"
+# Prometheus and promtool, for the metrics, dashboard and alert tests. The Go module
+# github.com/prometheus/prometheus publishes Prometheus 3.X.Y as v0.3XX.Y (v0.316.0 is 3.16.0).
+PROMETHEUS = "v0.316.0"
 
 # The image catalog (valkey_operator.testing.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`

@@ -28,6 +28,24 @@ def test_clusters_are_counted_once_in_their_last_state() -> None:
     assert value("valkey_operator_version_floor_rejections_total", {"namespace": "ns", "cluster": "a"}) == 1
 
 
+def test_a_new_clusters_counters_start_at_zero_and_its_state_is_named() -> None:
+    """A counter series born at 1 hides the first event from increase(); alerts name the cluster."""
+    registry = CollectorRegistry()
+    metrics = cluster_metrics(registry)
+    metrics.record_state("ns", "a", ClusterState.CREATING)
+    labels = {"namespace": "ns", "cluster": "a"}
+    value = registry.get_sample_value
+    for family in ("rollouts_failed", "slot_migration_failures", "failover_timeouts", "rollouts_started"):
+        assert value(f"valkey_operator_{family}_total", labels) == 0, family
+    assert value("valkey_operator_failovers_total", {**labels, "mode": "takeover"}) == 0
+    metrics.record_state("ns", "a", ClusterState.FAILED)
+    assert value("valkey_operator_cluster_state", {**labels, "state": "Failed"}) == 1
+    assert value("valkey_operator_cluster_state", {**labels, "state": "Creating"}) == 0
+    metrics.forget_cluster("ns", "a")
+    assert value("valkey_operator_cluster_state", {**labels, "state": "Failed"}) is None
+    assert value("valkey_operator_rollouts_failed_total", labels) is None
+
+
 def test_node_gauges_follow_the_observation_and_drop_departed_pods() -> None:
     registry = CollectorRegistry()
     metrics = cluster_metrics(registry)
