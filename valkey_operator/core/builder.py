@@ -21,9 +21,8 @@ from valkey_operator.core.handler import (
 )
 from valkey_operator.core.informer import Namespaces
 from valkey_operator.core.manager import Manager
-from valkey_operator.core.reconcile import Reconciler, Request
+from valkey_operator.core.reconcile import Reconciler
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.workqueue import RateLimiter
 
 
 @attrs.frozen
@@ -44,7 +43,6 @@ class ControllerBuilder:
     primary: Resource | None = None
     watched: tuple[_Watch, ...] = ()
     workers: int = 1
-    rate_limiter: RateLimiter[Request] | None = None
     reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT
 
     def for_(
@@ -90,9 +88,6 @@ class ControllerBuilder:
         """Cancel a reconcile that runs longer (an error, requeued with backoff); None: no deadline."""
         return attrs.evolve(self, reconcile_timeout=seconds)
 
-    def with_rate_limiter(self, rate_limiter: RateLimiter[Request]) -> ControllerBuilder:
-        return attrs.evolve(self, rate_limiter=rate_limiter)
-
     def complete(self, reconciler: Reconciler) -> Controller:
         """Create the controller, hook its watches to shared informers, add it to the manager."""
         if self.primary is None:
@@ -101,7 +96,6 @@ class ControllerBuilder:
             self.name,
             reconciler,
             workers=self.workers,
-            rate_limiter=self.rate_limiter,
             reconcile_timeout=self.reconcile_timeout,
             clock=self.manager.clock,
             registry=self.manager.registry,

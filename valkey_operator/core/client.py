@@ -6,11 +6,11 @@ writes, and for the rare read that must be fresh (conflict retries).
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, ApiError, Obj, RestClient
 
@@ -149,17 +149,22 @@ class Client:
 
 
 async def retry_on_conflict(
-    attempt: Callable[[], Awaitable[T]], *, attempts: int = 5, base_delay: float = 0.01
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    base_delay: float = 0.01,
+    clock: Clock | None = None,
 ) -> T:
     """Run attempt (which must re-read what it writes) again on 409 Conflict, with jittered backoff.
 
     Like client-go's retry.RetryOnConflict: up to 5 attempts, backoff from 10 ms with 10% jitter.
     """
+    clock = clock or RealClock()
     for step in range(attempts):
         try:
             return await attempt()
         except ApiError as exc:
             if not exc.conflict or step == attempts - 1:
                 raise
-        await asyncio.sleep(base_delay * (2**step) * (1 + 0.1 * random.random()))
+        await clock.sleep(base_delay * (2**step) * (1 + 0.1 * random.random()))
     raise AssertionError("unreachable")

@@ -1,17 +1,22 @@
 """Injectable time, so anything that waits (queues, backoff, leases) is testable without real sleeping.
 
-Code in the core never calls ``time.monotonic`` or ``asyncio.sleep`` directly for
-scheduling; it takes a :class:`Clock`. Production uses :class:`RealClock`; tests
+Code in the core never reads time or sleeps directly (``time``, ``datetime.now``,
+``asyncio.sleep``); it takes a :class:`Clock`. Production uses :class:`RealClock`; tests
 use :class:`FakeClock` and move time by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
-__all__ = ["Clock", "FakeClock", "RealClock"]
+T = TypeVar("T")
+
+__all__ = ["Clock", "FakeClock", "RealClock", "micro_time", "within"]
 
 
 class Clock(Protocol):
@@ -25,12 +30,49 @@ class Clock(Protocol):
         """Return once ``now()`` has advanced by ``seconds`` (immediately if ``seconds <= 0``)."""
         ...
 
+    def wall(self) -> float:
+        """Seconds since the epoch, for timestamps written to the API (Lease times, Event times)."""
+        ...
+
+
+def micro_time(clock: Clock) -> str:
+    """The clock's wall time as a Kubernetes MicroTime (RFC 3339, microseconds, UTC)."""
+    moment = datetime.datetime.fromtimestamp(clock.wall(), datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def within(clock: Clock, seconds: float | None, awaitable: Awaitable[T]) -> T:
+    """awaitable's result, or TimeoutError once `seconds` of the clock's time have passed (then it is
+    cancelled and awaited); None waits forever. asyncio.timeout on the clock instead of the loop."""
+    work = asyncio.ensure_future(awaitable)
+    if seconds is None:
+        return await work
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        raise
+    finally:
+        timer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timer  # its sleep is unregistered before we return
+    if not work.done():
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        raise TimeoutError(f"not done within {seconds}s")
+    return work.result()
+
 
 class RealClock:
     """The wall of the event loop: ``time.monotonic`` and ``asyncio.sleep``."""
 
     def now(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0))
@@ -60,6 +102,9 @@ class FakeClock:
     Sleepers are woken in deadline order (ties in the order they went to sleep).
     """
 
+    WALL_AT_ZERO = 1_800_000_000.0
+    """The epoch seconds ``wall()`` reports when ``now()`` is 0 (2027-01-15)."""
+
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
         self._seq = 0
@@ -68,6 +113,9 @@ class FakeClock:
 
     def now(self) -> float:
         return self._now
+
+    def wall(self) -> float:
+        return self.WALL_AT_ZERO + self._now
 
     def set_time(self, t: float) -> None:
         """Jump to ``t`` (never backwards: the clock is monotonic) and wake due sleepers."""

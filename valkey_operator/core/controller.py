@@ -12,13 +12,12 @@ never holds a worker.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from valkey_operator.core.clock import Clock, RealClock
+from valkey_operator.core.clock import Clock, RealClock, within
 from valkey_operator.core.handler import EnqueueMapped, MapFunc, UpdateFilter
 from valkey_operator.core.metrics import controller_metrics
 from valkey_operator.core.reconcile import Reconciler, Request, Result, TerminalError
@@ -55,6 +54,7 @@ class Controller:
         self.workers = workers
         self.reconcile_timeout = reconcile_timeout
         clock = clock or RealClock()
+        self._clock = clock
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
             rate_limiter, clock=clock, metrics=PrometheusQueueMetrics(name, registry, clock=clock)
         )
@@ -83,8 +83,7 @@ class Controller:
     async def shutdown(self, drain_timeout: float = 30.0) -> None:
         """Stop taking new keys; let in-flight reconciles finish (up to drain_timeout), then cancel."""
         try:
-            async with asyncio.timeout(drain_timeout):
-                await self.queue.shut_down_with_drain()
+            await within(self._clock, drain_timeout, self.queue.shut_down_with_drain())
         except TimeoutError:
             self._log.warning("drain timed out; cancelling in-flight reconciles", timeout=drain_timeout)
             self.queue.shut_down()
@@ -106,7 +105,7 @@ class Controller:
     async def _reconcile(self, request: Request) -> None:
         active = self._metrics.active_workers.labels(controller=self.name)
         active.inc()
-        started = time.perf_counter()
+        started = self._clock.now()
         outcome = "success"
         error: BaseException | None = None
         try:
@@ -121,7 +120,7 @@ class Controller:
         else:
             outcome = self._requeue(request, result)
         finally:
-            elapsed = time.perf_counter() - started
+            elapsed = self._clock.now() - started
             active.dec()
             self._metrics.reconcile_time.labels(controller=self.name).observe(elapsed)
         self._metrics.reconcile_total.labels(controller=self.name, result=outcome).inc()
@@ -139,12 +138,21 @@ class Controller:
             self._log.info("reconciled", key=str(request), duration=round(elapsed, 4), result=outcome)
 
     async def _bounded(self, request: Request) -> Result:
-        deadline = asyncio.timeout(self.reconcile_timeout)
-        try:
-            async with deadline:
+        """The reconcile, cancelled once reconcile_timeout passes on the clock."""
+        timed_out = False
+
+        async def reconcile() -> Result:
+            try:
                 return await self.reconciler.reconcile(request)
+            except asyncio.CancelledError:
+                nonlocal timed_out
+                timed_out = True
+                raise
+
+        try:
+            return await within(self._clock, self.reconcile_timeout, reconcile())
         except TimeoutError:
-            if deadline.expired():
+            if timed_out:
                 raise ReconcileTimeout(f"cancelled after {self.reconcile_timeout}s") from None
             raise
 

@@ -7,13 +7,12 @@ existing Event's series count instead of creating another, as client-go does.
 
 from __future__ import annotations
 
-import datetime
-import time
 import uuid
 
 import structlog
 
 from valkey_operator.core.client import Client
+from valkey_operator.core.clock import Clock, RealClock, micro_time
 from valkey_operator.core.resource import EVENTS
 from valkey_operator.core.rest import ApiError, Obj, TransportError
 
@@ -23,10 +22,6 @@ NORMAL = "Normal"
 WARNING = "Warning"
 SERIES_WINDOW_SECONDS = 6 * 60
 _MAX_REMEMBERED = 4096
-
-
-def _micro_time() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _reference(obj: Obj) -> Obj:
@@ -46,10 +41,11 @@ def _reference(obj: Obj) -> Obj:
 class EventRecorder:
     """Records Events as `controller` (reportingController) from `instance` (e.g. the pod name)."""
 
-    def __init__(self, client: Client, controller: str, instance: str) -> None:
+    def __init__(self, client: Client, controller: str, instance: str, clock: Clock | None = None) -> None:
         self.client = client
         self.controller = controller
         self.instance = instance
+        self.clock: Clock = clock or RealClock()
         # (uid, type, reason, note) -> (event namespace, event name, count, first seen monotonic)
         self._series: dict[tuple[str, str, str, str], tuple[str, str, int, float]] = {}
 
@@ -59,7 +55,7 @@ class EventRecorder:
         key = (metadata.get("uid", ""), type_, reason, note)
         try:
             previous = self._series.get(key)
-            if previous and time.monotonic() - previous[3] < SERIES_WINDOW_SECONDS:
+            if previous and self.clock.now() - previous[3] < SERIES_WINDOW_SECONDS:
                 await self._bump_series(key, *previous)
             else:
                 await self._create(key, obj, type_, reason, note, action)
@@ -78,7 +74,7 @@ class EventRecorder:
                 "name": f"{metadata.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
                 "namespace": namespace,
             },
-            "eventTime": _micro_time(),
+            "eventTime": micro_time(self.clock),
             "reportingController": self.controller,
             "reportingInstance": self.instance,
             "action": action,
@@ -90,13 +86,13 @@ class EventRecorder:
         created = await self.client.create(EVENTS, event)
         if len(self._series) >= _MAX_REMEMBERED:
             self._series.pop(next(iter(self._series)))
-        self._series[key] = (namespace, created["metadata"]["name"], 1, time.monotonic())
+        self._series[key] = (namespace, created["metadata"]["name"], 1, self.clock.now())
 
     async def _bump_series(
         self, key: tuple[str, str, str, str], namespace: str, name: str, count: int, first_seen: float
     ) -> None:
         count += 1
-        patch = {"series": {"count": count, "lastObservedTime": _micro_time()}}
+        patch = {"series": {"count": count, "lastObservedTime": micro_time(self.clock)}}
         try:
             await self.client.patch(EVENTS, name, patch, namespace)
         except ApiError as exc:

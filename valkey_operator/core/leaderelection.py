@@ -13,9 +13,7 @@ now); `LeaderElector` only loops, reads and writes the Lease.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import datetime
 import random
 from typing import Protocol
 
@@ -23,7 +21,7 @@ import attrs
 import structlog
 
 from valkey_operator.core.client import Client
-from valkey_operator.core.clock import Clock, RealClock
+from valkey_operator.core.clock import Clock, RealClock, micro_time, within
 from valkey_operator.core.resource import LEASES
 from valkey_operator.core.rest import ApiError, Obj, TransportError
 
@@ -85,10 +83,6 @@ class LeaseLock(Protocol):
     async def create(self, record: LeaderElectionRecord) -> ObservedLease: ...
 
     async def update(self, record: LeaderElectionRecord, resource_version: str) -> ObservedLease: ...
-
-
-def _wall_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _record_from(lease: Obj) -> ObservedLease:
@@ -180,7 +174,7 @@ class LeaderElector:
                 record, self._observed_at, self.clock.now(), self.identity, self.lease_duration
             ):
                 return False
-            wanted = next_record(record, self.identity, self.lease_duration, _wall_now())
+            wanted = next_record(record, self.identity, self.lease_duration, micro_time(self.clock))
             written = (
                 await self.lock.update(wanted, current.resource_version)
                 if current is not None
@@ -207,8 +201,7 @@ class LeaderElector:
             remaining = self.renew_deadline - (started - self._last_renewed_at)
             if remaining > 0:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(remaining):
-                        await self.try_acquire_or_renew()
+                    await within(self.clock, remaining, self.try_acquire_or_renew())
             if renew_deadline_passed(self._last_renewed_at, self.clock.now(), self.renew_deadline):
                 self._last_renewed_at = None
                 raise LeadershipLost(f"{self.identity} failed to renew within {self.renew_deadline}s")
@@ -219,7 +212,7 @@ class LeaderElector:
         if self._observed is None or self._last_renewed_at is None:
             return
         self._last_renewed_at = None
-        now = _wall_now()
+        now = micro_time(self.clock)
         released = LeaderElectionRecord("", 1, now, now, self._observed.record.transitions)
         try:
             await self.lock.update(released, self._observed.resource_version)

@@ -29,7 +29,6 @@ from valkey_operator.core.controller import Controller
 from valkey_operator.core.events import EventRecorder
 from valkey_operator.core.httpserver import HttpEndpoint, metrics_app, parse_bind_address, probes_app
 from valkey_operator.core.informer import (
-    NAMESPACE_ALL,
     Namespaces,
     SharedInformer,
     SharedInformerFactory,
@@ -41,8 +40,6 @@ from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import RestClient
 
 log = structlog.get_logger(__name__)
-
-ALL_NAMESPACES = NAMESPACE_ALL
 
 
 def default_identity() -> str:
@@ -114,7 +111,7 @@ class Manager:
     ) -> SharedInformer:
         """The shared informer for resource, scoped to namespace(s) (default: the manager's scope).
 
-        Pass ALL_NAMESPACES to watch every namespace regardless of the manager's scope, and
+        Pass NAMESPACE_ALL to watch every namespace regardless of the manager's scope, and
         `metadata_only=True` for an informer that caches only metadata.
         """
         return self.informers.informer_for(resource, namespace=namespace, metadata_only=metadata_only)
@@ -123,7 +120,7 @@ class Manager:
         self.controllers.append(controller)
 
     def event_recorder(self, controller_name: str) -> EventRecorder:
-        return EventRecorder(self.client, controller_name, self._identity)
+        return EventRecorder(self.client, controller_name, self._identity, self.clock)
 
     # -- lifecycle ---------------------------------------------------------------
 

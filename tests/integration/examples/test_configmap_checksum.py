@@ -16,9 +16,8 @@ from examples.configmap_checksum.operator import (
     checksum,
     setup,
 )
+from valkey_operator.core import CONFIG_MAPS, DEPLOYMENTS, Manager
 from valkey_operator.core.client import Client
-from valkey_operator.core.manager import Manager
-from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS
 from valkey_operator.core.rest import Obj, RestClient
 from valkey_operator.testing.wait import NotYet, eventually
 

@@ -218,11 +218,16 @@ async def test_a_reconcile_past_its_deadline_is_cancelled_counted_and_requeued()
     clock = FakeClock()
     registry = CollectorRegistry()
     reconciler = Hanging()
-    controller = Controller("demo", reconciler, clock=clock, registry=registry, reconcile_timeout=0.05)
+    controller = Controller("demo", reconciler, clock=clock, registry=registry, reconcile_timeout=30)
     task = await run_controller(controller)  # one worker: the hung call must let it go
     controller.queue.add(Request("stuck"))
     controller.queue.add(Request("next"))
-    await asyncio.sleep(0.2)
+    await clock.wait_for_waiters()  # the deadline runs on the injected clock: no real sleeping
+    clock.step(29.9)
+    await settle()
+    assert reconciler.cancelled == 0 and reconciler.calls == ["stuck"]
+    clock.step(0.1)
+    await settle()
     assert reconciler.cancelled == 1
     assert reconciler.calls == ["stuck", "next"]
     assert controller.queue.num_requeues(Request("stuck")) == 1  # retried with backoff

@@ -1,0 +1,86 @@
+"""The second example (an index and a finalizer, as the operator's image protection) on the real
+API server: a mounted, labelled ConfigMap survives `delete` until its last pod is gone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kubernetes_asyncio import client as k8s
+from prometheus_client import CollectorRegistry
+
+from examples.configmap_protection.operator import ENABLED_LABEL, FINALIZER, configmaps_mounted, setup
+from valkey_operator.core import CONFIG_MAPS, PODS, Manager
+from valkey_operator.core.client import Client
+from valkey_operator.core.rest import Obj, RestClient
+from valkey_operator.testing.wait import NotYet, eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def pod(name: str, namespace: str, configmap: str) -> Obj:
+    volume = {"name": "settings", "projected": {"sources": [{"configMap": {"name": configmap}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [{"name": "app", "image": "example/app:1"}],  # never runs: only mounts count
+            "volumes": [volume],
+        },
+    }
+
+
+def test_the_index_finds_direct_and_projected_mounts() -> None:
+    direct = {
+        "metadata": {"namespace": "a"},
+        "spec": {"volumes": [{"name": "v", "configMap": {"name": "x"}}]},
+    }
+    assert configmaps_mounted(direct) == ["a/x"]
+    assert configmaps_mounted(pod("p", "a", "y")) == ["a/y"]
+    assert configmaps_mounted({"metadata": {"namespace": "a"}, "spec": {}}) == []
+
+
+async def test_a_mounted_configmap_waits_for_its_last_pod(kube_api: k8s.ApiClient, namespace: str) -> None:
+    api = Client(RestClient(kube_api), field_manager="test")
+    manager = Manager(
+        kube_api,
+        field_manager="configmap-protection",
+        namespace=namespace,
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="127.0.0.1:0",
+        registry=CollectorRegistry(),
+    )
+    setup(manager)
+    running = asyncio.create_task(manager.run())
+
+    async def finalizers(name: str) -> list[str] | None:
+        current = await api.get_or_none(CONFIG_MAPS, name, namespace)
+        return None if current is None else list(current["metadata"].get("finalizers") or [])
+
+    try:
+        labels = {ENABLED_LABEL: "true"}
+        for name, metadata in (("guarded", {"labels": labels}), ("plain", {})):
+            await api.create(CONFIG_MAPS, {"metadata": {"name": name, "namespace": namespace, **metadata}})
+            await api.create(PODS, pod(f"uses-{name}", namespace, name))
+
+        async def guarded() -> bool | NotYet:
+            seen = await finalizers("guarded")
+            return seen == [FINALIZER] or NotYet(seen)
+
+        await eventually(guarded, "the finalizer on the mounted, labelled ConfigMap", 30, interval=0.1)
+        assert await finalizers("plain") == []  # not labelled: never protected
+
+        await api.delete(CONFIG_MAPS, "guarded", namespace)
+        await asyncio.sleep(2)  # a few passes of the controller: the finalizer holds
+        assert await finalizers("guarded") == [FINALIZER]
+        await api.delete(PODS, "uses-guarded", namespace, grace_period_seconds=0)
+
+        async def gone() -> bool | NotYet:
+            seen = await finalizers("guarded")
+            return seen is None or NotYet(seen)
+
+        await eventually(gone, "the ConfigMap deleted once its last pod is gone", 60, interval=0.2)
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 30)
