@@ -1,8 +1,5 @@
-"""configmap-checksum: roll a Deployment's pods when the ConfigMap it names changes.
-
-A Deployment names its ConfigMap in the annotation `checksum.example.com/configmap`; the SHA-256 of
-the ConfigMap's data goes into its pod template, so an edit replaces the pods. Public API only.
-"""
+"""configmap-checksum: a Deployment naming a ConfigMap (annotation checksum.example.com/configmap) gets
+the SHA-256 of its data in the pod template, so editing the ConfigMap replaces the pods."""
 
 import argparse
 import asyncio
@@ -62,7 +59,6 @@ class ChecksumReconciler:
 
 
 def setup(manager: Manager) -> None:
-    """Register the index and the controller on manager."""
     manager.informer(DEPLOYMENTS).add_indexers({BY_CONFIGMAP: configmap_key_of})
 
     def deployments_following(configmap: Obj) -> list[Request]:
@@ -79,17 +75,23 @@ async def main() -> None:
     parser.add_argument("--kubeconfig")
     parser.add_argument("--namespace")
     parser.add_argument("--leader-election-namespace", help="elect a leader through a Lease here")
+    parser.add_argument("--metrics-bind-address", default="127.0.0.1:8080")
+    parser.add_argument("--health-probe-bind-address", default="127.0.0.1:8081")
     args = parser.parse_args()
     configure_logging("console")
     async with await config.new_client_from_config(config_file=args.kubeconfig) as api:
-        lease_namespace = args.leader_election_namespace
-        election = lease_namespace and LeaderElectionConfig("configmap-checksum", lease_namespace)
+        lease = args.leader_election_namespace
+        election = LeaderElectionConfig("configmap-checksum", lease) if lease else None
         manager = Manager(
-            api, field_manager="configmap-checksum", namespace=args.namespace, leader_election=election
+            api,
+            field_manager="configmap-checksum",
+            namespace=args.namespace,
+            metrics_bind_address=args.metrics_bind_address,
+            health_probe_bind_address=args.health_probe_bind_address,
+            leader_election=election,
         )
         setup(manager)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(signum, manager.stop)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, manager.stop)
         await manager.run()
 
 

@@ -45,7 +45,8 @@ from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS, product_cr
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+# Fails or taints nodes, or replaces a CRD: runs while no other test-bed module runs.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
 
 LEASE = "valkey-operator-leader"
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's leader-election timings

@@ -181,7 +181,10 @@ async def test_every_runtime_setting_reaches_every_node_without_replacing_a_pod(
     message = find_condition(status["conditions"], "Degraded")["message"]
     assert f"maxclients '{REFUSED[1]}'" in message and "not able to handle" in message, message
     assert status["state"] == "Updating"
-    assert await warnings(kube, namespace, "ConfigRejected"), "no Warning Event for the refused value"
+    # The Event is written after the status in the same pass: wait for it as for the status.
+    await eventually(
+        lambda: warnings(kube, namespace, "ConfigRejected"), "a Warning Event for the refused value", 30
+    )
     assert (await config_get(ips[0], password))["maxclients"] == at_start["maxclients"]
     await kube.patch(
         VALKEY_CONFIGS, child, {"spec": {"valkey": {"maxclients": "4000", "slowlog-max-len": "512"}}}

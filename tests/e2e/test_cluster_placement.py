@@ -32,7 +32,8 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+# Fails or taints nodes, or replaces a CRD: runs while no other test-bed module runs.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
 
 ZONE = "topology.kubernetes.io/zone"
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)

@@ -51,7 +51,8 @@ from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_operator.valkey.replies import parse_cluster_nodes
 from valkey_operator.valkey.slots import parse_slot_ranges
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+# Fails or taints nodes, or replaces a CRD: runs while no other test-bed module runs.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PREFILL = 3000

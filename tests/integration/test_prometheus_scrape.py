@@ -254,6 +254,13 @@ async def test_prometheus_scrapes_both_operator_replicas_and_every_dashboard_and
         state_ok = await eventually(
             nodes_scraped, "a primary and a replica, both cluster_state ok", 150, interval=1
         )
+        # The per-cluster state names the cluster (what the cluster alerts aggregate by).
+        states = await series_by(
+            prometheus,
+            f'valkey_operator_cluster_state{{namespace="{namespace}", cluster="{CLUSTER}"}}',
+            "state",
+        )
+        assert states == {"Active": 1, "Creating": 0, "Updating": 0, "Failed": 0}, states
         # Per-node series keep the Valkey pods' labels (honor_labels), not the operator pod's.
         assert {s["metric"]["pod"] for s in state_ok}.isdisjoint(operator_pods)
         leader_instance = next(t["labels"]["instance"] for t in targets if t["labels"]["pod"] == leader)

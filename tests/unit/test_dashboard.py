@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from valkey_operator.api.cluster import ClusterState
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "charts" / "valkey-operator" / "files" / "dashboard.json"
 ALERTS = ROOT / "charts" / "valkey-operator" / "files" / "alerts.yaml"
@@ -124,9 +126,24 @@ def test_dashboard_panels_use_the_datasource_variable() -> None:
     assert len(ids) == len(set(ids)), "panel ids must be unique"
 
 
+def test_the_cluster_state_timeline_names_every_state_by_the_code_its_query_gives_it() -> None:
+    """The timeline's query turns each state into a number; its value mappings turn the number back
+    into the state's name. A state added to ValkeyClusters, or a code mapped to the wrong name,
+    would show as a bare number or a wrong state."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == "Cluster state"]
+    (target,) = panel["targets"]
+    coded = dict(re.findall(r'state="(\w+)"\} \* (\d+)', target["expr"]))
+    assert set(coded) == {state.value for state in ClusterState}
+    assert len(set(coded.values())) == len(coded), coded
+    (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+    named = {code: option["text"] for code, option in mapping["options"].items()}
+    assert named == {code: state for state, code in coded.items()}
+
+
 def test_every_alert_expression_names_exported_metrics() -> None:
     exprs = alert_exprs()
-    assert len(exprs) >= 8
+    assert len(exprs) >= 10
     assert unknown_names(exprs) == []
 
 

@@ -182,6 +182,15 @@ class ControlPlane:
             self.down()
             raise
 
+    def attach(self, timeout: float = 60.0) -> None:
+        """Use the control plane another process started in this state dir: wait until it serves,
+        never start or stop anything (pytest-xdist workers share the controller's)."""
+        deadline = time.monotonic() + timeout
+        while not self.running():
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"no control plane runs in {self.state_dir}; see {self.logs}")
+            time.sleep(0.5)
+
     def down(self) -> None:
         """Stop every process this state dir started, by pid, and drop etcd's data."""
         kubelet_launch.stop(self.state_dir, self.kubelet_record())

@@ -14,16 +14,26 @@ fixtures. Nothing starts until a test asks for one of them.
 
 `--testbed-state-dir DIR` keeps the control plane in DIR and leaves it running
 after the session, so the next session starts in a second instead of ~15 s.
+
+With pytest-xdist (`-n 2`), the controller process starts the one control plane
+and every worker attaches to it; namespaces keep their tests apart. A test
+module that changes what all tests share (fails or taints a node, replaces a
+CRD) is marked `testbed_exclusive`: while it runs no other module that uses
+the control plane runs, and it waits for those running to finish (a
+writer-preferring lock held per module, outside each test's timeout).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -45,6 +55,13 @@ KUBELET_ARGS = (
 )
 
 
+WORKER_STATE_DIR = "valkey_operator_testbed_state_dir"
+"""The key of xdist's workerinput carrying the controller's control-plane state dir."""
+EXCLUSIVE = "testbed_exclusive"
+_SHARED_PLANE = pytest.StashKey[tuple[ControlPlane, bool]]()
+_HELD = pytest.StashKey[contextlib.ExitStack]()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("valkey-operator test bed")
     group.addoption(
@@ -54,20 +71,110 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """Build (if needed) and start the control plane once for the whole session."""
-    kept = request.config.getoption("--testbed-state-dir")
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{EXCLUSIVE}: the module changes what every test shares (nodes, CRDs); under xdist it runs "
+        "while no other test-bed module runs",
+    )
+    if _is_xdist_controller(config):
+        kept = config.getoption("--testbed-state-dir")
+        config.stash[_SHARED_PLANE] = (_start_plane(kept), bool(kept))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(_SHARED_PLANE, None)
+    if shared is not None:
+        plane, kept = shared
+        if not kept:
+            plane.down()
+            shutil.rmtree(plane.state_dir, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: tell each worker where the controller's control plane runs."""
+    shared = node.config.stash.get(_SHARED_PLANE, None)
+    if shared is not None:
+        node.workerinput[WORKER_STATE_DIR] = str(shared[0].state_dir)
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    workers = getattr(config.option, "numprocesses", None)
+    return bool(workers) and not hasattr(config, "workerinput") and not config.option.collectonly
+
+
+def _worker_state_dir(config: pytest.Config) -> Path | None:
+    workerinput: dict[str, Any] = getattr(config, "workerinput", {})
+    state_dir = workerinput.get(WORKER_STATE_DIR)
+    return Path(state_dir) if state_dir else None
+
+
+def _start_plane(kept: str | None) -> ControlPlane:
     state_dir = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="valkey-operator-testbed-"))
     build(progress=lambda _line: None)
     plane = ControlPlane(state_dir.resolve(), nodes=NODES, kubelet_args=KUBELET_ARGS)
     plane.up()
+    return plane
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """Build (if needed) and start the control plane once for the whole session (under xdist: attach
+    to the one the controller started)."""
+    shared = _worker_state_dir(request.config)
+    if shared is not None:
+        plane = ControlPlane(shared, nodes=NODES, kubelet_args=KUBELET_ARGS)
+        plane.attach()
+        yield plane
+        return
+    kept = request.config.getoption("--testbed-state-dir")
+    plane = _start_plane(kept)
     try:
         yield plane
     finally:
         if not kept:
             plane.down()
-            shutil.rmtree(state_dir, ignore_errors=True)
+            shutil.rmtree(plane.state_dir, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """Under xdist, hold the test bed's lock for each module that uses the control plane: shared, or
+    exclusive for a `testbed_exclusive` module. Taken outside pytest-timeout's timer (this wrapper runs
+    first), so waiting for the lock never counts against a test's timeout."""
+    state_dir = _worker_state_dir(item.config)
+    uses_plane = "kube_control_plane" in getattr(item, "fixturenames", ())
+    if state_dir is None or not uses_plane:
+        yield
+        return
+    held = item.config.stash.get(_HELD, None)
+    if held is None:
+        held = contextlib.ExitStack()
+        held.enter_context(_module_lock(state_dir, exclusive=item.get_closest_marker(EXCLUSIVE) is not None))
+        item.config.stash[_HELD] = held
+    try:
+        yield
+    finally:
+        if nextitem is None or nextitem.path != item.path:  # the module's last test on this worker
+            del item.config.stash[_HELD]
+            held.close()
+
+
+@contextlib.contextmanager
+def _module_lock(state_dir: Path, *, exclusive: bool) -> Iterator[None]:
+    """A readers-writer lock over flock(2) that prefers writers: a writer holds the turnstile while
+    it waits, so no new reader slips in ahead of it."""
+    with (state_dir / ".xdist-turnstile").open("a") as turnstile, (state_dir / ".xdist-rw").open("a") as rw:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(rw, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(rw, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

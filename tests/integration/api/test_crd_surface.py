@@ -28,7 +28,9 @@ from valkey_operator.core.rest import ApiError, Obj
 from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS
 from valkey_operator.testing.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+# Writes and reads the status of cluster-scoped objects by hand: no operator of another module may
+# reconcile them meanwhile.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.timeout(90)]
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs" / "reference"

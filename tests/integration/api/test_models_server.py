@@ -58,7 +58,9 @@ from valkey_operator.core.resource import CONFIG_MAPS, Resource
 from valkey_operator.core.rest import ApiError, Obj
 from valkey_operator.testing.crds import load_manifests, product_crds
 
-pytestmark = pytest.mark.integration
+# Writes and reads the status of cluster-scoped objects by hand: no operator of another module may
+# reconcile them meanwhile.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
 
 HOLD = "example.com/hold"
 Model = ValkeyImage | ValkeyConfig | ValkeyRole | ValkeyCluster

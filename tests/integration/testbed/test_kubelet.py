@@ -34,7 +34,8 @@ from valkey_operator.testing.kubelet.nodes import NODES
 from valkey_operator.testing.plugin import BACKOFF_BASE, SYNC_DELAY
 from valkey_operator.testing.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+# Fails nodes: runs while no other test-bed module runs.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.timeout(240)]
 
 Obj = dict[str, Any]
 BUSYBOX = "busybox:1.36"
