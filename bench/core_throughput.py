@@ -1,39 +1,84 @@
 """Controller-core throughput: N objects, a no-op reconciler, time to the last reconcile.
 
-Creates N ConfigMaps (default 5000) in the real API server of the local test
-bed, then runs, each in a fresh process, our core (a Manager with one
-controller whose reconciler only counts) and kopf with its low-level
-`@kopf.on.event` handler (so neither side writes to the API server), over the
-same objects, alternating order for `--rounds` rounds. Each run reports time
-from start to the last object's first reconcile, reconciles/s and peak RSS.
+For each size (default 1,000, then 10,000) creates that many ConfigMaps in a
+fresh namespace of the local test bed's real API server, then runs, each in a
+fresh process, over the same objects and in alternating order for `--rounds`
+rounds (forward, then reversed):
 
-    python bench/core_throughput.py [--count 5000] [--rounds 2] [--kubeconfig PATH]
+- ours: a Manager with one controller on ConfigMaps whose reconciler only
+  counts (`--workers` workers, default 4);
+- controller-runtime: the same in Go, a minimal manager
+  (bench/controller_runtime/main.go: `For(&corev1.ConfigMap{})`,
+  MaxConcurrentReconciles = `--workers`, the cache restricted to the
+  namespace, metrics and health probes off), built from the pinned
+  `sigs.k8s.io/controller-runtime` module;
+- kopf with its low-level `@kopf.on.event` handler.
 
-Without --kubeconfig a control plane is started in a temporary directory
-(build it first: `python -m valkey_operator.testing build`).
+No side writes to the API server. Each process stops once it has seen every
+object and prints the wall-clock time of that last first reconcile; the time
+reported is from the process's spawn to then, so it includes interpreter start,
+imports and the initial LIST ("after start-up" is the part measured inside the
+process: from after the imports and kubeconfig for Python, from main() for Go).
+Peak RSS is the process's own VmHWM, which it reads from /proc/self/status when
+done; CPU seconds (user + sys) are the child's, from wait4. The medians over the
+rounds go into one table with the ratios ours/controller-runtime and kopf/ours.
+
+    python bench/core_throughput.py [--sizes 1000,10000] [--rounds 2] [--kubeconfig PATH]
+        [--sides ours,controller-runtime,kopf] [--profile FILE]
+
+`--profile FILE` runs ours once more at the largest size under py-spy
+(`pip install py-spy`), writes its raw samples to FILE and prints the share
+spent importing modules and the top functions of the rest, by own and by
+inclusive time holding the GIL.
+
+The Go binary is built on first use (`go mod tidy`, `go build -trimpath
+-ldflags "-s -w"`, a fresh compiler cache, so the time printed is a cold
+build) into `<test bed cache>/bench/controller-runtime-<version>/`, and
+rebuilt only when the pinned version, main.go, go.mod.tmpl or the Go toolchain
+changes. Without --kubeconfig a control plane is started in a temporary
+directory (build it first: `python -m valkey_operator.testing build`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import os
+import re
 import resource
+import shlex
+import shutil
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 ROOT = Path(__file__).resolve().parents[1]
+GO_SOURCE = ROOT / "bench" / "controller_runtime"
+
+CONTROLLER_RUNTIME = "v0.25.2"
+"""The sigs.k8s.io/controller-runtime version measured; `go mod tidy` picks the k8s.io modules it needs."""
+
+SIDES = ("ours", "controller-runtime", "kopf")
+GOAL_COUNT = 10_000
+GOAL_RATIO = 1.5
+"""The issue's goal: ours within 1.5x of controller-runtime's time at 10,000 objects."""
 
 
-# -- the two sides, each run in its own process ------------------------------------
+# -- the Python sides, each run in its own process ------------------------------------------
 
 
-async def run_ours(kubeconfig: str, namespace: str, count: int) -> float:
+async def run_ours(kubeconfig: str, namespace: str, count: int, workers: int) -> tuple[float, float]:
     from kubernetes_asyncio import client, config
     from prometheus_client import CollectorRegistry
 
@@ -48,11 +93,14 @@ async def run_ours(kubeconfig: str, namespace: str, count: int) -> float:
     await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     seen: set[Request] = set()
     finished = asyncio.Event()
+    finished_at = 0.0
 
     class NoOp:
         async def reconcile(self, request: Request) -> Result:
+            nonlocal finished_at
             seen.add(request)
-            if len(seen) >= count:
+            if len(seen) == count:
+                finished_at = time.time()
                 finished.set()
             return Result()
 
@@ -66,24 +114,26 @@ async def run_ours(kubeconfig: str, namespace: str, count: int) -> float:
             health_probe_bind_address="0",
             registry=CollectorRegistry(),
         )
-        build_controller(manager, "bench").for_(CONFIG_MAPS).with_workers(4).complete(NoOp())
+        build_controller(manager, "bench").for_(CONFIG_MAPS).with_workers(workers).complete(NoOp())
         running = asyncio.create_task(manager.run())
         await finished.wait()
         elapsed = time.perf_counter() - started
         manager.stop()
         await running
-    return elapsed
+    return elapsed, finished_at
 
 
-async def run_kopf(kubeconfig: str, namespace: str, count: int) -> float:
+async def run_kopf(kubeconfig: str, namespace: str, count: int, workers: int) -> tuple[float, float]:
     import logging
 
     import kopf
     import yaml
 
+    del workers  # kopf has no worker pool: one task per object
     logging.getLogger("kopf").setLevel(logging.WARNING)
     seen: set[str] = set()
     stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    finished_at = 0.0
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -106,8 +156,10 @@ async def run_kopf(kubeconfig: str, namespace: str, count: int) -> float:
 
     @kopf.on.event("", "v1", "configmaps", registry=registry)
     def on_event(name: str, **_: Any) -> None:
+        nonlocal finished_at
         seen.add(name)
-        if len(seen) >= count and not stop.done():
+        if len(seen) == count and not stop.done():
+            finished_at = time.time()
             stop.set_result(None)
 
     started = time.perf_counter()
@@ -117,19 +169,113 @@ async def run_kopf(kubeconfig: str, namespace: str, count: int) -> float:
     await asyncio.shield(stop)
     elapsed = time.perf_counter() - started
     await operator
-    return elapsed
+    return elapsed, finished_at
 
 
-def side_main(side: str, kubeconfig: str, namespace: str, count: int) -> None:
+def peak_rss_kib() -> int:
+    """VmHWM of /proc/self/status: this process's own peak resident set.
+
+    Not the parent's wait4 ru_maxrss: Linux carries the spawning process's
+    high-water mark across exec, so every child would report at least the
+    driver's RSS.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def side_main(side: str, kubeconfig: str, namespace: str, count: int, workers: int) -> None:
+    """One Python side: the same JSON line the Go side prints (its `seconds` start after imports)."""
     runner = run_ours if side == "ours" else run_kopf
-    elapsed = asyncio.run(runner(kubeconfig, namespace, count))
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        json.dumps({"side": side, "seconds": elapsed, "per_second": count / elapsed, "rss_mib": peak_rss_mib})
+    elapsed, finished_at = asyncio.run(runner(kubeconfig, namespace, count, workers))
+    line = {"side": side, "seconds": elapsed, "finished_at": finished_at, "rss_kib": peak_rss_kib()}
+    print(json.dumps(line))
+
+
+# -- the Go side: a controller-runtime manager, built once ---------------------------------
+
+
+def _go(args: list[str], work: Path, cache: Path) -> float:
+    from valkey_operator.testing.build import go_env
+
+    print("  $ " + shlex.join(["go", *args]), flush=True)
+    started = time.monotonic()
+    result = subprocess.run(
+        ["go", *args], cwd=work, env=go_env(work, cache), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, timeout=3600,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise SystemExit(f"go {' '.join(args)} failed in {work} (exit {result.returncode}):\n{result.stdout}")
+    return time.monotonic() - started
+
+
+def controller_runtime_binary() -> Path:
+    """The benchmark's Go manager, built when missing or stale; prints the cold build's time."""
+    from valkey_operator.testing.build import cache_root
+
+    target_dir = cache_root() / "bench" / f"controller-runtime-{CONTROLLER_RUNTIME}"
+    binary = target_dir / "crbench"
+    stamp_file = target_dir / ".stamp"
+    resolved_file = target_dir / "modules.txt"
+    main_go = (GO_SOURCE / "main.go").read_bytes()
+    go_mod = string.Template((GO_SOURCE / "go.mod.tmpl").read_text()).substitute(
+        controller_runtime=CONTROLLER_RUNTIME
     )
+    go_version = subprocess.run(
+        ["go", "env", "GOVERSION"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    digest = hashlib.sha256(main_go + go_mod.encode()).hexdigest()[:16]
+    stamp = f"controller-runtime {CONTROLLER_RUNTIME} source {digest} built by {go_version}\n"
+    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        modules = resolved_file.read_text().strip()
+        print(f"controller-runtime {CONTROLLER_RUNTIME}: cached at {binary} ({modules})")
+        return binary
+    print(f"controller-runtime {CONTROLLER_RUNTIME}: building {binary} (a cold build)...", flush=True)
+    work, go_cache = target_dir / "src", target_dir / "go-build"
+    for path in (work, go_cache):
+        shutil.rmtree(path, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "go.mod").write_text(go_mod)
+    (work / "main.go").write_bytes(main_go)
+    tidy = _go(["mod", "tidy"], work, go_cache)
+    partial = binary.with_suffix(".partial")
+    compile_seconds = _go(
+        ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "."], work, go_cache
+    )
+    pattern = r"^\s*(k8s\.io/(?:api|apimachinery|client-go)) (v\S+)"
+    resolved = re.findall(pattern, (work / "go.mod").read_text(), re.MULTILINE)
+    resolved_file.write_text(", ".join(f"{module} {version}" for module, version in resolved) + "\n")
+    partial.replace(binary)
+    stamp_file.write_text(stamp)
+    # The compiler cache only speeds up a rebuild of the same sources, and a rebuild should be cold.
+    shutil.rmtree(go_cache, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"controller-runtime {CONTROLLER_RUNTIME}: cold build {tidy + compile_seconds:.0f}s "
+        f"(go mod tidy {tidy:.0f}s, go build {compile_seconds:.0f}s, {go_version}), "
+        f"{binary.stat().st_size / 2**20:.0f} MiB; {resolved_file.read_text().strip()}"
+    )
+    return binary
 
 
-# -- the driver -----------------------------------------------------------------
+# -- the driver -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Run:
+    """One side's process: seconds from spawn to its last first reconcile, and its own resources.
+
+    Peak RSS is what the process read from /proc/self/status (VmHWM) when done; CPU seconds (user +
+    sys) are from wait4.
+    """
+
+    side: str
+    seconds: float
+    after_start: float
+    """Seconds measured inside the process, from after imports (Python) or main() (Go)."""
+    rss_mib: float
+    cpu_seconds: float
 
 
 async def create_objects(kubeconfig: str, namespace: str, count: int, concurrency: int = 32) -> float:
@@ -159,55 +305,250 @@ async def create_objects(kubeconfig: str, namespace: str, count: int, concurrenc
         return time.perf_counter() - started
 
 
-def run_side(side: str, kubeconfig: str, namespace: str, count: int) -> dict[str, float]:
-    output = subprocess.run(
-        [sys.executable, __file__, "--side", side, "--kubeconfig", kubeconfig, "--namespace", namespace,
-         "--count", str(count)],
-        capture_output=True, text=True, timeout=1800, cwd=ROOT,
-    )  # fmt: skip
-    if output.returncode != 0:
-        raise SystemExit(f"{side} run failed:\n{output.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(output.stdout.strip().splitlines()[-1])
-    return result
+async def delete_namespaces(kubeconfig: str, namespaces: Sequence[str]) -> None:
+    """Ask for the benchmark's namespaces to go; the namespace controller deletes their objects later."""
+    from kubernetes_asyncio import client, config
+
+    from valkey_operator.core.client import Client
+    from valkey_operator.core.resource import NAMESPACES
+    from valkey_operator.core.rest import RestClient
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        kube = Client(RestClient(api), field_manager="bench")
+        for namespace in namespaces:
+            await kube.delete(NAMESPACES, namespace)
 
 
-def drive(kubeconfig: str, count: int, rounds: int) -> None:
-    namespace = f"bench-{int(time.time())}"
+def run_process(command: list[str], timeout: float) -> tuple[float, str, resource.struct_rusage]:
+    """Run command to its end (killed after timeout); its spawn time, stdout, and its own rusage."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        spawned = time.time()
+        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                process.kill()
+                pid, status, usage = os.wait4(process.pid, 0)
+                process.returncode = os.waitstatus_to_exitcode(status)
+                raise SystemExit(f"{command[0]} ran over {timeout:.0f}s and was killed")
+            time.sleep(0.02)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            stderr = err.read().decode(errors="replace")
+            raise SystemExit(f"{' '.join(command[:3])} exited {process.returncode}:\n{stderr[-3000:]}")
+        return spawned, out.read().decode(), usage
+
+
+def side_command(
+    side: str, binary: Path, kubeconfig: str, namespace: str, count: int, workers: int
+) -> list[str]:
+    common = [f"--kubeconfig={kubeconfig}", f"--namespace={namespace}", f"--count={count}"]
+    common.append(f"--workers={workers}")
+    if side == "controller-runtime":
+        return [str(binary), *common]
+    return [sys.executable, __file__, "--side", side, *common]
+
+
+def run_side(side: str, command: list[str], timeout: float) -> Run:
+    spawned, stdout, usage = run_process(command, timeout)
+    line = json.loads(stdout.strip().splitlines()[-1])
+    return Run(
+        side=side,
+        seconds=line["finished_at"] - spawned,
+        after_start=line["seconds"],
+        rss_mib=line["rss_kib"] / 1024,
+        cpu_seconds=usage.ru_utime + usage.ru_stime,
+    )
+
+
+@attrs.frozen
+class Median:
+    """The medians of one side's runs at one size."""
+
+    seconds: float
+    after_start: float
+    rss_mib: float
+    cpu_seconds: float
+
+
+def measure(
+    kubeconfig: str,
+    count: int,
+    rounds: int,
+    sides: Sequence[str],
+    command: Callable[[str, str, int], list[str]],
+    timeout: float,
+) -> tuple[str, dict[str, Median]]:
+    """Create `count` ConfigMaps in a new namespace; run every side over them `rounds` times."""
+    namespace = f"bench-{count}-{int(time.time())}"
     create_seconds = asyncio.run(create_objects(kubeconfig, namespace, count))
-    print(f"created {count} ConfigMaps in {create_seconds:.1f}s ({count / create_seconds:.0f}/s)")
-    results: dict[str, list[dict[str, float]]] = {"ours": [], "kopf": []}
+    print(
+        f"\n{count} ConfigMaps created in {create_seconds:.1f}s ({count / create_seconds:.0f}/s)", flush=True
+    )
+    runs: dict[str, list[Run]] = {side: [] for side in sides}
     for round_index in range(rounds):
-        order = ("ours", "kopf") if round_index % 2 == 0 else ("kopf", "ours")
+        order = sides if round_index % 2 == 0 else tuple(reversed(sides))
         for side in order:
-            result = run_side(side, kubeconfig, namespace, count)
-            results[side].append(result)
+            run = run_side(side, command(side, namespace, count), timeout)
+            runs[side].append(run)
             print(
-                f"round {round_index + 1} {side:>4}: {result['seconds']:.2f}s to last reconcile, "
-                f"{result['per_second']:.0f} reconciles/s, peak RSS {result['rss_mib']:.0f} MiB"
+                f"  round {round_index + 1} {side:>18}: {run.seconds:6.2f}s to last reconcile "
+                f"({run.after_start:.2f}s after start-up), {count / run.seconds:6.0f} objects/s, "
+                f"peak RSS {run.rss_mib:4.0f} MiB, CPU {run.cpu_seconds:5.2f}s",
+                flush=True,
             )
-    ours = statistics.median(r["seconds"] for r in results["ours"])
-    kopf = statistics.median(r["seconds"] for r in results["kopf"])
-    ours_rss = statistics.median(r["rss_mib"] for r in results["ours"])
-    kopf_rss = statistics.median(r["rss_mib"] for r in results["kopf"])
-    print(f"\nmedian over {rounds} rounds, {count} objects:")
-    print(f"  ours: {ours:.2f}s ({count / ours:.0f}/s), peak RSS {ours_rss:.0f} MiB")
-    print(f"  kopf: {kopf:.2f}s ({count / kopf:.0f}/s), peak RSS {kopf_rss:.0f} MiB")
-    print(f"  ratio kopf/ours time: {kopf / ours:.2f}x; RSS kopf/ours: {kopf_rss / ours_rss:.2f}x")
+    medians = {
+        side: Median(
+            statistics.median(r.seconds for r in side_runs),
+            statistics.median(r.after_start for r in side_runs),
+            statistics.median(r.rss_mib for r in side_runs),
+            statistics.median(r.cpu_seconds for r in side_runs),
+        )
+        for side, side_runs in runs.items()
+    }
+    return namespace, medians
+
+
+def report(results: dict[int, dict[str, Median]], rounds: int) -> None:
+    print(f"\nmedians over {rounds} rounds (time: process spawn to the last object's first reconcile)\n")
+    print("| objects | side | time | of which after start-up | objects/s | peak RSS | CPU (user+sys) |")
+    print("|---|---|---|---|---|---|---|")
+    for count, medians in results.items():
+        for side, m in medians.items():
+            print(
+                f"| {count:,} | {side} | {m.seconds:.2f} s | {m.after_start:.2f} s | "
+                f"{count / m.seconds:,.0f} | {m.rss_mib:.0f} MiB | {m.cpu_seconds:.2f} s |"
+            )
+    print("\n| objects | ratio | time | peak RSS | CPU |")
+    print("|---|---|---|---|---|")
+    for count, medians in results.items():
+        for a, b in (("ours", "controller-runtime"), ("kopf", "ours")):
+            if a in medians and b in medians:
+                x, y = medians[a], medians[b]
+                print(
+                    f"| {count:,} | {a} / {b} | {x.seconds / y.seconds:.2f}x | "
+                    f"{x.rss_mib / y.rss_mib:.2f}x | {x.cpu_seconds / y.cpu_seconds:.2f}x |"
+                )
+    goal = results.get(GOAL_COUNT, {})
+    if "ours" in goal and "controller-runtime" in goal:
+        ratio = goal["ours"].seconds / goal["controller-runtime"].seconds
+        verdict = "met" if ratio <= GOAL_RATIO else "NOT met"
+        goal_text = f"ours within {GOAL_RATIO}x of controller-runtime at {GOAL_COUNT:,}"
+        print(f"\ngoal: {goal_text}: {ratio:.2f}x, {verdict}")
+
+
+# -- profiling ours -------------------------------------------------------------------------
+
+
+def profile_ours(command: list[str], output: Path, timeout: float, top: int = 15) -> None:
+    """Run our side once under py-spy and print where its Python CPU time went.
+
+    Only samples of the thread holding the GIL count (`--gil`: py-spy takes an idle thread-pool
+    worker for a busy one otherwise). They are split into start-up (any frame importing a module)
+    and the rest; the top functions are those of the rest, by own time (the leaf frame) and
+    inclusive time.
+    """
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        print("\nprofile skipped: py-spy is not installed (pip install py-spy)")
+        return
+    rate = 250
+    record = [py_spy, "record", "--gil", "--format", "raw", "--rate", str(rate), "-o", str(output)]
+    run_process([*record, "--", *command], timeout)
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    by_file: Counter[str] = Counter()
+    total = importing = 0
+    for line in output.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        count = int(samples)
+        total += count
+        frames = [_frame_name(frame) for frame in stack.split(";") if frame]
+        if any(frame.endswith(":_find_and_load") for frame in frames):
+            importing += count
+            continue
+        leaf = frames[-1] if frames else "(no Python frame)"
+        own[leaf] += count
+        by_file[leaf.partition(":")[0]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    rest = total - importing
+    print(
+        f"\nprofile of ours: {total} samples holding the GIL at {rate}/s in {output}; "
+        f"{100 * importing / total:.0f}% importing modules, the other {rest} samples:"
+    )
+    for title, counter in (("own time", own), ("inclusive time", inclusive), ("own time by file", by_file)):
+        print(f"\ntop {top} by {title} (% of the samples after imports):")
+        for name, count in counter.most_common(top):
+            print(f"  {100 * count / rest:5.1f}%  {name}")
+
+
+def _frame_name(frame: str) -> str:
+    """'func (path/file.py:123)' -> 'path/file.py:func'."""
+    match = re.fullmatch(r"(.*) \((.*?)(?::\d+)?\)", frame)
+    if match is None:
+        return frame
+    return f"{match.group(2)}:{match.group(1)}"
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def drive(kubeconfig: str, args: argparse.Namespace) -> list[str]:
+    """Measure every size, print the table (and the profile); returns the namespaces created."""
+    sides: tuple[str, ...] = tuple(args.sides.split(","))
+    binary = controller_runtime_binary() if "controller-runtime" in sides else Path()
+
+    def command(side: str, namespace: str, count: int) -> list[str]:
+        return side_command(side, binary, kubeconfig, namespace, count, args.workers)
+
+    results: dict[int, dict[str, Median]] = {}
+    namespaces: list[str] = []
+    for count in args.sizes:
+        namespace, results[count] = measure(kubeconfig, count, args.rounds, sides, command, args.timeout)
+        namespaces.append(namespace)
+    report(results, args.rounds)
+    if args.profile:
+        largest = max(args.sizes)
+        profile_ours(
+            command("ours", namespaces[args.sizes.index(largest)], largest), args.profile, args.timeout
+        )
+    return namespaces
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--sizes", type=lambda s: [int(n) for n in s.split(",")], default=[1000, 10_000],
+                        help="object counts, comma-separated (default 1000,10000)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
+    parser.add_argument(
+        "--workers", type=int, default=4, help="concurrent reconciles (ours, controller-runtime)"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one side's process may run")
+    parser.add_argument(
+        "--profile", type=Path, help="profile ours at the largest size; raw py-spy output here"
+    )
     parser.add_argument("--kubeconfig")
     parser.add_argument("--side", choices=("ours", "kopf"), help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        side_main(args.side, args.kubeconfig, args.namespace, args.count)
+        side_main(args.side, args.kubeconfig, args.namespace, args.count, args.workers)
         return
+    unknown = set(args.sides.split(",")) - set(SIDES)
+    if unknown:
+        parser.error(f"unknown sides: {', '.join(sorted(unknown))}")
     if args.kubeconfig:
-        drive(args.kubeconfig, args.count, args.rounds)
+        asyncio.run(delete_namespaces(args.kubeconfig, drive(args.kubeconfig, args)))
         return
     from valkey_operator.testing.controlplane import ControlPlane
 
@@ -215,7 +556,7 @@ def main() -> None:
         plane = ControlPlane(Path(state))
         plane.up()
         try:
-            drive(str(plane.kubeconfig), args.count, args.rounds)
+            drive(str(plane.kubeconfig), args)
         finally:
             plane.down()
 

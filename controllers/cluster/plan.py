@@ -313,6 +313,7 @@ def _promote(view: View) -> Iterable[Promote]:
     the departed node can never come back (its pod is gone or runs another
     identity), so TAKEOVER cannot race it.
     """
+    yield from _promote_orphans(view)
     stranded = view.stranded
     if not stranded:
         return
@@ -326,6 +327,25 @@ def _promote(view: View) -> Iterable[Promote]:
         followers = [node for node in view.ghost_followers(ghost) if node.active]
         if followers:
             best = min(followers, key=lambda node: (-node.obs.repl_offset, node.pod.order))
+            yield Promote(node=best.pod.name, departed=ghost)
+
+
+def _promote_orphans(view: View) -> Iterable[Promote]:
+    """A shard with no primary whose replica follows a departed node that served no slots (its
+    primary left before it got any): Valkey never elects for a slotless primary, and the id cannot be
+    forgotten while a replica follows it, so the replica takes over (nothing to lose or race)."""
+    if view.unidentified:
+        return
+    for ghost in view.ghosts():
+        if view.claims.get(ghost):
+            continue  # a slot owner: _promote's rules
+        orphans = [
+            node
+            for node in view.ghost_followers(ghost)
+            if node.active and node.pod.shard is not None and not view.primaries(node.pod.shard)
+        ]
+        if orphans:
+            best = min(orphans, key=lambda node: (-node.obs.repl_offset, node.pod.order))
             yield Promote(node=best.pod.name, departed=ghost)
 
 

@@ -12,8 +12,11 @@ TAKEOVER), until:
 - no zone more than ceil(primaries / zones hosting it),
 where the replicas allow it: a primary moves only to a replica on a node (and
 zone) that stays within its share, so a shard whose replicas share its node
-stays as it is. Each request is recorded on the replica's pod first (the
-rollout's failover annotation) and is not repeated before it times out.
+stays as it is. When no crowded primary has such a replica, a primary on a
+full node that does have one moves first to make room (two failovers where
+one cannot do it: the scheduler may stack two shards' replicas on one node).
+Each request is recorded on the replica's pod first (the rollout's failover
+annotation) and is not repeated before it times out.
 """
 
 from __future__ import annotations
@@ -48,6 +51,17 @@ class Spread:
         return self.per_node[node] + 1 <= self.node_cap and (
             zone is None or self.per_zone[zone] + 1 <= self.zone_cap
         )
+
+    def moved(self, source: str, source_zone: str | None, target: str, target_zone: str | None) -> Spread:
+        """The spread after one primary moves from source to target."""
+        per_node, per_zone = Counter(self.per_node), Counter(self.per_zone)
+        per_node[source] -= 1
+        per_node[target] += 1
+        if source_zone is not None:
+            per_zone[source_zone] -= 1
+        if target_zone is not None:
+            per_zone[target_zone] += 1
+        return attrs.evolve(self, per_node=per_node, per_zone=per_zone)
 
     def overloaded(self, node: str, zone: str | None) -> bool:
         busy_zone = zone is not None and self.per_zone[zone] > self.zone_cap
@@ -98,6 +112,27 @@ def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
         replica = _best_replica(view, facts, primary)
         if replica is not None:
             return Failover(replica.pod.name), FailoverRequest.of(replica.pod)
+    room = _making_room(view, facts, overloaded)
+    return None if room is None else (Failover(room.pod.name), FailoverRequest.of(room.pod))
+
+
+def _making_room(view: View, facts: Spread, overloaded: list[Node]) -> Node | None:
+    """A replica to take over from a primary on a full node where a crowded primary has an in-sync
+    replica, so that this move lets that one follow next pass."""
+    for crowded in overloaded:
+        for blocked in view.followers(crowded):
+            host = blocked.pod.node_name
+            if host is None or host == crowded.pod.node_name or not view.in_sync(blocked, crowded):
+                continue
+            for resident in view.members.values():
+                if not (resident.is_primary and resident.obs.slots and resident.pod.node_name == host):
+                    continue
+                replica = _best_replica(view, facts, resident)
+                if replica is None or replica.pod.node_name is None:
+                    continue
+                after = facts.moved(host, _zone(view, resident), replica.pod.node_name, _zone(view, replica))
+                if after.fits(host, _zone(view, blocked)):
+                    return replica
     return None
 
 

@@ -57,16 +57,23 @@ async def placed(kube: Client, namespace: str, name: str, count: int, timeout: f
 async def test_primaries_are_spread_one_per_node(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    status, _ = await formed_cluster(kube, catalog, namespace, "spread", shards=3, replicas=1)
+    await formed_cluster(kube, catalog, namespace, "spread", shards=3, replicas=1)
     pods = {pod["metadata"]["name"]: pod for pod in await owned_pods(kube, namespace, "spread")}
     zones = await zones_of_nodes(kube)
     hosts = {name: pod["spec"]["nodeName"] for name, pod in pods.items()}
-    per_node = Counter(hosts[node["pod"]] for node in status["nodes"] if node["role"] == "primary")
-    print(f"[placement] 3x1 primaries per node {dict(per_node)}, pods {hosts}")
     # The scheduler's spreads are soft: it may use two of the three nodes. The share is counted
     # over the nodes that host the cluster, per node and per zone (one node per zone here).
     used = set(hosts.values())
     share = math.ceil(3 / len(used))
+
+    async def balanced() -> Obj | NotYet:  # one coordinated failover per pass moves primaries there
+        status = await status_of(kube, namespace, "spread")
+        done = status.get("maxPrimariesPerNode") == share and status.get("state") == "Active"
+        return status if done else NotYet(status.get("maxPrimariesPerNode"))
+
+    status = await eventually(balanced, f"at most {share} primary per node", 120)
+    per_node = Counter(hosts[node["pod"]] for node in status["nodes"] if node["role"] == "primary")
+    print(f"[placement] 3x1 primaries per node {dict(per_node)}, pods {hosts}")
     assert max(per_node.values()) == share, (per_node, used)
     assert status["maxPrimariesPerNode"] == share
     assert max(Counter(zones[host] for host in per_node.elements()).values()) == share

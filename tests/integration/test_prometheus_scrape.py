@@ -255,12 +255,15 @@ async def test_prometheus_scrapes_both_operator_replicas_and_every_dashboard_and
             nodes_scraped, "a primary and a replica, both cluster_state ok", 150, interval=1
         )
         # The per-cluster state names the cluster (what the cluster alerts aggregate by).
-        states = await series_by(
-            prometheus,
-            f'valkey_operator_cluster_state{{namespace="{namespace}", cluster="{CLUSTER}"}}',
-            "state",
-        )
-        assert states == {"Active": 1, "Creating": 0, "Updating": 0, "Failed": 0}, states
+        cluster_selector = f'namespace="{namespace}", cluster="{CLUSTER}"'
+        expected = {"Active": 1, "Creating": 0, "Updating": 0, "Failed": 0}
+
+        async def active() -> dict[str, float] | NotYet:  # Active a pass after the nodes report ok
+            query_ = f"valkey_operator_cluster_state{{{cluster_selector}}}"
+            states = await series_by(prometheus, query_, "state")
+            return states if states == expected else NotYet(states)
+
+        await eventually(active, "the cluster's state series at Active", 60, interval=1)
         # Per-node series keep the Valkey pods' labels (honor_labels), not the operator pod's.
         assert {s["metric"]["pod"] for s in state_ok}.isdisjoint(operator_pods)
         leader_instance = next(t["labels"]["instance"] for t in targets if t["labels"]["pod"] == leader)

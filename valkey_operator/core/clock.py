@@ -44,9 +44,13 @@ def micro_time(clock: Clock) -> str:
 async def within(clock: Clock, seconds: float | None, awaitable: Awaitable[T]) -> T:
     """awaitable's result, or TimeoutError once `seconds` of the clock's time have passed (then it is
     cancelled and awaited); None waits forever. asyncio.timeout on the clock instead of the loop."""
-    work = asyncio.ensure_future(awaitable)
     if seconds is None:
-        return await work
+        return await awaitable
+    if isinstance(clock, RealClock):
+        # The loop's own timer, in the caller's task: no extra tasks on the hot path.
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    work = asyncio.ensure_future(awaitable)
     timer = asyncio.ensure_future(clock.sleep(seconds))
     try:
         await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)

@@ -148,7 +148,9 @@ def _go_build_cache() -> Path:
     return cache_root() / "go-build"
 
 
-def _go_env(work: Path) -> dict[str, str]:
+def go_env(work: Path, cache: Path | None = None) -> dict[str, str]:
+    """The environment of a reproducible module-mode build in work (compiler cache: cache, default
+    the test bed's), for this module's builds and the benchmarks'."""
     env = dict(os.environ)
     env.update(
         CGO_ENABLED="0",
@@ -156,7 +158,7 @@ def _go_env(work: Path) -> dict[str, str]:
         GOTOOLCHAIN="local",
         GOWORK="off",
     )
-    env["GOCACHE"] = str(_go_build_cache())
+    env["GOCACHE"] = str(cache or _go_build_cache())
     env["GOTMPDIR"] = str(work)
     return env
 
@@ -165,7 +167,7 @@ def _run(cmd: list[str], cwd: Path, progress: Progress) -> None:
     progress("  $ " + " ".join(cmd))
     started = time.monotonic()
     result = subprocess.run(
-        cmd, cwd=cwd, env=_go_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=cwd, env=go_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     if result.returncode != 0:
         raise BuildError(f"{' '.join(cmd)} failed in {cwd} (exit {result.returncode}):\n{result.stdout}")
@@ -187,7 +189,7 @@ def _staging_replacements() -> list[str]:
         check=True,
         capture_output=True,
         text=True,
-        env=_go_env(Path.cwd()),
+        env=go_env(Path.cwd()),
     )
     gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
     modules = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.MULTILINE)

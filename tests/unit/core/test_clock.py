@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from valkey_operator.core.clock import Clock, FakeClock, RealClock
+from valkey_operator.core.clock import Clock, FakeClock, RealClock, within
 
 
 async def settle(ticks: int = 20) -> None:
@@ -141,3 +141,19 @@ def test_the_core_reads_time_and_sleeps_only_through_the_clock() -> None:
         if direct.search(line)
     ]
     assert found == []
+
+
+async def test_within_bounds_an_awaitable_on_either_clock() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert await within(RealClock(), 1.0, answer()) == 42
+    with pytest.raises(TimeoutError):
+        await within(RealClock(), 0.01, asyncio.Event().wait())
+    fake = FakeClock()
+    waiting = asyncio.ensure_future(within(fake, 5.0, asyncio.Event().wait()))
+    await fake.wait_for_waiters()
+    fake.step(5.0)
+    with pytest.raises(TimeoutError):
+        await waiting
+    assert fake.waiters == 0

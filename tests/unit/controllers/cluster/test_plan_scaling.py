@@ -335,6 +335,29 @@ def test_any_scaling_history_with_faults_settles_active(
         assert not result.lost
 
 
+def test_a_new_shards_replica_of_a_primary_that_left_empty_takes_over() -> None:
+    """Found by the property test above: scaling 1x0 -> 3x2 -> 4x1 -> 5x0 with unreachable pods and
+    failing migrations left shard 3's only pod replicating a primary that departed before it served
+    a slot. Valkey never elects for a slotless primary and the id cannot be forgotten while a replica
+    follows it: without a takeover the shard never got its slots."""
+    settings_ = SimSettings(
+        ready_delays=(2,), sync_delay=0, termination_delay=1, node_timeout=2, forget_window=30,
+        offset_step=100, gossip_every=1, migration_delay=2, failing_migrations=frozenset([5, 1]),
+    )  # fmt: skip
+    chaos = Chaos(
+        acts=[(Act.ALL, 0)] * 5,
+        unreachable=frozenset([(0, 15), (0, 11), (22, 10)]),
+        specs={12: (3, 2), 14: (4, 1), 17: (5, 0)},
+    )
+    result = active(1, 0, settings_)
+    for index in range(30):
+        one_pass(result, index, chaos)
+    result.sim.settings = attrs.evolve(result.sim.settings, failing_migrations=frozenset())
+    go_on(result, max_passes=300)
+    assert result.last.actions == ()
+    assert any(isinstance(action, Promote) for action in actions_of(result, Promote))
+
+
 def _primary(
     node_id: str, other: str, slots: tuple[SlotRange, ...], jobs: tuple[SlotMigration, ...]
 ) -> NodeObservation:

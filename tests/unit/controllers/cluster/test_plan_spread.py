@@ -81,3 +81,18 @@ def test_where_replicas_allow_no_node_holds_more_than_its_share(
     assert max(counts.values()) <= cap, (counts, cap)
     failovers = [sum(isinstance(a, Failover) for a in p.actions) for p in result.plans]
     assert max(failovers) <= 1
+
+
+def test_a_primary_moves_first_to_make_room_where_one_failover_cannot_do_it() -> None:
+    """Seen on the real scheduler: shards 0 and 1 have their primaries on n1 and both replicas on
+    n2, shard 2 its primary on n2 and its replica on n3. No single failover gets to one primary per
+    node: shard 2 moves to n3 first, then shard 0 or 1 to n2."""
+    # Pods are bound round robin over this list in creation order: (n1, n2), (n1, n2), (n2, n3).
+    hosts = (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n2", "z2"), ("n2", "z2"), ("n3", "z3"))
+    result = run(desired(3, 1), settings=SimSettings(k8s_nodes=hosts), max_passes=200)
+    assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    assert max(primaries_per_node(result).values()) == 1, primaries_per_node(result)
+    assert result.last.status.max_primaries_per_node == 1
+    moves = [a for p in result.plans for a in p.actions if isinstance(a, Failover)]
+    assert len(moves) == 2
+    assert not any(isinstance(a, Promote) for p in result.plans for a in p.actions)
