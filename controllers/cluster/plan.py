@@ -326,8 +326,12 @@ def _promote(view: View) -> Iterable[Promote]:
             continue
         followers = [node for node in view.ghost_followers(ghost) if node.active]
         if followers:
-            best = min(followers, key=lambda node: (-node.obs.repl_offset, node.pod.order))
-            yield Promote(node=best.pod.name, departed=ghost)
+            yield Promote(node=_most_up_to_date(followers).pod.name, departed=ghost)
+
+
+def _most_up_to_date(replicas: list[Node]) -> Node:
+    """The replica to take over: the highest replication offset, then the oldest pod."""
+    return min(replicas, key=lambda node: (-node.obs.repl_offset, node.pod.order))
 
 
 def _promote_orphans(view: View) -> Iterable[Promote]:
@@ -345,8 +349,7 @@ def _promote_orphans(view: View) -> Iterable[Promote]:
             if node.active and node.pod.shard is not None and not view.primaries(node.pod.shard)
         ]
         if orphans:
-            best = min(orphans, key=lambda node: (-node.obs.repl_offset, node.pod.order))
-            yield Promote(node=best.pod.name, departed=ghost)
+            yield Promote(node=_most_up_to_date(orphans).pod.name, departed=ghost)
 
 
 def _forget(view: View) -> Iterable[Forget]:

@@ -28,6 +28,7 @@ from chart_support import (
     previous_chart,
 )
 from cluster_support import Catalog, formed_cluster, owned_pods, settled
+from rbac_support import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
@@ -38,7 +39,6 @@ from valkey_operator.core.resource import (
     NAMESPACES,
     PODS,
     SERVICES,
-    Resource,
 )
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS, product_crds
@@ -50,13 +50,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mar
 
 LEASE = "valkey-operator-leader"
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's leader-election timings
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-)
 GOLDEN = Path(__file__).parent / "golden"
 
 

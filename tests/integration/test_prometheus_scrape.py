@@ -25,10 +25,11 @@ import pytest
 import pytest_asyncio
 import yaml
 from cluster_scoped import ClusterScoped
+from rbac_support import SERVICE_ACCOUNTS, everything_allowed
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import DEPLOYMENTS, PODS, Resource
+from valkey_operator.core.resource import DEPLOYMENTS, PODS
 from valkey_operator.testing import images
 from valkey_operator.testing import prometheus as prom
 from valkey_operator.testing.build import binaries
@@ -46,11 +47,6 @@ APP = "valkey-operator"
 REPLICAS = 2
 CONTROLLERS = {"valkeyimage", "valkeyconfig", "valkeyrole", "valkeycluster"}
 CLUSTER = "metrics"
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-)
 # Grafana's variables, as the dashboard's defaults ("All") expand them.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$namespace": ".*", "$cluster": ".*"}
 
@@ -106,29 +102,19 @@ def operator_deployment(namespace: str, account: str) -> Obj:
 async def operator_pods(kube: Client, namespace: str) -> AsyncIterator[list[str]]:
     """Two operator replicas running under a ServiceAccount allowed everything; their pod names."""
     account = "valkey-operator"
-    role = f"{namespace}-operator"
     await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": account, "namespace": namespace}})
-    rules = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
-    await kube.create(CLUSTER_ROLES, {"metadata": {"name": role}, "rules": rules})
-    binding = {
-        "metadata": {"name": role},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-    }
-    await kube.create(CLUSTER_ROLE_BINDINGS, binding)
-    try:
+    async with everything_allowed(kube, account, namespace):
         await kube.create(DEPLOYMENTS, operator_deployment(namespace, account))
+        try:
 
-        async def running() -> list[str] | NotYet:
-            pods = await kube.list(PODS, namespace, label_selector=f"{APP_LABEL}={APP}")
-            phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in pods}
-            return sorted(phases) if list(phases.values()) == ["Running"] * REPLICAS else NotYet(phases)
+            async def running() -> list[str] | NotYet:
+                pods = await kube.list(PODS, namespace, label_selector=f"{APP_LABEL}={APP}")
+                phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in pods}
+                return sorted(phases) if list(phases.values()) == ["Running"] * REPLICAS else NotYet(phases)
 
-        yield await eventually(running, f"{REPLICAS} operator pods Running", 90, interval=0.5)
-    finally:
-        await kube.delete(DEPLOYMENTS, APP, namespace)
-        await kube.delete(CLUSTER_ROLE_BINDINGS, role)
-        await kube.delete(CLUSTER_ROLES, role)
+            yield await eventually(running, f"{REPLICAS} operator pods Running", 90, interval=0.5)
+        finally:
+            await kube.delete(DEPLOYMENTS, APP, namespace)
 
 
 @pytest.fixture

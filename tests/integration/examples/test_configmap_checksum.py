@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 
 import pytest
+from example_manager import running_example
 from kubernetes_asyncio import client as k8s
-from prometheus_client import CollectorRegistry
 
 from examples.configmap_checksum.operator import (
     CHECKSUM_ANNOTATION,
@@ -16,7 +15,7 @@ from examples.configmap_checksum.operator import (
     checksum,
     setup,
 )
-from valkey_operator.core import CONFIG_MAPS, DEPLOYMENTS, Manager
+from valkey_operator.core import CONFIG_MAPS, DEPLOYMENTS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj, RestClient
 from valkey_operator.testing.wait import NotYet, eventually
@@ -50,16 +49,6 @@ def test_checksum_is_stable_and_content_sensitive() -> None:
 
 async def test_example_operator_follows_configmap_changes(kube_api: k8s.ApiClient, namespace: str) -> None:
     api = Client(RestClient(kube_api), field_manager="test")
-    manager = Manager(
-        kube_api,
-        field_manager="configmap-checksum",
-        namespace=namespace,
-        metrics_bind_address="127.0.0.1:0",
-        health_probe_bind_address="127.0.0.1:0",
-        registry=CollectorRegistry(),
-    )
-    setup(manager)
-    running = asyncio.create_task(manager.run())
 
     async def annotation() -> str | None:
         current = await api.get(DEPLOYMENTS, "web", namespace)
@@ -68,7 +57,7 @@ async def test_example_operator_follows_configmap_changes(kube_api: k8s.ApiClien
         )
         return value
 
-    try:
+    async with running_example(kube_api, namespace, "configmap-checksum", setup) as manager:
         await api.create(DEPLOYMENTS, deployment("web", namespace, source="settings"))
         await eventually(lambda: _equals(annotation(), MISSING), "the missing-source checksum", interval=0.1)
         configmap = await api.create(
@@ -79,9 +68,6 @@ async def test_example_operator_follows_configmap_changes(kube_api: k8s.ApiClien
         changed = await api.patch(CONFIG_MAPS, "settings", {"data": {"color": "green"}}, namespace)
         await eventually(lambda: _equals(annotation(), checksum(changed)), "the new checksum", interval=0.1)
         assert manager.ready()
-    finally:
-        manager.stop()
-        await asyncio.wait_for(running, 30)
 
 
 async def _equals(value: Awaitable[str | None], expected: str) -> bool | NotYet:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from example_manager import running_example
 from kubernetes_asyncio import client as k8s
-from prometheus_client import CollectorRegistry
 
 from examples.configmap_protection.operator import ENABLED_LABEL, FINALIZER, configmaps_mounted, setup
-from valkey_operator.core import CONFIG_MAPS, PODS, Manager
+from valkey_operator.core import CONFIG_MAPS, PODS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj, RestClient
 from valkey_operator.testing.wait import NotYet, eventually
@@ -43,22 +43,12 @@ def test_the_index_finds_direct_and_projected_mounts() -> None:
 
 async def test_a_mounted_configmap_waits_for_its_last_pod(kube_api: k8s.ApiClient, namespace: str) -> None:
     api = Client(RestClient(kube_api), field_manager="test")
-    manager = Manager(
-        kube_api,
-        field_manager="configmap-protection",
-        namespace=namespace,
-        metrics_bind_address="127.0.0.1:0",
-        health_probe_bind_address="127.0.0.1:0",
-        registry=CollectorRegistry(),
-    )
-    setup(manager)
-    running = asyncio.create_task(manager.run())
 
     async def finalizers(name: str) -> list[str] | None:
         current = await api.get_or_none(CONFIG_MAPS, name, namespace)
         return None if current is None else list(current["metadata"].get("finalizers") or [])
 
-    try:
+    async with running_example(kube_api, namespace, "configmap-protection", setup):
         labels = {ENABLED_LABEL: "true"}
         for name, metadata in (("guarded", {"labels": labels}), ("plain", {})):
             await api.create(CONFIG_MAPS, {"metadata": {"name": name, "namespace": namespace, **metadata}})
@@ -81,6 +71,3 @@ async def test_a_mounted_configmap_waits_for_its_last_pod(kube_api: k8s.ApiClien
             return seen is None or NotYet(seen)
 
         await eventually(gone, "the ConfigMap deleted once its last pod is gone", 60, interval=0.2)
-    finally:
-        manager.stop()
-        await asyncio.wait_for(running, 30)

@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+from rbac_support import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, everything_allowed
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS, NAMESPACES, PODS, Resource
@@ -40,13 +41,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mar
 Obj = dict[str, Any]
 BUSYBOX = "busybox:1.36"
 OPERATOR = "valkey-operator:dev"
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-)
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")
 
 
@@ -681,22 +675,10 @@ async def test_operator_image_lists_valkeyimages_only_with_rbac(
     assert b"KUBERNETES_SERVICE_HOST=127.0.0.1" in environ
     assert f"KUBERNETES_SERVICE_PORT={endpoints.apiserver_port}".encode() in environ
 
-    role = f"{namespace}-operator"
-    rules = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
-    await kube.create(CLUSTER_ROLES, {"metadata": {"name": role}, "rules": rules})
-    binding = {
-        "metadata": {"name": role},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-    }
-    try:
-        await kube.create(CLUSTER_ROLE_BINDINGS, binding)
+    async with everything_allowed(kube, account, namespace):
         # Its informers sync once the list is allowed: /readyz (on the pod IP) turns the pod Ready.
         await pods.ready("operator", timeout=120)
         assert container_status(await pods.get("operator"))["restartCount"] == 0
-    finally:
-        await kube.delete(CLUSTER_ROLE_BINDINGS, role)
-        await kube.delete(CLUSTER_ROLES, role)
 
 
 async def test_unknown_image_waits_like_a_failed_pull(pods: Pods) -> None:

@@ -1,0 +1,38 @@
+"""RBAC kinds the tests arrange, and a ServiceAccount allowed everything for as long as a test needs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import Resource
+
+RBAC = "rbac.authorization.k8s.io"
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES = Resource(RBAC, "v1", "roles", "Role")
+ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False)
+
+
+@contextlib.asynccontextmanager
+async def everything_allowed(kube: Client, account: str, namespace: str) -> AsyncIterator[None]:
+    """A ClusterRole of every verb on every resource bound to the ServiceAccount, removed on exit (only
+    where least privilege is not what the test is about)."""
+    name = f"{namespace}-operator"
+    rules = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    await kube.create(CLUSTER_ROLES, {"metadata": {"name": name}, "rules": rules})
+    try:
+        binding = {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        }
+        await kube.create(CLUSTER_ROLE_BINDINGS, binding)
+        try:
+            yield
+        finally:
+            await kube.delete(CLUSTER_ROLE_BINDINGS, name)
+    finally:
+        await kube.delete(CLUSTER_ROLES, name)
