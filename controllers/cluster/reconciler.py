@@ -58,6 +58,7 @@ from controllers.cluster.report import PlannedStatus, Reason
 from controllers.cluster.rollout_gate import RolloutGate
 from controllers.cluster.secrets import ReferencedSecrets
 from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
+from controllers.cluster.written import WrittenStatuses
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
@@ -239,6 +240,7 @@ class ClusterReconciler:
         self.secrets = secrets
         self.zone_of = zone_of
         self.expectations = PodExpectations()
+        self.written = WrittenStatuses()
         self.rollouts = RolloutGate(options.max_concurrent_rollouts, index.clusters_rolling)
 
     async def reconcile(self, request: Request) -> Result:
@@ -250,6 +252,7 @@ class ClusterReconciler:
             self.metrics.forget_cluster(request.namespace, request.name)
             self.expectations.forget(str(request))
             self.rollouts.forget(str(request))
+            self.written.forget(str(request))
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -263,7 +266,7 @@ class ClusterReconciler:
         meta = cluster.metadata
         namespace, name = meta.namespace or "", meta.name
         key = f"{namespace}/{name}"
-        current: Obj = obj.get("status") or {}
+        current = self.written.recorded(key, obj)
         endpoint_text = endpoint(name, namespace, self.options.cluster_domain)
         paused = meta.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
 
@@ -433,11 +436,12 @@ class ClusterReconciler:
             return
         meta = obj["metadata"]
         try:
-            await self.client.patch_status(VALKEY_CLUSTERS, meta["name"], patch, meta["namespace"])
+            stored = await self.client.patch_status(VALKEY_CLUSTERS, meta["name"], patch, meta["namespace"])
         except ApiError as exc:
             if exc.not_found:
                 return
             raise
+        self.written.wrote(f"{meta['namespace']}/{meta['name']}", obj, stored)
 
     async def _record_problems(self, obj: Obj, current: Obj, planned: PlannedStatus) -> None:
         """A Warning Event when a repair or migration problem appears or changes (lost data, a failed

@@ -173,6 +173,7 @@ async def test_operator_idles_then_stops_on_sigterm_releasing_its_lease(
     argv = [
         "valkey_operator",
         f"--kubeconfig={kubeconfig_path}",
+        f"--namespace={namespace}",  # other test modules' clusters run beside this one
         "--leader-elect",
         f"--leader-election-namespace={namespace}",
         "--log-format=json",

@@ -1,0 +1,34 @@
+"""The reconciler's record of its own status writes the cache has not shown yet (pure)."""
+
+from __future__ import annotations
+
+from controllers.cluster.written import WrittenStatuses
+
+
+def cluster(version: str, status: dict | None = None) -> dict:
+    return {"metadata": {"name": "c", "resourceVersion": version}, "status": status or {}}
+
+
+def test_a_cache_still_at_the_written_version_reads_as_the_written_status() -> None:
+    written = WrittenStatuses()
+    rolling = cluster("10", {"state": "Updating", "rollout": {"shardsUpdated": 2}})
+    written.wrote("ns/c", rolling, cluster("11", {"state": "Active"}))
+    assert written.recorded("ns/c", rolling) == {"state": "Active"}  # stale cache: no second finish
+    assert written.recorded("ns/other", cluster("10", {"state": "Creating"})) == {"state": "Creating"}
+
+
+def test_any_other_version_in_the_cache_wins_and_ends_the_record() -> None:
+    written = WrittenStatuses()
+    rolling = cluster("10", {"rollout": {}})
+    written.wrote("ns/c", rolling, cluster("11", {"state": "Active"}))
+    newer = cluster("12", {"state": "Failed"})  # someone wrote after us: versions are never ordered
+    assert written.recorded("ns/c", newer) == {"state": "Failed"}
+    assert written.recorded("ns/c", rolling) == {"rollout": {}}  # the record is gone once passed
+
+
+def test_forgetting_a_deleted_cluster_drops_its_record() -> None:
+    written = WrittenStatuses()
+    rolling = cluster("10", {"rollout": {}})
+    written.wrote("ns/c", rolling, cluster("11", {}))
+    written.forget("ns/c")
+    assert written.recorded("ns/c", rolling) == {"rollout": {}}
