@@ -59,12 +59,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 ROOT = Path(__file__).resolve().parents[1]
 GO_SOURCE = ROOT / "bench" / "controller_runtime"
+SIDE_SCRIPT = ROOT / "bench" / "core_sides.py"
+"""The Python sides run from their own small script: this driver's imports are no part of their start-up."""
 
 CONTROLLER_RUNTIME = "v0.25.2"
 """The sigs.k8s.io/controller-runtime version measured; `go mod tidy` picks the k8s.io modules it needs."""
@@ -73,124 +74,6 @@ SIDES = ("ours", "controller-runtime", "kopf")
 GOAL_COUNT = 10_000
 GOAL_RATIO = 1.5
 """The issue's goal: ours within 1.5x of controller-runtime's time at 10,000 objects."""
-
-
-# -- the Python sides, each run in its own process ------------------------------------------
-
-
-async def run_ours(kubeconfig: str, namespace: str, count: int, workers: int) -> tuple[float, float]:
-    from kubernetes_asyncio import client, config
-    from prometheus_client import CollectorRegistry
-
-    from valkey_operator.core.builder import build_controller
-    from valkey_operator.core.logging import configure_logging
-    from valkey_operator.core.manager import Manager
-    from valkey_operator.core.reconcile import Request, Result
-    from valkey_operator.core.resource import CONFIG_MAPS
-
-    configure_logging("json", "warning")
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    seen: set[Request] = set()
-    finished = asyncio.Event()
-    finished_at = 0.0
-
-    class NoOp:
-        async def reconcile(self, request: Request) -> Result:
-            nonlocal finished_at
-            seen.add(request)
-            if len(seen) == count:
-                finished_at = time.time()
-                finished.set()
-            return Result()
-
-    async with client.ApiClient(configuration) as api:
-        started = time.perf_counter()
-        manager = Manager(
-            api,
-            field_manager="bench",
-            namespace=namespace,
-            metrics_bind_address="0",
-            health_probe_bind_address="0",
-            registry=CollectorRegistry(),
-        )
-        build_controller(manager, "bench").for_(CONFIG_MAPS).with_workers(workers).complete(NoOp())
-        running = asyncio.create_task(manager.run())
-        await finished.wait()
-        elapsed = time.perf_counter() - started
-        manager.stop()
-        await running
-    return elapsed, finished_at
-
-
-async def run_kopf(kubeconfig: str, namespace: str, count: int, workers: int) -> tuple[float, float]:
-    import logging
-
-    import kopf
-    import yaml
-
-    del workers  # kopf has no worker pool: one task per object
-    logging.getLogger("kopf").setLevel(logging.WARNING)
-    seen: set[str] = set()
-    stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    finished_at = 0.0
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        kc = yaml.safe_load(Path(kubeconfig).read_text())
-        cluster, user = kc["clusters"][0]["cluster"], kc["users"][0]["user"]
-        return kopf.ConnectionInfo(
-            server=cluster["server"],
-            ca_path=cluster["certificate-authority"],
-            certificate_path=user["client-certificate"],
-            private_key_path=user["client-key"],
-            default_namespace=namespace,
-        )
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False
-        settings.peering.standalone = True
-        settings.scanning.disabled = True
-
-    @kopf.on.event("", "v1", "configmaps", registry=registry)
-    def on_event(name: str, **_: Any) -> None:
-        nonlocal finished_at
-        seen.add(name)
-        if len(seen) == count and not stop.done():
-            finished_at = time.time()
-            stop.set_result(None)
-
-    started = time.perf_counter()
-    operator = asyncio.create_task(
-        kopf.operator(registry=registry, namespaces=[namespace], standalone=True, stop_flag=stop)
-    )
-    await asyncio.shield(stop)
-    elapsed = time.perf_counter() - started
-    await operator
-    return elapsed, finished_at
-
-
-def peak_rss_kib() -> int:
-    """VmHWM of /proc/self/status: this process's own peak resident set.
-
-    Not the parent's wait4 ru_maxrss: Linux carries the spawning process's
-    high-water mark across exec, so every child would report at least the
-    driver's RSS.
-    """
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
-def side_main(side: str, kubeconfig: str, namespace: str, count: int, workers: int) -> None:
-    """One Python side: the same JSON line the Go side prints (its `seconds` start after imports)."""
-    runner = run_ours if side == "ours" else run_kopf
-    elapsed, finished_at = asyncio.run(runner(kubeconfig, namespace, count, workers))
-    line = {"side": side, "seconds": elapsed, "finished_at": finished_at, "rss_kib": peak_rss_kib()}
-    print(json.dumps(line))
 
 
 # -- the Go side: a controller-runtime manager, built once ---------------------------------
@@ -353,7 +236,7 @@ def side_command(
     common.append(f"--workers={workers}")
     if side == "controller-runtime":
         return [str(binary), *common]
-    return [sys.executable, __file__, "--side", side, *common]
+    return [sys.executable, str(SIDE_SCRIPT), side, *common]
 
 
 def run_side(side: str, command: list[str], timeout: float) -> Run:
@@ -537,13 +420,7 @@ def main() -> None:
         "--profile", type=Path, help="profile ours at the largest size; raw py-spy output here"
     )
     parser.add_argument("--kubeconfig")
-    parser.add_argument("--side", choices=("ours", "kopf"), help=argparse.SUPPRESS)
-    parser.add_argument("--namespace", help=argparse.SUPPRESS)
-    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.side:
-        side_main(args.side, args.kubeconfig, args.namespace, args.count, args.workers)
-        return
     unknown = set(args.sides.split(",")) - set(SIDES)
     if unknown:
         parser.error(f"unknown sides: {', '.join(sorted(unknown))}")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 
 import structlog
-from kubernetes_asyncio import client, config
 from prometheus_client import disable_created_metrics
 
 import controllers
@@ -17,6 +15,7 @@ from valkey_operator.core.leaderelection import LeadershipLost
 from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.manager import LeaderElectionConfig, Manager
 from valkey_operator.core.rest import RestClient
+from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.operator_config import ConfigMapUnreadable, OperatorConfig, read_operator_config
 from valkey_operator.settings import Settings
 from valkey_operator.validation import InvalidValue, fail
@@ -26,25 +25,14 @@ log = structlog.get_logger(__name__)
 FIELD_MANAGER = "valkey-operator"
 
 
-async def load_api_client(kubeconfig: str | None) -> client.ApiClient:
-    """--kubeconfig, else $KUBECONFIG, else the in-cluster service account."""
-    configuration = client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    if path:
-        await config.load_kube_config(config_file=path, client_configuration=configuration)
-    else:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return client.ApiClient(configuration)
-
-
-def build_manager(settings: Settings, api_client: client.ApiClient) -> Manager:
+def build_manager(settings: Settings, rest_config: RestConfig) -> Manager:
     leader_election = None
     if settings.leader_elect and settings.leader_election_namespace:
         leader_election = LeaderElectionConfig(
             settings.leader_election_id, settings.leader_election_namespace
         )
     return Manager(
-        api_client,
+        rest_config,
         field_manager=FIELD_MANAGER,
         label_selectors=controllers.CACHE_LABEL_SELECTORS,
         namespace=settings.namespaces,
@@ -70,13 +58,14 @@ async def run(settings: Settings) -> int:
     leadership or an unreadable ConfigMap, 2 for an invalid ConfigMap or kubeconfig."""
     configure_logging(settings.log_format, settings.log_level)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # controller-runtime has no *_created series
-    try:
-        api_client = await load_api_client(settings.kubeconfig)
+    try:  # --kubeconfig, else $KUBECONFIG, else the in-cluster service account, else ~/.kube/config
+        rest_config = load_config(settings.kubeconfig)
+        rest = RestClient(rest_config)
     except Exception as exc:  # a broken kubeconfig or service account: one line, not a traceback
         fail(f"cannot load the Kubernetes client configuration: {type(exc).__name__}: {exc}")
         return 2
-    async with api_client:
-        kube = Client(RestClient(api_client), FIELD_MANAGER)
+    async with rest:
+        kube = Client(rest, FIELD_MANAGER)
         try:
             operator_config = await read_operator_config(kube, settings.operator_namespace)
         except InvalidValue as exc:
@@ -86,7 +75,7 @@ async def run(settings: Settings) -> int:
             fail(str(exc))
             return 1
         options = controller_options(settings, operator_config)
-        manager = build_manager(settings, api_client)
+        manager = build_manager(settings, rest_config)
         controllers.setup_all(manager, settings.workers, options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -61,7 +61,10 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="valkey-operator", description="Kubernetes operator for sharded Valkey clusters.")
-    parser.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, else in-cluster config)")
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig path (default: $KUBECONFIG, else in-cluster config, else ~/.kube/config)",
+    )
     parser.add_argument(
         "--metrics-bind-address",
         default=":8080",

@@ -8,8 +8,6 @@ import json
 import signal
 from typing import Any
 
-from kubernetes_asyncio import config
-
 from valkey_operator.core import (
     CONFIG_MAPS,
     DEPLOYMENTS,
@@ -19,6 +17,7 @@ from valkey_operator.core import (
     Result,
     build_controller,
     configure_logging,
+    load_config,
 )
 
 SOURCE_ANNOTATION = "checksum.example.com/configmap"
@@ -79,20 +78,18 @@ async def main() -> None:
     parser.add_argument("--health-probe-bind-address", default="127.0.0.1:8081")
     args = parser.parse_args()
     configure_logging("console")
-    async with await config.new_client_from_config(config_file=args.kubeconfig) as api:
-        lease = args.leader_election_namespace
-        election = LeaderElectionConfig("configmap-checksum", lease) if lease else None
-        manager = Manager(
-            api,
-            field_manager="configmap-checksum",
-            namespace=args.namespace,
-            metrics_bind_address=args.metrics_bind_address,
-            health_probe_bind_address=args.health_probe_bind_address,
-            leader_election=election,
-        )
-        setup(manager)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, manager.stop)
-        await manager.run()
+    lease = args.leader_election_namespace
+    manager = Manager(
+        load_config(args.kubeconfig),  # the manager's own session, closed when run() ends
+        field_manager="configmap-checksum",
+        namespace=args.namespace,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        leader_election=LeaderElectionConfig("configmap-checksum", lease) if lease else None,
+    )
+    setup(manager)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, manager.stop)
+    await manager.run()
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ import asyncio
 import signal
 from typing import Any
 
-from kubernetes_asyncio import config
-
 from valkey_operator.core import (
     CONFIG_MAPS,
     PODS,
@@ -22,6 +20,7 @@ from valkey_operator.core import (
     add_finalizer,
     build_controller,
     configure_logging,
+    load_config,
     remove_finalizer,
 )
 
@@ -77,12 +76,12 @@ async def main() -> None:
     parser.add_argument("--namespace")
     args = parser.parse_args()
     configure_logging("console")
-    async with await config.new_client_from_config(config_file=args.kubeconfig) as api:
-        manager = Manager(api, field_manager="configmap-protection", namespace=args.namespace)
-        setup(manager)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(signum, manager.stop)
-        await manager.run()
+    config = load_config(args.kubeconfig)  # --kubeconfig, $KUBECONFIG, in-cluster or ~/.kube/config
+    manager = Manager(config, field_manager="configmap-protection", namespace=args.namespace)
+    setup(manager)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, manager.stop)
+    await manager.run()
 
 
 if __name__ == "__main__":

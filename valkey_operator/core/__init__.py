@@ -32,6 +32,7 @@ from valkey_operator.core.resource import (
     Resource,
 )
 from valkey_operator.core.rest import ApiError
+from valkey_operator.core.restconfig import ConfigError, RestConfig, load_config
 
 __all__ = [
     "CONFIG_MAPS",
@@ -51,6 +52,7 @@ __all__ = [
     "CacheReader",
     "Client",
     "Clock",
+    "ConfigError",
     "EventRecorder",
     "FakeClock",
     "LeaderElectionConfig",
@@ -61,6 +63,7 @@ __all__ = [
     "Reconciler",
     "Request",
     "Resource",
+    "RestConfig",
     "Result",
     "SharedInformer",
     "TerminalError",
@@ -71,6 +74,7 @@ __all__ = [
     "generation_changed",
     "has_finalizer",
     "is_true",
+    "load_config",
     "remove_finalizer",
     "requests_for_controller_owner",
     "retry_on_conflict",

@@ -18,6 +18,7 @@ import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from valkey_operator.core.clock import Clock, RealClock, within
+from valkey_operator.core.deadline import WorkerDeadline
 from valkey_operator.core.handler import EnqueueMapped, MapFunc, UpdateFilter
 from valkey_operator.core.metrics import controller_metrics
 from valkey_operator.core.reconcile import Reconciler, Request, Result, TerminalError
@@ -102,24 +103,35 @@ class Controller:
         await asyncio.gather(*self._worker_tasks, return_exceptions=True)
 
     async def _work(self) -> None:
-        while True:
-            try:
-                request = await self.queue.get()
-            except ShutDown:
-                return
-            try:
-                await self._reconcile(request)
-            finally:
-                self.queue.done(request)
+        deadline = self._worker_deadline()
+        try:
+            while True:
+                try:
+                    request = await self.queue.get()
+                except ShutDown:
+                    return
+                try:
+                    await self._reconcile(request, deadline)
+                finally:
+                    self.queue.done(request)
+        finally:
+            if deadline is not None:
+                deadline.close()
 
-    async def _reconcile(self, request: Request) -> None:
+    def _worker_deadline(self) -> WorkerDeadline | None:
+        """The loop's own timer on the real clock; other clocks go through `within` per reconcile."""
+        if self.reconcile_timeout is None or not isinstance(self._clock, RealClock):
+            return None
+        return WorkerDeadline(self.reconcile_timeout)
+
+    async def _reconcile(self, request: Request, deadline: WorkerDeadline | None) -> None:
         active = self._active
         active.inc()
         started = self._clock.now()
         outcome = "success"
         error: BaseException | None = None
         try:
-            result = await self._bounded(request)
+            result = await self._bounded(request, deadline)
         except TerminalError as exc:
             outcome, error = "error", exc
             self._terminal_errors.inc()
@@ -147,8 +159,18 @@ class Controller:
         else:
             self._log.info("reconciled", key=str(request), duration=round(elapsed, 4), result=outcome)
 
-    async def _bounded(self, request: Request) -> Result:
+    async def _bounded(self, request: Request, deadline: WorkerDeadline | None) -> Result:
         """The reconcile, cancelled once reconcile_timeout passes on the clock."""
+        if deadline is not None:
+            deadline.start()
+            try:
+                return await self.reconciler.reconcile(request)
+            except asyncio.CancelledError:
+                if deadline.expired:
+                    raise ReconcileTimeout(f"cancelled after {self.reconcile_timeout}s") from None
+                raise
+            finally:
+                deadline.finish()
         timed_out = False
 
         async def reconcile() -> Result:

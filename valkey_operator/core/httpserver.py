@@ -1,4 +1,8 @@
-"""The manager's HTTP endpoints: Prometheus /metrics, and /healthz + /readyz probes."""
+"""The manager's HTTP endpoints: Prometheus /metrics, and /healthz + /readyz probes.
+
+The manager imports this module only when it serves one of them (aiohttp's
+server side is a tenth of the core's import time, and `"0"` turns both off).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,6 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 Check = Callable[[], bool]
-
-
-def parse_bind_address(address: str) -> tuple[str, int] | None:
-    """':8080' -> ('0.0.0.0', 8080); '127.0.0.1:0' -> ephemeral port; '0' -> disabled (None)."""
-    if address in ("", "0"):
-        return None
-    host, _, port = address.rpartition(":")
-    return (host.strip("[]") or "0.0.0.0", int(port))
 
 
 class HttpEndpoint:

@@ -3,9 +3,10 @@
 Start order: HTTP endpoints, then informers (standbys keep warm caches, so a
 takeover starts reconciling at once), then leader election, then
 controllers. Stop order (SIGTERM): controllers drain in-flight reconciles,
-the lease is released, informers and endpoints stop. A leader that misses its
-renew deadline stops acting immediately and `run` raises LeadershipLost, so
-the process exits and restarts as a standby.
+the lease is released, informers and endpoints stop, and the session made
+from a RestConfig closes. A leader that misses its renew deadline stops
+acting immediately and `run` raises LeadershipLost, so the process exits and
+restarts as a standby.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import contextlib
 import os
 import socket
 from collections.abc import Awaitable, Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from valkey_operator.core.cache import CacheReader
@@ -27,7 +27,6 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.events import EventRecorder
-from valkey_operator.core.httpserver import HttpEndpoint, metrics_app, parse_bind_address, probes_app
 from valkey_operator.core.informer import (
     Namespaces,
     SharedInformer,
@@ -38,6 +37,12 @@ from valkey_operator.core.leaderelection import KubernetesLeaseLock, LeaderElect
 from valkey_operator.core.metrics import controller_metrics
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import RestClient
+from valkey_operator.core.restconfig import RestConfig
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from valkey_operator.core import httpserver
 
 log = structlog.get_logger(__name__)
 
@@ -57,12 +62,20 @@ class LeaderElectionConfig:
     retry_period: float = 2.0
 
 
+def parse_bind_address(address: str) -> tuple[str, int] | None:
+    """':8080' -> ('0.0.0.0', 8080); '127.0.0.1:0' -> ephemeral port; '0' -> disabled (None)."""
+    if address in ("", "0"):
+        return None
+    host, _, port = address.rpartition(":")
+    return (host.strip("[]") or "0.0.0.0", int(port))
+
+
 class Manager:
     """Owns everything controllers share; `run()` until `stop()` (or lost leadership)."""
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: RestConfig | ApiClient,
         *,
         field_manager: str,
         namespace: Namespaces = None,
@@ -74,7 +87,9 @@ class Manager:
         graceful_shutdown_timeout: float = 30.0,
         clock: Clock | None = None,
     ) -> None:
-        """`label_selectors` limits what a resource's full informer caches (see SharedInformerFactory)."""
+        """`api_client`: a RestConfig (the manager's own session, closed when `run()` ends) or an
+        embedder's kubernetes-asyncio ApiClient (its owner closes it). `label_selectors` limits what
+        a resource's full informer caches (see SharedInformerFactory)."""
         self.rest = RestClient(api_client)
         self.client = Client(self.rest, field_manager)
         self.namespaces = namespace_scope(namespace)
@@ -89,8 +104,8 @@ class Manager:
         self.controllers: list[Controller] = []
         self._metrics_address = parse_bind_address(metrics_bind_address)
         self._probe_address = parse_bind_address(health_probe_bind_address)
-        self.metrics_endpoint: HttpEndpoint | None = None
-        self.probe_endpoint: HttpEndpoint | None = None
+        self.metrics_endpoint: httpserver.HttpEndpoint | None = None
+        self.probe_endpoint: httpserver.HttpEndpoint | None = None
         self._stop = asyncio.Event()
         self._caches_synced = False
         self._identity = leader_election.identity if leader_election else default_identity()
@@ -158,6 +173,7 @@ class Manager:
         finally:
             await self.informers.stop()
             await self._stop_endpoints()
+            await self.rest.close()
             log.info("manager stopped")
 
     async def _run_controllers(self, renewal: Coroutine[None, None, None] | None) -> None:
@@ -211,11 +227,17 @@ class Manager:
         )
 
     async def _start_endpoints(self) -> None:
+        if self._metrics_address is None and self._probe_address is None:
+            return
+        from valkey_operator.core import httpserver  # aiohttp's server side: imported only when used
+
         if self._metrics_address is not None:
-            self.metrics_endpoint = HttpEndpoint(metrics_app(self.registry), *self._metrics_address)
+            app = httpserver.metrics_app(self.registry)
+            self.metrics_endpoint = httpserver.HttpEndpoint(app, *self._metrics_address)
             await self.metrics_endpoint.start()
         if self._probe_address is not None:
-            self.probe_endpoint = HttpEndpoint(probes_app(self.healthy, self.ready), *self._probe_address)
+            app = httpserver.probes_app(self.healthy, self.ready)
+            self.probe_endpoint = httpserver.HttpEndpoint(app, *self._probe_address)
             await self.probe_endpoint.start()
 
     async def _stop_endpoints(self) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import weakref
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from valkey_operator.core.loopmetrics import CounterFamily, GaugeFamily, HistogramFamily
 
 # controller-runtime's reconcile-time buckets.
 RECONCILE_TIME_BUCKETS = (
@@ -24,44 +26,44 @@ class ControllerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.reconcile_total = Counter(
+        self.reconcile_total = CounterFamily(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
             ["controller", "result"],
             registry=registry,
         )
-        self.reconcile_errors = Counter(
+        self.reconcile_errors = CounterFamily(
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
             ["controller"],
             registry=registry,
         )
-        self.terminal_reconcile_errors = Counter(
+        self.terminal_reconcile_errors = CounterFamily(
             "controller_runtime_terminal_reconcile_errors",
             "Total number of terminal reconciliation errors per controller",
             ["controller"],
             registry=registry,
         )
-        self.reconcile_time = Histogram(
+        self.reconcile_time = HistogramFamily(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             ["controller"],
             buckets=RECONCILE_TIME_BUCKETS,
             registry=registry,
         )
-        self.active_workers = Gauge(
+        self.active_workers = GaugeFamily(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
             ["controller"],
             registry=registry,
         )
-        self.max_concurrent_reconciles = Gauge(
+        self.max_concurrent_reconciles = GaugeFamily(
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
             ["controller"],
             registry=registry,
         )
-        self.leader_election_master_status = Gauge(
+        self.leader_election_master_status = GaugeFamily(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
             "1 indicates master. 'name' is the string used to identify the lease.",

@@ -7,7 +7,7 @@ from typing import Protocol
 import attrs
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed several times per reconcile by the queue's sets
 class Request:
     """The key of one object to reconcile; the reconciler reads the rest from the cache."""
 

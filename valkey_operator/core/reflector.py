@@ -6,6 +6,15 @@ Modelled on client-go's `tools/cache.Reflector`:
   restarts the list unpaged), then replace the store. Objects that vanished
   since the previous state are reported as deletes of a
   `DeletedFinalStateUnknown` tombstone: their DELETED event was never seen.
+- Which state a LIST asks for follows client-go's `relistResourceVersion`:
+  the first one resourceVersion "0" (any state, so the API server answers
+  from its watch cache in one response instead of paging through etcd); a
+  relist the last synced resourceVersion with `resourceVersionMatch:
+  NotOlderThan`, so the store never travels back in time; and when the server
+  answers that version is gone (410) or not reached yet, a consistent read
+  (no resourceVersion) at once. As for any client-go informer, the first
+  LIST of a process may be a little behind etcd (a lagging API server of an
+  HA control plane); the watch that follows brings it up to date.
 - WATCH from the list's resourceVersion with bookmarks and a server-side
   timeout (randomised 300..600 s by default, so a fleet of clients does not
   reconnect in lock-step). ADDED/MODIFIED/DELETED update the store; BOOKMARK
@@ -17,8 +26,7 @@ Modelled on client-go's `tools/cache.Reflector`:
   jitter and then resumes the watch, which relists only if the server
   answers 410.
 
-Lists are consistent reads (no resourceVersion), so a relist never travels
-back in time. Watch bodies are split on newlines by hand, not with aiohttp's
+Watch bodies are split on newlines by hand, not with aiohttp's
 `readline`, which refuses lines over 64 KiB; objects can be larger.
 
 With `metadata_only` the LIST and WATCH ask for PartialObjectMetadata (as
@@ -196,6 +204,7 @@ class Reflector:
         self._clock: Clock = clock if clock is not None else RealClock()
         self._random = random_fraction
         self._last_sync_resource_version = ""
+        self._last_sync_unavailable = False  # the server refused it for a LIST: read consistently
         self._watch_events = 0  # events applied by the current (or last) watch
         self._synced = asyncio.Event()
         self._log = log.bind(
@@ -250,17 +259,35 @@ class Reflector:
     def _selector_query(self) -> dict[str, str | int | bool | None]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
 
+    def _list_resource_version(self) -> dict[str, str | int | bool | None]:
+        """client-go's relistResourceVersion: any state first, then not older than the last sync."""
+        if self._last_sync_unavailable:
+            return {}
+        if not self._last_sync_resource_version:
+            return {"resourceVersion": "0"}
+        return {"resourceVersion": self._last_sync_resource_version, "resourceVersionMatch": "NotOlderThan"}
+
     async def _list(self) -> tuple[list[Obj], str]:
-        """A consistent LIST, paged; an expired continue token restarts it unpaged."""
+        """A LIST, paged; an expired continue token restarts it unpaged and consistent."""
         items: list[Obj] = []
         continue_token: str | None = None
         while True:
-            query = {**self._selector_query(), "limit": self._page_size, "continue": continue_token}
+            version = {} if continue_token else self._list_resource_version()
+            query = {
+                **self._selector_query(),
+                **version,
+                "limit": self._page_size,
+                "continue": continue_token,
+            }
             try:
                 page = await self._rest.request(
                     "GET", self._path, query=query, timeout=LIST_TIMEOUT, **self._list_accept
                 )
             except ApiError as exc:
+                if version.get("resourceVersion") and (exc.gone or _status_says_resume_impossible(exc.body)):
+                    self._log.info("list_resource_version_unavailable", reason=str(exc))
+                    self._last_sync_unavailable = True
+                    continue
                 if not (exc.gone and continue_token):
                     raise
                 self._log.info("list_continue_expired_listing_unpaged")
@@ -280,6 +307,7 @@ class Reflector:
                 resource_version = metadata.get("resourceVersion")
                 if not resource_version:
                     raise ValueError("LIST response without metadata.resourceVersion")
+                self._last_sync_unavailable = False
                 return items, str(resource_version)
 
     def _set_type(self, obj: Obj) -> None:

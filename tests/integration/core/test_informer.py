@@ -310,30 +310,35 @@ async def test_failing_handler_neither_stops_informer_nor_other_handlers(
 
 
 @pytest.mark.timeout(60)
-async def test_paged_list_and_watch_events_larger_than_64k(
-    kube_api: client.ApiClient, namespace: str, configmaps: ConfigMaps
-) -> None:
-    big = "x" * (200 * 1024)
-    for index in range(7):
-        await configmaps.create(f"cm-{index}", big if index == 0 else str(index))
-    rest = RecordingRestClient(kube_api)
-    store = Store()
-    recorder = Recorder()
-    reflector = Reflector(rest, CONFIG_MAPS, store, recorder, namespace=namespace, page_size=3)
-    task = asyncio.create_task(reflector.run())
-    try:
-        async with asyncio.timeout(20):
-            await reflector.wait_for_sync()
-        assert rest.list_count >= 3, "7+ objects in pages of 3"
-        assert [q.get("limit") for q in rest.lists] == [3] * rest.list_count
-        assert all(q.get("continue") for q in rest.lists[1:])
-        assert len([k for k in store.list_keys() if k.startswith(f"{namespace}/cm-")]) == 7
-        await configmaps.update("cm-1", big)
-        await eventually(lambda: ("update", "cm-1", f"1->{big}") in recorder.events, "a 200 KiB watch event")
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+async def test_paged_list_and_watch_events_larger_than_64k(uncached_plane: ControlPlane) -> None:
+    """Without a watch cache the API server pages even a resourceVersion "0" LIST through etcd."""
+    namespace = "default"  # the plane is this test's alone
+    async with api_client_via(uncached_plane.kubeconfig) as api:
+        configmaps = ConfigMaps(RestClient(api), namespace)
+        big = "x" * (200 * 1024)
+        for index in range(7):
+            await configmaps.create(f"cm-{index}", big if index == 0 else str(index))
+        rest = RecordingRestClient(api)
+        store = Store()
+        recorder = Recorder()
+        reflector = Reflector(rest, CONFIG_MAPS, store, recorder, namespace=namespace, page_size=3)
+        task = asyncio.create_task(reflector.run())
+        try:
+            async with asyncio.timeout(20):
+                await reflector.wait_for_sync()
+            assert rest.list_count >= 3, "7+ objects in pages of 3"
+            assert [q.get("limit") for q in rest.lists] == [3] * rest.list_count
+            assert rest.lists[0].get("resourceVersion") == "0", "a first LIST takes any state"
+            assert all(q.get("continue") and "resourceVersion" not in q for q in rest.lists[1:])
+            assert len([k for k in store.list_keys() if k.startswith(f"{namespace}/cm-")]) == 7
+            await configmaps.update("cm-1", big)
+            await eventually(
+                lambda: ("update", "cm-1", f"1->{big}") in recorder.events, "a 200 KiB watch event"
+            )
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 # -- watch cuts, resume and relist --------------------------------------------------
@@ -422,6 +427,9 @@ async def test_relist_after_410_reports_missed_delete_as_tombstone(uncached_plan
                     lambda: cached_values(informer) == {"cm-a": "2", "cm-c": "1", "cm-d": "1"}, "relist"
                 )
                 assert rest.list_count == 2
+                # A relist asks for a state not older than the store's: it never travels back in time.
+                assert rest.lists[1]["resourceVersion"] == resume_from
+                assert rest.lists[1]["resourceVersionMatch"] == "NotOlderThan"
                 assert sorted(recorder.events) == [
                     ("add", "cm-d", "1"),
                     ("tombstone", "cm-b", "1"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 
 import pytest
@@ -246,4 +247,55 @@ async def test_a_timeout_raised_inside_the_reconcile_is_an_ordinary_error() -> N
     await settle()
     assert controller.queue.num_requeues(Request("a")) == 1
     await controller.shutdown()
+    await task
+
+
+class Swallowing:
+    """Hangs on "stubborn", swallows the first cancellation and returns; answers other keys at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def reconcile(self, request: Request) -> Result:
+        self.calls.append(request.name)
+        if request.name == "stubborn":
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+        return Result()
+
+
+async def test_on_the_real_clock_a_late_reconcile_is_cancelled_and_the_worker_goes_on() -> None:
+    """The loop-timer deadline (one timer per worker): real time, bounded to a few 10 ms steps."""
+    registry = CollectorRegistry()
+    reconciler = Hanging()
+    controller = Controller("demo", reconciler, registry=registry, reconcile_timeout=0.05)
+    task = await run_controller(controller)
+    for name in ("a", "b", "stuck", "next"):
+        controller.queue.add(Request(name))
+    async with asyncio.timeout(5):
+        while reconciler.calls[-1:] != ["next"] or controller.queue.len():
+            await asyncio.sleep(0.01)
+    assert reconciler.cancelled == 1
+    assert controller.queue.num_requeues(Request("stuck")) == 1
+    assert sample(registry, "controller_runtime_reconcile_errors_total", controller="demo") == 1
+    assert sample(registry, "controller_runtime_reconcile_total", controller="demo", result="success") == 3
+    await controller.shutdown(drain_timeout=0.1)
+    await task
+
+
+async def test_a_cancellation_the_reconcile_swallows_does_not_reach_the_worker() -> None:
+    reconciler = Swallowing()
+    controller = Controller("demo", reconciler, registry=CollectorRegistry(), reconcile_timeout=0.05)
+    task = await run_controller(controller)
+    controller.queue.add(Request("stubborn"))
+    async with asyncio.timeout(5):
+        while reconciler.calls != ["stubborn"] or controller.queue.len():
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.06)  # a stray cancellation would end the worker at its next await
+    controller.queue.add(Request("after"))
+    async with asyncio.timeout(5):
+        while reconciler.calls != ["stubborn", "after"]:
+            await asyncio.sleep(0.01)
+    assert not task.done()
+    await controller.shutdown(drain_timeout=0.1)
     await task

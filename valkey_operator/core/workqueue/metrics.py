@@ -12,10 +12,11 @@ import weakref
 from collections.abc import Hashable, Iterable
 from typing import Protocol
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from valkey_operator.core.clock import Clock, RealClock
+from valkey_operator.core.loopmetrics import CounterFamily, GaugeFamily, HistogramFamily
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -160,26 +161,26 @@ class _Families:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         labels = LABELS
-        self.depth = Gauge("workqueue_depth", "Current depth of workqueue", labels, registry=registry)
-        # prometheus-client appends `_total` to counters: exposed as workqueue_adds_total.
-        self.adds = Counter(
+        self.depth = GaugeFamily("workqueue_depth", "Current depth of workqueue", labels, registry=registry)
+        # Counters are exposed with `_total` appended: workqueue_adds_total.
+        self.adds = CounterFamily(
             "workqueue_adds", "Total number of adds handled by workqueue", labels, registry=registry
         )
-        self.queue_duration = Histogram(
+        self.queue_duration = HistogramFamily(
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
             labels,
             registry=registry,
             buckets=DURATION_BUCKETS,
         )
-        self.work_duration = Histogram(
+        self.work_duration = HistogramFamily(
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes.",
             labels,
             registry=registry,
             buckets=DURATION_BUCKETS,
         )
-        self.retries = Counter(
+        self.retries = CounterFamily(
             "workqueue_retries", "Total number of retries handled by workqueue", labels, registry=registry
         )
         self.in_flight = _InFlightCollector()
