@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import attrs
 import pytest
 import structlog.testing
 from informer_running import running
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 from valkey_operator.core.informer import (
     NAMESPACE_ALL,
@@ -34,6 +35,7 @@ from valkey_operator.core.informer import (
 from valkey_operator.core.reflector import Reflector, WatchBackoff
 from valkey_operator.core.resource import CONFIG_MAPS, NAMESPACES
 from valkey_operator.core.rest import JSON, MERGE_PATCH, ApiError, Obj, Query, RestClient
+from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.core.store import DeletedFinalStateUnknown, Store, unwrap_tombstone
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.tcpproxy import TcpProxy
@@ -55,7 +57,7 @@ def fast_backoff() -> WatchBackoff:
 class RecordingRestClient(RestClient):
     """Records LIST and WATCH requests; every answer comes from the real API server."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: RestConfig | client.ApiClient) -> None:
         super().__init__(api_client)
         self.lists: list[dict[str, Any]] = []
         self.watch_resource_versions: list[str] = []
@@ -172,19 +174,16 @@ async def watch_established(proxy: TcpProxy, rest: RecordingRestClient) -> None:
 
 
 @contextlib.asynccontextmanager
-async def api_client_via(
+async def rest_via(
     kubeconfig_path: Path, proxy: TcpProxy | None = None
-) -> AsyncIterator[client.ApiClient]:
-    """An admin ApiClient whose connections go through the proxy (TLS still verifies: IP SAN).
-
-    Without a proxy it talks to the kubeconfig's API server directly.
-    """
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(kubeconfig_path), client_configuration=configuration)
+) -> AsyncIterator[RecordingRestClient]:
+    """An admin client on the core's own transport (what the operator runs), its connections through
+    the proxy (TLS still verifies: IP SAN); without a proxy, straight to the kubeconfig's API server."""
+    rest_config = load_config(str(kubeconfig_path))
     if proxy is not None:
-        configuration.host = proxy.url
-    async with client.ApiClient(configuration) as api:
-        yield api
+        rest_config = attrs.evolve(rest_config, server=proxy.url)
+    async with RecordingRestClient(rest_config) as rest:
+        yield rest
 
 
 async def etcd_compact(etcd_client_port: int, revision: int) -> None:
@@ -313,12 +312,11 @@ async def test_failing_handler_neither_stops_informer_nor_other_handlers(
 async def test_paged_list_and_watch_events_larger_than_64k(uncached_plane: ControlPlane) -> None:
     """Without a watch cache the API server pages even a resourceVersion "0" LIST through etcd."""
     namespace = "default"  # the plane is this test's alone
-    async with api_client_via(uncached_plane.kubeconfig) as api:
-        configmaps = ConfigMaps(RestClient(api), namespace)
+    async with rest_via(uncached_plane.kubeconfig) as direct, rest_via(uncached_plane.kubeconfig) as rest:
+        configmaps = ConfigMaps(direct, namespace)
         big = "x" * (200 * 1024)
         for index in range(7):
             await configmaps.create(f"cm-{index}", big if index == 0 else str(index))
-        rest = RecordingRestClient(api)
         store = Store()
         recorder = Recorder()
         reflector = Reflector(rest, CONFIG_MAPS, store, recorder, namespace=namespace, page_size=3)
@@ -350,8 +348,7 @@ async def test_watch_cut_is_resumed_from_last_resource_version_without_relist(
 ) -> None:
     for name in ("cm-a", "cm-b", "cm-c"):
         await configmaps.create(name, "1")
-    async with api_client_via(kubeconfig_path, proxy) as api:
-        rest = RecordingRestClient(api)
+    async with rest_via(kubeconfig_path, proxy) as rest:
         recorder = Recorder()
         informer = SharedInformer(
             rest, CONFIG_MAPS, namespace=namespace, watch_timeout=120, backoff=fast_backoff
@@ -390,14 +387,13 @@ async def test_relist_after_410_reports_missed_delete_as_tombstone(uncached_plan
     assert endpoints is not None
     namespace = "default"  # the plane is this test's alone
     async with (
-        api_client_via(uncached_plane.kubeconfig) as direct,
+        rest_via(uncached_plane.kubeconfig) as direct,
         TcpProxy(endpoints.apiserver_port) as proxy,
-        api_client_via(uncached_plane.kubeconfig, proxy) as api,
+        rest_via(uncached_plane.kubeconfig, proxy) as rest,
     ):
-        configmaps = ConfigMaps(RestClient(direct), namespace)
+        configmaps = ConfigMaps(direct, namespace)
         for name in ("cm-a", "cm-b", "cm-c"):
             await configmaps.create(name, "1")
-        rest = RecordingRestClient(api)
         recorder = Recorder()
         with structlog.testing.capture_logs() as logs:
             informer = SharedInformer(
