@@ -40,7 +40,7 @@ from cluster_support import (
 from inprocess_operator import Operator
 from load_support import Load, LoadReport, checker_for
 
-from valkey_operator.api.resources import VALKEY_CLUSTERS
+from valkey_operator.api.resources import PAUSED_ANNOTATION, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
@@ -392,7 +392,10 @@ async def place_primaries(
     """Make wanted[shard] each shard's primary with a coordinated CLUSTER FAILOVER where it is not yet
     (the same shard's copies swap roles, as in a rollout); returns the status once Active with the
     host's share of them: the primary spread may since have swapped a shard off the host elsewhere,
-    never onto it (it holds its share)."""
+    never onto it (it holds its share). The cluster is paused meanwhile: midway, a node can hold more
+    than its share, and a spread move then (seen in CI) could leave the host with none."""
+    paused = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+    await kube.patch(VALKEY_CLUSTERS, name, paused, namespace)
     moved: list[str] = []
     for shard, pod in sorted(wanted.items()):
         if primary_of(status, shard)["pod"] == pod:
@@ -420,9 +423,9 @@ async def place_primaries(
         with contextlib.suppress(AssertionError):
             await eventually(lambda: _none_left(waiting), "the coordinated failovers", 8)
     assert not await waiting(), "the coordinated failovers did not complete"
-    # Valkey's changes raise no Kubernetes event: touch the object so a pass reports them now.
-    nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(time.time())}}}
-    await kube.patch(VALKEY_CLUSTERS, name, nudge, namespace)
+    # Resume; Valkey's changes raise no Kubernetes event: touch the object so a pass reports them now.
+    resume = {"metadata": {"annotations": {PAUSED_ANNOTATION: None, NUDGE_ANNOTATION: str(time.time())}}}
+    await kube.patch(VALKEY_CLUSTERS, name, resume, namespace)
 
     async def placed() -> bool:
         nonlocal status
