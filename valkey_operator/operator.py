@@ -10,11 +10,9 @@ from prometheus_client import disable_created_metrics
 
 import controllers
 from controllers.options import ControllerOptions
-from valkey_operator.core.client import Client
 from valkey_operator.core.leaderelection import LeadershipLost
 from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.manager import LeaderElectionConfig, Manager
-from valkey_operator.core.rest import RestClient
 from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.operator_config import ConfigMapUnreadable, OperatorConfig, read_operator_config
 from valkey_operator.settings import Settings
@@ -59,15 +57,13 @@ async def run(settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # controller-runtime has no *_created series
     try:  # --kubeconfig, else $KUBECONFIG, else the in-cluster service account, else ~/.kube/config
-        rest_config = load_config(settings.kubeconfig)
-        rest = RestClient(rest_config)
+        manager = build_manager(settings, load_config(settings.kubeconfig))
     except Exception as exc:  # a broken kubeconfig or service account: one line, not a traceback
         fail(f"cannot load the Kubernetes client configuration: {type(exc).__name__}: {exc}")
         return 2
-    async with rest:
-        kube = Client(rest, FIELD_MANAGER)
+    async with manager.rest:  # one session for the ConfigMap read and the manager's whole run
         try:
-            operator_config = await read_operator_config(kube, settings.operator_namespace)
+            operator_config = await read_operator_config(manager.client, settings.operator_namespace)
         except InvalidValue as exc:
             fail(str(exc))
             return 2
@@ -75,7 +71,6 @@ async def run(settings: Settings) -> int:
             fail(str(exc))
             return 1
         options = controller_options(settings, operator_config)
-        manager = build_manager(settings, rest_config)
         controllers.setup_all(manager, settings.workers, options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

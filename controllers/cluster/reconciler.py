@@ -441,7 +441,7 @@ class ClusterReconciler:
             if exc.not_found:
                 return
             raise
-        self.written.wrote(f"{meta['namespace']}/{meta['name']}", obj, stored)
+        self.written.wrote(_key(obj), obj, stored)
 
     async def _record_problems(self, obj: Obj, current: Obj, planned: PlannedStatus) -> None:
         """A Warning Event when a repair or migration problem appears or changes (lost data, a failed

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
@@ -108,25 +108,17 @@ class LoopFamily(Generic[Child]):
             child = self._children[key] = self._new_child()
         return child
 
-    def remove(self, **labels: str) -> None:
-        self._children.pop(tuple(str(labels[name]) for name in self.labelnames), None)
-
     def describe(self) -> Iterable[Metric]:
-        return [self._family()]
+        return [self._family({})]
 
     def collect(self) -> Iterable[Metric]:
-        family = self._family()
-        for key, child in list(self._children.items()):
-            self._add(family, list(key), child)
-        return [family]
+        return [self._family(dict(self._children))]
 
     def _new_child(self) -> Child:
         raise NotImplementedError
 
-    def _family(self) -> Metric:
-        raise NotImplementedError
-
-    def _add(self, family: Metric, labels: list[str], child: Child) -> None:
+    def _family(self, children: Mapping[tuple[str, ...], Child]) -> Metric:
+        """The family as prometheus-client exposes it, with one series per child."""
         raise NotImplementedError
 
 
@@ -136,24 +128,22 @@ class CounterFamily(LoopFamily[LoopCounter]):
     def _new_child(self) -> LoopCounter:
         return LoopCounter()
 
-    def _family(self) -> Metric:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def _add(self, family: Metric, labels: list[str], child: LoopCounter) -> None:
-        assert isinstance(family, CounterMetricFamily)
-        family.add_metric(labels, child.value)
+    def _family(self, children: Mapping[tuple[str, ...], LoopCounter]) -> Metric:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for key, child in children.items():
+            family.add_metric(key, child.value)
+        return family
 
 
 class GaugeFamily(LoopFamily[LoopGauge]):
     def _new_child(self) -> LoopGauge:
         return LoopGauge()
 
-    def _family(self) -> Metric:
-        return GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def _add(self, family: Metric, labels: list[str], child: LoopGauge) -> None:
-        assert isinstance(family, GaugeMetricFamily)
-        family.add_metric(labels, child.value)
+    def _family(self, children: Mapping[tuple[str, ...], LoopGauge]) -> Metric:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for key, child in children.items():
+            family.add_metric(key, child.value)
+        return family
 
 
 class HistogramFamily(LoopFamily[LoopHistogram]):
@@ -172,9 +162,8 @@ class HistogramFamily(LoopFamily[LoopHistogram]):
     def _new_child(self) -> LoopHistogram:
         return LoopHistogram(self.buckets)
 
-    def _family(self) -> Metric:
-        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def _add(self, family: Metric, labels: list[str], child: LoopHistogram) -> None:
-        assert isinstance(family, HistogramMetricFamily)
-        family.add_metric(labels, child.cumulative(), child.sum)
+    def _family(self, children: Mapping[tuple[str, ...], LoopHistogram]) -> Metric:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for key, child in children.items():
+            family.add_metric(key, child.cumulative(), child.sum)
+        return family

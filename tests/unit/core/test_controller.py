@@ -14,6 +14,7 @@ from valkey_operator.core.controller import Controller
 from valkey_operator.core.handler import EnqueueMapped, request_for_object, requests_for_controller_owner
 from valkey_operator.core.reconcile import Request, Result, TerminalError
 from valkey_operator.core.resource import Resource
+from valkey_operator.testing.wait import eventually
 
 
 class Scripted:
@@ -272,9 +273,9 @@ async def test_on_the_real_clock_a_late_reconcile_is_cancelled_and_the_worker_go
     task = await run_controller(controller)
     for name in ("a", "b", "stuck", "next"):
         controller.queue.add(Request(name))
-    async with asyncio.timeout(5):
-        while reconciler.calls[-1:] != ["next"] or controller.queue.len():
-            await asyncio.sleep(0.01)
+    await eventually(
+        lambda: reconciler.calls[-1:] == ["next"] and not controller.queue.len(), "next", 5, interval=0.01
+    )
     assert reconciler.cancelled == 1
     assert controller.queue.num_requeues(Request("stuck")) == 1
     assert sample(registry, "controller_runtime_reconcile_errors_total", controller="demo") == 1
@@ -288,14 +289,12 @@ async def test_a_cancellation_the_reconcile_swallows_does_not_reach_the_worker()
     controller = Controller("demo", reconciler, registry=CollectorRegistry(), reconcile_timeout=0.05)
     task = await run_controller(controller)
     controller.queue.add(Request("stubborn"))
-    async with asyncio.timeout(5):
-        while reconciler.calls != ["stubborn"] or controller.queue.len():
-            await asyncio.sleep(0.01)
+    await eventually(
+        lambda: reconciler.calls == ["stubborn"] and not controller.queue.len(), "stubborn", 5, interval=0.01
+    )
     await asyncio.sleep(0.06)  # a stray cancellation would end the worker at its next await
     controller.queue.add(Request("after"))
-    async with asyncio.timeout(5):
-        while reconciler.calls != ["stubborn", "after"]:
-            await asyncio.sleep(0.01)
+    await eventually(lambda: reconciler.calls == ["stubborn", "after"], "after", 5, interval=0.01)
     assert not task.done()
     await controller.shutdown(drain_timeout=0.1)
     await task
