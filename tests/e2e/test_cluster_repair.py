@@ -187,8 +187,27 @@ async def repaired(
     try:
         await eventually(done, f"{name} Active again with {pods} repaired pods", timeout)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status: {last}") from None
+        seen = [pod_summary(pod) for pod in await owned_pods(kube, namespace, name)]
+        raise AssertionError(f"{exc}; last status: {last}; pods as the API shows them: {seen}") from None
     return last
+
+
+def pod_summary(pod: Obj) -> Obj:
+    """What a failed wait needs to say which side is stuck: the kubelet's conditions and containers."""
+    status = pod.get("status") or {}
+    return {
+        "name": pod["metadata"]["name"],
+        "phase": status.get("phase"),
+        "podIP": status.get("podIP"),
+        "conditions": [
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("lastTransitionTime"))
+            for c in status.get("conditions") or []
+        ],
+        "containers": [
+            (c.get("name"), c.get("ready"), c.get("restartCount"), c.get("state"), c.get("lastState"))
+            for c in status.get("containerStatuses") or []
+        ],
+    }
 
 
 async def check_topology(

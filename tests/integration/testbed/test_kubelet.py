@@ -372,6 +372,25 @@ async def test_exec_readiness_probe_fails_then_recovers(
     assert not read_text(Path("/work/ready"))
 
 
+async def test_a_ready_condition_another_writer_clears_is_set_back(
+    kube: Client, pods: Pods, namespace: str
+) -> None:
+    """The node lifecycle controller marks pods not ready when heartbeats stop; a node that is back
+    (or never was gone) must undo it, however the two writes interleave."""
+    probe = {"exec": {"command": ["true"]}, "periodSeconds": 1}
+    await pods.create(pod_body("marked", busybox("exec sleep 3600", readinessProbe=probe)))
+    pod = await pods.ready("marked")
+    for attempt in range(5):
+        conditions = [
+            {**c, "status": "False", "reason": "NodeNotReady"} if c["type"] == "Ready" else c
+            for c in pod["status"]["conditions"]
+        ]
+        marked = await kube.patch_status(PODS, "marked", {"status": {"conditions": conditions}}, namespace)
+        assert condition(marked, "Ready") == "False", marked["status"]
+        pod = await pods.ready("marked", timeout=30)
+        assert container_status(pod)["ready"] is True, (attempt, pod["status"])
+
+
 async def test_crashing_container_restarts_with_backoff(pods: Pods) -> None:
     script = "date +%s.%N; exit 3"
     await pods.create(pod_body("crasher", busybox(script), terminationGracePeriodSeconds=1))
