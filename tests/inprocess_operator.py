@@ -19,13 +19,15 @@ from valkey_operator.testing.wait import eventually
 class Operator:
     """A Manager with every reconciler, as `python -m valkey_operator` wires them, minus HTTP endpoints.
 
-    It dials 127.0.0.0/8 only (the test bed's rule), unless options say otherwise.
+    It dials 127.0.0.0/8 only (the test bed's rule), unless options say otherwise. It watches one
+    namespace, never all: tests share the control plane, and a cluster-wide operator would reconcile
+    the clusters of tests running beside it, next to their own operators.
     """
 
     def __init__(
         self,
         api: k8s.ApiClient,
-        namespace: str | None = None,
+        namespace: str,
         options: ControllerOptions | None = None,
         workers: Mapping[str, int] | None = None,
     ) -> None:

@@ -37,8 +37,8 @@ ONE_WORKER = {"image": 1, "config": 1, "role": 1}
 
 
 @pytest_asyncio.fixture
-async def operator(kube_api: k8s.ApiClient) -> AsyncIterator[Operator]:
-    running = Operator(kube_api, workers=ONE_WORKER)
+async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+    running = Operator(kube_api, namespace, workers=ONE_WORKER)
     await running.start()
     yield running
     await running.stop()
@@ -287,8 +287,10 @@ async def test_configs_and_roles_are_protected_while_referenced(
     )
 
 
-async def test_restart_mid_way_converges(kube_api: k8s.ApiClient, kube: Client, names: Names) -> None:
-    first = Operator(kube_api)
+async def test_restart_mid_way_converges(
+    kube_api: k8s.ApiClient, kube: Client, names: Names, namespace: str
+) -> None:
+    first = Operator(kube_api, namespace)
     await first.start()
     await names.image("img")
     await names.config("cfg", imageRef="img")
@@ -302,7 +304,7 @@ async def test_restart_mid_way_converges(kube_api: k8s.ApiClient, kube: Client, 
         "deletionTimestamp" in held["metadata"]
         and IMAGE_PROTECTION_FINALIZER in held["metadata"]["finalizers"]
     )
-    second = Operator(kube_api)
+    second = Operator(kube_api, namespace)
     await second.start()
     try:
         await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release after restart")
