@@ -131,7 +131,6 @@ class PodWorker:
         self._status: asyncio.Task[None] | None = None
         self._terminate: asyncio.Task[None] | None = None
         self._dirty = asyncio.Event()
-        self._updates = 0
         self._term_started = 0.0
         self._grace = DEFAULT_GRACE
         self._log = log.bind(pod=f"{self.namespace}/{self.name}", node=node)
@@ -169,7 +168,6 @@ class PodWorker:
     def update(self, pod: Obj) -> None:
         """A newer copy of the pod from the informer."""
         self.pod = pod
-        self._updates += 1
         if self.suspended or self.gone:
             return
         if pod["metadata"].get("deletionTimestamp"):
@@ -481,12 +479,12 @@ class PodWorker:
         current = self.pod.get("status") or {}
         if all(current.get(key) == value for key, value in desired.items()):
             return
-        updates = self._updates
+        written_over = self.pod
         updated = await self.ctx.client.patch_status(PODS, self.name, {"status": desired}, self.namespace)
-        # The reply is the newest copy only if the watch brought none meanwhile: one that did may carry
-        # a later write (the node lifecycle controller marking the pod not ready), which the reply
-        # must not hide from the next comparison.
-        if updated.get("metadata", {}).get("uid") == self.uid and self._updates == updates:
+        # The reply is the newest copy only if the watch brought none meanwhile (update() replaces
+        # self.pod): one that did may carry a later write (the node lifecycle controller marking the
+        # pod not ready), which the reply must not hide from the next comparison.
+        if updated.get("metadata", {}).get("uid") == self.uid and self.pod is written_over:
             self.pod = {**self.pod, "status": updated.get("status", {})}
 
     def phase(self) -> str:
