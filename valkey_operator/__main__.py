@@ -1,4 +1,7 @@
-"""The operator process: `python -m valkey_operator` (console script `valkey-operator`)."""
+"""The operator process: `python -m valkey_operator` (console script `valkey-operator`).
+
+`valkey-operator selftest ...` runs the chart's `helm test` check instead (valkey_operator.selftest).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +9,17 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from valkey_operator import operator, settings
+from valkey_operator import operator, selftest, settings
 from valkey_operator.validation import InvalidValue, fail
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status 2 with one line on stderr for any invalid flag, before anything starts."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == [selftest.COMMAND]:
+        return selftest.main(args[1:])
     try:
-        parsed = settings.parse(argv)
+        parsed = settings.parse(args)
     except (InvalidValue, settings.UsageError) as exc:
         fail(str(exc))
         return 2

@@ -60,7 +60,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="valkey-operator", description="Kubernetes operator for sharded Valkey clusters.")
+    parser = _Parser(
+        prog="valkey-operator",
+        description="Kubernetes operator for sharded Valkey clusters.",
+        epilog="`valkey-operator selftest --help`: the check the Helm chart's `helm test` pod runs.",
+    )
     parser.add_argument(
         "--kubeconfig",
         help="kubeconfig path (default: $KUBECONFIG, else in-cluster config, else ~/.kube/config)",
@@ -68,7 +72,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics-bind-address",
         default=":8080",
-        help="Prometheus /metrics address: host:port, :port, [IPv6]:port, or 0 to disable (default :8080)",
+        help="Prometheus /metrics address: host:port, :port, [IP]:port (IPv6 or IPv4), or 0 to disable "
+        "(default :8080)",
     )
     parser.add_argument(
         "--health-probe-bind-address",

@@ -19,7 +19,9 @@ from valkey_operator.valkey.admin import Network
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(rf"{DNS1123_LABEL.pattern}(\.{DNS1123_LABEL.pattern})*")
 BRACKETED = re.compile(r"\[(?P<host>[^\]]*)\]:(?P<port>[^:]*)")
-BIND_ALLOWED = "host:port, :port or [IPv6]:port with port 0..65535 (0 picks a free port), or 0 to disable"
+BIND_ALLOWED = (
+    "host:port, :port, [IPv6]:port or [IPv4]:port with port 0..65535 (0 picks a free port), or 0 to disable"
+)
 
 
 class InvalidValue(Exception):
@@ -93,13 +95,16 @@ def networks(setting: str, value: str) -> tuple[Network, ...]:
 
 
 def bind_address(setting: str, value: str) -> tuple[str, int] | None:
-    """host:port, :port (every IPv4 address), [IPv6]:port, or "0" (disabled: None)."""
+    """host:port, :port (every IPv4 address), [IP]:port, or "0" (disabled: None).
+
+    The brackets take an IPv4 address too, as Go's net.SplitHostPort does, so one form such as
+    `[$(POD_IP)]:8080` serves an IPv4 and an IPv6 pod IP alike."""
     if value == "0":
         return None
     bracketed = BRACKETED.fullmatch(value)
     if bracketed:
         host, port = bracketed["host"], bracketed["port"]
-        valid_host = _is_ip(host, version=6)
+        valid_host = _is_ip(host, version=6) or _is_ip(host, version=4)
     else:
         host, sep, port = value.partition(":")
         valid_host = bool(sep) and (not host or _is_ip(host, version=4) or _is_hostname(host))

@@ -16,20 +16,18 @@ from pathlib import Path
 import yaml
 
 from valkey_operator.core.client import Client
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.build import binaries
-from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS, product_crds
-from valkey_operator.testing.images import OPERATOR_IMAGE
+from valkey_operator.testing.crds import product_crds
 from valkey_operator.testing.operatorproc import NODE_NETWORKS
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "valkey-operator"
 RELEASE = "vo"
-TEST_BED_VALUES = (
-    f"nodeNetworks={NODE_NETWORKS}",
-    f"image.repository={OPERATOR_IMAGE.split(':')[0]}",
-    f"image.tag={OPERATOR_IMAGE.split(':')[1]}",
-)
-"""What every install on the test bed sets: loopback pod IPs, and this checkout as the image."""
+TEST_BED_VALUES = (f"nodeNetworks={NODE_NETWORKS}",)
+"""What every install on the test bed sets: loopback pod IPs. The image is the chart's default,
+valkey-operator:<appVersion>, which `python -m valkey_operator.testing build` built from the
+Containerfile and the kubelet runs with runc."""
 
 
 def run(tool: Path, kubeconfig: Path, *args: str, check: bool = True, timeout: float = 300) -> str:
@@ -71,6 +69,17 @@ def install(
         *set_flags(values),
     )
     return time.monotonic() - started
+
+
+def package(target: Path) -> Path:
+    """`helm package` of this chart into target: the .tgz users install."""
+    target.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(binaries().helm), "package", str(CHART), "-d", str(target)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    (archive,) = target.glob("valkey-operator-*.tgz")
+    return archive
 
 
 async def adopt_crds(kube: Client, namespace: str) -> None:

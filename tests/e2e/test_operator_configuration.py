@@ -81,8 +81,8 @@ async def test_a_bad_flag_stops_the_operator_with_one_line(operators: OperatorPr
     process = operators.start("bad-flag", flags=["--metrics-bind-address=x:y"])
     assert await process.exit_code(EXIT_TIMEOUT) == 2, process.tail()
     assert process.log().splitlines() == [
-        'valkey-operator: invalid --metrics-bind-address "x:y": allowed host:port, :port or [IPv6]:port '
-        "with port 0..65535 (0 picks a free port), or 0 to disable"
+        'valkey-operator: invalid --metrics-bind-address "x:y": allowed host:port, :port, [IPv6]:port or '
+        "[IPv4]:port with port 0..65535 (0 picks a free port), or 0 to disable"
     ]
 
 

@@ -48,6 +48,8 @@ def test_defaults_dial_any_address_in_cluster_local() -> None:
         ("10.1.2.3:65535", ("10.1.2.3", 65535)),
         ("[::1]:9000", ("::1", 9000)),
         ("[::]:8080", ("::", 8080)),
+        ("[fd00::1]:8080", ("fd00::1", 8080)),
+        ("[127.0.0.1]:80", ("127.0.0.1", 80)),  # Go's net.SplitHostPort takes it: [$(POD_IP)]:port
         ("localhost:8080", ("localhost", 8080)),
         ("metrics.example.internal:1", ("metrics.example.internal", 1)),
     ],
@@ -73,7 +75,8 @@ def test_bind_addresses_accepted(value: str, expected: tuple[str, int] | None) -
         ":\uff18\uff10",  # fullwidth digits
         "::1:8080",
         "[::1]",
-        "[127.0.0.1]:80",
+        "[localhost]:80",
+        "[127.0.0.1:80",
         "[]:80",
         "[::1]:80:80",
         "1.2.3:80",

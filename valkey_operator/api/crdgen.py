@@ -1,7 +1,11 @@
 """Generate the four CustomResourceDefinitions (crds/*.yaml) from one Python description.
 
-    python -m valkey_operator.api.crdgen            # write crds/*.yaml
-    python -m valkey_operator.api.crdgen --check    # exit 1 if crds/*.yaml are stale
+    python -m valkey_operator.api.crdgen            # write crds/*.yaml and the chart's copies
+    python -m valkey_operator.api.crdgen --check    # exit 1 if any of them is stale
+
+The Helm chart carries its own copies (charts/valkey-operator/files/crds/*.yaml,
+regular files, so a packaged chart renders every CRD); both places are written
+from the same text and checked together.
 
 The valkey.conf allowlist, the reserved usernames, the version floor and the
 finalizer-free names all come from `valkey_operator.api.resources` and
@@ -11,7 +15,7 @@ operator's own constants.
 Admission validation is done by the API server itself: the OpenAPI schema
 (types, enums, bounds, list types) and CEL `x-kubernetes-validations`. Every
 CEL function used here exists on every Kubernetes version the chart supports
-(1.35 and newer); see `CEL_FUNCTIONS`. Every string, list and map carries a
+(1.34 and newer); see `CEL_FUNCTIONS`. Every string, list and map carries a
 maxLength / maxItems / maxProperties so the CEL cost estimate stays within the
 API server's budget.
 """
@@ -43,9 +47,9 @@ from valkey_operator.core.resource import Resource
 
 Schema = dict[str, Any]
 
-MIN_KUBERNETES_VERSION = "1.35"
-"""The oldest Kubernetes minor whose CEL the CRDs may use; only 1.37 is tested and claimed (the chart's
-kubeVersion)."""
+MIN_KUBERNETES_VERSION = "1.34"
+"""The oldest Kubernetes minor whose CEL the CRDs may use (semver: introduced in 1.33, usable in new
+CRD rules from 1.34). The minors tested and claimed are those of docs/kubernetes-compat.json."""
 
 CEL_FUNCTIONS: Mapping[str, str] = {
     "has, size, all, filter, matches, startsWith, contains, type, string": "CEL standard (1.25+)",
@@ -57,6 +61,9 @@ CEL_FUNCTIONS: Mapping[str, str] = {
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "crds"
+CHART_CRD_DIR = ROOT / "charts" / "valkey-operator" / "files" / "crds"
+OUTPUT_DIRS = (CRD_DIR, CHART_CRD_DIR)
+"""Where the CRDs are written: the repository's crds/ and the chart's copies."""
 
 # ---- limits (also stated in the docs) ----------------------------------------------------------
 MAX_NAME = 253  # a DNS subdomain: the name of any object these kinds refer to
@@ -1167,18 +1174,25 @@ def render(document: Schema) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the files in crds/ are stale")
-    parser.add_argument("--out", type=Path, default=CRD_DIR, help="output directory (default: crds/)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if any written file is stale")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help="output directory, repeatable (default: crds/ and charts/valkey-operator/files/crds/)",
+    )
     args = parser.parse_args(argv)
     stale = []
     for name, document in all_crds().items():
-        path = args.out / name
         text = render(document)
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path))
-        else:
-            path.write_text(text)
+        for directory in args.out or OUTPUT_DIRS:
+            path = directory / name
+            if args.check:
+                if not path.is_file() or path.is_symlink() or path.read_text() != text:
+                    stale.append(str(path))
+            else:
+                path.unlink(missing_ok=True)  # never write through a link into another file
+                path.write_text(text)
     if stale:
         print("stale, run `python -m valkey_operator.api.crdgen`: " + ", ".join(stale), file=sys.stderr)
         return 1

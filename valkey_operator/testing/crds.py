@@ -14,13 +14,10 @@ import yaml
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
-from valkey_operator.core.resource import Resource
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.wait import NotYet, eventually
 
-CUSTOM_RESOURCE_DEFINITIONS = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
-)
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 
 

@@ -23,9 +23,8 @@ from valkey_operator.api.resources import (
     VERSION_FLOOR_TEXT,
 )
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import Resource
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, Resource
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS
 from valkey_operator.testing.wait import NotYet, eventually
 
 # Writes and reads the status of cluster-scoped objects by hand: no operator of another module may

@@ -1,9 +1,15 @@
-"""The chart as helm renders it, without a server: lint, CRDs, RBAC without wildcards, the restricted
-pod profile, and values refused by values.schema.json."""
+"""The chart as helm renders it, without a server: lint, the packaged chart's CRDs, RBAC without
+wildcards, the restricted pod profile, the listener flags through the operator's own parser for an
+IPv4 and an IPv6 pod IP, the `helm test` hook, NOTES that paste into a shell, and values refused by
+values.schema.json or by the templates."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
+import shlex
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,12 +17,16 @@ from typing import Any
 import pytest
 import yaml
 
+from valkey_operator import settings
+from valkey_operator.core.manager import parse_bind_address
 from valkey_operator.testing.build import binaries
 from valkey_operator.testing.crds import load_manifests, product_crds
+from valkey_operator.testing.kubelet.envvars import container_env, expand
 from valkey_operator.testing.versions import KUBERNETES
 
-CHART = Path(__file__).resolve().parents[3] / "charts" / "valkey-operator"
-REQUIRED = ("--set", "nodeNetworks=10.0.0.0/8")
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "valkey-operator"
+CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 CLIENT_SIDE_APPLY_LIMIT = 262144
 """Bytes of the last-applied annotation kubectl's client-side apply writes (CNPG's CRDs broke it)."""
 
@@ -28,25 +38,48 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def render(*values: str) -> list[dict[str, Any]]:
-    text = helm(
-        "template", "vo", str(CHART), "-n", "ops", "--kube-version", KUBERNETES, *REQUIRED, *values
-    ).stdout
+def render(*values: str, chart: Path = CHART) -> list[dict[str, Any]]:
+    text = helm("template", "vo", str(chart), "-n", "ops", "--kube-version", KUBERNETES, *values).stdout
     return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def refusal(*values: str) -> str:
+    done = helm("template", "vo", str(CHART), "--kube-version", KUBERNETES, *values, check=False)
+    assert done.returncode != 0, "helm template accepted the values"
+    return done.stderr
 
 
 def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [doc for doc in docs if doc["kind"] == kind]
 
 
-def test_lint_strict_is_clean() -> None:
-    done = helm("lint", "--strict", str(CHART), *REQUIRED)
+def hooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = of_kind(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda p: p.name if p else "no-values")
+def test_lint_strict_is_clean_with_defaults_and_every_ci_value_set(values: Path | None) -> None:
+    done = helm("lint", "--strict", str(CHART), *(("-f", str(values)) if values else ()))
     assert "0 chart(s) failed" in done.stdout
     assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout
+    assert render(*(("-f", str(values)) if values else ()))
 
 
-def test_crds_are_the_products_with_the_keep_policy_and_small_enough() -> None:
-    rendered = {crd["metadata"]["name"]: crd for crd in of_kind(render(), "CustomResourceDefinition")}
+def test_the_packaged_chart_renders_every_crd_with_the_keep_policy_and_small_enough(tmp_path: Path) -> None:
+    """The chart directory alone, copied out of the repository as it is (links kept as links, as a
+    vendored copy or an archive of the folder keeps them), packaged, then rendered from the .tgz."""
+    shutil.copytree(CHART, tmp_path / "copy" / "valkey-operator", symlinks=True)
+    helm("package", str(tmp_path / "copy" / "valkey-operator"), "-d", str(tmp_path))
+    (package,) = tmp_path.glob("valkey-operator-*.tgz")
+    rendered = {
+        crd["metadata"]["name"]: crd for crd in of_kind(render(chart=package), "CustomResourceDefinition")
+    }
     for source in load_manifests(product_crds()):
         crd = rendered.pop(source["metadata"]["name"])
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -77,22 +110,102 @@ def test_rbac_has_no_wildcards_and_never_exec(values: tuple[str, ...]) -> None:
         assert {("RoleBinding", ns, "vo-valkey-operator-workloads") for ns in "ab"} <= bound
 
 
-def test_the_pod_is_restricted_and_listens_on_its_own_ip() -> None:
-    (deployment,) = of_kind(render(), "Deployment")
-    pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+def test_the_pod_is_restricted_without_a_fixed_uid_and_spread_over_nodes() -> None:
+    docs = render()
+    (deployment,) = of_kind(docs, "Deployment")
+    template = deployment["spec"]["template"]
+    pod = template["spec"]
+    container = operator_container(docs)
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    assert "--metrics-bind-address=$(POD_IP):8080" in container["args"]
-    assert "--node-networks=10.0.0.0/8" in container["args"]
     assert deployment["spec"]["replicas"] == 2 and "--leader-elect" in container["args"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert pod["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        }
+    ]
+    labels = template["metadata"]["labels"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert labels["app.kubernetes.io/version"] == app_version
+    assert labels["app.kubernetes.io/component"] == "operator"
+    assert selector.items() <= labels.items()
+
+
+def test_the_default_node_networks_are_the_private_ranges() -> None:
+    (flag,) = [arg for arg in operator_container(render())["args"] if arg.startswith("--node-networks=")]
+    networks = settings.parse([flag], {}, Path("/nonexistent")).node_networks
+
+    def covered(cidr: str) -> bool:
+        net = ipaddress.ip_network(cidr)
+        return any(n.version == net.version and net.subnet_of(n) for n in networks)  # type: ignore[arg-type]
+
+    def touched(cidr: str) -> bool:
+        net = ipaddress.ip_network(cidr)
+        return any(n.version == net.version and net.overlaps(n) for n in networks)
+
+    # kubeadm/flannel, Calico, k3s, EKS custom networking, kind's IPv6 pod CIDR.
+    pod_networks = ("10.244.0.0/16", "192.168.0.0/16", "10.42.0.0/16", "100.64.0.0/16", "fd00:10:244::/56")
+    for pod_network in pod_networks:
+        assert covered(pod_network), pod_network
+    # Cloud metadata, the internet, global IPv6: never dialled by default.
+    for never in ("169.254.169.254/32", "8.8.8.8/32", "2001:db8::1/128"):
+        assert not touched(never), never
+
+
+@pytest.mark.parametrize("pod_ip", ["10.244.1.7", "fd00:10:244::7"], ids=["ipv4", "ipv6"])
+def test_the_listener_flags_parse_for_an_ipv4_and_an_ipv6_pod_ip(pod_ip: str) -> None:
+    """$(POD_IP) expanded as the test bed's kubelet expands it, then the operator's own parser."""
+    docs = render("--set", "metrics.port=9090", "--set", "healthProbePort=9091")
+    (deployment,) = of_kind(docs, "Deployment")
+    pod = {**deployment["spec"]["template"], "metadata": {"name": "vo-abc", "namespace": "ops"}}
+    container = operator_container(docs)
+    env = container_env(
+        pod, container, pod_ip=pod_ip, host_ip="10.0.0.1", base={},
+        configmaps=lambda _ns, _name: None, secrets=lambda _ns, _name: None, node_allocatable={},
+    )  # fmt: skip
+    argv = [expand(arg, env) for arg in container["args"]]
+    parsed = settings.parse(argv, env, Path("/nonexistent"))
+    assert parse_bind_address(parsed.metrics_bind_address) == (pod_ip, 9090)
+    assert parse_bind_address(parsed.health_probe_bind_address) == (pod_ip, 9091)
+    assert parsed.leader_election_namespace == "ops"
+
+
+def test_new_values_reach_the_objects() -> None:
+    digest = "sha256:" + "ab" * 32
+    docs = render(
+        *("--set", "fullnameOverride=vk", "--set", "commonLabels.team=platform"),
+        *("--set", "image.repository=registry.example/vo", "--set", f"image.digest={digest}"),
+        *("--set", "extraArgs={--cluster-workers=9}", "--set", "extraEnv[0].name=TZ"),
+        *("--set", "extraEnv[0].value=UTC", "--set", "podSecurityContext.runAsUser=1000"),
+        *("--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1"),
+    )
+    for doc in docs:
+        assert doc["metadata"]["labels"]["team"] == "platform", (doc["kind"], doc["metadata"]["name"])
+        if doc["kind"] not in ("CustomResourceDefinition", "ConfigMap"):
+            assert doc["metadata"]["name"].startswith("vk"), doc["metadata"]["name"]
+    container = operator_container(docs)
+    assert container["image"] == f"registry.example/vo@{digest}"
+    assert container["args"][-1] == "--cluster-workers=9"  # after the chart's own: it wins
+    assert {"name": "TZ", "value": "UTC"} in container["env"]
+    (deployment,) = of_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "platform"
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 1000
+    (budget,) = of_kind(docs, "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1 and "minAvailable" not in budget["spec"]
+    named = render("--set", "nameOverride=vko")
+    (deployment,) = of_kind(named, "Deployment")
+    assert deployment["metadata"]["name"] == "vo-vko"
+    assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "vko"
 
 
 def test_optional_objects_render_when_enabled() -> None:
@@ -103,10 +216,119 @@ def test_optional_objects_render_when_enabled() -> None:
     )
     kinds = {doc["kind"] for doc in docs}
     assert {"ServiceMonitor", "PodMonitor", "PodDisruptionBudget", "PrometheusRule"} <= kinds
+    (budget,) = of_kind(docs, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1 and "maxUnavailable" not in budget["spec"]
     (rule,) = of_kind(docs, "PrometheusRule")
     assert rule["spec"]["groups"]
     dashboards = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")]
     assert json.loads(dashboards[0]["data"]["valkey-operator.json"])["panels"]
+
+
+def test_the_test_hook_runs_the_operator_image_with_least_privilege() -> None:
+    docs = render()
+    tests = hooks(docs)
+    assert {d["kind"] for d in tests} == {
+        "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Pod",
+    }  # fmt: skip
+    for doc in tests:
+        policy = doc["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+        assert policy == "before-hook-creation,hook-succeeded"
+    (pod,) = of_kind(tests, "Pod")
+    (account,) = of_kind(tests, "ServiceAccount")
+    assert pod["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    assert pod["spec"]["restartPolicy"] == "Never"
+    (container,) = pod["spec"]["containers"]
+    operator = operator_container(docs)
+    assert container["image"] == operator["image"]
+    assert container["securityContext"] == operator["securityContext"]
+    crd_names = sorted(crd["metadata"]["name"] for crd in load_manifests(product_crds()))
+    assert container["args"] == [
+        "selftest",
+        "--namespace=ops",
+        "--selector=app.kubernetes.io/instance=vo,app.kubernetes.io/name=valkey-operator",
+        "--port=8081",
+        f"--crds={','.join(crd_names)}",
+    ]
+    assert settings.parser().prog == "valkey-operator"  # the image's entrypoint takes the subcommand
+    (role,) = of_kind(tests, "Role")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    (cluster_role,) = of_kind(tests, "ClusterRole")
+    assert cluster_role["rules"] == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": crd_names,
+            "verbs": ["get"],
+        }
+    ]
+    # The operator's ReplicaSet, Service and PodDisruptionBudget must never select the test pod.
+    (deployment,) = of_kind(docs, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= pod["metadata"]["labels"].items()
+    assert hooks(render("--set", "tests.enabled=false")) == []
+
+
+def rendered_notes(tmp_path: Path, *values: str) -> str:
+    """NOTES.txt as helm renders it: helm template never prints NOTES and `helm install --dry-run`
+    needs a server, so a copy of the chart renders NOTES.txt into a ConfigMap by name."""
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "zz-notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ include (print $.Template.BasePath "/NOTES.txt") . | toJson }}\n'
+    )
+    docs = render(*values, chart=chart)
+    (notes,) = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"] == "notes"]
+    text: str = notes["data"]["notes"]
+    return text
+
+
+@pytest.mark.parametrize(
+    "values", [(), ("--set", "watchNamespaces={a,b}", "--set", "metrics.serviceMonitor.enabled=true")]
+)
+def test_the_notes_commands_paste_into_a_shell(tmp_path: Path, values: tuple[str, ...]) -> None:
+    notes = rendered_notes(tmp_path, *values)
+    # A block: consecutive indented lines, pasted as they are shown (indentation included).
+    blocks = [block for block in re.split(r"\n(?! {5})[^\n]*", "\n" + notes) if block.strip()]
+    for block in blocks:
+        done = subprocess.run(["bash", "-n"], input=block + "\n", capture_output=True, text=True)
+        assert done.returncode == 0 and done.stderr == "", (block, done.stderr)
+    commands = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    for command in commands:
+        words = shlex.split(command)
+        assert words[0] in ("kubectl", "helm", "echo"), command
+        if words[0] == "echo":
+            manifest = json.loads(words[1])
+            assert manifest["kind"] == "ValkeyImage" and manifest["spec"]["version"], manifest
+    assert any("| kubectl apply -f -" in command for command in commands), notes
+    assert any(command.startswith("helm test vo -n ops") for command in commands), notes
+    assert "10.0.0.0/8" in notes  # the networks the operator dials
+
+
+DOCUMENTED_COMMA_FORMS = {
+    "--set-json 'nodeNetworks=\"10.244.0.0/16,fd00:10:244::/56\"'": "10.244.0.0/16,fd00:10:244::/56",
+    "--set 'nodeNetworks=10.244.0.0/16\\,fd00:10:244::/56'": "10.244.0.0/16,fd00:10:244::/56",
+}
+
+
+@pytest.mark.parametrize("form", DOCUMENTED_COMMA_FORMS)
+def test_the_documented_forms_for_a_comma_list_work(form: str) -> None:
+    for doc in ("docs/install.md", "charts/valkey-operator/README.md"):
+        assert form in (ROOT / doc).read_text(), (doc, form)
+    args = operator_container(render(*shlex.split(form)))["args"]
+    assert f"--node-networks={DOCUMENTED_COMMA_FORMS[form]}" in args
+    # What the docs warn about: plain --set and --set-string split the list and fail.
+    for flag in ("--set", "--set-string"):
+        assert "has no value" in refusal(flag, f"nodeNetworks={DOCUMENTED_COMMA_FORMS[form]}")
+
+
+def test_the_documented_values_file_form_works(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "install.md").read_text()
+    (block,) = re.findall(r"```yaml\n(# values\.yaml\n.*?)```", text, re.DOTALL)
+    path = tmp_path / "values.yaml"
+    path.write_text(block)
+    args = operator_container(render("-f", str(path)))["args"]
+    assert f"--node-networks={yaml.safe_load(block)['nodeNetworks']}" in args
 
 
 @pytest.mark.parametrize(
@@ -118,9 +340,25 @@ def test_optional_objects_render_when_enabled() -> None:
         (("--set", "workers.cluster=0"), "workers"),
         (("--set", "watchNamespaces={Team_A}"), "watchNamespaces"),
         (("--set", "operatorConfig.defaultZoneSpread=sometimes"), "defaultZoneSpread"),
+        (("--set", "image.digest=latest"), "digest"),
+        (("--set", "extraArgs={leader-elect}"), "extraArgs"),
+        (("--set", "topologySpreadConstraints[0].maxSkew=0"), "maxSkew"),
+        (("--set", "metrics.port=8081"), "metrics.port and healthProbePort are both 8081"),
+        (("--set", "healthProbePort=8080"), "metrics.port and healthProbePort are both 8080"),
+        (("--set", "leaderElection.enabled=false"), "replicaCount 2 needs leaderElection.enabled=true"),
+        (
+            ("--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1",
+             "--set", "podDisruptionBudget.minAvailable=1"),
+            "set minAvailable or maxUnavailable, not both",
+        ),
     ],
-)
-def test_bad_values_are_refused_by_the_schema(values: tuple[str, ...], message: str) -> None:
-    done = helm("template", "vo", str(CHART), "--kube-version", KUBERNETES, *REQUIRED, *values, check=False)
-    assert done.returncode != 0
-    assert message in done.stderr, done.stderr
+)  # fmt: skip
+def test_values_that_break_at_run_time_are_refused(values: tuple[str, ...], message: str) -> None:
+    stderr = refusal(*values)
+    assert message in stderr, stderr
+
+
+def test_one_replica_without_leader_election_is_allowed() -> None:
+    docs = render("--set", "replicaCount=1", "--set", "leaderElection.enabled=false")
+    args = operator_container(docs)["args"]
+    assert "--leader-elect" not in args
