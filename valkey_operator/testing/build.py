@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
@@ -24,10 +25,13 @@ from pathlib import Path
 import attrs
 
 from valkey_operator.testing import versions
+from valkey_operator.testing.kubeversion import KubeRelease, default_release, selected
 
 Progress = Callable[[str], None]
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+TOOLS = ("helm", "prometheus", "promtool")
+"""Built once, in the default release's directory; another release's directory links to them."""
 
 _KUBE_MAIN = """\
 // Multi-call binary: links the control plane once and dispatches on argv[0].
@@ -139,9 +143,10 @@ class Binaries:
         return self.path("promtool")
 
 
-def binaries() -> Binaries:
-    """Where the binaries for the pinned versions are (built or not)."""
-    return Binaries(cache_root() / "k8s" / versions.KUBERNETES / "bin")
+def binaries(release: KubeRelease | None = None) -> Binaries:
+    """Where the binaries of a Kubernetes release are (built or not); default: the selected one
+    (kubeversion.selected(): VALKEY_OPERATOR_KUBERNETES, else versions.KUBERNETES)."""
+    return Binaries(cache_root() / "k8s" / (release or selected()).kubernetes / "bin")
 
 
 def _go_build_cache() -> Path:
@@ -178,32 +183,38 @@ class BuildError(RuntimeError):
     """A Go build step failed; the message carries the tool's output."""
 
 
-def _staging_replacements() -> list[str]:
-    """The kubernetes module's own replace block, pointed at published staging modules.
+def staging_replacements(release: KubeRelease, gomod: str) -> list[str]:
+    """The kubernetes module's own replace block (gomod: that release's go.mod), pointed at the
+    published staging modules of the same release.
 
     Outside the kubernetes repository `./staging/src/k8s.io/X` does not exist,
     so each is mapped to `k8s.io/X v0.Y.Z`, the same code as published.
     """
+    modules = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.MULTILINE)
+    if not modules:
+        raise BuildError(
+            f"no staging replace directives found in k8s.io/kubernetes {release.kubernetes} go.mod"
+        )
+    return [f"\t{m} => {m} {release.staging}" for m in modules]
+
+
+def _release_gomod(release: KubeRelease) -> str:
     out = subprocess.run(
-        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{versions.KUBERNETES}"],
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{release.kubernetes}"],
         check=True,
         capture_output=True,
         text=True,
         env=go_env(Path.cwd()),
     )
-    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
-    modules = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", gomod, re.MULTILINE)
-    if not modules:
-        raise BuildError("no staging replace directives found in k8s.io/kubernetes go.mod")
-    return [f"\t{m} => {m} {versions.KUBERNETES_STAGING}" for m in modules]
+    return Path(json.loads(out.stdout)["GoMod"]).read_text()
 
 
-def _version_ldflags() -> str:
-    major, minor = versions.KUBERNETES.lstrip("v").split(".")[:2]
+def version_ldflags(release: KubeRelease) -> str:
+    """Stamp the binaries with their release, or they report v0.0.0 and Helm's kubeVersion fails."""
     stamps = {
-        "gitVersion": versions.KUBERNETES,
-        "gitMajor": major,
-        "gitMinor": minor,
+        "gitVersion": release.kubernetes,
+        "gitMajor": str(release.major),
+        "gitMinor": str(release.minor_number),
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",
     }
@@ -223,20 +234,21 @@ class _Artifact:
     links: tuple[str, ...] = ()
 
 
-def _build_kube(work: Path, output: Path, progress: Progress) -> None:
-    replaces = "\n".join(_staging_replacements())
+def _build_kube(release: KubeRelease, work: Path, output: Path, progress: Progress) -> None:
+    replaces = "\n".join(staging_replacements(release, _release_gomod(release)))
     (work / "go.mod").write_text(
         f"module valkeyoperator.local/kube\n\ngo 1.26\n\n"
-        f"require k8s.io/kubernetes {versions.KUBERNETES}\n\nreplace (\n{replaces}\n)\n"
+        f"require k8s.io/kubernetes {release.kubernetes}\n\nreplace (\n{replaces}\n)\n"
     )
     (work / "main.go").write_text(_KUBE_MAIN)
     _run(["go", "mod", "tidy"], work, progress)
-    _run(["go", "build", "-trimpath", "-ldflags", _version_ldflags(), "-o", str(output), "."], work, progress)
+    ldflags = version_ldflags(release)
+    _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), "."], work, progress)
 
 
-def _build_etcd(work: Path, output: Path, progress: Progress) -> None:
+def _build_etcd(release: KubeRelease, work: Path, output: Path, progress: Progress) -> None:
     (work / "go.mod").write_text(
-        f"module valkeyoperator.local/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 {versions.ETCD}\n"
+        f"module valkeyoperator.local/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 {release.etcd}\n"
     )
     (work / "main.go").write_text(_ETCD_MAIN)
     _run(["go", "mod", "tidy"], work, progress)
@@ -299,14 +311,24 @@ def _build_prometheus_command(command: str) -> Callable[[Path, Path, Progress], 
     return build
 
 
-def _artifacts() -> list[_Artifact]:
+def _kube_artifacts(release: KubeRelease) -> list[_Artifact]:
+    """What each Kubernetes release's directory holds: its etcd and the multi-call control plane."""
+    return [
+        _Artifact("etcd", f"etcd {release.etcd}", functools.partial(_build_etcd, release)),
+        _Artifact(
+            "kube", f"kubernetes {release.kubernetes}", functools.partial(_build_kube, release), KUBE_COMMANDS
+        ),
+    ]
+
+
+def _tool_artifacts() -> list[_Artifact]:
+    """The TOOLS, independent of the Kubernetes release."""
+
     def prometheus(command: str) -> _Artifact:
         stamp = f"{command} {versions.PROMETHEUS} ({PROMETHEUS_TAGS})"
         return _Artifact(command, stamp, _build_prometheus_command(command))
 
     return [
-        _Artifact("etcd", f"etcd {versions.ETCD}", _build_etcd),
-        _Artifact("kube", f"kubernetes {versions.KUBERNETES}", _build_kube, KUBE_COMMANDS),
         _Artifact("helm", f"helm {versions.HELM}", _build_helm),
         # Two builds of one module: the second reuses the first's compiled packages (one GOCACHE).
         prometheus("prometheus"),
@@ -330,39 +352,26 @@ def _stamp_text(artifact: _Artifact) -> str:
     return f"{artifact.stamp} built by {go}\n"
 
 
-def build(progress: Progress = print) -> Binaries:
-    """Build every missing or stale binary; return where they are."""
-    bins = binaries()
-    bins.bin_dir.mkdir(parents=True, exist_ok=True)
+def build(progress: Progress = print, release: KubeRelease | None = None) -> Binaries:
+    """Build every missing or stale binary of a Kubernetes release (default: the selected one) and
+    the release-independent tools; return where they are.
+
+    The default release's directory holds everything. Another release's directory holds its own
+    etcd and control plane, and links to the default directory's TOOLS. One lock (the default
+    directory's) covers every build, so two Go builds never run at once.
+    """
+    release = release or selected()
+    shared = binaries(default_release())
+    bins = binaries(release)
     started = time.monotonic()
-    built_any = False
-    with _locked(bins.bin_dir.parent / ".lock"):
-        for artifact in _artifacts():
-            target = bins.path(artifact.name)
-            stamp_file = bins.bin_dir / f".{artifact.name}.stamp"
-            wanted = _stamp_text(artifact)
-            fresh = target.exists() and stamp_file.exists() and stamp_file.read_text() == wanted
-            if fresh:
-                progress(f"{artifact.stamp}: cached at {target}")
-            else:
-                progress(f"{artifact.stamp}: building (cold builds take minutes)...")
-                work = bins.bin_dir.parent / "src" / artifact.name
-                shutil.rmtree(work, ignore_errors=True)
-                work.mkdir(parents=True)
-                partial = target.with_suffix(".partial")
-                artifact.build(work, partial, progress)
-                partial.replace(target)
-                stamp_file.write_text(wanted)
-                built_any = True
-            for link in artifact.links:
-                link_path = bins.path(link)
-                if not link_path.is_symlink() or os.readlink(link_path) != artifact.name:
-                    link_path.unlink(missing_ok=True)
-                    link_path.symlink_to(artifact.name)
-        if built_any:
-            # Compiler caches are gigabytes and only speed up a rebuild of the same versions.
-            shutil.rmtree(_go_build_cache(), ignore_errors=True)
-            shutil.rmtree(bins.bin_dir.parent / "src", ignore_errors=True)
+    with _locked(shared.bin_dir.parent / ".lock"):
+        if bins == shared:
+            _build_missing(bins, [*_kube_artifacts(release), *_tool_artifacts()], progress)
+        else:
+            _build_missing(shared, _tool_artifacts(), progress)
+            _build_missing(bins, _kube_artifacts(release), progress)
+            for tool in TOOLS:
+                _link(bins.path(tool), str(shared.path(tool)))
     size = sum(
         path.stat().st_size for path in bins.bin_dir.iterdir() if path.is_file() and not path.is_symlink()
     )
@@ -375,9 +384,44 @@ def build(progress: Progress = print) -> Binaries:
     return bins
 
 
-def main() -> int:
+def _link(link_path: Path, target: str) -> None:
+    if not link_path.is_symlink() or os.readlink(link_path) != target:
+        link_path.unlink(missing_ok=True)
+        link_path.symlink_to(target)
+
+
+def _build_missing(bins: Binaries, artifacts: list[_Artifact], progress: Progress) -> None:
+    """Build each artifact whose stamp is missing or stale into bins (the caller holds the lock)."""
+    bins.bin_dir.mkdir(parents=True, exist_ok=True)
+    built_any = False
+    for artifact in artifacts:
+        target = bins.path(artifact.name)
+        stamp_file = bins.bin_dir / f".{artifact.name}.stamp"
+        wanted = _stamp_text(artifact)
+        fresh = target.exists() and stamp_file.exists() and stamp_file.read_text() == wanted
+        if fresh:
+            progress(f"{artifact.stamp}: cached at {target}")
+        else:
+            progress(f"{artifact.stamp}: building (cold builds take minutes)...")
+            work = bins.bin_dir.parent / "src" / artifact.name
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            partial = target.with_suffix(".partial")
+            artifact.build(work, partial, progress)
+            partial.replace(target)
+            stamp_file.write_text(wanted)
+            built_any = True
+        for link in artifact.links:
+            _link(bins.path(link), artifact.name)
+    if built_any:
+        # Compiler caches are gigabytes and only speed up a rebuild of the same versions.
+        shutil.rmtree(_go_build_cache(), ignore_errors=True)
+        shutil.rmtree(bins.bin_dir.parent / "src", ignore_errors=True)
+
+
+def main(release: KubeRelease | None = None) -> int:
     try:
-        build(lambda line: print(line, flush=True))
+        build(lambda line: print(line, flush=True), release)
     except BuildError as exc:
         print(exc, file=sys.stderr)
         return 1

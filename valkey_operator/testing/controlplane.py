@@ -78,6 +78,9 @@ class ControlPlane:
 
     `nodes` > 0 also runs the process kubelet with that many nodes
     (valkey_operator.testing.kubelet), passing it `kubelet_args`.
+
+    `bins` defaults to the selected Kubernetes release's binaries (kubeversion.selected());
+    `state.json` records their directory, and `up` refuses to reuse a running plane of another.
     """
 
     state_dir: Path
@@ -138,11 +141,19 @@ class ControlPlane:
         state = {
             "endpoints": attrs.asdict(endpoints),
             "processes": [attrs.asdict(record) for record in records],
+            "binDir": str(self.bins.bin_dir),
         }
         kubelet = kubelet or self.kubelet_record()
         if kubelet is not None:
             state["kubelet"] = attrs.asdict(kubelet)
         self._state_file.write_text(json.dumps(state, indent=2))
+
+    def recorded_bin_dir(self) -> Path | None:
+        """The binaries directory (so the Kubernetes release) the running plane was started from."""
+        if not self._state_file.exists():
+            return None
+        recorded = json.loads(self._state_file.read_text()).get("binDir")
+        return Path(recorded) if recorded else None
 
     def running(self) -> bool:
         records = self.records()
@@ -153,6 +164,12 @@ class ControlPlane:
     def up(self, timeout: float = 120.0) -> None:
         """Start everything and return once the API server is ready (reuses a running one)."""
         if self.running():
+            recorded = self.recorded_bin_dir()
+            if recorded is not None and recorded != self.bins.bin_dir:
+                raise ControlPlaneError(
+                    f"{self.state_dir} runs the control plane of {recorded}, not {self.bins.bin_dir}: "
+                    "run `down` first"
+                )
             self._ensure_kubelet(timeout)
             return
         self.down()

@@ -15,6 +15,10 @@ fixtures. Nothing starts until a test asks for one of them.
 `--testbed-state-dir DIR` keeps the control plane in DIR and leaves it running
 after the session, so the next session starts in a second instead of ~15 s.
 
+The Kubernetes release is versions.KUBERNETES unless VALKEY_OPERATOR_KUBERNETES names another
+minor of versions.KUBERNETES_MINORS (kubeversion.py): the same tests then run against that API
+server (`python -m valkey_operator.testing compat` does so). The session header says which.
+
 With pytest-xdist (`-n 2`), the controller process starts the one control plane
 and every worker attaches to it; namespaces keep their tests apart. A test
 module that changes what all tests share (fails or taints a node, replaces a
@@ -39,6 +43,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
+from valkey_operator.testing import kubeversion
 from valkey_operator.testing.build import build
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
@@ -69,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="keep the test bed's control plane in this directory and leave it running afterwards",
     )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    release = kubeversion.selected()
+    chosen = f" (${kubeversion.ENV})" if not release.is_default else ""
+    return f"test bed: Kubernetes {release.kubernetes}, etcd {release.etcd}{chosen}"
 
 
 def pytest_configure(config: pytest.Config) -> None:

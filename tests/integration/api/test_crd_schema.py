@@ -348,7 +348,7 @@ def test_valkeyconfig_page_lists_every_tunable_with_how_it_applies() -> None:
 
 def test_reference_index_states_supported_kubernetes_versions() -> None:
     text = plain((DOCS / "README.md").read_text())
-    assert "Kubernetes 1.37 is supported" in text
+    assert "Kubernetes 1.34 to 1.37 are supported" in text
     assert f"at least {VERSION_FLOOR_TEXT}" in text
     for page in PAGES.values():
         assert page in (DOCS / "README.md").read_text()

@@ -24,7 +24,7 @@ import structlog
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import LEASES, Resource
 from valkey_operator.core.rest import ApiError
-from valkey_operator.testing import versions
+from valkey_operator.testing import kubeversion
 
 Obj = dict[str, Any]
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
@@ -120,7 +120,7 @@ class NodeAgent:
                 "kernelVersion": platform.release(),
                 "osImage": "valkey-operator test bed (processes)",
                 "containerRuntimeVersion": "testbed://1",
-                "kubeletVersion": versions.KUBERNETES,
+                "kubeletVersion": kubeversion.selected().kubernetes,
                 "kubeProxyVersion": "",
                 "operatingSystem": "linux",
                 "architecture": "amd64",

@@ -1,0 +1,253 @@
+"""The chart on one Kubernetes minor, start to finish: what `python -m valkey_operator.testing compat`
+runs on each minor (docs/install.md, "Kubernetes versions"), and CI on the default one.
+
+helm install of the chart (its CRDs, with their CEL rules, created or upgraded by Helm), the
+operator it runs reconciling a 3x1 TLS ValkeyCluster to Active, one scale (3 -> 4 shards), one
+rolling update (a ValkeyConfig resources edit replaces every pod), one certificate rotation
+(every node presents the new leaf, no pod replaced), delete, helm uninstall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from chart_support import CHART, RELEASE, helm, install
+from cluster_support import Catalog, image_config, owned_pods, settled, status_of
+from cryptography import x509
+
+from controllers.cluster.render import layout
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
+from valkey_operator.core.client import Client
+from valkey_operator.core.conditions import is_true
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, NAMESPACES, PODS, SECRETS
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import certs, compat, images
+from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.crds import load_manifests, product_crds
+from valkey_operator.testing.wait import NotYet, eventually
+
+# Helm owns the cluster-wide CRDs and RBAC while this runs: no other test-bed module runs meanwhile.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
+
+SYNC_SECONDS = 5
+"""The operator's secretSyncSeconds here: the test bed's kubelet writes Secret files after 2 s."""
+
+
+@pytest_asyncio.fixture
+async def workloads(kube: Client) -> AsyncIterator[str]:
+    """Where the ValkeyCluster lives, apart from the operator's own namespace."""
+    name = f"compat-workloads-{uuid.uuid4().hex[:6]}"
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.delete(NAMESPACES, name)
+
+
+@pytest.fixture
+def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
+    yield RELEASE
+    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")
+
+
+def chart_for(minor: str, tmp_path: Path) -> Path:
+    """The chart as it is; only under `compat` (CANDIDATE set), for a minor its kubeVersion does not
+    claim yet, a copy whose kubeVersion also claims it."""
+    claimed = compat.chart_kube_version((CHART / "Chart.yaml").read_text())
+    if minor in compat.claimed_minors(claimed) or not os.environ.get(compat.CANDIDATE):
+        return CHART
+    copy = tmp_path / "chart"
+    shutil.copytree(CHART, copy, symlinks=False)
+    widened = f"{claimed} || {compat.minor_range(minor, minor)}"
+    chart_file = copy / "Chart.yaml"
+    chart_file.write_text(compat.with_kube_version(chart_file.read_text(), widened))
+    print(f"[compat] the chart claims {claimed!r}; a candidate run installs it claiming {widened!r}")
+    return copy
+
+
+async def adopt_existing_crds(kube: Client, namespace: str) -> None:
+    """CRDs other tests applied become this release's (docs/install.md, "CRDs installed by hand");
+    on a fresh control plane there are none and Helm creates them."""
+    for crd in load_manifests(product_crds()):
+        name = crd["metadata"]["name"]
+        if await kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name) is None:
+            continue
+        annotations = {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": namespace}
+        patch = {"metadata": {"labels": {"app.kubernetes.io/managed-by": "Helm"}, "annotations": annotations}}
+        await kube.patch(CUSTOM_RESOURCE_DEFINITIONS, name, patch)
+
+
+async def crds_established(kube: Client) -> None:
+    names = [crd["metadata"]["name"] for crd in load_manifests(product_crds())]
+
+    async def done() -> bool | NotYet:
+        waiting = []
+        for name in names:
+            crd = await kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, name)
+            if crd is None or not is_true(crd.get("status", {}).get("conditions"), "Established"):
+                waiting.append(name)
+        return NotYet(waiting) if waiting else True
+
+    await eventually(done, "the chart's CRDs Established", 60)
+
+
+def presented_serial(ip: str) -> str:
+    """The serial of the certificate the node at ip presents (unverified: we want to see it)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((ip, layout.VALKEY_PORT), 2.0) as raw, context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return format(x509.load_der_x509_certificate(der).serial_number, "X")
+
+
+async def put_tls_secret(kube: Client, namespace: str, leaf: tuple[bytes, bytes], ca: bytes) -> None:
+    body = certs.tls_secret("tls", namespace, leaf[0], leaf[1], ca)
+    if await kube.get_or_none(SECRETS, "tls", namespace) is None:
+        await kube.create(SECRETS, body)
+    else:
+        await kube.patch(SECRETS, "tls", {"data": body["data"]}, namespace)
+
+
+def pod_uids(pods: list[Obj]) -> set[str]:
+    return {pod["metadata"]["uid"] for pod in pods}
+
+
+@pytest.mark.timeout(1500)
+async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
+    kube: Client,
+    kube_control_plane: ControlPlane,
+    kubeconfig_path: Path,
+    namespace: str,
+    workloads: str,
+    catalog: Catalog,
+    tmp_path: Path,
+    release: str,
+) -> None:
+    timings: dict[str, float] = {}
+
+    def lap(step: str, started: float) -> None:
+        timings[step] = round(time.monotonic() - started, 1)
+        print(f"[compat] {step}: {timings[step]} s")
+
+    _, version = kube_control_plane.get("/version")
+    server = json.loads(version)
+    minor = f"{server['major']}.{server['minor'].rstrip('+')}"
+    print(f"[compat] API server {server['gitVersion']}")
+
+    # 1. helm install: Helm checks kubeVersion against the server, creates (or adopts) the CRDs.
+    started = time.monotonic()
+    await adopt_existing_crds(kube, namespace)
+    install(
+        kubeconfig_path,
+        namespace,
+        f"watchNamespaces={{{workloads}}}",
+        f"operatorConfig.secretSyncSeconds={SYNC_SECONDS}",
+        chart=chart_for(minor, tmp_path),
+    )
+    await crds_established(kube)
+    lap("helm install", started)
+
+    # 2. A 3x1 TLS cluster (its ValkeyImage passes the CRD's CEL rules) becomes Active.
+    started = time.monotonic()
+    pki_ca, pki_key = certs.issue_ca("compat-ca")
+    ca = certs.pem(pki_ca)
+
+    def leaf() -> tuple[bytes, bytes]:
+        cert, key = certs.issue_leaf(
+            pki_ca, pki_key, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True
+        )
+        return certs.pem(cert), certs.key_pem(key)
+
+    await put_tls_secret(kube, workloads, leaf(), ca)
+    config = await image_config(catalog, images.tls_image())
+    spec = {"configRef": config, "shards": 3, "replicasPerShard": 1, "tls": {"secretRef": "tls"}}
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": "compat", "namespace": workloads},
+        "spec": spec,
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+    status = await settled(kube, workloads, "compat", 360)
+    assert len(status["nodes"]) == 6, status["nodes"]
+    lap("3x1 Active", started)
+
+    # 3. One scale: 3 -> 4 shards.
+    started = time.monotonic()
+    await kube.patch(VALKEY_CLUSTERS, "compat", {"spec": {"shards": 4}}, workloads)
+    status = await settled(kube, workloads, "compat", 600)
+    assert len(status["nodes"]) == 8, status["nodes"]
+    lap("scale to 4x1", started)
+
+    # 4. One rolling update: a resources edit of its ValkeyConfig changes the pod template.
+    started = time.monotonic()
+    before = pod_uids(await owned_pods(kube, workloads, "compat"))
+    await kube.patch(VALKEY_CONFIGS, config, {"spec": {"resources": {"cpu": "100m"}}})
+
+    async def rolled() -> Obj | NotYet:
+        pods = await owned_pods(kube, workloads, "compat")
+        current = await status_of(kube, workloads, "compat")
+        fresh = len(pods) == 8 and not before & pod_uids(pods)
+        done = fresh and current.get("state") == "Active" and "rollout" not in current
+        return (
+            current
+            if done
+            else NotYet({"old pods": len(before & pod_uids(pods)), "state": current.get("state")})
+        )
+
+    await eventually(rolled, "every pod replaced and the cluster Active", 900, interval=1.0)
+    pods = await owned_pods(kube, workloads, "compat")
+    assert all(p["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "100m" for p in pods)
+    lap("rolling update", started)
+
+    # 5. Certificate rotation: every node presents the new leaf, no pod replaced.
+    started = time.monotonic()
+    uids = pod_uids(pods)
+    second = leaf()
+    serial = format(x509.load_pem_x509_certificate(second[0]).serial_number, "X")
+    await put_tls_secret(kube, workloads, second, ca)
+
+    async def everyone_presents() -> bool | NotYet:
+        seen = {}
+        for pod in await owned_pods(kube, workloads, "compat"):
+            ip = pod["status"].get("podIP")
+            seen[pod["metadata"]["name"]] = await asyncio.to_thread(presented_serial, ip) if ip else None
+        return all(value == serial for value in seen.values()) or NotYet(seen)
+
+    await eventually(everyone_presents, f"every node presenting {serial}", 120, interval=0.5)
+    assert pod_uids(await owned_pods(kube, workloads, "compat")) == uids
+    lap("TLS rotation", started)
+
+    # 6. Delete: the cluster and its pods go.
+    started = time.monotonic()
+    await kube.delete(VALKEY_CLUSTERS, "compat", workloads)
+
+    async def gone() -> bool | NotYet:
+        left = await kube.get_or_none(VALKEY_CLUSTERS, "compat", workloads)
+        pods = await kube.list(PODS, workloads)
+        return (left is None and not pods) or NotYet({"cluster": left is not None, "pods": len(pods)})
+
+    await eventually(gone, "the cluster and its pods deleted", 180, interval=0.5)
+    lap("delete", started)
+
+    # 7. helm uninstall: the operator goes, the CRDs stay.
+    started = time.monotonic()
+    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait")
+    assert await kube.list(DEPLOYMENTS, namespace) == []
+    for crd in load_manifests(product_crds()):
+        assert await kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, crd["metadata"]["name"]) is not None
+    lap("helm uninstall", started)
+    print(f"[compat] Kubernetes {server['gitVersion']}: {timings}")
