@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import uuid
 from collections.abc import Awaitable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +49,10 @@ log = structlog.get_logger(__name__)
 
 
 def default_identity() -> str:
-    """Unique per process: hostname (the pod name in a cluster) plus pid."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+    """Unique per process: hostname (the pod name in a cluster) plus a random suffix, as client-go
+    does. Not the pid: in a container it is 1 in every restart, and a restarted process must not
+    take over the lease its dead predecessor held as if it were the same holder."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:12]}"
 
 
 @attrs.frozen
