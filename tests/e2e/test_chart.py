@@ -7,6 +7,7 @@ and one RBAC test per mode. The CRDs are cluster-wide, so this module's tests ru
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from chart_support import (
     helm,
     install,
     kubectl,
+    package,
     previous_chart,
 )
 from cluster_support import Catalog, formed_cluster, owned_pods, settled
@@ -34,6 +36,7 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
+    CUSTOM_RESOURCE_DEFINITIONS,
     DEPLOYMENTS,
     LEASES,
     NAMESPACES,
@@ -41,7 +44,8 @@ from valkey_operator.core.resource import (
     SERVICES,
 )
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.crds import CUSTOM_RESOURCE_DEFINITIONS, product_crds
+from valkey_operator.testing import operatorimage
+from valkey_operator.testing.crds import product_crds
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import NotYet, eventually
 
@@ -110,6 +114,30 @@ def refusals(logs: list[Path]) -> list[str]:
     return [line for line in lines if "forbidden" in line.lower()]
 
 
+@pytest.fixture(scope="module")
+def operator_image() -> operatorimage.BuiltImage:
+    """The chart's default image, as `python -m valkey_operator.testing build` built and loaded it."""
+    return operatorimage.build_and_load(lambda _: None)
+
+
+def proc_status(pid: int) -> dict[str, list[str]]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return {key: value.split() for key, value in (line.split(":", 1) for line in status.splitlines())}
+
+
+async def runs_restricted(kubelet: KubeletControl, namespace: str, pod: str) -> None:
+    """The operator container's main process runs as uid/gid 65532, without privileges, on a
+    read-only root filesystem: read from /proc and tried with a write."""
+    seen = await kubelet.pod(namespace, pod)
+    assert seen is not None
+    (container,) = seen["containers"]
+    fields = proc_status(container["pid"])
+    assert fields["Uid"] == ["65532"] * 4 and fields["Gid"] == ["65532"] * 4, fields["Uid"]
+    assert fields["NoNewPrivs"] == ["1"] and int(fields["CapEff"][0], 16) == 0
+    written = await kubelet.exec(namespace, pod, container["name"], ["sh", "-c", "echo x > /probe"])
+    assert written.exit_code != 0 and b"Read-only file system" in written.output, written
+
+
 async def lease_holder(kube: Client, namespace: str) -> str:
     lease = await kube.get(LEASES, LEASE, namespace)
     holder: str = lease["spec"].get("holderIdentity") or ""
@@ -126,6 +154,7 @@ async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
     catalog: Catalog,
     tmp_path: Path,
     release: str,
+    operator_image: operatorimage.BuiltImage,
 ) -> None:
     # A previous chart whose ValkeyCluster CRD lacks spec.podAnnotations (added since).
     previous = previous_chart(tmp_path / "previous", "podAnnotations")
@@ -135,14 +164,13 @@ async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
     crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "valkeyclusters.valkey.gomomento.com")
     assert "podAnnotations" not in json.dumps(crd["spec"]["versions"][0]["schema"])
 
-    # Both replicas run under the chart's ServiceAccount, as the restricted profile asks.
+    # Both replicas run from the image built from the Containerfile, under the chart's
+    # ServiceAccount, as the image's uid on a read-only root: what the processes show, not the spec.
     pods = await running_pods(kube, namespace, 2)
     for pod in pods:
         assert pod["spec"]["serviceAccountName"] == RELEASE + "-valkey-operator"
-        container = pod["spec"]["containers"][0]
-        assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
-        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert pod["status"]["containerStatuses"][0]["imageID"] == f"valkey-operator@{operator_image.digest}"
+        await runs_restricted(kubelet, namespace, pod["metadata"]["name"])
     names = {pod["metadata"]["name"] for pod in pods}
     holder = await eventually(lambda: lease_holder(kube, namespace), "a leader", 60)
     leader = holder.rsplit("_", 1)[0]
@@ -186,17 +214,28 @@ async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
 
     assert refusals(logs) == []
 
-    # helm upgrade to this chart with a changed value: the CRD moves to this chart's version, the
-    # operator pods roll, every Valkey pod stays.
-    took = install(
-        kubeconfig_path, namespace, f"watchNamespaces={{{workloads}}}", "logLevel=debug", command="upgrade"
+    # helm upgrade to this chart, packaged as users get it, with a changed value and a rebuilt image
+    # pinned by digest: the CRD moves to this chart's version (the .tgz carries it), the operator
+    # pods roll onto the new image, every Valkey pod stays.
+    rebuilt = await asyncio.to_thread(
+        operatorimage.build_and_load, print, tag="e2e-rebuilt", revision=f"rebuilt-{operator_image.digest}"
     )
-    print(f"helm upgrade --wait: {took:.1f}s")
+    assert rebuilt.digest != operator_image.digest
+    archive = package(tmp_path / "package")
+    took = install(
+        kubeconfig_path, namespace, f"watchNamespaces={{{workloads}}}", "logLevel=debug",
+        f"image.digest={rebuilt.digest}", chart=archive, command="upgrade",
+    )  # fmt: skip
+    print(f"helm upgrade {archive.name} --wait: {took:.1f}s")
     crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "valkeyclusters.valkey.gomomento.com")
     assert "podAnnotations" in json.dumps(crd["spec"]["versions"][0]["schema"])
     upgraded = await running_pods(kube, namespace, 2)
     assert not names & {pod["metadata"]["name"] for pod in upgraded}
-    assert all("--log-level=debug" in pod["spec"]["containers"][0]["args"] for pod in upgraded)
+    for pod in upgraded:
+        assert pod["spec"]["containers"][0]["image"] == f"valkey-operator@{rebuilt.digest}"
+        assert pod["status"]["containerStatuses"][0]["imageID"] == f"valkey-operator@{rebuilt.digest}"
+        assert "--log-level=debug" in pod["spec"]["containers"][0]["args"]
+        await runs_restricted(kubelet, namespace, pod["metadata"]["name"])
     kubectl(
         kubeconfig_path, "-n", workloads, "patch", "valkeycluster", "chart", "--type=merge",
         "-p", '{"spec":{"podAnnotations":{"team":"cache"}}}',
@@ -210,6 +249,17 @@ async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
     await settled(kube, workloads, "chart", 60)
     assert {p["metadata"]["uid"] for p in await owned_pods(kube, workloads, "chart")} == valkey_uids
     assert refusals(await container_logs(kubelet, namespace, {p["metadata"]["name"] for p in upgraded})) == []
+
+    # helm test: the chart's test pod, from the operator image, finds both operator pods answering
+    # /readyz at their pod IPs and every CRD Established; its pod and RBAC are gone once it passed.
+    tested = helm(kubeconfig_path, "test", RELEASE, "-n", namespace, "--timeout", "2m")
+    phases = [line.split()[-1] for line in tested.splitlines() if line.startswith("Phase:")]
+    assert phases and set(phases) == {"Succeeded"}, tested
+
+    async def no_test_pod() -> bool:
+        return await kube.get_or_none(PODS, f"{RELEASE}-valkey-operator-test", namespace) is None
+
+    await eventually(no_test_pod, "helm to delete the passed test pod", 30)
 
     # helm uninstall: no operator object is left, every CRD stays, and so does the cluster.
     helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait")

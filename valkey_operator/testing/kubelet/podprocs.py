@@ -18,6 +18,7 @@ from pathlib import Path
 
 import attrs
 
+from valkey_operator.testing.kubelet import runc
 from valkey_operator.testing.processes import ProcessRecord, _proc_stat
 
 
@@ -78,4 +79,5 @@ def sweep(kubelet_dir: Path) -> int:
         for path in directory.iterdir():
             with contextlib.suppress(OSError):
                 path.unlink()
+    runc.sweep(kubelet_dir / "runc", mounts_under=kubelet_dir)
     return alive

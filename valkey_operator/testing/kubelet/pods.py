@@ -268,7 +268,7 @@ class PodWorker:
             node_allocatable=self.ctx.node_allocatable,
         )
         env = {"HOSTNAME": self.hostname, "HOME": "/", **image.env, **declared}
-        if "PATH" not in declared:
+        if "PATH" not in declared and image.oci is None:
             env["PATH"] = f"{image.bin_dir}:{image.env.get('PATH', runtime.DEFAULT_PATH)}"
         return env
 
@@ -325,7 +325,7 @@ class PodWorker:
         runner = next((r for r in self.all_runners if r.name == container), None)
         if runner is None or runner.process is None or not runner.process.running or runner.identity is None:
             raise LookupError(f"container {container!r} of {self.namespace}/{self.name} is not running")
-        return await runtime.exec_in(runner.process.pid, argv, runner.env, runner.identity, timeout)
+        return await runtime.exec_in(runner.process, argv, runner.env, runner.identity, timeout)
 
     # -- deletion ----------------------------------------------------------------------
 
@@ -588,7 +588,7 @@ class PodWorker:
                 {
                     "name": r.name,
                     "init": r.init,
-                    "pid": r.process.pid if r.process is not None and r.process.running else None,
+                    "pid": r.process.main_pid if r.process is not None and r.process.running else None,
                     "log": str(r.log_file),
                     "restartCount": r.restart_count,
                 }

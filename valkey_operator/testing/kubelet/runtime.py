@@ -236,6 +236,11 @@ class ContainerProcess:
     def running(self) -> bool:
         return not self.exited.done()
 
+    @property
+    def main_pid(self) -> int:
+        """The container's main process (what /proc tells about the container)."""
+        return self.pid
+
     def signal(self, signum: int) -> None:
         if self.running:
             with contextlib.suppress(ProcessLookupError):
@@ -246,6 +251,11 @@ class ContainerProcess:
         if self.running:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
+
+    def exec_argv(self, argv: Sequence[str], env: Mapping[str, str], who: Identity) -> list[str]:
+        """The command that runs argv inside this container's namespaces, as who."""
+        enter = [_tool("nsenter"), "--target", str(self.pid), "--mount", "--uts", "--wd", "--"]
+        return [*enter, *setpriv_argv(who), *argv]
 
     async def stop(self, grace: float) -> int:
         """SIGTERM, up to `grace` seconds, then SIGKILL; returns the exit code."""
@@ -258,23 +268,13 @@ class ContainerProcess:
 
 
 async def exec_in(
-    pid: int, argv: Sequence[str], env: Mapping[str, str], who: Identity, timeout: float
+    container: ContainerProcess, argv: Sequence[str], env: Mapping[str, str], who: Identity, timeout: float
 ) -> tuple[int, bytes]:
     """Run argv inside a running container's namespaces, as its user: (exit code, output).
 
     Exit code -1 means the timeout passed (the command is killed).
     """
-    full = [
-        _tool("nsenter"),
-        "--target",
-        str(pid),
-        "--mount",
-        "--uts",
-        "--wd",
-        "--",
-        *setpriv_argv(who),
-        *argv,
-    ]
+    full = container.exec_argv(argv, env, who)
     process = await asyncio.create_subprocess_exec(
         *full,
         env=dict(env),
