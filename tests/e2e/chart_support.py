@@ -71,11 +71,11 @@ def install(
     return time.monotonic() - started
 
 
-def package(target: Path) -> Path:
-    """`helm package` of this chart into target: the .tgz users install."""
+def package(target: Path, chart: Path = CHART) -> Path:
+    """`helm package` of the chart (default: this one) into target: the .tgz users install."""
     target.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [str(binaries().helm), "package", str(CHART), "-d", str(target)], capture_output=True, text=True
+        [str(binaries().helm), "package", str(chart), "-d", str(target)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     (archive,) = target.glob("valkey-operator-*.tgz")

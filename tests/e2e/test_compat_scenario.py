@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from chart_support import CHART, RELEASE, helm, install
+from chart_support import CHART, RELEASE, helm, install, package
 from cluster_support import Catalog, image_config, owned_pods, settled, status_of
 from cryptography import x509
 
@@ -147,7 +147,8 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
     minor = f"{server['major']}.{server['minor'].rstrip('+')}"
     print(f"[compat] API server {server['gitVersion']}")
 
-    # 1. helm install: Helm checks kubeVersion against the server, creates (or adopts) the CRDs.
+    # 1. helm install of the packaged chart (the .tgz users get): Helm checks kubeVersion against
+    # the server, creates (or adopts) the CRDs the archive carries; helm test passes.
     started = time.monotonic()
     await adopt_existing_crds(kube, namespace)
     install(
@@ -155,10 +156,13 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
         namespace,
         f"watchNamespaces={{{workloads}}}",
         f"operatorConfig.secretSyncSeconds={SYNC_SECONDS}",
-        chart=chart_for(minor, tmp_path),
+        chart=package(tmp_path / "package", chart_for(minor, tmp_path)),
     )
     await crds_established(kube)
-    lap("helm install", started)
+    tested = helm(kubeconfig_path, "test", RELEASE, "-n", namespace, "--timeout", "2m")
+    phases = [line.split()[-1] for line in tested.splitlines() if line.startswith("Phase:")]
+    assert phases and set(phases) == {"Succeeded"}, tested
+    lap("helm install + helm test", started)
 
     # 2. A 3x1 TLS cluster (its ValkeyImage passes the CRD's CEL rules) becomes Active.
     started = time.monotonic()

@@ -337,7 +337,8 @@ def _tool_artifacts() -> list[_Artifact]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on path (created with its parents) for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -364,7 +365,7 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
     shared = binaries(default_release())
     bins = binaries(release)
     started = time.monotonic()
-    with _locked(shared.bin_dir.parent / ".lock"):
+    with file_lock(shared.bin_dir.parent / ".lock"):
         if bins == shared:
             _build_missing(bins, [*_kube_artifacts(release), *_tool_artifacts()], progress)
         else:

@@ -10,19 +10,19 @@ images are immutable: containers mount them as the lower layer of an overlay.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import attrs
+
+from valkey_operator.testing.build import file_lock
 
 Progress = Callable[[str], None]
 
@@ -65,7 +65,7 @@ def load(archive: Path, references: Sequence[str], progress: Progress, *, prefix
     store = store_dir(prefix)
     store.mkdir(parents=True, exist_ok=True)
     store.chmod(0o755)
-    with _locked(store / ".lock"), tarfile.open(archive) as tar:
+    with file_lock(store / ".lock"), tarfile.open(archive) as tar:
         descriptor = _manifest_descriptor(_read_json(tar, "index.json"))
         digest = str(descriptor["digest"])
         target = store / digest.replace(":", "-")
@@ -223,13 +223,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
