@@ -336,6 +336,8 @@ def _bud(
     push = ["buildah", "push", "--format", "oci", name, f"oci-archive:{partial}:{IMAGE_NAME}:{tag}"]
     _run(push, progress, "buildah push")
     partial.rename(archive)
+    # The image this tag named before is dangling now: a long-lived machine would keep every one.
+    _run(["buildah", "rmi", "--prune"], progress, "buildah rmi --prune", check=False, quiet=True)
 
 
 # --- tools ------------------------------------------------------------------------------------------
