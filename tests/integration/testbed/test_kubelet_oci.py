@@ -120,3 +120,17 @@ async def test_an_image_running_as_root_is_refused_under_run_as_non_root(pods: P
     await pods.create(pod_body("rooted", {"image": reference, "securityContext": {"runAsNonRoot": True}}))
     message = await pods.waiting_message("rooted", "CreateContainerConfigError")
     assert "container has runAsNonRoot and image will run as root" in message
+
+
+async def test_the_operator_image_runs_under_an_arbitrary_uid_in_group_0(
+    pods: Pods, kubelet: KubeletControl, namespace: str
+) -> None:
+    """What OpenShift's restricted SCC does: a uid from the namespace's range, group 0."""
+    arbitrary = {"runAsUser": 1000770000, "runAsGroup": 0}
+    await pods.create(
+        pod_body("openshift-like", sleeper(**arbitrary), volumes=[{"name": "scratch", "emptyDir": {}}])
+    )
+    await pods.ready("openshift-like")
+    assert status_fields(await pods.pid("openshift-like"))["Uid"].split() == ["1000770000"] * 4
+    ran = await kubelet.exec(namespace, "openshift-like", "main", ["valkey-operator", "--help"])
+    assert ran.exit_code == 0 and b"usage: valkey-operator" in ran.output, ran
