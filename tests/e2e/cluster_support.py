@@ -19,7 +19,7 @@ from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import EVENTS, PODS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.core.store import DeletedFinalStateUnknown
-from valkey_operator.testing import images
+from valkey_operator.testing import certs, images
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials
@@ -225,3 +225,12 @@ async def warnings(kube: Client, namespace: str, reason: str) -> list[Obj]:
     """Warning Events of that reason in the namespace."""
     events = await kube.list(EVENTS, namespace)
     return [event for event in events if event.get("reason") == reason and event.get("type") == "Warning"]
+
+
+async def put_tls_secret(kube: Client, namespace: str, leaf: tuple[bytes, bytes], ca: bytes) -> None:
+    """Create or replace the Secret `tls` in namespace: leaf (certificate, key) and its CA bundle."""
+    body = certs.tls_secret("tls", namespace, leaf[0], leaf[1], ca)
+    if await kube.get_or_none(SECRETS, "tls", namespace) is None:
+        await kube.create(SECRETS, body)
+    else:
+        await kube.patch(SECRETS, "tls", {"data": body["data"]}, namespace)

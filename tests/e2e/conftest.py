@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from chart_support import RELEASE, helm
 from cluster_support import Catalog
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 from operator_process import OperatorProcesses
 
 from valkey_operator.core.client import Client
+from valkey_operator.core.resource import NAMESPACES
 
 
 @pytest_asyncio.fixture
@@ -38,3 +41,22 @@ def operators(kubeconfig_path: Path, namespace: str, tmp_path: Path) -> Iterator
         yield started
     finally:
         started.kill_all()
+
+
+@pytest_asyncio.fixture
+async def workloads(kube: Client, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A second namespace: where ValkeyClusters live, apart from the chart's release namespace."""
+    name = f"{request.module.__name__.rsplit('_', 1)[-1]}-workloads-{uuid.uuid4().hex[:6]}"
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.delete(NAMESPACES, name)
+
+
+@pytest.fixture
+def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
+    """The chart release a test installs in its namespace, uninstalled afterwards if still there (its
+    cluster-scoped RBAC outlives the namespace otherwise)."""
+    yield RELEASE
+    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")

@@ -12,12 +12,9 @@ import json
 import os
 import signal
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from chart_support import (
     RELEASE,
     adopt_crds,
@@ -39,7 +36,6 @@ from valkey_operator.core.resource import (
     CUSTOM_RESOURCE_DEFINITIONS,
     DEPLOYMENTS,
     LEASES,
-    NAMESPACES,
     PODS,
     SERVICES,
 )
@@ -55,25 +51,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mar
 LEASE = "valkey-operator-leader"
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's leader-election timings
 GOLDEN = Path(__file__).parent / "golden"
-
-
-@pytest_asyncio.fixture
-async def workloads(kube: Client) -> AsyncIterator[str]:
-    """A second namespace: where ValkeyClusters live, apart from the operator's own."""
-    name = f"chart-workloads-{uuid.uuid4().hex[:6]}"
-    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        await kube.delete(NAMESPACES, name)
-
-
-@pytest.fixture
-def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
-    """The release this test installs in its namespace, uninstalled afterwards if still there (its
-    cluster-scoped RBAC outlives the namespace otherwise)."""
-    yield RELEASE
-    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")
 
 
 async def operator_pods(kube: Client, namespace: str) -> list[Obj]:

@@ -27,6 +27,7 @@ from cluster_support import (
     admin_client,
     image_config,
     owned_pods,
+    put_tls_secret,
     require_image,
     status_of,
     warnings,
@@ -78,14 +79,6 @@ class Pki:
 
 def serial_of(pem: bytes) -> str:
     return format(x509.load_pem_x509_certificate(pem).serial_number, "X")
-
-
-async def put_secret(kube: Client, namespace: str, leaf: tuple[bytes, bytes], ca: bytes) -> None:
-    body = certs.tls_secret("tls", namespace, leaf[0], leaf[1], ca)
-    if await kube.get_or_none(SECRETS, "tls", namespace) is None:
-        await kube.create(SECRETS, body)
-    else:
-        await kube.patch(SECRETS, "tls", {"data": body["data"]}, namespace)
 
 
 async def create_tls_cluster(
@@ -228,7 +221,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     require_image(images.tls_image())
     old, new = Pki("rotation-old-ca"), Pki("rotation-new-ca")
     first = old.leaf()
-    await put_secret(kube, namespace, first, certs.pem(old.ca))
+    await put_tls_secret(kube, namespace, first, certs.pem(old.ca))
     config = await image_config(catalog, images.tls_image())
     await create_tls_cluster(kube, namespace, "rot", config, shards=3, replicas=1)
     status = await active(kube, namespace, "rot")
@@ -256,7 +249,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
         timings = {}
         # 1. A new leaf from the same CA.
         second = old.leaf()
-        await put_secret(kube, namespace, second, certs.pem(old.ca))
+        await put_tls_secret(kube, namespace, second, certs.pem(old.ca))
         timings["leaf"] = await everyone_presents(
             kube, namespace, "rot", serial_of(second[0]), ROTATION_BOUND
         )
@@ -264,19 +257,19 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
         # 2. CA rotation: the bundle first (the leaf stays; Active again once every node surely
         #    loaded it), then a leaf of the new CA, then the old CA dropped.
         seen = (await status_of(kube, namespace, "rot"))["tls"]["secretHash"]
-        await put_secret(kube, namespace, second, certs.pem(old.ca, new.ca))
+        await put_tls_secret(kube, namespace, second, certs.pem(old.ca, new.ca))
         started = time.monotonic()
         seen = await content_seen(kube, namespace, "rot", seen)
         await active(kube, namespace, "rot", 120)
         timings["bundle"] = time.monotonic() - started
         third = new.leaf()
-        await put_secret(kube, namespace, third, certs.pem(old.ca, new.ca))
+        await put_tls_secret(kube, namespace, third, certs.pem(old.ca, new.ca))
         timings["new-ca leaf"] = await everyone_presents(
             kube, namespace, "rot", serial_of(third[0]), ROTATION_BOUND
         )
         seen = await content_seen(kube, namespace, "rot", seen)
         await active(kube, namespace, "rot", 120)
-        await put_secret(kube, namespace, third, certs.pem(new.ca))
+        await put_tls_secret(kube, namespace, third, certs.pem(new.ca))
         started = time.monotonic()
         await content_seen(kube, namespace, "rot", seen)
         final = await active(kube, namespace, "rot", 120)
@@ -386,7 +379,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
     pki = Pki("running-ca")
     now = datetime.datetime.now(datetime.UTC)
     short = pki.leaf(not_after=now + datetime.timedelta(days=3))  # inside the 7-day warning
-    await put_secret(kube, namespace, short, certs.pem(pki.ca))
+    await put_tls_secret(kube, namespace, short, certs.pem(pki.ca))
     config = await image_config(catalog, images.tls_image())
     await create_tls_cluster(kube, namespace, "run", config, shards=1, replicas=1)
     status = await active(kube, namespace, "run")
@@ -441,7 +434,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
 
     # Fixed: a good, long-lived leaf is loaded live and the warnings clear.
     good = pki.leaf()
-    await put_secret(kube, namespace, good, certs.pem(pki.ca))
+    await put_tls_secret(kube, namespace, good, certs.pem(pki.ca))
     await everyone_presents(kube, namespace, "run", serial_of(good[0]), ROTATION_BOUND)
     final = await active(kube, namespace, "run", 120)
 

@@ -16,21 +16,18 @@ import shutil
 import socket
 import ssl
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from chart_support import CHART, RELEASE, helm, install, package
-from cluster_support import Catalog, image_config, owned_pods, settled, status_of
+from cluster_support import Catalog, image_config, owned_pods, put_tls_secret, settled, status_of
 from cryptography import x509
 
 from controllers.cluster.render import layout
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
-from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, NAMESPACES, PODS, SECRETS
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, PODS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import certs, compat, images
 from valkey_operator.testing.controlplane import ControlPlane
@@ -42,23 +39,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
 
 SYNC_SECONDS = 5
 """The operator's secretSyncSeconds here: the test bed's kubelet writes Secret files after 2 s."""
-
-
-@pytest_asyncio.fixture
-async def workloads(kube: Client) -> AsyncIterator[str]:
-    """Where the ValkeyCluster lives, apart from the operator's own namespace."""
-    name = f"compat-workloads-{uuid.uuid4().hex[:6]}"
-    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        await kube.delete(NAMESPACES, name)
-
-
-@pytest.fixture
-def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
-    yield RELEASE
-    helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")
 
 
 def chart_for(minor: str, tmp_path: Path) -> Path:
@@ -111,14 +91,6 @@ def presented_serial(ip: str) -> str:
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return format(x509.load_der_x509_certificate(der).serial_number, "X")
-
-
-async def put_tls_secret(kube: Client, namespace: str, leaf: tuple[bytes, bytes], ca: bytes) -> None:
-    body = certs.tls_secret("tls", namespace, leaf[0], leaf[1], ca)
-    if await kube.get_or_none(SECRETS, "tls", namespace) is None:
-        await kube.create(SECRETS, body)
-    else:
-        await kube.patch(SECRETS, "tls", {"data": body["data"]}, namespace)
 
 
 def pod_uids(pods: list[Obj]) -> set[str]:
