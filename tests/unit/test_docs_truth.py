@@ -7,13 +7,17 @@ built)"). A block is a Markdown paragraph, list item, table row or heading,
 or one CRD `description` string. Fenced code blocks are not scanned.
 
 When a feature is built, delete its entry here and rewrite its "not yet"
-text; when a new one is planned and documented, add it.
+text; when a new one is planned and documented, add it. Each entry names the
+issue that plans it and what its code would look like (`built_if`): once the
+code has it, the entry fails until it is deleted. Each entry is also
+mentioned, marked, somewhere (the README's "what does not yet" list), so
+readers learn what is missing and the check runs over real text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +38,127 @@ class NotYet:
     patterns: tuple[str, ...]
     examples: tuple[str, ...]
     """Unmarked claims the patterns must catch: proof that each entry can fail."""
+    issue: int = 0
+    """The open issue that plans the feature."""
+    built_if: tuple[tuple[str, str], ...] = ()
+    """(glob under the repository, regex): a match means the code has the feature now."""
 
     def mentions(self, text: str) -> Iterator[re.Match[str]]:
         for pattern in self.patterns:
             yield from re.finditer(pattern, text, re.IGNORECASE)
 
 
-NOT_YET: tuple[NotYet, ...] = ()
+NOT_YET: tuple[NotYet, ...] = (
+    NotYet(
+        "persistence: durable nodes on PersistentVolumeClaims (rdb, aof)",
+        (
+            r"\bPersistentVolumeClaims?\b",
+            r"\bPVCs?\b(?! protection)",
+            r"\bspec\.persistence\b",
+            r"\bpersistence:\s*(?:rdb|aof)\b",
+            r"\b(?:rdb|aof)(?: everysec| always)? (?:mode|persistence)\b",
+            r"\bappendfsync\b",
+            r"\bstorageClassName\b",
+        ),
+        (
+            "Each node keeps its data on a PersistentVolumeClaim.",
+            "A PVC per pod brings the data back after a restart.",
+            "Set persistence: aof in the ValkeyConfig.",
+            "In AOF mode with appendfsync always no acknowledged write is lost.",
+        ),
+        issue=23,
+        built_if=(
+            ("crds/valkeyconfigs.yaml", r"^\s+persistence:"),
+            ("controllers/**/*.py", r"persistentVolumeClaim"),
+        ),
+    ),
+    NotYet(
+        "backups to object storage and restore into a new cluster",
+        (
+            r"\bValkeyBackups?\b",
+            r"\bspec\.(?:backup|restore)\b",
+            r"\bbackups? (?:to|in|on) (?:S3|object storage)",
+            r"\brestor\w* (?:\w+ ){0,3}from (?:a |the |its )?backup\b",
+            r"\bscheduled backups?\b",
+        ),
+        (
+            "Create a ValkeyBackup to snapshot every shard.",
+            "Backups to S3-compatible object storage run on a schedule.",
+            "Restore a new cluster from a backup with spec.restore.backupName.",
+        ),
+        issue=24,
+        built_if=(("crds/*.yaml", r"kind: ValkeyBackup|^\s+(?:backup|restore):$"),),
+    ),
+    NotYet(
+        "the kubectl plugin",
+        (r"\bkubectl[- ]valkey\b", r"\bkubectl plugin\b"),
+        ("kubectl valkey status shows every shard at a glance.", "The kubectl plugin prints the rollout."),
+        issue=26,
+        built_if=(("pyproject.toml", r"kubectl-valkey"),),
+    ),
+    NotYet(
+        "manual switchover and rolling restart on request",
+        (r"\bswitchover\b", r"\brolling restarts?\b", r"\brestart annotation\b"),
+        (
+            "Request a switchover of shard 1 to its replica.",
+            "A rolling restart replaces every pod without losing a write.",
+        ),
+        issue=26,
+        built_if=(("crds/valkeyclusters.yaml", r"switchover"), ("valkey_operator/api/*.py", r"switchover")),
+    ),
+    NotYet(
+        "Valkey's own metrics under redis_exporter's names",
+        (
+            r"\bredis_exporter\b",
+            r"\bredis_(?:up|commands|memory|connected|keyspace|evicted|db_keys|instance)\w*",
+            r"\b(?:keyspace |cache )?hit (?:ratio|rate)\b",
+        ),
+        (
+            "The dashboard charts the hit ratio and memory of every node.",
+            "Scrape redis_exporter's series from each pod.",
+            "Alert on redis_memory_used_bytes near maxmemory.",
+        ),
+        issue=26,
+        built_if=(
+            ("controllers/**/*.py", r"redis_exporter|redis_memory_used_bytes"),
+            ("charts/**/*.yaml", r"redis_exporter|redis_memory_used_bytes"),
+        ),
+    ),
+    NotYet(
+        "ACL passwords from a Secret, or generated per user",
+        (
+            r"\bpasswordSecret(?:Name|Ref)?\b",
+            r"\bpasswords? (?:from|in) (?:a|the user's|its own) Secret\b",
+            r"\bconnection URI\b",
+        ),
+        (
+            "Give a user passwordSecretName instead of hashes.",
+            "The operator creates a Secret with a connection URI for each user.",
+            "Users read their passwords from a Secret the operator watches.",
+        ),
+        issue=22,
+        built_if=(("crds/valkeyclusters.yaml", r"passwordSecret"),),
+    ),
+    NotYet(
+        "imagePullSecrets for the Valkey pods, and Valkey images pinned by digest",
+        (
+            r"\b(?:ValkeyCluster\.)?spec\.imagePullSecrets\b",
+            r"\b(?:ValkeyImage\.)?spec\.digest\b",
+            r"\bValkey (?:pods?|images?) (?:\w+ ){0,4}(?:private registry|imagePullSecrets|by digest)\b",
+        ),
+        (
+            "Set spec.imagePullSecrets so the Valkey pods pull from a private registry.",
+            "Pin the Valkey image by digest with ValkeyImage.spec.digest.",
+            "Valkey pods pull from a private registry with your pull secrets.",
+        ),
+        issue=22,
+        built_if=(
+            ("crds/valkeyclusters.yaml", r"imagePullSecrets"),
+            ("controllers/cluster/render/*.py", r"imagePullSecrets"),
+            ("crds/valkeyimages.yaml", r"^\s+digest:"),
+        ),
+    ),
+)
 
 
 @attrs.frozen
@@ -148,7 +266,39 @@ def unmarked(block: Block, features: tuple[NotYet, ...] = NOT_YET) -> Iterator[F
                 yield finding
 
 
+def built(feature: NotYet) -> list[str]:
+    """Where the code already has the feature (file and the matching line)."""
+    found = []
+    for pattern, regex in feature.built_if:
+        for path in sorted(ROOT.glob(pattern)):
+            for line in path.read_text().splitlines():
+                if re.search(regex, line):
+                    found.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    return found
+
+
+def mentioned(feature: NotYet, blocks: Iterable[Block]) -> list[str]:
+    return [block.where for block in blocks if list(feature.mentions(block.text.replace("`", "")))]
+
+
 # ---- tests ---------------------------------------------------------------------------------------
+def test_the_not_yet_list_is_real() -> None:
+    """Not empty (an empty list checks nothing), each entry planned in an issue, not yet in the
+    code, and told to readers somewhere (marked, which the next test checks)."""
+    assert NOT_YET, "NOT_YET is empty: the docs-truth checks below would loop over nothing"
+    blocks = list(documents())
+    for feature in NOT_YET:
+        assert feature.issue, f"{feature.name}: which open issue plans it?"
+        assert feature.examples and feature.built_if, feature.name
+        assert not built(feature), (
+            f"{feature.name} is in the code now: delete its NOT_YET entry and rewrite its "
+            f'"not yet" text: {built(feature)[:3]}'
+        )
+        assert mentioned(feature, blocks), (
+            f"{feature.name}: no doc says it is not yet built (the README should)"
+        )
+
+
 def test_docs_and_crd_descriptions_mention_unbuilt_features_only_as_not_yet() -> None:
     findings = [str(finding) for block in documents() for finding in unmarked(block)]
     assert not findings, (
@@ -158,6 +308,7 @@ def test_docs_and_crd_descriptions_mention_unbuilt_features_only_as_not_yet() ->
 
 
 def test_every_entry_catches_its_examples_and_a_marker_silences_them() -> None:
+    assert NOT_YET
     for feature in NOT_YET:
         for example in feature.examples:
             assert list(feature.mentions(example)), (feature.name, example)
