@@ -15,7 +15,9 @@
   `valkey_operator_failover_timeouts_total{namespace,cluster}` (each attempt that timed out);
 - `valkey_operator_slot_migration_failures_total{namespace,cluster}`: atomic slot migration jobs
   that ended failed or cancelled, each job once; `valkey_operator_slot_migrations_active`: jobs
-  under way.
+  under way;
+- `valkey_operator_tls_expiry_warning_seconds`: the configured tlsExpiryWarningDays, so the
+  certificate alert compares each node's expiry with the window of the operator that reports it.
 A cluster's counters start at 0 when the operator first sees it, so `increase()` sees its first
 event. Series of a cluster's pods that are gone, and of a deleted cluster, are removed.
 """
@@ -136,6 +138,11 @@ class ClusterMetrics:
             "valkey_operator_cluster_max_primaries_per_node",
             "The most slot-serving primaries one Kubernetes node holds (status.maxPrimariesPerNode)",
             cluster_labels,
+            registry=registry,
+        )
+        self.tls_expiry_warning = Gauge(
+            "valkey_operator_tls_expiry_warning_seconds",
+            "A certificate a node presents that expires sooner is reported (tlsExpiryWarningDays)",
             registry=registry,
         )
         self._states: dict[tuple[str, str], ClusterState] = {}

@@ -579,11 +579,14 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         found = manager.cache.get(NODES, node, metadata_only=True)
         return ((found or {}).get("metadata", {}).get("labels") or {}).get(ZONE_KEY)
 
+    metrics = cluster_metrics(manager.registry)
+    # Every replica exports its warning window: ValkeyCertificateExpiringSoon compares with it.
+    metrics.tls_expiry_warning.set(options.tls_expiry_warning_days * 86400.0)
     reconciler = ClusterReconciler(
         manager.client,
         index,
         manager.event_recorder(CONTROLLER_NAME),
-        cluster_metrics(manager.registry),
+        metrics,
         cached,
         pods_of,
         options=options,
