@@ -18,8 +18,9 @@
   under way;
 - `valkey_operator_tls_expiry_warning_seconds`: the configured tlsExpiryWarningDays, so the
   certificate alert compares each node's expiry with the window of the operator that reports it.
-A cluster's counters start at 0 when the operator first sees it, so `increase()` sees its first
-event. Series of a cluster's pods that are gone, and of a deleted cluster, are removed.
+A cluster's counters (and the rollout histogram) start at 0 when the operator first sees it, so
+`increase()` and `rate()` see its first event. Series of a cluster's pods that are gone, and of a
+deleted cluster, are removed.
 """
 
 from __future__ import annotations
@@ -170,10 +171,11 @@ class ClusterMetrics:
             self.clusters.labels(state=each.value).set(sum(1 for s in self._states.values() if s is each))
 
     def _start_counters(self, namespace: str, cluster: str) -> None:
-        """Create a new cluster's counter series at 0: a series born at 1 hides its first event from
-        Prometheus' increase()."""
+        """Create a new cluster's counter and histogram series at 0: a series born at 1 hides its first
+        event from Prometheus' increase(), and the rollout duration panel's rate() would stay NaN."""
         for counter in self._cluster_counters():
             counter.labels(namespace=namespace, cluster=cluster)
+        self.rollout_seconds.labels(namespace=namespace, cluster=cluster)
         for mode in ("coordinated", "takeover"):
             self.failovers.labels(namespace=namespace, cluster=cluster, mode=mode)
 

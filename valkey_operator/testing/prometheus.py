@@ -8,7 +8,9 @@ configured with `kubernetes_sd_configs` (role `pod`) from a kubeconfig,
 restricted to given namespaces and a label selector. A pod is scraped on its
 container port named `metrics`, at its pod IP (loopback here, real in a
 cluster). `honor_labels` keeps the `namespace`/`pod` labels the operator puts
-on `valkey_node_*` series; series without them get the scraped pod's.
+on `valkey_node_*` series; series without them get the scraped pod's. Rule
+files given to `start` are evaluated as a Prometheus server evaluates them, so
+tests see alerts pending and firing (`alerts`, `rules`).
 
 The HTTP helpers are synchronous (urllib): call them through
 `asyncio.to_thread` from async tests.
@@ -88,10 +90,14 @@ def scrape_config(scrape: PodScrape, interval: str = SCRAPE_INTERVAL) -> dict[st
     }
 
 
-def config(scrapes: Sequence[PodScrape], interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
-    """The whole prometheus.yml: a short global interval for tests, one job per PodScrape."""
+def config(
+    scrapes: Sequence[PodScrape], interval: str = SCRAPE_INTERVAL, rule_files: Sequence[Path] = ()
+) -> dict[str, Any]:
+    """The whole prometheus.yml: a short global interval for tests (scrapes and rule evaluation), one
+    job per PodScrape, and the rule files to evaluate."""
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(path) for path in rule_files],
         "scrape_configs": [scrape_config(scrape, interval) for scrape in scrapes],
     }
 
@@ -160,6 +166,23 @@ class Prometheus:
         active: list[dict[str, Any]] = data["activeTargets"]
         return active
 
+    def alerts(self) -> list[dict[str, Any]]:
+        """Alerts the rule files raise now: each with labels, annotations, state (pending/firing), value."""
+        data = self._get("/api/v1/alerts")
+        found: list[dict[str, Any]] = data["alerts"]
+        return found
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule (flattened from its group): name, query, health and lastError of its last
+        evaluation."""
+        data = self._get("/api/v1/rules")
+        return [rule for group in data["groups"] for rule in group["rules"]]
+
+    def parse(self, expr: str) -> dict[str, Any]:
+        """The syntax tree Prometheus' own parser makes of expr (/api/v1/parse_query), as JSON."""
+        tree: dict[str, Any] = self._get("/api/v1/parse_query", {"query": expr})
+        return tree
+
     def stop(self) -> None:
         """Stop the process (by its record) and remove its directory."""
         processes.stop([self.record])
@@ -174,14 +197,16 @@ def start(
     scrapes: Sequence[PodScrape],
     *,
     interval: str = SCRAPE_INTERVAL,
+    rule_files: Sequence[Path] = (),
     executable: Path | None = None,
     directory: Path | None = None,
 ) -> Prometheus:
-    """Start Prometheus on 127.0.0.1 (a free port) with config(scrapes); not yet ready on return."""
+    """Start Prometheus on 127.0.0.1 (a free port) with config(scrapes, interval, rule_files); not yet
+    ready on return."""
     directory = directory or Path(tempfile.mkdtemp(prefix="valkey-operator-prometheus-"))
     directory.mkdir(parents=True, exist_ok=True)
     config_file = directory / "prometheus.yml"
-    config_file.write_text(yaml.safe_dump(config(scrapes, interval), sort_keys=False))
+    config_file.write_text(yaml.safe_dump(config(scrapes, interval, rule_files), sort_keys=False))
     port = processes.free_port()
     record = processes.start(
         "prometheus",

@@ -1,0 +1,459 @@
+"""A real Prometheus scrapes the operator as the chart installs it, and every dashboard panel and
+every alert of the chart has live data.
+
+`helm install` runs the chart as users do: its ServiceAccount and least-privilege RBAC, its metrics
+Service, two replicas of the operator's OCI image with leader election, watching one namespace,
+with operatorConfig.tlsExpiryWarningDays 60. Prometheus finds the pods the chart's metrics Service
+selects (by that Service's own selector) and scrapes the container port its targetPort names: no
+Service is routable on the test bed, so this is the Service spelled as pod discovery. It evaluates
+the alert rules as the chart renders them (the PrometheusRule's spec); the dashboard is the one in
+the chart's dashboard ConfigMap.
+
+Two live ValkeyClusters give every panel and alert something to show:
+- `tls`, TLS 1x1, whose certificate expires in 30 days: inside the 60-day window, so
+  ValkeyCertificateExpiringSoon names both nodes; after `helm upgrade` to 7 days it names none.
+- `roll`, 1x1, rolled onto a newer Valkey (a rollout duration, coordinated failovers) and then
+  onto an image whose binary is below the version floor: the roll stops and the cluster is Failed
+  (ValkeyClusterFailed, ValkeyClusterNotActive, ValkeyRolloutFailed, the clusters-not-Active table).
+
+Data means a finite sample: a NaN (a quantile of no observations, 0/0) is not counted. Every series
+selector inside a query must match too (Prometheus' own parser finds them), so a renamed metric in
+one arm of an `or` is caught. Each alert expression must name exactly what the clusters show.
+Alerts these clusters cannot raise (no leader, no operator, lag over 100 MB, a failed slot
+migration, a timed-out failover, and cluster_state:fail: the one node that reports it is the
+surge pod below the version floor, which the operator asks nothing but its version) have their
+selectors checked and must name nothing; when they fire is what tests/prometheus/alerts_test.yaml
+shows with promtool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import math
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chart_support import CHART, RELEASE, adopt_crds, helm, install, set_flags
+from cluster_support import (
+    Catalog,
+    admin_client,
+    create_cluster,
+    owned_pods,
+    put_tls_secret,
+    require_image,
+    settled,
+    status_of,
+)
+
+from controllers.cluster.versions import meets_floor, version_from_info
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
+from valkey_operator.core.client import Client
+from valkey_operator.core.conditions import find_condition
+from valkey_operator.core.resource import PODS, SERVICES
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import certs, images, kubeversion, operatorimage
+from valkey_operator.testing import prometheus as prom
+from valkey_operator.testing.build import binaries
+from valkey_operator.testing.wait import NotYet, eventually
+
+# Installs the chart's cluster-scoped RBAC and adopts the CRDs: no other test-bed module meanwhile.
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+
+DAY = 86400.0
+WINDOW_DAYS = 60
+"""tlsExpiryWarningDays at install: the TLS cluster's certificate is inside it."""
+NARROW_DAYS = 7
+"""tlsExpiryWarningDays after the upgrade: the certificate is outside it."""
+CERT_DAYS = 30
+OLD = "9.1.0"
+ACCOUNT = f"{RELEASE}-valkey-operator"
+METRICS_SERVICE = f"{RELEASE}-valkey-operator-metrics"
+RATE_INTERVAL = "1m"
+"""Grafana's $__rate_interval here: 30 scrapes at the test Prometheus' 2 s interval."""
+
+Sample = dict[str, Any]
+Identity = tuple[str, ...]
+
+
+@pytest.fixture(scope="module")
+def operator_image() -> operatorimage.BuiltImage:
+    """The chart's default image, as `python -m valkey_operator.testing build` built and loaded it."""
+    return operatorimage.build_and_load(lambda _: None)
+
+
+def rendered(kubeconfig: Path, namespace: str, *values: str) -> tuple[Obj, Obj]:
+    """The chart's PrometheusRule spec (a rule file) and its dashboard, as helm renders them."""
+    text = helm(
+        kubeconfig, "template", RELEASE, str(CHART), "-n", namespace,
+        "--kube-version", kubeversion.selected().kubernetes,
+        *set_flags((*values, "prometheusRule.enabled=true", "dashboard.enabled=true")),
+    )  # fmt: skip
+    docs = [doc for doc in yaml.safe_load_all(text) if doc]
+    (rule,) = [doc for doc in docs if doc["kind"] == "PrometheusRule"]
+    (board,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard")]
+    return rule["spec"], json.loads(board["data"]["valkey-operator.json"])
+
+
+def service_scrape(service: Obj, kubeconfig: Path) -> prom.PodScrape:
+    """What the chart's metrics Service means, as pod discovery: the pods its selector picks, on the
+    container port its targetPort names."""
+    (port,) = service["spec"]["ports"]
+    assert port["name"] == "metrics" and isinstance(port["targetPort"], str), port
+    selector = ",".join(f"{key}={value}" for key, value in sorted(service["spec"]["selector"].items()))
+    namespace = service["metadata"]["namespace"]
+    return prom.PodScrape(kubeconfig, (namespace,), selector, port_name=port["targetPort"])
+
+
+@contextmanager
+def running_prometheus(scrape: prom.PodScrape, rules: Path, directory: Path) -> Iterator[prom.Prometheus]:
+    executable = binaries().prometheus
+    assert executable.exists(), f"{executable} is missing: run `python -m valkey_operator.testing build`"
+    server = prom.start([scrape], rule_files=[rules], directory=directory)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+async def query(server: prom.Prometheus, expr: str) -> list[Sample]:
+    return await asyncio.to_thread(server.query, expr)
+
+
+def finite(samples: list[Sample]) -> list[Sample]:
+    """Samples holding a number: NaN (0/0, a quantile of nothing) and infinities are no data."""
+    return [sample for sample in samples if math.isfinite(float(sample["value"][1]))]
+
+
+def selectors(tree: Any) -> list[str]:
+    """Every series selector in a parse tree (/api/v1/parse_query), as a selector of its matchers."""
+    found = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            if node.get("type") in ("vectorSelector", "matrixSelector") and "matchers" in node:
+                matchers = (f"{m['name']}{m['type']}{json.dumps(m['value'])}" for m in node["matchers"])
+                found.append("{" + ", ".join(matchers) + "}")
+            else:
+                stack.extend(node.values())
+    return found
+
+
+def dashboard_queries(board: Obj, namespace: str) -> list[tuple[str, str]]:
+    """(where, query) of every panel target and template variable, with the variables as Grafana
+    expands them for this test's namespace and every cluster."""
+    variables = {"$__rate_interval": RATE_INTERVAL, "$namespace": namespace, "$cluster": ".*"}
+    found: list[tuple[str, str]] = []
+    stack = list(board["panels"])
+    while stack:
+        panel = stack.pop()
+        stack.extend(panel.get("panels", []))
+        found.extend((f"panel {panel['title']!r}", target["expr"]) for target in panel.get("targets", []))
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            match = re.fullmatch(r"label_values\((.+),\s*\w+\)", variable["query"]["query"])
+            assert match, variable
+            found.append((f"variable {variable['name']}", match.group(1)))
+    expanded = []
+    for where, expr in found:
+        text = expr
+        for variable, value in variables.items():
+            text = text.replace(variable, value)
+        assert "$" not in text, f"{where}: a dashboard variable this test does not expand: {text}"
+        expanded.append((where, text))
+    return expanded
+
+
+def alert_rules(rule_file: Obj) -> dict[str, str]:
+    return {rule["alert"]: rule["expr"] for group in rule_file["groups"] for rule in group["rules"]}
+
+
+async def gaps(server: prom.Prometheus, where: str, expr: str, *, whole: bool) -> list[str]:
+    """What has no data: the query itself (when whole) and each series selector inside it."""
+    found = []
+    if whole and not finite(await query(server, expr)):
+        found.append(f"{where}: no finite sample from {expr}")
+    for selector in selectors(await asyncio.to_thread(server.parse, expr)):
+        if not finite(await query(server, selector)):
+            found.append(f"{where}: nothing matches {selector}")
+    return found
+
+
+def identity(labels: dict[str, str]) -> Identity:
+    """What an alert names: its namespace, cluster and pod labels, those it has."""
+    return tuple(labels[key] for key in ("namespace", "cluster", "pod") if key in labels)
+
+
+async def pod_names(kube: Client, namespace: str, cluster: str) -> list[str]:
+    return sorted(pod["metadata"]["name"] for pod in await owned_pods(kube, namespace, cluster))
+
+
+async def failing_nodes(kube: Client, namespace: str, cluster: str) -> set[str]:
+    """The pods of a (plain-text) cluster whose own CLUSTER INFO says cluster_state:fail, among those
+    at or above the version floor: a node below it is asked nothing but its version, by design."""
+    admin = await admin_client(kube, namespace, cluster)
+    failing = set()
+    for pod in await owned_pods(kube, namespace, cluster):
+        ip = pod.get("status", {}).get("podIP")
+        assert ip, pod["metadata"]["name"]
+        async with admin.connect(ip) as node:
+            version = version_from_info(await node.info("server"))
+            state = (await node.cluster_info())["cluster_state"]
+        if meets_floor(version) and state == "fail":
+            failing.add(pod["metadata"]["name"])
+    return failing
+
+
+async def state_of(kube: Client, namespace: str, name: str, state: str, timeout: float) -> Obj:
+    async def reached() -> Obj | NotYet:
+        status = await status_of(kube, namespace, name)
+        return status if status.get("state") == state else NotYet(status.get("message"))
+
+    return await eventually(reached, f"{name} {state}", timeout, interval=0.5)
+
+
+async def rolled(kube: Client, namespace: str, name: str, image: str, timeout: float) -> Obj:
+    async def done() -> Obj | NotYet:
+        status = await status_of(kube, namespace, name)
+        finished = status.get("currentImage") == image and "rollout" not in status
+        return status if finished and status.get("state") == "Active" else NotYet(status)
+
+    return await eventually(done, f"{name} rolled to {image}", timeout, interval=0.5)
+
+
+async def operator_pods(kube: Client, service: Obj) -> list[Obj]:
+    """The Running pods the metrics Service selects."""
+    selector = ",".join(f"{key}={value}" for key, value in sorted(service["spec"]["selector"].items()))
+    pods = await kube.list(PODS, service["metadata"]["namespace"], label_selector=selector)
+    return [
+        p
+        for p in pods
+        if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def scraped(kube: Client, server: prom.Prometheus, service: Obj) -> dict[str, Sample]:
+    """Wait until every operator pod the Service selects is an up target; pod name -> target."""
+
+    async def all_up() -> dict[str, Sample] | NotYet:
+        pods = {p["metadata"]["name"]: p for p in await operator_pods(kube, service)}
+        targets = {t["labels"].get("pod"): t for t in await asyncio.to_thread(server.targets)}
+        health = {name: (t["health"], t["lastError"]) for name, t in targets.items()}
+        up = {name for name, t in targets.items() if t["health"] == "up"}
+        return (
+            {name: targets[name] for name in pods} if len(pods) == 2 and up >= set(pods) else NotYet(health)
+        )
+
+    return await eventually(all_up, "both operator pods scraped", 90, interval=1)
+
+
+async def windows(server: prom.Prometheus) -> dict[str, float]:
+    """Operator pod -> the warning window it exports (seconds)."""
+    samples = await query(server, "valkey_operator_tls_expiry_warning_seconds")
+    return {s["metric"]["pod"]: float(s["value"][1]) for s in samples}
+
+
+@pytest.mark.timeout(1200)
+async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_has_live_data(
+    kube: Client,
+    kubeconfig_path: Path,
+    namespace: str,
+    workloads: str,
+    catalog: Catalog,
+    tmp_path: Path,
+    release: str,
+    operator_image: operatorimage.BuiltImage,
+) -> None:
+    newest = images.valkey_version(images.newest_image())
+    for reference in (
+        images.tls_image(),
+        f"valkey/valkey:{OLD}",
+        images.newest_image(),
+        "valkey/valkey:9.0.0",
+    ):
+        require_image(reference)
+    started = time.monotonic()
+    values = (f"watchNamespaces={{{workloads}}}",)
+    await adopt_crds(kube, namespace)
+    took = install(kubeconfig_path, namespace, *values, f"operatorConfig.tlsExpiryWarningDays={WINDOW_DAYS}")
+    print(f"helm install --wait: {took:.1f}s")
+    rule_file, board = rendered(kubeconfig_path, namespace, *values)
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(yaml.safe_dump(rule_file))
+    service = await kube.get(SERVICES, METRICS_SERVICE, namespace)
+
+    # Clusters: TLS with a 30-day certificate, and one to roll.
+    pki_ca, pki_key = certs.issue_ca("prometheus-ca")
+    not_after = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=CERT_DAYS)
+    cert, key = certs.issue_leaf(
+        pki_ca, pki_key, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True, not_after=not_after
+    )
+    await put_tls_secret(kube, workloads, (certs.pem(cert), certs.key_pem(key)), certs.pem(pki_ca))
+    tls_config = await catalog.config(
+        "tlscfg", await catalog.image("tlsimg", images.valkey_version(images.tls_image()))
+    )
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": "tls", "namespace": workloads},
+        "spec": {"configRef": tls_config, "shards": 1, "replicasPerShard": 1, "tls": {"secretRef": "tls"}},
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+    old_image = await catalog.image("old", OLD)
+    new_image = await catalog.image("new", newest)
+    liar = await catalog.image("liar", "9.0.0", version="9.0.1")
+    roll_config = await catalog.config("rollcfg", old_image)
+    await create_cluster(kube, workloads, "roll", roll_config, shards=1, replicas=1)
+
+    with running_prometheus(
+        service_scrape(service, kubeconfig_path), rules_path, tmp_path / "prometheus"
+    ) as server:
+        # Both replicas run the operator image under the chart's ServiceAccount, and both are scraped
+        # at their pod IP on the port the Service's targetPort names.
+        targets = await scraped(kube, server, service)
+        pods = {p["metadata"]["name"]: p for p in await operator_pods(kube, service)}
+        for name, pod in pods.items():
+            assert pod["spec"]["serviceAccountName"] == ACCOUNT
+            assert (
+                pod["status"]["containerStatuses"][0]["imageID"] == f"valkey-operator@{operator_image.digest}"
+            )
+            (port,) = [
+                p
+                for p in pod["spec"]["containers"][0]["ports"]
+                if p["name"] == service["spec"]["ports"][0]["targetPort"]
+            ]
+            assert port["containerPort"] == service["spec"]["ports"][0]["port"]
+            url = f"http://{pod['status']['podIP']}:{port['containerPort']}/metrics"
+            assert targets[name]["scrapeUrl"] == url, targets[name]
+            assert targets[name]["labels"]["namespace"] == namespace
+
+        async def one_leader() -> str | NotYet:
+            leaders = {
+                s["metric"]["pod"]: float(s["value"][1])
+                for s in await query(server, "leader_election_master_status")
+            }
+            one = set(leaders) == set(pods) and sorted(leaders.values()) == [0, 1]
+            return next(pod for pod, value in leaders.items() if value == 1) if one else NotYet(leaders)
+
+        leader = await eventually(one_leader, "one leader among the operator pods", 60, interval=1)
+        assert await windows(server) == {name: WINDOW_DAYS * DAY for name in pods}
+
+        await settled(kube, workloads, "tls", 300)
+        await settled(kube, workloads, "roll", 300)
+        tls_status = await status_of(kube, workloads, "tls")
+        degraded = find_condition(tls_status.get("conditions"), "Degraded") or {}
+        assert degraded.get("reason") == "CertificateExpiring", degraded  # the operator agrees with the alert
+
+        # A roll that finishes, then one that stops at a binary below the floor.
+        await kube.patch(VALKEY_CONFIGS, roll_config, {"spec": {"imageRef": new_image}})
+        await rolled(kube, workloads, "roll", f"valkey/valkey:{newest}", 300)
+        await kube.patch(VALKEY_CONFIGS, roll_config, {"spec": {"imageRef": liar}})
+        await state_of(kube, workloads, "roll", "Failed", 180)
+        print(f"clusters formed, rolled and failed {time.monotonic() - started:.1f}s after the install")
+
+        # Only the leader reports clusters and nodes, under the Valkey pods' labels.
+        nodes = await query(server, f'valkey_node_role{{namespace="{workloads}"}} == 1')
+        assert {s["metric"]["instance"] for s in nodes} == {targets[leader]["labels"]["instance"]}, nodes
+        assert {s["metric"]["pod"] for s in nodes}.isdisjoint(pods)
+
+        # Every dashboard query and every series selector in it has data.
+        async def dashboard_populated() -> bool | NotYet:
+            found = []
+            for where, expr in dashboard_queries(board, workloads):
+                found += await gaps(server, where, expr, whole=True)
+            return not found or NotYet(found)
+
+        await eventually(dashboard_populated, "every dashboard query populated", 120, interval=2)
+        print(f"{len(dashboard_queries(board, workloads))} dashboard queries populated")
+
+        # Every alert's selectors have data, and each expression names exactly what the clusters
+        # show: the Failed roll, its reported nodes that say cluster_state:fail, both TLS nodes.
+        tls_pods = await pod_names(kube, workloads, "tls")
+        failing = await failing_nodes(kube, workloads, "roll")
+        expected: dict[str, set[Identity]] = {
+            "ValkeyOperatorAbsent": set(),
+            "ValkeyOperatorNoLeader": set(),
+            "ValkeyClusterFailed": {(workloads, "roll")},
+            "ValkeyClusterNotActive": {(workloads, "roll")},
+            "ValkeyClusterStateNotOk": {(workloads, "roll", pod) for pod in failing},
+            "ValkeyReplicationLagHigh": set(),
+            "ValkeySlotMigrationFailed": set(),
+            "ValkeyFailoverTimedOut": set(),
+            "ValkeyRolloutFailed": {(workloads, "roll")},
+            "ValkeyCertificateExpiringSoon": {(workloads, "tls", pod) for pod in tls_pods},
+        }
+        alerts = alert_rules(rule_file)
+        assert set(alerts) == set(expected), "an alert this test has no expectation for"
+
+        async def alerts_as_expected() -> bool | NotYet:
+            found = []
+            for name, expr in alerts.items():
+                found += await gaps(server, f"alert {name}", expr, whole=False)
+                named = {identity(s["metric"]) for s in await query(server, expr)}
+                if named != expected[name]:
+                    found.append(f"alert {name}: names {sorted(named)}, expected {sorted(expected[name])}")
+            # Prometheus' own evaluation of the chart's rules agrees: each rule evaluated cleanly,
+            # and the alerts pending or firing are exactly the expected ones.
+            for rule in await asyncio.to_thread(server.rules):
+                if rule["health"] != "ok":
+                    found.append(f"rule {rule['name']}: health {rule['health']} {rule.get('lastError', '')}")
+            active = {
+                (a["labels"]["alertname"], identity(a["labels"]))
+                for a in await asyncio.to_thread(server.alerts)
+            }
+            wanted = {(name, each) for name, identities in expected.items() for each in identities}
+            if active != wanted:
+                found.append(f"active alerts {sorted(active)}, expected {sorted(wanted)}")
+            return not found or NotYet(found)
+
+        await eventually(alerts_as_expected, "every alert expression as the clusters show", 90, interval=2)
+
+        # A narrower tlsExpiryWarningDays: the upgraded operator exports 7 days, the alert and the
+        # cluster's Degraded condition both let the 30-day certificate be.
+        took = install(
+            kubeconfig_path, namespace, *values, f"operatorConfig.tlsExpiryWarningDays={NARROW_DAYS}",
+            command="upgrade",
+        )  # fmt: skip
+        print(f"helm upgrade --wait (tlsExpiryWarningDays {NARROW_DAYS}): {took:.1f}s")
+        expiring = alerts["ValkeyCertificateExpiringSoon"]
+
+        async def narrowed() -> bool | NotYet:
+            current = await scraped(kube, server, service)
+            instances = {t["labels"]["instance"] for t in current.values()}
+            reported = await query(
+                server, f'valkey_node_tls_certificate_expiry_seconds{{namespace="{workloads}"}}'
+            )
+            exported = await windows(server)
+            reporters = {s["metric"]["instance"] for s in reported}
+            named = [identity(s["metric"]) for s in await query(server, expiring)]
+            raised = [
+                a["labels"]
+                for a in await asyncio.to_thread(server.alerts)
+                if a["labels"]["alertname"] == "ValkeyCertificateExpiringSoon"
+            ]
+            status = await status_of(kube, workloads, "tls")
+            degraded = find_condition(status.get("conditions"), "Degraded") or {}
+            done = (
+                exported == {name: NARROW_DAYS * DAY for name in current}
+                and len(reported) == 2
+                and reporters <= instances
+                and named == []
+                and raised == []
+                and degraded.get("reason") != "CertificateExpiring"
+            )
+            seen = (exported, reporters, named, raised, degraded)
+            return done or NotYet(seen)
+
+        await eventually(narrowed, f"the certificate outside a {NARROW_DAYS}-day window", 120, interval=2)
+        print(f"test body {time.monotonic() - started:.1f}s")
