@@ -183,7 +183,10 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
         shards=view.desired.shards,
         ready_shards=ready_shards,
         ready_nodes=sum(1 for node in view.members.values() if _node_ready(view, node)),
-        nodes=tuple(_node_status(view, pod, pod.shard) for pod in view.pods if pod.shard is not None),
+        # An ended pod is kept as evidence of how it ended, but runs no node: not listed as one.
+        nodes=tuple(
+            _node_status(view, pod, pod.shard) for pod in view.pods if pod.shard is not None and not pod.ended
+        ),
         conditions=_conditions(view, state, message, findings),
         uncovered=uncovered,
         findings=findings,

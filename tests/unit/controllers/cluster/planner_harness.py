@@ -389,7 +389,7 @@ def check_status(sim: SimulatedCluster, observation: Observation, planned: Plan,
         named = {Reason.ASSIGNING_SLOTS, Reason.SLOTS_UNCOVERED}
         first = format_slot_ranges(status.uncovered[:1]).split("-")[0]
         assert any(f.reason in named and first in f.message for f in status.findings), status.findings
-    assert len(status.nodes) == sum(1 for pod in observation.pods if pod.shard is not None)
+    assert len(status.nodes) == sum(1 for pod in observation.pods if pod.shard is not None and not pod.ended)
 
 
 def check_active_truth(sim: SimulatedCluster, desired: Desired) -> None:

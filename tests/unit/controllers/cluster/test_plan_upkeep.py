@@ -382,3 +382,17 @@ def test_a_failed_object_apply_is_a_finding_and_counts_no_failover() -> None:
     finished = finish(planned, failures)  # actions holding dicts must never need hashing
     assert finished.status.condition("Degraded").reason == Reason.ACTION_FAILED
     ClusterMetrics(CollectorRegistry()).record_failovers("ns", "vk", planned.actions, failures)
+
+
+def test_a_failed_pod_kept_as_evidence_is_not_listed_as_a_node_of_an_active_cluster() -> None:
+    """Found by the chaos run: after a SIGKILL the Failed pod (kept as evidence) stayed in status.nodes
+    of an Active 3x1 cluster, 7 "nodes" for 6, at an IP where no server answers."""
+    result = settled(day2(2, 1))
+    crashed = next(name for name, pod in result.sim.pods.items() if pod.node_id is not None)
+    result.sim.crash_pod(crashed)
+    result = again(result, passes=60)
+    status = result.last.status
+    assert status.state is ClusterState.ACTIVE, status.message
+    assert crashed in result.sim.pods, "the Failed pod is kept as evidence"
+    assert crashed not in {node.pod for node in status.nodes}
+    assert len(status.nodes) == 4
