@@ -1,4 +1,4 @@
-"""Command line for the local test bed: build, up, env, down, demo, compat.
+"""Command line for the local test bed: build, up, env, down, demo, compat, fuzz.
 
 python -m valkey_operator.testing build [--kubernetes MINOR]
 python -m valkey_operator.testing up --state-dir DIR [--nodes N] [--kubernetes MINOR]
@@ -6,6 +6,8 @@ python -m valkey_operator.testing env --state-dir DIR
 python -m valkey_operator.testing down --state-dir DIR
 python -m valkey_operator.testing compat [--minors 1.36,1.37]
 python -m valkey_operator.testing build-image
+python -m valkey_operator.testing chaos --seed N --minutes M [--state-dir DIR] [--plain] [--json FILE]
+python -m valkey_operator.testing fuzz --seed N --examples M [--rounds R] [--state-dir DIR]
 
 --kubernetes (a minor such as 1.36, or a release such as v1.36.3) does what the environment
 variable VALKEY_OPERATOR_KUBERNETES does; the default is versions.KUBERNETES.
@@ -46,6 +48,31 @@ def _parser() -> argparse.ArgumentParser:
         "--minors",
         help="comma-separated minors (default: every minor of versions.KUBERNETES_MINORS, oldest first)",
     )
+    fuzz = commands.add_parser(
+        "fuzz", help="send hypothesis-generated objects to a test bed with the operator running; count"
+    )
+    fuzz.add_argument("--seed", type=int, default=0, help="hypothesis seed (the same seed, the same objects)")
+    fuzz.add_argument("--examples", type=int, default=100, help="examples in all (each a few writes)")
+    fuzz.add_argument("--rounds", type=int, default=4, help="rounds: settle, quiet window, delete all")
+    fuzz.add_argument("--state-dir", type=Path, help="use (or start) the test bed here; default: a fresh one")
+    chaos_command = commands.add_parser(
+        "chaos", help="faults and spec changes at seeded random under client load; checks the invariants"
+    )
+    chaos_command.add_argument(
+        "--seed", type=int, required=True, help="the schedule's seed (reproduces a run)"
+    )
+    chaos_command.add_argument(
+        "--minutes", type=float, required=True, help="how long faults and changes go on"
+    )
+    chaos_command.add_argument("--state-dir", type=Path, help="reuse (or start and keep) the test bed there")
+    chaos_command.add_argument(
+        "--plain", action="store_true", help="a cluster without TLS (rolls change image)"
+    )
+    chaos_command.add_argument("--json", type=Path, help="also write the JSON summary to this file")
+    chaos_command.add_argument(
+        "--log-dir", type=Path, help="operator and benchmark logs (default: the state dir)"
+    )
+    chaos_command.add_argument("--no-benchmark", action="store_true", help="no valkey-benchmark load")
     for name, text in (
         ("up", "start the control plane and return once the API server is ready"),
         ("env", "print shell exports for KUBECONFIG and PATH (kubectl, helm)"),
@@ -81,6 +108,22 @@ def main(argv: list[str] | None = None) -> int:
         return operatorimage.main()
     if args.command == "compat":
         return compat.main(args.minors)
+    if args.command == "chaos":
+        from valkey_operator.testing.chaos import command  # imports pytest (the plugin's kubelet settings)
+
+        return command.main(
+            seed=args.seed,
+            minutes=args.minutes,
+            state_dir=args.state_dir,
+            tls=not args.plain,
+            json_path=args.json,
+            log_dir=args.log_dir,
+            benchmark=not args.no_benchmark,
+        )
+    if args.command == "fuzz":
+        from valkey_operator.testing.fuzz import cli  # hypothesis: imported only for this command
+
+        return cli.main(args.seed, args.examples, args.rounds, args.state_dir)
     plane = ControlPlane(args.state_dir.resolve(), nodes=getattr(args, "nodes", 0))
     if args.command == "up":
         started = time.monotonic()
