@@ -27,7 +27,7 @@ from pathlib import Path
 
 import attrs
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
-from valkey.exceptions import ValkeyError
+from valkey.exceptions import ValkeyClusterException, ValkeyError
 
 from valkey_operator.testing.datachecker import DataChecker, WriterReport
 
@@ -115,7 +115,7 @@ async def cluster_client_loop(
             await client.set(key, str(index))
             await client.get(key)
             stats.ok += 1
-        except (ValkeyError, OSError, TimeoutError) as exc:
+        except (ValkeyError, ValkeyClusterException, OSError, TimeoutError) as exc:
             stats.errors[type(exc).__name__] += 1
             if client is not None:
                 with contextlib.suppress(Exception):
@@ -203,6 +203,14 @@ def _reason(code: int | None, output: bytes) -> str:
     return f"exit {code}: {re.sub(r'[0-9a-f]{40}|127(?:[.][0-9]+){3}(?::[0-9]+)?', '*', last)[:80]}"
 
 
+def _stats(result: object) -> ClientStats:
+    if isinstance(result, ClientStats):
+        return result
+    crashed = ClientStats()
+    crashed.errors[f"loop crashed: {result!r}"[:120]] += 1
+    return crashed
+
+
 @attrs.frozen
 class LoadReport:
     durable: WriterReport
@@ -252,13 +260,15 @@ class Load:
         return None
 
     async def finish(self) -> LoadReport:
+        """Stop every loop and gather its report; a client loop that crashed reports its error."""
         self.stop.set()
-        results = await asyncio.gather(*self.tasks)
-        durable, probe, client = results[0], results[1], results[2]
-        benchmark = results[3] if len(results) > 3 else ClientStats()
+        results = await asyncio.gather(*self.tasks, return_exceptions=True)
+        durable, probe = results[0], results[1]
+        if isinstance(durable, BaseException) or isinstance(probe, BaseException):
+            raise RuntimeError(f"the data checker's writer crashed: {durable!r} {probe!r}")
+        stats = [_stats(result) for result in results[2:]]
         assert isinstance(durable, WriterReport) and isinstance(probe, WriterReport)
-        assert isinstance(client, ClientStats) and isinstance(benchmark, ClientStats)
-        return LoadReport(durable, probe, client, benchmark)
+        return LoadReport(durable, probe, stats[0], stats[1] if len(stats) > 1 else ClientStats())
 
     async def close(self) -> None:
         for task in self.tasks:

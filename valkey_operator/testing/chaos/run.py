@@ -39,6 +39,7 @@ from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials
+from valkey_operator.valkey.slots import format_slot_ranges
 
 FORMED = 360.0
 """Seconds for the first cluster to become Active (formation, before any fault)."""
@@ -153,7 +154,13 @@ class Run:
         try:
             await eventually(done, "Active with every slot served", bound, interval=2.0, ignore=(ApiError,))
         except WaitTimeout as exc:
-            self.violation(invariants.CONVERGED, f"not converged within {bound:.0f}s: {str(exc)[-600:]}")
+            facts = await probe(self.world.admin, await self.world.pod_ips())
+            seen = "; ".join(
+                f"{ip} {node.role or 'unreachable'} {format_slot_ranges(node.slots)}".strip()
+                for ip, node in facts.items()
+            )
+            message = f"not converged within {bound:.0f}s: {str(exc)[-500:]}; the nodes themselves: {seen}"
+            self.violation(invariants.CONVERGED, message)
             return None
         return time.monotonic() - began
 
@@ -200,7 +207,9 @@ class Run:
             self.record(step, step.kind, outcome, began)
         self.current += 1
         began = self.clock()
-        convergence = await self.converge(invariants.CONVERGE_BOUND)
+        unconverged = any(v.invariant == invariants.CONVERGED for v in self.violations.found)
+        # A settle that did not converge already waited the bound: once is enough to say so.
+        convergence = None if unconverged else await self.converge(invariants.CONVERGE_BOUND)
         self.record(
             None, "converge", f"{'not converged' if convergence is None else f'{convergence:.1f}s'}", began
         )
