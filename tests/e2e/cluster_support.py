@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
+from collections.abc import Collection
 from typing import Any
 
 import pytest
@@ -13,7 +15,13 @@ from cluster_scoped import ClusterScoped
 from inprocess_operator import Operator
 
 from controllers.cluster.render import names as render_names
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
+from valkey_operator.api.resources import (
+    ADMIN_USER,
+    PAUSED_ANNOTATION,
+    VALKEY_CLUSTERS,
+    VALKEY_CONFIGS,
+    VALKEY_IMAGES,
+)
 from valkey_operator.core.client import Client
 from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import EVENTS, PODS, SECRETS
@@ -234,3 +242,72 @@ async def put_tls_secret(kube: Client, namespace: str, leaf: tuple[bytes, bytes]
         await kube.create(SECRETS, body)
     else:
         await kube.patch(SECRETS, "tls", {"data": body["data"]}, namespace)
+
+
+async def pause(kube: Client, namespace: str, name: str) -> None:
+    paused = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+    await kube.patch(VALKEY_CLUSTERS, name, paused, namespace)
+
+
+async def resume(kube: Client, namespace: str, name: str) -> None:
+    """Unpause; Valkey's own changes raise no Kubernetes event, so the nudge makes a pass run now."""
+    resumed = {"metadata": {"annotations": {PAUSED_ANNOTATION: None, NUDGE_ANNOTATION: str(time.time())}}}
+    await kube.patch(VALKEY_CLUSTERS, name, resumed, namespace)
+
+
+async def fail_over_by_hand(admin: AdminClient, replica_ips: Collection[str]) -> None:
+    """A coordinated CLUSTER FAILOVER on each replica until each is a primary (pause the cluster first,
+    or the operator may move primaries meanwhile). Valkey drops a manual failover that does not
+    complete within cluster-manual-failover-timeout (5 s) instead of retrying it: on a loaded machine
+    ask again, a bounded number of times."""
+
+    async def waiting() -> list[str]:
+        left = []
+        for ip in replica_ips:
+            async with admin.connect(ip) as node:
+                if (await node.info("replication")).get("role") != "master":
+                    left.append(ip)
+        return left
+
+    async def none_left() -> bool:
+        return not await waiting()
+
+    for _ in range(6):
+        left = await waiting()
+        if not left:
+            return
+        for ip in left:
+            async with admin.connect(ip) as node:
+                await node.cluster_failover()
+        with contextlib.suppress(AssertionError):
+            await eventually(none_left, "the coordinated failovers", 8)
+    assert not await waiting(), "the coordinated failovers did not complete"
+
+
+def coordinated_failovers(operator: Operator, namespace: str, cluster: str, mode: str = "coordinated") -> int:
+    """The operator's count of failovers it sent for the cluster (coordinated, or takeover)."""
+    labels = {"namespace": namespace, "cluster": cluster, "mode": mode}
+    return int(operator.registry.get_sample_value("valkey_operator_failovers_total", labels) or 0)
+
+
+async def primaries_by_pod(admin: AdminClient, status: Obj) -> set[str]:
+    """The pods whose server says it is a primary serving slots (its own `myself` line of CLUSTER
+    NODES: no other node's gossip, which may lag, and not the operator's status)."""
+    serving = set()
+    for node in status["nodes"]:
+        async with admin.connect(node["ip"]) as connection:
+            table = await connection.cluster_nodes()
+        (myself,) = [line.split() for line in table.splitlines() if "myself" in line.split()[2]]
+        if "master" in myself[2].split(",") and len(myself) > 8:
+            serving.add(node["pod"])
+    return serving
+
+
+def crowding(hosts: dict[str, str], status: Obj) -> tuple[str, list[str]]:
+    """The Kubernetes node holding copies of the most shards, and one copy per shard there (hosts:
+    pod -> node): making those the primaries crowds that node past its share."""
+    shards_on: dict[str, dict[int, str]] = {}
+    for node in status["nodes"]:
+        shards_on.setdefault(hosts[node["pod"]], {}).setdefault(node["shard"], node["pod"])
+    host = max(shards_on, key=lambda name: (len(shards_on[name]), name))
+    return host, sorted(shards_on[host].values())

@@ -14,16 +14,22 @@ from collections import Counter
 import pytest
 from cluster_support import (
     Catalog,
+    coordinated_failovers,
     create_cluster,
+    crowding,
+    fail_over_by_hand,
     formed_cluster,
     image_config,
     owned_pods,
+    pause,
+    primaries_by_pod,
+    resume,
     settled,
     status_of,
     warnings,
 )
 from inprocess_operator import Operator
-from load_support import Load, checker_for
+from load_support import SHARD_GAP_LIMIT, Load, checker_for
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
@@ -54,10 +60,10 @@ async def placed(kube: Client, namespace: str, name: str, count: int, timeout: f
 
 
 @pytest.mark.timeout(600)
-async def test_primaries_are_spread_one_per_node(
+async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_under_load(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    await formed_cluster(kube, catalog, namespace, "spread", shards=3, replicas=1)
+    status, admin = await formed_cluster(kube, catalog, namespace, "spread", shards=3, replicas=1)
     pods = {pod["metadata"]["name"]: pod for pod in await owned_pods(kube, namespace, "spread")}
     zones = await zones_of_nodes(kube)
     hosts = {name: pod["spec"]["nodeName"] for name, pod in pods.items()}
@@ -84,6 +90,43 @@ async def test_primaries_are_spread_one_per_node(
         "valkey_operator_cluster_max_primaries_per_node", {"namespace": namespace, "cluster": "spread"}
     )
     assert gauge == share
+
+    # Crowd one node by hand (the cluster paused), then let the operator undo it under write load.
+    crowded, wanted = crowding(hosts, status)
+    assert len(wanted) > share, f"no node holds copies of more than {share} shards: {hosts}"
+    await pause(kube, namespace, "spread")
+    replicas = [node["ip"] for node in status["nodes"] if node["pod"] in wanted and node["role"] == "replica"]
+    await fail_over_by_hand(admin, replicas)
+    on_crowded = {pod for pod in await primaries_by_pod(admin, status) if hosts[pod] == crowded}
+    assert len(on_crowded) == len(wanted) > share, (on_crowded, wanted)
+    failovers_before = coordinated_failovers(operator, namespace, "spread")
+    async with (
+        checker_for(status, admin, replicas=1) as durable,
+        checker_for(status, admin, replicas=0, prefix="probe") as probe,
+    ):
+        written = await durable.write(1000)
+        assert written.acknowledged == 1000, written
+
+        async def relieved() -> Counter[str] | NotYet:  # what the servers do, and what status says
+            current = await status_of(kube, namespace, "spread")
+            serving = Counter(hosts[pod] for pod in await primaries_by_pod(admin, current))
+            done = current.get("state") == "Active" and current.get("maxPrimariesPerNode") == share
+            return serving if done and max(serving.values()) == share else NotYet(dict(serving))
+
+        async with Load(durable, probe, duration=300.0) as load:
+            await resume(kube, namespace, "spread")
+            serving = await eventually(relieved, f"{crowded} relieved to {share} primary", 180, interval=0.5)
+            report = await load.finish()
+        verified = await durable.verify()
+    moves = coordinated_failovers(operator, namespace, "spread") - failovers_before
+    print(f"[placement] crowded {crowded} with {len(wanted)}, {moves} move(s) to {dict(serving)}: {report}")
+    assert serving[crowded] <= share, serving
+    assert moves >= len(wanted) - share
+    assert coordinated_failovers(operator, namespace, "spread", mode="takeover") == 0
+    assert verified.ok, verified
+    assert verified.checked == 1000 + report.durable.acknowledged, verified
+    gaps = report.probe.gaps_by_slots
+    assert len(gaps) == 3 and all(gap < SHARD_GAP_LIMIT for gap in gaps.values()), gaps
 
 
 @pytest.mark.timeout(600)

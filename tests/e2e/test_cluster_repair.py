@@ -29,18 +29,20 @@ import attrs
 import pytest
 from cluster_support import (
     NODE_TIMEOUT_MS,
-    NUDGE_ANNOTATION,
     Catalog,
+    fail_over_by_hand,
     formed_cluster,
     node_reports,
     owned_pods,
+    pause,
+    resume,
     status_of,
     warnings,
 )
 from inprocess_operator import Operator
 from load_support import Load, LoadReport, checker_for
 
-from valkey_operator.api.resources import PAUSED_ANNOTATION, VALKEY_CLUSTERS
+from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
@@ -395,10 +397,6 @@ def node_to_fail(pods: list[Obj], status: Obj, primaries: int) -> tuple[str, dic
     raise AssertionError(f"no node holds {primaries} shard(s) without holding every copy of one: {hosts}")
 
 
-async def _none_left(waiting: Callable[[], Awaitable[list[str]]]) -> bool:
-    return not await waiting()
-
-
 async def place_primaries(
     admin: AdminClient,
     kube: Client,
@@ -413,38 +411,15 @@ async def place_primaries(
     host's share of them: the primary spread may since have swapped a shard off the host elsewhere,
     never onto it (it holds its share). The cluster is paused meanwhile: midway, a node can hold more
     than its share, and a spread move then (seen in CI) could leave the host with none."""
-    paused = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
-    await kube.patch(VALKEY_CLUSTERS, name, paused, namespace)
+    await pause(kube, namespace, name)
     moved: list[str] = []
     for shard, pod in sorted(wanted.items()):
         if primary_of(status, shard)["pod"] == pod:
             continue
         (replica,) = [node for node in replicas_of(status, shard) if node["pod"] == pod]
         moved.append(replica["ip"])
-
-    async def waiting() -> list[str]:
-        left = []
-        for ip in moved:
-            async with admin.connect(ip) as node:
-                if (await node.info("replication")).get("role") != "master":
-                    left.append(ip)
-        return left
-
-    # A manual failover that does not complete within cluster-manual-failover-timeout (5 s) is
-    # dropped by Valkey, not retried: on a loaded machine ask again, a bounded number of times.
-    for _ in range(6):
-        left = await waiting()
-        if not left:
-            break
-        for ip in left:
-            async with admin.connect(ip) as node:
-                await node.cluster_failover()
-        with contextlib.suppress(AssertionError):
-            await eventually(lambda: _none_left(waiting), "the coordinated failovers", 8)
-    assert not await waiting(), "the coordinated failovers did not complete"
-    # Resume; Valkey's changes raise no Kubernetes event: touch the object so a pass reports them now.
-    resume = {"metadata": {"annotations": {PAUSED_ANNOTATION: None, NUDGE_ANNOTATION: str(time.time())}}}
-    await kube.patch(VALKEY_CLUSTERS, name, resume, namespace)
+    await fail_over_by_hand(admin, moved)
+    await resume(kube, namespace, name)
 
     async def placed() -> bool:
         nonlocal status

@@ -23,7 +23,7 @@ from pathlib import Path
 import attrs
 import yaml
 
-from valkey_operator.testing import processes
+from valkey_operator.testing import audit, processes
 from valkey_operator.testing.build import Binaries, binaries
 from valkey_operator.testing.certs import PKI, write_pki
 from valkey_operator.testing.kubelet import launch as kubelet_launch
@@ -100,6 +100,11 @@ class ControlPlane:
     @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (audit.py: service accounts' requests, pod deletions)."""
+        return self.logs / "audit.log"
 
     @property
     def _state_file(self) -> Path:
@@ -349,6 +354,8 @@ class ControlPlane:
         )
 
     def _start_apiserver(self, endpoints: Endpoints, pki: PKI) -> processes.ProcessRecord:
+        policy = self.state_dir / "audit-policy.yaml"
+        audit.write_policy(policy)
         return processes.start(
             "kube-apiserver",
             [
@@ -376,6 +383,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=0",
+                *audit.apiserver_flags(policy, self.audit_log),
                 *self.apiserver_args,
             ],
             self.logs / "kube-apiserver.log",
