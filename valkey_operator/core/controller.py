@@ -116,13 +116,13 @@ class Controller:
                     self.queue.done(request)
         finally:
             if deadline is not None:
-                deadline.close()
+                await deadline.close()
 
     def _worker_deadline(self) -> WorkerDeadline | None:
-        """The loop's own timer on the real clock; other clocks go through `within` per reconcile."""
-        if self.reconcile_timeout is None or not isinstance(self._clock, RealClock):
+        """One timer per worker on the controller's clock (None: no deadline)."""
+        if self.reconcile_timeout is None:
             return None
-        return WorkerDeadline(self.reconcile_timeout)
+        return WorkerDeadline(self.reconcile_timeout, self._clock)
 
     async def _reconcile(self, request: Request, deadline: WorkerDeadline | None) -> None:
         active = self._active
@@ -161,32 +161,17 @@ class Controller:
 
     async def _bounded(self, request: Request, deadline: WorkerDeadline | None) -> Result:
         """The reconcile, cancelled once reconcile_timeout passes on the clock."""
-        if deadline is not None:
-            deadline.start()
-            try:
-                return await self.reconciler.reconcile(request)
-            except asyncio.CancelledError:
-                if deadline.expired:
-                    raise ReconcileTimeout(f"cancelled after {self.reconcile_timeout}s") from None
-                raise
-            finally:
-                deadline.finish()
-        timed_out = False
-
-        async def reconcile() -> Result:
-            try:
-                return await self.reconciler.reconcile(request)
-            except asyncio.CancelledError:
-                nonlocal timed_out
-                timed_out = True
-                raise
-
+        if deadline is None:
+            return await self.reconciler.reconcile(request)
+        deadline.start()
         try:
-            return await within(self._clock, self.reconcile_timeout, reconcile())
-        except TimeoutError:
-            if timed_out:
+            return await self.reconciler.reconcile(request)
+        except asyncio.CancelledError:
+            if deadline.expired:
                 raise ReconcileTimeout(f"cancelled after {self.reconcile_timeout}s") from None
             raise
+        finally:
+            deadline.finish()
 
     def _requeue(self, request: Request, result: Result) -> str:
         if result.requeue_after > 0:
