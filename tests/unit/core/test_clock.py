@@ -124,25 +124,6 @@ async def test_real_clock_is_monotonic_and_sleeps() -> None:
     assert clock.now() >= before
 
 
-def test_the_core_reads_time_and_sleeps_only_through_the_clock() -> None:
-    """Everything else takes a Clock, so the fake clock reaches every wait and timestamp."""
-    import re
-    from pathlib import Path
-
-    core = Path(__file__).resolve().parents[3] / "valkey_operator" / "core"
-    direct = re.compile(
-        r"time\.(?:monotonic|time|perf_counter)\(|datetime\.now\(|asyncio\.(?:sleep\([^0]|timeout\()"
-    )
-    found = [
-        f"{path.relative_to(core)}:{number}: {line.strip()}"
-        for path in sorted(core.rglob("*.py"))
-        if path.name != "clock.py"
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if direct.search(line)
-    ]
-    assert found == []
-
-
 async def test_within_bounds_an_awaitable_on_either_clock() -> None:
     async def answer() -> int:
         return 42
