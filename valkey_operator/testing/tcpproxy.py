@@ -1,9 +1,11 @@
 """A killable loopback TCP proxy, for watch-cut and API-outage tests.
 
 Tests point a client at the proxy instead of the shared API server and then
-cut its connections or refuse new ones, without touching the server that
-other tests use. It forwards bytes blindly, so TLS runs end to end (the API
-server's certificate has an IP SAN for 127.0.0.1 and still verifies).
+cut its connections (an orderly close, or a TCP reset), refuse new ones, or
+stall them (a black hole: bytes are taken in and held, nothing answers, so
+only the client's own timeout ends a request), without touching the server
+that other tests use. It forwards bytes blindly, so TLS runs end to end (the
+API server's certificate has an IP SAN for 127.0.0.1 and still verifies).
 Loopback only, on both sides (TESTBED.md, network safety).
 """
 
@@ -11,25 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 from types import TracebackType
 
 __all__ = ["TcpProxy"]
 
 LOOPBACK = "127.0.0.1"
 _CHUNK = 64 * 1024
+_RESET = struct.pack("ii", 1, 0)
+"""SO_LINGER on with a zero timeout: close() sends RST instead of FIN."""
 
 
 class _Link:
-    """One proxied connection: the client side and the upstream side."""
+    """One proxied connection: the client side, the upstream side and the two pumps between them."""
 
     def __init__(self, client: asyncio.StreamWriter, upstream: asyncio.StreamWriter) -> None:
         self.client = client
         self.upstream = upstream
+        self.pumps: list[asyncio.Task[None]] = []
 
-    def abort(self) -> None:
-        """Drop both sides at once, discarding anything not yet sent (a cut)."""
-        self.client.transport.abort()
-        self.upstream.transport.abort()
+    def abort(self, *, reset: bool = False) -> None:
+        """Drop both sides at once, discarding anything not yet sent (a cut); with reset, as a TCP
+        RST, so each peer's next read fails with ECONNRESET instead of seeing an orderly end."""
+        for writer in (self.client, self.upstream):
+            if reset:
+                sock = writer.transport.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+            writer.transport.abort()
+        for pump in self.pumps:  # a pump holding bytes in a stall would otherwise wait for resume
+            pump.cancel()
 
     def close(self) -> None:
         """Close both sides after flushing what was already written (a normal end)."""
@@ -48,9 +62,15 @@ class TcpProxy:
         self._links: set[_Link] = set()
         self._handlers: set[asyncio.Task[None]] = set()
         self._paused = False
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self._stopping = False
         self.connections_accepted = 0
         """Connections forwarded so far (refused ones excluded), for assertions."""
+        self.connections_refused = 0
+        """Connections closed on accept while paused: a client's attempt that was turned away."""
+        self.held_bytes = 0
+        """Bytes taken in while stalled (both directions): a client's request reached the black hole."""
 
     @property
     def port(self) -> int:
@@ -71,23 +91,36 @@ class TcpProxy:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, LOOPBACK, self._requested_port)
 
-    def cut(self) -> int:
-        """Abort every live connection now (both sides); keep listening. Returns how many."""
+    def cut(self, *, reset: bool = False) -> int:
+        """Abort every live connection now (both sides); keep listening. Returns how many. With
+        reset, each side gets a TCP RST (ECONNRESET on its next read) rather than an orderly end."""
         links = list(self._links)
         for link in links:
-            link.abort()
+            link.abort(reset=reset)
         return len(links)
 
     def pause(self) -> None:
         """Close new connections as soon as they are accepted, until `resume`."""
         self._paused = True
 
+    def stall(self) -> None:
+        """A black hole until `resume`: live and new connections stay open, bytes are taken in
+        (counted in held_bytes) and held, and nothing is relayed either way. A request then gets
+        no answer and no error: only the client's own timeout or deadline ends it."""
+        self._flowing.clear()
+
     def resume(self) -> None:
+        """Accept new connections again and relay what a stall held, in order."""
         self._paused = False
+        self._flowing.set()
 
     @property
     def paused(self) -> bool:
         return self._paused
+
+    @property
+    def stalled(self) -> bool:
+        return not self._flowing.is_set()
 
     async def stop(self) -> None:
         """Stop listening, cut everything and wait for all connection handlers to finish."""
@@ -119,6 +152,7 @@ class TcpProxy:
         self._handlers.add(task)
         try:
             if self._paused or self._stopping:
+                self.connections_refused += int(not self._stopping)
                 client_writer.transport.abort()
                 return
             try:
@@ -134,9 +168,9 @@ class TcpProxy:
             self._links.add(link)
             self.connections_accepted += 1
             try:
-                pumps = [
-                    asyncio.create_task(_pump(client_reader, upstream_writer)),
-                    asyncio.create_task(_pump(upstream_reader, client_writer)),
+                pumps = link.pumps = [
+                    asyncio.create_task(self._pump(client_reader, upstream_writer)),
+                    asyncio.create_task(self._pump(upstream_reader, client_writer)),
                 ]
                 try:
                     await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
@@ -152,9 +186,12 @@ class TcpProxy:
         finally:
             self._handlers.discard(task)
 
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
-        while data := await reader.read(_CHUNK):
-            writer.write(data)
-            await writer.drain()
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Relay one direction; in a stall, hold the chunk just read (reading no more) until resume."""
+        with contextlib.suppress(ConnectionError, OSError):
+            while data := await reader.read(_CHUNK):
+                if not self._flowing.is_set():
+                    self.held_bytes += len(data)
+                    await self._flowing.wait()
+                writer.write(data)
+                await writer.drain()
