@@ -31,6 +31,7 @@ from rbac_support import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, RO
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
+from valkey_operator.core.leaderelection import longest_handover
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
     CUSTOM_RESOURCE_DEFINITIONS,
@@ -173,7 +174,8 @@ async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
     taken_by = await eventually(new_holder, "another process to lead", LEASE_DURATION + RETRY_PERIOD + 30)
     takeover = time.monotonic() - started
     print(f"leader {holder} killed; {taken_by} leads after {takeover:.1f}s")
-    assert takeover <= LEASE_DURATION + RETRY_PERIOD + 5
+    # Killed no sooner than its last renewal: the standby leads within the elector's bound of the kill.
+    assert takeover <= longest_handover(LEASE_DURATION, RETRY_PERIOD) + 1
     # Never two at once: every 'became leader' after the first comes after the kill.
     logs = await container_logs(kubelet, namespace, names)
     leaderships = sorted(entry for log in logs for entry in became_leader(log))

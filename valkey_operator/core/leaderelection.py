@@ -65,6 +65,14 @@ def renew_deadline_passed(last_renewed_at: float, now: float, renew_deadline: fl
     return now - last_renewed_at >= renew_deadline
 
 
+def longest_handover(lease_duration: float, retry_period: float) -> float:
+    """The longest a standby can take to lead after the leader's last renewal, in seconds: up to one
+    jittered retry period until it sees that renewal (a changed record restarts its wait), the lease
+    duration it then waits, and up to one more jittered retry period until its next attempt. Never
+    less than lease_duration. Docs and tests quote this number, not a copy of it."""
+    return lease_duration + 2 * JITTER_FACTOR * retry_period
+
+
 def next_record(
     observed: LeaderElectionRecord | None, identity: str, lease_duration: float, wall_now: str
 ) -> LeaderElectionRecord:
