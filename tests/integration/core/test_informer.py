@@ -364,7 +364,12 @@ async def test_watch_cut_is_resumed_from_last_resource_version_without_relist(
             await configmaps.update("cm-a", "2")
             await configmaps.delete("cm-b")
             await configmaps.create("cm-d", "1")
-            await asyncio.sleep(0.3)  # reconnect attempts are refused meanwhile
+            # The informer tries to reconnect after the writes and is turned away: it had its chance
+            # to see them, and must not have.
+            refused = proxy.connections_refused
+            await eventually(
+                lambda: proxy.connections_refused > refused, "a reconnect attempt refused", 10, interval=0.01
+            )
             assert cached_values(informer) == {"cm-a": "1", "cm-b": "1", "cm-c": "1"}
             proxy.resume()
 

@@ -3,14 +3,12 @@ API server: a mounted, labelled ConfigMap survives `delete` until its last pod i
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from example_manager import running_example
 from kubernetes_asyncio import client as k8s
 
 from examples.configmap_protection.operator import ENABLED_LABEL, FINALIZER, configmaps_mounted, setup
-from valkey_operator.core import CONFIG_MAPS, PODS
+from valkey_operator.core import CONFIG_MAPS, PODS, Manager, Reconciler, Request, Result
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj, RestClient
 from valkey_operator.testing.wait import NotYet, eventually
@@ -31,6 +29,21 @@ def pod(name: str, namespace: str, configmap: str) -> Obj:
     }
 
 
+class Observed:
+    """The example's own reconciler, recording (name, whether the cache showed it Terminating when the
+    reconcile began) once each reconcile has succeeded."""
+
+    def __init__(self, inner: Reconciler, manager: Manager, seen: list[tuple[str, bool]]) -> None:
+        self.inner, self.cache, self.seen = inner, manager.cache, seen
+
+    async def reconcile(self, request: Request) -> Result:
+        current = self.cache.get(CONFIG_MAPS, request.name, request.namespace)
+        deleting = bool(current and current["metadata"].get("deletionTimestamp"))
+        result = await self.inner.reconcile(request)  # one that failed is retried: not recorded
+        self.seen.append((request.name, deleting))
+        return result
+
+
 def test_the_index_finds_direct_and_projected_mounts() -> None:
     direct = {
         "metadata": {"namespace": "a"},
@@ -48,7 +61,14 @@ async def test_a_mounted_configmap_waits_for_its_last_pod(kube_api: k8s.ApiClien
         current = await api.get_or_none(CONFIG_MAPS, name, namespace)
         return None if current is None else list(current["metadata"].get("finalizers") or [])
 
-    async with running_example(kube_api, namespace, "configmap-protection", setup):
+    seen: list[tuple[str, bool]] = []
+
+    def observed(manager: Manager) -> None:
+        setup(manager)
+        controller = manager.controllers[-1]
+        controller.reconciler = Observed(controller.reconciler, manager, seen)
+
+    async with running_example(kube_api, namespace, "configmap-protection", observed):
         labels = {ENABLED_LABEL: "true"}
         for name, metadata in (("guarded", {"labels": labels}), ("plain", {})):
             await api.create(CONFIG_MAPS, {"metadata": {"name": name, "namespace": namespace, **metadata}})
@@ -62,7 +82,12 @@ async def test_a_mounted_configmap_waits_for_its_last_pod(kube_api: k8s.ApiClien
         assert await finalizers("plain") == []  # not labelled: never protected
 
         await api.delete(CONFIG_MAPS, "guarded", namespace)
-        await asyncio.sleep(2)  # a few passes of the controller: the finalizer holds
+
+        def passed_while_deleting() -> bool | NotYet:
+            return ("guarded", True) in seen or NotYet(seen[-3:])
+
+        # A reconcile that read the deletion from the cache has finished: it had its chance to let go.
+        await eventually(passed_while_deleting, "a reconcile of the Terminating ConfigMap", 30, interval=0.05)
         assert await finalizers("guarded") == [FINALIZER]
         await api.delete(PODS, "uses-guarded", namespace, grace_period_seconds=0)
 
