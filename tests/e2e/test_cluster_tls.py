@@ -6,18 +6,22 @@ kubelet takes up to about two minutes); the operator here is told so with
 secretSyncSeconds 5. Each rotation runs under the data checker's TLS writes
 (one connection per primary, held throughout) and a prober that opens a new
 handshake to every node every 0.2 s trusting the CAs the test says a client
-trusts.
+trusts. What the operator's status claims is held to what the nodes do
+(tls_support): the files in each pod, the CONFIG SETs each node received,
+and the client certificates each node accepts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,10 +35,20 @@ from cluster_support import (
     require_image,
     status_of,
     warnings,
+    whole_passes,
 )
 from cryptography import x509
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
+from tls_support import (
+    TLS_FILES,
+    ClientIdentity,
+    answers,
+    client_list,
+    every_pod_holds,
+    reload_requests,
+    write_ca,
+)
 
 from controllers.cluster.render import layout
 from controllers.options import ControllerOptions
@@ -45,6 +59,7 @@ from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import certs, images
 from valkey_operator.testing.datachecker import DataChecker
+from valkey_operator.testing.kubelet.control import KubeletControl
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyCommandError
@@ -214,10 +229,42 @@ async def sync_counts(admin: AdminClient, primaries: Sequence[str]) -> dict[str,
     return counts
 
 
+async def writer_connections(admin: AdminClient, primaries: Sequence[str]) -> dict[str, set[str]]:
+    """Per primary, the ids of the data checker's connections (the admin user's, last command SET or
+    WAIT), once it holds one on every primary."""
+
+    async def done() -> dict[str, set[str]] | NotYet:
+        found = {}
+        for ip in primaries:
+            clients = await client_list(admin, ip)
+            found[ip] = {
+                id_
+                for id_, c in clients.items()
+                if c.get("user") == ADMIN_USER and c.get("cmd") in ("set", "wait")
+            }
+        return found if all(found.values()) else NotYet(found)
+
+    return await eventually(done, "the writer holds a connection to every primary", 60, interval=0.2)
+
+
+async def still_open(admin: AdminClient, held: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Of the connections in `held`, those each node no longer has (empty: every one still open)."""
+    closed = {}
+    for ip, ids in held.items():
+        gone = ids - set(await client_list(admin, ip))
+        if gone:
+            closed[ip] = gone
+    return closed
+
+
 @pytest.mark.timeout(900)
 async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost_write(
-    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str, tmp_path: Path
 ) -> None:
+    """A new leaf, then a CA rotation (bundle, new-CA leaf, old CA dropped), judged by the nodes:
+    a client certificate of the new CA only is accepted once every node loaded the bundle and the
+    old CA's is refused once it was dropped; the writer's connections, held throughout, never
+    failed a write."""
     require_image(images.tls_image())
     old, new = Pki("rotation-old-ca"), Pki("rotation-new-ca")
     first = old.leaf()
@@ -227,6 +274,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     status = await active(kube, namespace, "rot")
     assert status["tls"]["notAfter"]
     admin = await admin_client(kube, namespace, "rot")
+    password = admin.credentials.password
     admin = AdminClient(
         credentials=admin.credentials,
         ca_pem=certs.pem(old.ca, new.ca).decode(),
@@ -236,16 +284,31 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     primaries = [node["ip"] for node in status["nodes"] if node["role"] == "primary"]
     lives = pod_lives(await owned_pods(kube, namespace, "rot"))
     syncs = await sync_counts(admin, primaries)
+    old_client = ClientIdentity.issue(old.ca, old.ca_key, tmp_path / "old-client")
+    new_client = ClientIdentity.issue(new.ca, new.ca_key, tmp_path / "new-client")
+    trust_old, trust_new = write_ca(tmp_path / "old", old.ca), write_ca(tmp_path / "new", new.ca)
+
+    async def accepted(trust: Path, identity: ClientIdentity) -> dict[str, str]:
+        return await answers(ips, trust, ADMIN_USER, password, identity)
+
+    # The probe tells the CAs apart: the nodes trust only the old CA, so only its client is accepted.
+    assert set((await accepted(trust_old, old_client)).values()) == {"PONG"}
+    refused = await accepted(trust_old, new_client)
+    assert "PONG" not in refused.values(), refused
     checker = DataChecker(
         [(ip, layout.VALKEY_PORT) for ip in primaries],
         replicas=1,
         username=ADMIN_USER,
-        password=admin.credentials.password,
+        password=password,
         ssl=client_context(old.ca, new.ca),
         prefix="tls",
     )
+    stop = asyncio.Event()
     async with checker, HandshakeProber(ips, client_context(old.ca, new.ca)) as prober:
-        writer = asyncio.create_task(checker.run_writer(max_keys=20000, duration=600, interval=0.01))
+        writer = asyncio.create_task(
+            checker.run_writer(max_keys=200_000, duration=600, interval=0.01, stop=stop)
+        )
+        held = await writer_connections(admin, primaries)
         timings = {}
         # 1. A new leaf from the same CA.
         second = old.leaf()
@@ -255,13 +318,18 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
         )
         await active(kube, namespace, "rot", 120)
         # 2. CA rotation: the bundle first (the leaf stays; Active again once every node surely
-        #    loaded it), then a leaf of the new CA, then the old CA dropped.
+        #    loaded it), then a leaf of the new CA, then the old CA dropped. Each Active is held to
+        #    what the nodes accept at once, not after a wait.
         seen = (await status_of(kube, namespace, "rot"))["tls"]["secretHash"]
         await put_tls_secret(kube, namespace, second, certs.pem(old.ca, new.ca))
         started = time.monotonic()
         seen = await content_seen(kube, namespace, "rot", seen)
         await active(kube, namespace, "rot", 120)
         timings["bundle"] = time.monotonic() - started
+        bundle_loaded = await accepted(trust_old, new_client)
+        assert set(bundle_loaded.values()) == {"PONG"}, (
+            f"Active, but not every node loaded the bundle: {bundle_loaded}"
+        )
         third = new.leaf()
         await put_tls_secret(kube, namespace, third, certs.pem(old.ca, new.ca))
         timings["new-ca leaf"] = await everyone_presents(
@@ -269,21 +337,31 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
         )
         seen = await content_seen(kube, namespace, "rot", seen)
         await active(kube, namespace, "rot", 120)
+        chain = await answers(ips, trust_new, ADMIN_USER, password)  # the server chain, new CA alone
+        assert set(chain.values()) == {"PONG"}, chain
         await put_tls_secret(kube, namespace, third, certs.pem(new.ca))
         started = time.monotonic()
         await content_seen(kube, namespace, "rot", seen)
         final = await active(kube, namespace, "rot", 120)
         timings["drop old CA"] = time.monotonic() - started
-        writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await writer
+        dropped = await accepted(trust_new, old_client)
+        kept = await accepted(trust_new, new_client)
+        stop.set()
+        written = await writer
+        closed = await still_open(admin, held)
         verified = await checker.verify()
     print(
         f"[tls] rotation timings {dict((k, round(v, 1)) for k, v in timings.items())}, "
-        f"{prober.attempts} handshakes"
+        f"{prober.attempts} handshakes, writer {written}"
     )
+    assert "PONG" not in dropped.values(), f"Active, but a node still trusts the dropped CA: {dropped}"
+    assert set(kept.values()) == {"PONG"}, kept
+    # Open connections kept working: the writer's connections of before the rotation are the ones
+    # it still holds, and none of its writes failed.
+    assert closed == {}, f"connections the writer held before the rotation were closed: {closed}"
+    assert written.failed == 0 and not written.errors, written
+    assert written.acknowledged > 100
     assert verified.ok, verified
-    assert len(checker.acknowledged) > 100
     assert prober.failures == [], prober.failures[:5]
     assert prober.attempts > 100
     assert pod_lives(await owned_pods(kube, namespace, "rot")) == lives  # no pod replaced or restarted
@@ -324,6 +402,10 @@ def bad_secret(kind: str, pki: Pki, namespace: str, name: str) -> Obj:
         del body["data"]["ca.crt"]
     return body
 
+
+UNPROJECTED = frozenset({None, "no-ca"})
+"""Bad Secrets the kubelet cannot project (no Secret; a key the volume lists is missing): it keeps
+the last files it wrote, as a real kubelet does, so the nodes' files stay the previous ones."""
 
 EXPECTED = {
     None: "Secret {name} not found",
@@ -373,8 +455,10 @@ async def test_a_bad_secret_at_creation_holds_the_cluster_and_says_why(
 
 @pytest.mark.timeout(600)
 async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until_fixed(
-    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
+    """Each bad Secret reaches the pods' files, and still no node is told to reload: every node
+    serves the old certificate until a good Secret replaces it."""
     require_image(images.tls_image())
     pki = Pki("running-ca")
     now = datetime.datetime.now(datetime.UTC)
@@ -396,11 +480,26 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
     assert degraded.get("reason") == "CertificateExpiring", degraded
     assert await warnings(kube, namespace, "CertificateExpiring")
 
-    # Each bad Secret in turn (the mismatched key last): Degraded with the Secret's problem, an
-    # Event, the old certificate still served, no pod touched.
+    # Each bad Secret in turn (the mismatched key last), held until the kubelet wrote it into every
+    # pod, for the operator's secretSyncSeconds and for two whole passes after that: Degraded with
+    # the Secret's problem, an Event, every node still serving the old certificate, no node sent a
+    # CONFIG SET (how a reload is asked for), no pod touched.
     lives = pod_lives(await owned_pods(kube, namespace, "run"))
     ips = [node["ip"] for node in status["nodes"]]
+    admin = await admin_client(kube, namespace, "run")
+    admin = AdminClient(
+        credentials=admin.credentials, ca_pem=certs.pem(pki.ca).decode(), allowed_networks=LOOPBACK_NETWORKS
+    )
+    files = {
+        layout.TLS_CERT_KEY: short[0],
+        layout.TLS_KEY_KEY: short[1],
+        layout.TLS_CA_KEY: certs.pem(pki.ca),
+    }
+    await every_pod_holds(kubelet, kube, namespace, "run", files)  # what the nodes loaded
+    reloads = {ip: await reload_requests(admin, ip) for ip in ips}
+    held: dict[str, float] = {}
     for kind in sorted(BAD_SECRETS.values(), key=lambda kind: kind == "mismatch"):
+        put_at = time.monotonic()
         if kind is None:
             await kube.delete(SECRETS, "tls", namespace)
         else:
@@ -409,6 +508,8 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
                 await kube.create(SECRETS, bad)
             else:
                 await kube.replace(SECRETS, bad)
+            if kind not in UNPROJECTED:
+                files = {key: base64.b64decode(bad["data"][key]) for key in TLS_FILES}
         wanted = EXPECTED[kind].format(name="tls")
 
         async def reported(wanted: str = wanted) -> Obj | NotYet:
@@ -418,18 +519,25 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
             return current if ok else NotYet(degraded)
 
         await eventually(reported, f"the bad Secret ({kind}) reported", 60)
+        await every_pod_holds(kubelet, kube, namespace, "run", files)
+        # A good Secret's content is loaded secretSyncSeconds after the operator first sees it: an
+        # operator that reloaded a bad one would have done so by now, and in one of these passes.
+        await asyncio.sleep(max(0.0, put_at + SYNC - time.monotonic()))
+        await whole_passes(tls_operator, kube, namespace, "run")
+        held[str(kind)] = round(time.monotonic() - put_at, 1)
+        served = await serials(kube, namespace, "run")
+        assert set(served.values()) == {serial_of(short[0])}, f"({kind}) a node serves another leaf: {served}"
+        told = {ip: await reload_requests(admin, ip) for ip in ips}
+        assert told == reloads, f"({kind}) a node was told to reload: {told}, before {reloads}"
+    print(f"[tls] each bad Secret held (s): {held}")
     assert await warnings(kube, namespace, "TlsSecretInvalid")
-    await asyncio.sleep(SYNC + 3)  # the bad files are on disk now: Valkey itself refuses them
-    admin = await admin_client(kube, namespace, "run")
-    admin = AdminClient(
-        credentials=admin.credentials, ca_pem=certs.pem(pki.ca).decode(), allowed_networks=LOOPBACK_NETWORKS
-    )
+    # The files on disk now hold a key that does not match the certificate: Valkey itself refuses
+    # them, so a reload would not even have taken.
     async with admin.connect(ips[0]) as node:
         with pytest.raises(ValkeyCommandError):
             await node.config_set(
                 {"tls-cert-file": layout.TLS_CERT_FILE, "tls-key-file": layout.TLS_KEY_FILE}
             )
-    assert set((await serials(kube, namespace, "run")).values()) == {serial_of(short[0])}
     assert pod_lives(await owned_pods(kube, namespace, "run")) == lives
 
     # Fixed: a good, long-lived leaf is loaded live and the warnings clear.
@@ -446,3 +554,6 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
     await eventually(clear, "Degraded cleared", 60)
     assert pod_lives(await owned_pods(kube, namespace, "run")) == lives
     assert final["state"] == "Active"
+    # The counter the bad Secrets were judged by does move when a node is told to reload.
+    moved = {ip: (await reload_requests(admin, ip))["calls"] - reloads[ip]["calls"] for ip in ips}
+    assert all(count > 0 for count in moved.values()), moved
