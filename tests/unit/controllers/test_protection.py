@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controllers.protection import protection_action
-from controllers.role import summary
+from controllers.role import desired_status, summary
 from controllers.status import status_patch
 
 FINALIZER = "valkey.gomomento.com/image-protection"
@@ -39,3 +39,27 @@ def test_role_summary() -> None:
 def test_status_patch_only_when_changed_and_nulls_removed_keys() -> None:
     assert status_patch({"a": 1}, {"a": 1}) is None
     assert status_patch({"a": 1, "b": 2}, {"a": 3}) == {"status": {"a": 3, "b": None}}
+
+
+def test_role_in_use_names_at_most_five_clusters_and_keeps_its_transition_time() -> None:
+    role = {"metadata": {"name": "reader", "generation": 3}, "spec": {"categories": [{"name": "read"}]}}
+    clusters = [f"ns/c{index}" for index in range(7)]
+    status = desired_status(role, clusters)
+    (condition,) = status["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "InUse",
+        "True",
+        "UsedByClusters",
+    )
+    assert condition["message"] == (
+        "used by 7 clusters: ns/c0, ns/c1, ns/c2, ns/c3, ns/c4 and 2 more; a delete waits until none uses it"
+    )
+    assert condition["observedGeneration"] == status["observedGeneration"] == 3
+    again = desired_status({**role, "status": status}, clusters[:1])
+    assert again["conditions"][0]["lastTransitionTime"] == condition["lastTransitionTime"]
+    unused = desired_status({**role, "status": again}, [])["conditions"][0]
+    assert (unused["status"], unused["reason"], unused["message"]) == (
+        "False",
+        "Unused",
+        "no cluster uses this role",
+    )
