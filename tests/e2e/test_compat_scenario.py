@@ -1,16 +1,25 @@
-"""The chart on one Kubernetes minor, start to finish: what `python -m valkey_operator.testing compat`
-runs on each minor (docs/install.md, "Kubernetes versions"), and CI on the default one.
+"""The chart on one Kubernetes minor, start to finish, in both RBAC modes: what `python -m
+valkey_operator.testing compat` runs on each minor (docs/install.md, "Kubernetes versions"), and
+CI on the default one.
 
 helm install of the chart (its CRDs, with their CEL rules, created or upgraded by Helm), the
-operator it runs reconciling a 3x1 TLS ValkeyCluster to Active, one scale (3 -> 4 shards), one
-rolling update (a ValkeyConfig resources edit replaces every pod), one certificate rotation
-(every node presents the new leaf, no pod replaced), delete, helm uninstall.
+operator it runs reconciling a 3x1 TLS ValkeyCluster with an ACL user of a ValkeyRole to Active,
+one scale (3 -> 4 shards), a crowded node relieved by the primary spread, one rolling update (a
+ValkeyConfig resources edit replaces every pod), one certificate rotation (every node presents the
+new leaf, no pod replaced), delete, helm uninstall.
+
+The chart's RBAC is judged by the API server's audit log (testing/audit.py) of the operator's
+ServiceAccount over that lifecycle: enough when no request was refused, least when every rule the
+chart grants was used, but for the few listed in UNUSED_GRANTS with the reason each is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import hashlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -18,18 +27,32 @@ import ssl
 import time
 from pathlib import Path
 
+import attrs
 import pytest
-from chart_support import CHART, RELEASE, helm, install, package
-from cluster_support import Catalog, image_config, owned_pods, put_tls_secret, settled, status_of
+from chart_support import CHART, RELEASE, can_i_list, helm, install, package
+from cluster_support import (
+    Catalog,
+    admin_client,
+    crowding,
+    fail_over_by_hand,
+    image_config,
+    owned_pods,
+    pause,
+    primaries_by_pod,
+    put_tls_secret,
+    resume,
+    settled,
+    status_of,
+)
 from cryptography import x509
 
 from controllers.cluster.render import layout
-from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
 from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import certs, compat, images
+from valkey_operator.testing import audit, certs, compat, images
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import load_manifests, product_crds
 from valkey_operator.testing.wait import NotYet, eventually
@@ -39,6 +62,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
 
 SYNC_SECONDS = 5
 """The operator's secretSyncSeconds here: the test bed's kubelet writes Secret files after 2 s."""
+MODES = {"namespaced": True, "cluster-wide": False}
+"""Whether the release sets watchNamespaces (Roles in the watched namespace) or not (ClusterRoles)."""
+_APPLY = "server-side apply of a missing object is a PATCH the API server also authorizes as create"
+UNUSED_GRANTS: dict[tuple[str, str], str] = {
+    ("configmaps", "create"): _APPLY,
+    ("services", "create"): _APPLY,
+    ("poddisruptionbudgets.policy", "create"): _APPLY,
+    ("valkeyclusters.valkey.gomomento.com/finalizers", "update"): "checked by the "
+    "OwnerReferencesPermissionEnforcement admission plugin on blockOwnerDeletion, not requested",
+}
+"""(resource, verb) the chart grants that no request uses, with why each stays."""
 
 
 def chart_for(minor: str, tmp_path: Path) -> Path:
@@ -97,8 +131,55 @@ def pod_uids(pods: list[Obj]) -> set[str]:
     return {pod["metadata"]["uid"] for pod in pods}
 
 
+def granted(lines: set[str]) -> set[tuple[str, str]]:
+    """(resource, verb) pairs of `kubectl auth can-i --list` lines (resource names dropped)."""
+    pairs = set()
+    for line in lines:
+        resource, *_, verbs = line.split(" [")
+        pairs |= {(resource, verb) for verb in verbs.rstrip("]").split()}
+    return pairs
+
+
+def used(events: list[audit.AuditEvent]) -> set[tuple[str, str]]:
+    """(resource, verb) pairs of the requests, named as can-i names them (resource.group/sub)."""
+    pairs = set()
+    for event in events:
+        if not event.resource:
+            continue
+        base, _, sub = event.resource.partition("/")
+        name = f"{base}.{event.group}" if event.group else base
+        pairs.add((f"{name}/{sub}" if sub else name, event.verb))
+    return pairs
+
+
+def refused(event: audit.AuditEvent) -> bool:
+    return event.decision != "allow" or event.code == 403
+
+
+def judge_rbac(log: Path, account: str, grants: set[tuple[str, str]], uninstalled_at: str) -> None:
+    """Enough: the API server refused the operator nothing until `helm uninstall`. Least: it used
+    every grant but those UNUSED_GRANTS explains.
+
+    Helm deletes the Deployment and then, without waiting for its pods to stop, the bindings: what
+    the stopping operator still sends (its last status patch, the release of its Lease) can be
+    refused then, and is not judged.
+    """
+    requests = [event for event in audit.events(log) if event.user == account]
+    assert len(requests) > 100, f"the audit log holds {len(requests)} requests of {account}"
+    during = [event for event in requests if event.received < uninstalled_at]
+    refusals = [attrs.asdict(event) for event in during if refused(event)]
+    assert not refusals, f"the API server refused the operator: {refusals[:5]}"
+    late = sorted({(e.verb, e.resource) for e in requests if e.received >= uninstalled_at and refused(e)})
+    print(f"[compat] refused while helm uninstall removed the bindings (not judged): {late}")
+    unused = grants - used(requests)
+    print(f"[compat] {len(requests)} requests of the operator; granted but unused: {sorted(unused)}")
+    assert unused <= set(UNUSED_GRANTS), f"rules the chart grants that no request used: {sorted(unused)}"
+
+
 @pytest.mark.timeout(1500)
+@pytest.mark.parametrize("mode", list(MODES))
 async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
+    mode: str,
     kube: Client,
     kube_control_plane: ControlPlane,
     kubeconfig_path: Path,
@@ -126,10 +207,13 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
     install(
         kubeconfig_path,
         namespace,
-        f"watchNamespaces={{{workloads}}}",
+        *([f"watchNamespaces={{{workloads}}}"] if MODES[mode] else []),
         f"operatorConfig.secretSyncSeconds={SYNC_SECONDS}",
         chart=package(tmp_path / "package", chart_for(minor, tmp_path)),
     )
+    account = f"system:serviceaccount:{namespace}:{RELEASE}-valkey-operator"
+    grants = granted(can_i_list(kubeconfig_path, account, namespace))
+    grants |= granted(can_i_list(kubeconfig_path, account, workloads))
     await crds_established(kube)
     tested = helm(kubeconfig_path, "test", RELEASE, "-n", namespace, "--timeout", "2m")
     phases = [line.split()[-1] for line in tested.splitlines() if line.startswith("Phase:")]
@@ -149,7 +233,21 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
 
     await put_tls_secret(kube, workloads, leaf(), ca)
     config = await image_config(catalog, images.tls_image())
-    spec = {"configRef": config, "shards": 3, "replicasPerShard": 1, "tls": {"secretRef": "tls"}}
+    role = catalog("rw")
+    categories = [{"name": "read", "access": "allow"}, {"name": "write", "access": "allow"}]
+    await catalog.create(VALKEY_ROLES, {"metadata": {"name": role}, "spec": {"categories": categories}})
+    user = {
+        "username": "app",
+        "passwordHashes": [hashlib.sha256(b"app-password").hexdigest()],
+        "permissions": [{"roleRef": role, "keys": [{"pattern": "*", "access": "readwrite"}]}],
+    }
+    spec = {
+        "configRef": config,
+        "shards": 3,
+        "replicasPerShard": 1,
+        "tls": {"secretRef": "tls"},
+        "acl": [user],
+    }
     body = {
         "apiVersion": VALKEY_CLUSTERS.api_version,
         "kind": VALKEY_CLUSTERS.kind,
@@ -167,6 +265,28 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
     status = await settled(kube, workloads, "compat", 600)
     assert len(status["nodes"]) == 8, status["nodes"]
     lap("scale to 4x1", started)
+
+    # 3b. The primary spread: one node crowded by hand (paused), relieved by the operator.
+    started = time.monotonic()
+    admin = attrs.evolve(await admin_client(kube, workloads, "compat"), ca_pem=ca.decode())
+    pods = await owned_pods(kube, workloads, "compat")
+    hosts = {pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in pods}
+    share = math.ceil(4 / len(set(hosts.values())))
+    crowded, wanted = crowding(hosts, status)
+    assert len(wanted) > share, f"no node holds copies of more than {share} shards: {hosts}"
+    await pause(kube, workloads, "compat")
+    replicas = [node["ip"] for node in status["nodes"] if node["pod"] in wanted and node["role"] == "replica"]
+    await fail_over_by_hand(admin, replicas)
+    await resume(kube, workloads, "compat")
+
+    async def relieved() -> bool | NotYet:
+        current = await status_of(kube, workloads, "compat")
+        on_crowded = [pod for pod in await primaries_by_pod(admin, current) if hosts[pod] == crowded]
+        done = current.get("state") == "Active" and len(on_crowded) <= share
+        return done or NotYet((current.get("maxPrimariesPerNode"), on_crowded))
+
+    await eventually(relieved, f"{crowded} relieved to {share} primaries", 180, interval=0.5)
+    lap("spread", started)
 
     # 4. One rolling update: a resources edit of its ValkeyConfig changes the pod template.
     started = time.monotonic()
@@ -221,9 +341,11 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
 
     # 7. helm uninstall: the operator goes, the CRDs stay.
     started = time.monotonic()
+    uninstalled_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait")
     assert await kube.list(DEPLOYMENTS, namespace) == []
     for crd in load_manifests(product_crds()):
         assert await kube.get_or_none(CUSTOM_RESOURCE_DEFINITIONS, crd["metadata"]["name"]) is not None
     lap("helm uninstall", started)
-    print(f"[compat] Kubernetes {server['gitVersion']}: {timings}")
+    print(f"[compat] Kubernetes {server['gitVersion']}, {mode}: {timings}")
+    judge_rbac(kube_control_plane.audit_log, account, grants, uninstalled_at)
