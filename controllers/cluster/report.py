@@ -449,7 +449,8 @@ def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
     unlabelled = [pod.name for pod in view.pods if pod.shard is None]
     if unlabelled:
         yield Finding(Reason.UNLABELLED_PODS, f"pods without a shard label: {', '.join(unlabelled)}", True)
-    outdated = [pod.name for pod in view.pods if pod.template_hash != view.desired.template_hash]
+    # Live pods only, as the rollout counts them: a Failed pod kept as evidence is never replaced.
+    outdated = [pod.name for pod in view.pods if pod.live and pod.template_hash != view.desired.template_hash]
     if outdated:
         yield Finding(Reason.UPDATE_PENDING, _rollout_progress(view, actions, len(outdated)))
     rolling = plan_rollout(view)

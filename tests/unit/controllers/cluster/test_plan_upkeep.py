@@ -396,3 +396,18 @@ def test_a_failed_pod_kept_as_evidence_is_not_listed_as_a_node_of_an_active_clus
     assert crashed in result.sim.pods, "the Failed pod is kept as evidence"
     assert crashed not in {node.pod for node in status.nodes}
     assert len(status.nodes) == 4
+
+
+def test_a_rolling_update_ends_active_while_a_failed_pod_of_the_old_template_is_kept_as_evidence() -> None:
+    """Found by the chaos run: a SIGKILL then a roll left the cluster Updating for good, "1 pod(s) run an
+    outdated template" counting the Failed pod the roll (rightly) never replaces."""
+    result = settled(day2(2, 1))
+    crashed = next(name for name, pod in result.sim.pods.items() if pod.node_id is not None)
+    result.sim.crash_pod(crashed)
+    result = again(result, passes=60)
+    assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    result.desired = attrs.evolve(result.desired, template_hash="t2")
+    result = again(result, passes=300)
+    status = result.last.status
+    assert crashed in result.sim.pods, "the Failed pod of the old template is kept as evidence"
+    assert status.state is ClusterState.ACTIVE, status.message
