@@ -155,9 +155,10 @@ async def fail_node(world: World, step: Step) -> str:
     host_of = {pod["status"]["podIP"]: pod["spec"].get("nodeName", "") for pod in pods}
     unsafe = hosts_holding_a_whole_shard(facts, host_of)
     nodes = sorted(node["name"] for node in (await world.kubelet.status())["nodes"] if not node["failed"])
-    safe = [node for node in nodes if node not in unsafe]
+    hosting = {pod["spec"].get("nodeName") for pod in pods}
+    safe = [node for node in nodes if node not in unsafe and node in hosting]
     if not safe:
-        raise Skipped(f"every node holds a whole shard ({sorted(unsafe)})")
+        raise Skipped(f"no node hosts a pod without holding a whole shard (whole shards on {sorted(unsafe)})")
     host = safe[step.pick % len(safe)]
     on_host = sorted(pod["metadata"]["name"] for pod in pods if pod["spec"].get("nodeName") == host)
     await world.kubelet.fail_node(host)
