@@ -23,8 +23,12 @@ acknowledged keys lost (missing or wrong on read-back, the --keys preload
 included). Goal: ours at most 2 s per shard, 0 lost. Prints each round, the
 medians and the ratio naive/ours of the longest gap.
 
-    python bench/rollout.py [--rounds 1] [--keys 100000] [--sides ours,naive] [--json]
+    python bench/rollout.py [--rounds 1] [--keys 100000] [--sides ours,naive] [--json] [--output FILE]
         [--old valkey/valkey:9.1.0] [--new NEWEST] [--timeout 900] [--kubeconfig PATH] [--log-dir DIR]
+
+--output writes the JSON record (date, cores, arguments, every round, medians) to FILE:
+bench/results/rollout.json is the one the docs cite, and tests/unit/test_docs_numbers.py
+keeps their numbers equal to it.
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
 directory (build it first: `python -m valkey_operator.testing build`).
@@ -39,6 +43,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -256,8 +261,22 @@ async def drive(args: argparse.Namespace, kubeconfig: str, log_dir: Path) -> int
             }
     if "ours" in summary and "naive" in summary and summary["ours"]["gap_max"]:
         summary["naive/ours longest gap"] = summary["naive"]["gap_max"] / summary["ours"]["gap_max"]
+    record = {
+        "measured": time.strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "load_average": [round(value, 2) for value in os.getloadavg()],  # at the end: a shared machine?
+        "args": {
+            name: value
+            for name, value in vars(args).items()
+            if name not in ("kubeconfig", "log_dir", "output")
+        },
+        "results": results,
+        "summary": summary,
+    }
+    if args.output:
+        await asyncio.to_thread(Path(args.output).write_text, json.dumps(record, indent=2) + "\n")
     if args.json:
-        print(json.dumps({"args": vars(args), "results": results, "summary": summary}, indent=2))
+        print(json.dumps(record, indent=2))
     else:
         print(f"\n{SHARDS}x{REPLICAS}, {args.keys} keys, {args.old} -> {args.new}, median of {args.rounds}:")
         for side in args.sides:
@@ -286,6 +305,7 @@ def main() -> None:
     parser.add_argument("--new", default=None, help="default: the newest image of the catalog")
     parser.add_argument("--timeout", type=float, default=900.0, help="per phase, seconds")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--output", help="also write the JSON record to this file")
     parser.add_argument("--kubeconfig", help="a running test bed (with the process kubelet)")
     parser.add_argument("--log-dir", help="keep the operator log here (default: a temp dir)")
     args = parser.parse_args()
