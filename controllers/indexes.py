@@ -131,6 +131,31 @@ class ReferenceIndex:
         """Every cluster resolving through a config whose imageRef is image (an image edit's fan-out)."""
         return self.clusters_through_configs(self.configs_using_image(image))
 
+    def config_needed(self, name: str) -> bool:
+        """Whether config `name` must stay: a cluster names it, or a config whose baseRef chain passes
+        through it stays itself (it is not being deleted, or a cluster still names it). A config
+        being deleted holds no base of its own, so a deleted baseRef cycle, or a config that is its
+        own base, can go."""
+        if self.clusters_using_config(name):
+            return True
+        for descendant in self.descendants([name]):
+            found = self.config(descendant) if descendant != name else None
+            if found is not None and (
+                "deletionTimestamp" not in found["metadata"] or self.clusters_using_config(descendant)
+            ):
+                return True
+        return False
+
+    def ancestors(self, base: str | None) -> list[str]:
+        """base and the configs its baseRef chain passes through, in order (cycle-safe): the configs
+        whose config_needed may change when a config naming base changes."""
+        chain: list[str] = []
+        while base and base not in chain:
+            chain.append(base)
+            found = self.config(base)
+            base = (found or {}).get("spec", {}).get("baseRef") or None
+        return chain
+
     def descendants(self, configs: Iterable[str]) -> list[str]:
         """Every config whose baseRef chain passes through any of configs (cycle-safe)."""
         seen: set[str] = set()

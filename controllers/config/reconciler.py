@@ -59,9 +59,7 @@ class ConfigReconciler:
         config = self.index.config(request.name)
         if config is None:
             return Result()
-        referenced = bool(
-            self.index.clusters_using_config(request.name) or self.index.configs_based_on(request.name)
-        )
+        referenced = self.index.config_needed(request.name)
         config = await reconcile_protection(
             self.client, VALKEY_CONFIGS, config, CONFIG_PROTECTION_FINALIZER, referenced
         )
@@ -89,12 +87,13 @@ class ConfigReconciler:
 
 
 def setup(manager: Manager, index: ReferenceIndex, workers: int) -> Controller:
-    """Reconcile a config when it, its chain, its image, or its referrers change."""
+    """Reconcile a config when it, its chain, its image, or its referrers change; the whole chain
+    above a changed config or cluster, whose protection depends on it (config_needed)."""
 
     def config_fanout(config: Obj) -> list[Request]:
         name = config["metadata"]["name"]
         base = config.get("spec", {}).get("baseRef")
-        names = {name, *index.descendants([name]), *([base] if base else [])}
+        names = {name, *index.descendants([name]), *index.ancestors(base)}
         return [Request(n) for n in sorted(names)]
 
     def configs_of_image(image: Obj) -> list[Request]:
@@ -102,8 +101,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int) -> Controller:
         return [Request(n) for n in sorted({*direct, *index.descendants(direct)})]
 
     def config_of_cluster(cluster: Obj) -> list[Request]:
-        ref = cluster.get("spec", {}).get("configRef")
-        return [Request(ref)] if ref else []
+        return [Request(name) for name in index.ancestors(cluster.get("spec", {}).get("configRef"))]
 
     return (
         build_controller(manager, "valkeyconfig")

@@ -287,6 +287,40 @@ async def test_configs_and_roles_are_protected_while_referenced(
     )
 
 
+async def test_deleted_base_cycles_go_while_a_used_chain_stays(
+    operator: Operator, kube: Client, names: Names, namespace: str
+) -> None:
+    """A config being deleted holds no base of its own: a deleted baseRef cycle (or a config that is
+    its own base) goes, instead of each member's finalizer waiting for the other forever (found by
+    the fuzzer); a chain a cluster still resolves through stays, deleted or not."""
+    await names.image("img")
+    await names.config("own", baseRef="own", imageRef="img")
+    await names.config("ping", baseRef="pong", imageRef="img")
+    await names.config("pong", baseRef="ping")
+    await names.config("base", imageRef="img")
+    await names.config("child", baseRef="base")
+    await kube.create(VALKEY_CLUSTERS, cluster("c1", namespace, names("child")))
+    for name in ("ping", "pong", "base", "child"):
+        await eventually(
+            lambda name=name: has(kube, VALKEY_CONFIGS, names(name), CONFIG_PROTECTION_FINALIZER), name
+        )
+
+    for name in ("own", "ping", "pong", "child"):
+        await kube.delete(VALKEY_CONFIGS, names(name))
+    for name in ("own", "ping", "pong"):
+        await eventually(lambda name=name: gone(kube, VALKEY_CONFIGS, names(name)), f"{name} gone", 15)
+    await drained(kube, names, VALKEY_CONFIGS)
+    assert await has(kube, VALKEY_CONFIGS, names("child"), CONFIG_PROTECTION_FINALIZER), "c1 uses it"
+    assert await has(kube, VALKEY_CONFIGS, names("base"), CONFIG_PROTECTION_FINALIZER), "c1 uses it"
+    assert await has(kube, VALKEY_IMAGES, names("img"), IMAGE_PROTECTION_FINALIZER), "base names it"
+
+    await kube.delete(VALKEY_CLUSTERS, "c1", namespace)
+    await eventually(lambda: gone(kube, VALKEY_CONFIGS, names("child")), "child released")
+    await eventually(
+        lambda: _not(has(kube, VALKEY_CONFIGS, names("base"), CONFIG_PROTECTION_FINALIZER)), "base released"
+    )
+
+
 async def test_restart_mid_way_converges(
     kube_api: k8s.ApiClient, kube: Client, names: Names, namespace: str
 ) -> None:
