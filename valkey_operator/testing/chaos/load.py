@@ -195,7 +195,7 @@ def _reason(code: int | None, output: bytes) -> str:
     text = output.decode(errors="replace")
     if NODE_NOT_FOUND in text:
         return NODE_NOT_FOUND
-    if "(Primary)" in text or "Could not connect" in text:
+    if "Could not connect" in text:  # a node its CLUSTER NODES listed at start (e.g. just killed)
         return "a node it found at start did not answer"
     if "reset by peer" in text or "Connection refused" in text or "Server closed" in text:
         return "connection lost"

@@ -1,0 +1,47 @@
+"""A short seeded chaos run in CI: faults, spec changes and client load at once, zero violations.
+
+The same code as `python -m valkey_operator.testing chaos --seed 5 --minutes 2`
+(valkey_operator/testing/chaos), inside the session's control plane and this
+test's namespace: the operator as a real process behind a cuttable proxy, a
+TLS 3x1 cluster, the data checker, the valkey-py cluster client and
+valkey-benchmark as the cluster's ACL user. It fails nodes, so it runs alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cluster_support import require_image
+
+from valkey_operator.testing import images
+from valkey_operator.testing.chaos.run import Options, chaos
+from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.kubelet import KubeletControl
+
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
+
+SEED = 5
+MINUTES = 2.0
+
+
+@pytest.mark.timeout(900)
+async def test_a_seeded_chaos_run_violates_no_invariant(
+    kube_control_plane: ControlPlane, kubelet: KubeletControl, namespace: str, tmp_path: Path
+) -> None:
+    require_image(images.tls_image())
+    endpoints = kube_control_plane.endpoints()
+    assert endpoints is not None
+    options = Options(seed=SEED, minutes=MINUTES, log_dir=tmp_path)
+    summary = await chaos(
+        kube_control_plane.kubeconfig, endpoints.apiserver_port, kubelet, namespace, options
+    )
+    print(f"[chaos] {json.dumps(summary)}")
+    assert summary["violations"] == [], json.dumps(summary["violations"], indent=2)
+    assert sum(summary["faults"].values()) >= 3, summary["faults"]
+    assert sum(summary["changes"].values()) >= 2, summary["changes"]
+    assert summary["acknowledgedWrites"] > 1000, summary
+    assert summary["lost"] == 0
+    assert summary["convergenceSeconds"] is not None
+    assert summary["statusComparisons"] >= 2, summary  # the status was compared with the nodes at all
