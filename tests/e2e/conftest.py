@@ -16,6 +16,7 @@ from operator_process import OperatorProcesses
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES
+from valkey_operator.testing import operatorimage
 
 
 @pytest_asyncio.fixture
@@ -60,3 +61,12 @@ def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
     cluster-scoped RBAC outlives the namespace otherwise)."""
     yield RELEASE
     helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def operator_image() -> operatorimage.BuiltImage:
+    """The operator image of this checkout, as `python -m valkey_operator.testing build` built and
+    loaded it (cached: rebuilt only when the source changed). Its tag is the chart's default and is
+    shared by every checkout on the machine, so tests that must run this checkout's code pin its
+    digest (`image.digest`)."""
+    return operatorimage.build_and_load(lambda _: None)

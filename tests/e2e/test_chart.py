@@ -92,12 +92,6 @@ def refusals(logs: list[Path]) -> list[str]:
     return [line for line in lines if "forbidden" in line.lower()]
 
 
-@pytest.fixture(scope="module")
-def operator_image() -> operatorimage.BuiltImage:
-    """The chart's default image, as `python -m valkey_operator.testing build` built and loaded it."""
-    return operatorimage.build_and_load(lambda _: None)
-
-
 def proc_status(pid: int) -> dict[str, list[str]]:
     status = Path(f"/proc/{pid}/status").read_text()
     return {key: value.split() for key, value in (line.split(":", 1) for line in status.splitlines())}

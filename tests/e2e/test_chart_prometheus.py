@@ -83,12 +83,6 @@ Sample = dict[str, Any]
 Identity = tuple[str, ...]
 
 
-@pytest.fixture(scope="module")
-def operator_image() -> operatorimage.BuiltImage:
-    """The chart's default image, as `python -m valkey_operator.testing build` built and loaded it."""
-    return operatorimage.build_and_load(lambda _: None)
-
-
 def rendered(kubeconfig: Path, namespace: str, *values: str) -> tuple[Obj, Obj]:
     """The chart's PrometheusRule spec (a rule file) and its dashboard, as helm renders them."""
     text = helm(

@@ -2,11 +2,11 @@
 
 For each minor of versions.KUBERNETES_MINORS (or those asked for), oldest first: build its control
 plane (cached), then run tests/e2e/test_compat_scenario.py through pytest against it (helm install
-of the chart, a 3x1 TLS cluster Active, a scale, a rolling update, a certificate rotation, delete,
-helm uninstall). Each result goes into docs/kubernetes-compat.json (one entry per minor, the
-latest run's), and from there into the chart's kubeVersion and the table in docs/install.md, which
-claim exactly the minors whose latest run passed (tests/unit/test_kubernetes_compat.py keeps them
-equal). Needs a checkout: the scenario is one of its tests.
+of the chart in both RBAC modes, a 2x1 TLS cluster Active, a scale, a spread move, a rolling update,
+a certificate rotation, delete, helm uninstall). Each result goes into docs/kubernetes-compat.json
+(one entry per minor, the latest run's), and from there into the chart's kubeVersion and the
+table in docs/install.md, which claim exactly the minors whose latest run passed
+(tests/unit/test_kubernetes_compat.py keeps them equal). Needs a checkout: the scenario is one of its tests.
 """
 
 from __future__ import annotations
