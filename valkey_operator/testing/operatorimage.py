@@ -32,7 +32,7 @@ from pathlib import Path
 import attrs
 
 from valkey_operator.testing import ocistore, versions
-from valkey_operator.testing.build import BuildError, cache_root
+from valkey_operator.testing.build import BuildError, cache_root, file_lock
 
 Progress = Callable[[str], None]
 
@@ -124,12 +124,16 @@ def build_image(
 def build_and_load(
     progress: Progress = print, *, tag: str | None = None, revision: str | None = None
 ) -> BuiltImage:
-    """Build the image and unpack it into the kubelet's store under its tag and its digest."""
+    """Build the image and unpack it into the kubelet's store under its tag and its digest.
+
+    One at a time on the machine: a build of another checkout (another key) removes the archive
+    this one found cached, and loads its own image under the same tag."""
     from valkey_operator.testing.images import image_prefix
 
-    image = build_image(progress, tag=tag, revision=revision)
-    ocistore.load(image.archive, [image.reference], progress, prefix=image_prefix())
-    loaded = ocistore.resolve(image.reference, prefix=image_prefix())
+    with file_lock(image_dir() / ".lock"):
+        image = build_image(progress, tag=tag, revision=revision)
+        ocistore.load(image.archive, [image.reference], progress, prefix=image_prefix())
+        loaded = ocistore.resolve(image.reference, prefix=image_prefix())
     assert loaded is not None
     output, seconds = _smoke_check(loaded)
     progress(f"  ok (uid 65532, read-only root, runc): valkey-operator --help in {seconds:.2f}s: {output}")
