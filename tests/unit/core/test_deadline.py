@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from test_controller import Hanging
 
 from valkey_operator.core.clock import FakeClock
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.deadline import WorkerDeadline
-from valkey_operator.core.reconcile import Request, Result
+from valkey_operator.core.reconcile import Request
 
 HOUR = 3600.0
 
@@ -90,24 +91,6 @@ def test_a_deadline_fires_when_the_injected_clock_passes_it_not_the_loops() -> N
         assert clock.waiters == 0, "the timer ended with the worker"
 
     on_jumping_loop(scenario)
-
-
-class Hanging:
-    """Hangs on "stuck" until cancelled; answers every other key at once."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.cancelled = 0
-
-    async def reconcile(self, request: Request) -> Result:
-        self.calls.append(request.name)
-        if request.name == "stuck":
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                self.cancelled += 1
-                raise
-        return Result()
 
 
 def test_a_controller_on_a_fake_clock_cancels_a_late_reconcile_only_when_that_clock_says_so() -> None:
