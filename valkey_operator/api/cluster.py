@@ -4,23 +4,57 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import ClassVar, Self
+from typing import Any, ClassVar
 
 import attrs
 
-from valkey_operator.api.meta import (
-    Condition,
-    ObjectMeta,
-    kind_fields,
-    omitempty,
-    parse_list,
-    parse_map,
-    parse_optional,
-    render_kind,
+from valkey_operator.api.convert import Model
+from valkey_operator.api.fields import (
+    KEY,
+    Rule,
+    Schema,
+    cel_list,
+    conditions,
+    described,
+    item,
+    lit,
+    matches,
+    name_ref,
+    observed_generation,
+    raw,
+    rule,
+    schema,
 )
-from valkey_operator.api.resources import VALKEY_CLUSTERS
+from valkey_operator.api.limits import (
+    ACL_PATTERN,
+    DNS_LABEL_1035,
+    LABEL_VALUE,
+    MAX_ACL_USERS,
+    MAX_ANNOTATION_VALUE,
+    MAX_ANNOTATIONS,
+    MAX_CLUSTER_NAME,
+    MAX_LABEL_VALUE,
+    MAX_MESSAGE,
+    MAX_NAME,
+    MAX_NODE_SELECTOR,
+    MAX_PASSWORD_HASHES,
+    MAX_PATTERN,
+    MAX_PATTERNS,
+    MAX_PERMISSIONS,
+    MAX_QUALIFIED_NAME,
+    MAX_REPLICAS_PER_SHARD,
+    MAX_SHARDS,
+    MAX_STATUS_NODES,
+    MAX_TOLERATIONS,
+    MAX_USERNAME,
+    MAX_ZONES,
+    PASSWORD_HASH,
+    QUALIFIED_NAME,
+    USERNAME,
+)
+from valkey_operator.api.meta import Condition, ObjectMeta
+from valkey_operator.api.resources import RESERVED_ANNOTATION_PREFIX, RESERVED_USERNAMES, VALKEY_CLUSTERS
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import Obj
 
 # Schema defaults; repeated here so a model built in code means what the server would store.
 DEFAULT_SHARDS = 3
@@ -68,319 +102,530 @@ class NodeRole(enum.StrEnum):
     REPLICA = "replica"
 
 
+def _acl_pattern(description: str, what: str) -> Schema:
+    message = f"a {what} pattern is a glob without spaces, parentheses or control characters"
+    return item(
+        description,
+        min_length=1,
+        max_length=MAX_PATTERN,
+        rules=[matches(ACL_PATTERN, message, got=message + "; got ")],
+    )
+
+
+@described("A key pattern and the access granted to it.")
 @attrs.frozen(kw_only=True)
-class KeyPattern:
+class KeyPattern(Model):
     """A key glob; access defaults to readwrite as in the schema."""
 
-    pattern: str
-    access: KeyAccess = KeyAccess.READWRITE
+    pattern: str = attrs.field(
+        metadata={KEY: _acl_pattern("Glob-style key pattern, for example app:* (ACL ~pattern).", "key")}
+    )
+    access: KeyAccess = attrs.field(
+        default=KeyAccess.READWRITE,
+        metadata=schema(
+            "read (%R~), write (%W~) or readwrite (~, the default).", max_length=16, publish_default=True
+        ),
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(pattern=obj["pattern"], access=KeyAccess(obj.get("access", KeyAccess.READWRITE)))
 
-    def to_dict(self) -> Obj:
-        return omitempty(pattern=self.pattern, access=self.access)
-
-
+@described("A role applied to a set of keys and channels.")
 @attrs.frozen(kw_only=True)
-class Permission:
+class Permission(Model):
     """One ACL selector: a role's commands limited to these keys and channels."""
 
-    role_ref: str
-    keys: tuple[KeyPattern, ...] = ()
-    channels: tuple[str, ...] = ()
+    role_ref: str = attrs.field(
+        metadata=name_ref("Name of the ValkeyRole whose commands apply.", "ValkeyRole")
+    )
+    keys: tuple[KeyPattern, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Key patterns the role's commands may touch. Without keys the entry grants no key access.",
+            max_items=MAX_PATTERNS,
+        ),
+    )
+    channels: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Pub/Sub channel patterns the role's commands may use (ACL &pattern). "
+            "Without channels the entry grants no channel access.",
+            max_items=MAX_PATTERNS,
+            items=_acl_pattern("Glob-style channel pattern, for example events:*.", "channel"),
+        ),
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            role_ref=obj["roleRef"],
-            keys=parse_list(obj, "keys", KeyPattern.from_dict),
-            channels=tuple(obj.get("channels") or ()),
-        )
 
-    def to_dict(self) -> Obj:
-        return omitempty(roleRef=self.role_ref, keys=self.keys, channels=self.channels)
+_RESERVED = cel_list(RESERVED_USERNAMES)
+_RESERVED_TEXT = ", ".join(RESERVED_USERNAMES)
+_HASH_MESSAGE = (
+    "a password hash is the SHA-256 of the password as exactly 64 lowercase hex characters (0-9, a-f)"
+)
 
 
+@described("One Valkey ACL user.")
 @attrs.frozen(kw_only=True)
-class AclUser:
+class AclUser(Model):
     """`password_hashes` are lowercase hex SHA-256; listing old and new rotates without downtime."""
 
-    username: str
-    password_hashes: tuple[str, ...] = ()
-    permissions: tuple[Permission, ...] = ()
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            username=obj["username"],
-            password_hashes=tuple(obj.get("passwordHashes") or ()),
-            permissions=parse_list(obj, "permissions", Permission.from_dict),
+    username: str = attrs.field(
+        metadata=schema(
+            f"The user's name: letters, digits, '.', '_' and '-'. Unique in the list; {_RESERVED_TEXT} "
+            "are reserved (the default user is disabled; the others are the operator's internal users).",
+            min_length=1,
+            max_length=MAX_USERNAME,
+            rules=[
+                matches(
+                    USERNAME,
+                    "a username may contain only letters, digits, '.', '_' and '-'",
+                    got="a username may contain only letters, digits, '.', '_' and '-'; got ",
+                ),
+                rule(
+                    f"!(self in {_RESERVED})",
+                    f"is reserved: {_RESERVED_TEXT} belong to Valkey and the operator",
+                    message_expression=lit("username ")
+                    + " + self + "
+                    + lit(
+                        f" is reserved ({_RESERVED_TEXT} belong to Valkey and the operator); "
+                        "choose another name"
+                    ),
+                ),
+            ],
         )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            username=self.username, passwordHashes=self.password_hashes, permissions=self.permissions
-        )
+    )
+    password_hashes: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "SHA-256 hashes of the user's passwords as lowercase hex (the first field printed by "
+            'printf %s "$PASSWORD" | sha256sum). Any listed password works, so rotate by listing old '
+            "and new, then removing the old.",
+            required=True,
+            min_items=1,
+            max_items=MAX_PASSWORD_HASHES,
+            list_type="set",
+            items=item(
+                "SHA-256 of a password: exactly 64 lowercase hex characters.",
+                max_length=64,
+                rules=[
+                    rule(
+                        f"self.matches({raw(PASSWORD_HASH)})",
+                        _HASH_MESSAGE,
+                        message_expression=lit(_HASH_MESSAGE + "; this one ")
+                        + " + (self.size() != 64 ? "
+                        + lit("has another length")
+                        + " : self.matches('[A-F]') ? "
+                        + lit("has uppercase characters")
+                        + " : "
+                        + lit("has characters other than 0-9 and a-f")
+                        + ")",
+                    )
+                ],
+            ),
+        ),
+    )
+    permissions: tuple[Permission, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "What the user may do. Each entry becomes its own ACL selector, pairing one role's "
+            "commands with that entry's keys and channels, so one entry's keys never gain another "
+            "entry's commands.",
+            required=True,
+            min_items=1,
+            max_items=MAX_PERMISSIONS,
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
-class Tls:
-    secret_ref: str
+class Tls(Model):
+    secret_ref: str = attrs.field(
+        metadata=name_ref(
+            "Name of a kubernetes.io/tls Secret in the cluster's namespace with tls.crt, "
+            "tls.key and ca.crt (one or more CAs). Checked before use: a missing, expired or "
+            "mismatched one holds the cluster with reason TlsSecretInvalid.",
+            "Secret",
+        )
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(secret_ref=obj["secretRef"])
 
-    def to_dict(self) -> Obj:
-        return omitempty(secretRef=self.secret_ref)
-
-
+@described(
+    "A toleration, as in a Pod's spec.tolerations.",
+    rules=[
+        rule(
+            "!(has(self.operator) && self.operator == 'Exists' && has(self.value) && self.value != '')",
+            "a toleration with operator Exists must not set a value",
+        ),
+        rule(
+            "(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+            "a toleration without a key must use operator Exists",
+        ),
+        rule(
+            "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            "tolerationSeconds requires effect NoExecute",
+        ),
+    ],
+)
 @attrs.frozen(kw_only=True)
-class Toleration:
+class Toleration(Model):
     """The core Toleration fields, passed to pods verbatim."""
 
-    key: str | None = None
-    operator: TolerationOperator | None = None
-    value: str | None = None
-    effect: TaintEffect | None = None
-    toleration_seconds: int | None = None
+    key: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Taint key the toleration applies to; empty with operator Exists matches every taint.",
+            max_length=MAX_QUALIFIED_NAME,
+        ),
+    )
+    operator: TolerationOperator | None = attrs.field(
+        default=None, metadata=schema("Exists or Equal (the default).", max_length=8)
+    )
+    value: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Taint value to match with operator Equal; empty with Exists.", max_length=MAX_LABEL_VALUE
+        ),
+    )
+    effect: TaintEffect | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Taint effect to match: NoSchedule, PreferNoSchedule or NoExecute; empty matches all.",
+            max_length=16,
+        ),
+    )
+    toleration_seconds: int | None = attrs.field(
+        default=None,
+        metadata=schema("With effect NoExecute: how long the pod stays bound after the taint appears."),
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            key=obj.get("key"),
-            operator=parse_optional(obj, "operator", TolerationOperator),
-            value=obj.get("value"),
-            effect=parse_optional(obj, "effect", TaintEffect),
-            toleration_seconds=obj.get("tolerationSeconds"),
-        )
 
-    def to_dict(self) -> Obj:
-        return omitempty(
-            key=self.key,
-            operator=self.operator,
-            value=self.value,
-            effect=self.effect,
-            tolerationSeconds=self.toleration_seconds,
+def _label_rules(what: str) -> list[Rule]:
+    """Keys are label/annotation keys ([prefix/]name)."""
+    return [
+        rule(
+            f"self.all(k, k.matches({raw(QUALIFIED_NAME)}))",
+            f"keys must be valid {what} keys ([prefix/]name)",
+            message_expression=lit(f"keys must be valid {what} keys ([prefix/]name); got ")
+            + f" + self.filter(k, !k.matches({raw(QUALIFIED_NAME)}))[0]",
         )
+    ]
 
 
 @attrs.frozen(kw_only=True)
-class Placement:
-    zones: tuple[str, ...] = ()
-    zone_spread: ZoneSpread | None = None
-    node_selector: Mapping[str, str] = attrs.field(factory=dict)
-    tolerations: tuple[Toleration, ...] = ()
-    priority_class_name: str | None = None
+class Placement(Model):
+    zones: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Zones (topology.kubernetes.io/zone) the pods may run in: a required node affinity.",
+            max_items=MAX_ZONES,
+            list_type="set",
+            items=item(
+                "A zone name (a label value).",
+                min_length=1,
+                max_length=MAX_LABEL_VALUE,
+                rules=[
+                    matches(
+                        LABEL_VALUE,
+                        "a zone must be a valid label value: letters, digits, '-', '_' and '.', "
+                        "starting and ending with a letter or digit",
+                    )
+                ],
+            ),
+        ),
+    )
+    zone_spread: ZoneSpread | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "How strictly each shard's pods spread over zones: bestEffort (topology spread "
+            "ScheduleAnyway) or required (DoNotSchedule, plus a cluster-wide soft spread). "
+            "Unset: the operator's defaultZoneSpread. A change applies to pods created later.",
+            max_length=16,
+        ),
+    )
+    node_selector: Mapping[str, str] = attrs.field(
+        factory=dict,
+        metadata=schema(
+            "Node labels the pods require, passed verbatim to the pods' nodeSelector.",
+            max_properties=MAX_NODE_SELECTOR,
+            items=item("Required label value.", max_length=MAX_LABEL_VALUE),
+            rules=[
+                *_label_rules("label"),
+                rule(
+                    f"self.all(k, self[k].matches({raw(LABEL_VALUE)}))",
+                    "values must be valid label values",
+                    message_expression=lit("values must be valid label values; the value of ")
+                    + f" + self.filter(k, !self[k].matches({raw(LABEL_VALUE)}))[0] + "
+                    + lit(" is not"),
+                ),
+            ],
+        ),
+    )
+    tolerations: tuple[Toleration, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Tolerations of the pods, as in a Pod's spec.tolerations.", max_items=MAX_TOLERATIONS
+        ),
+    )
+    priority_class_name: str | None = attrs.field(
+        default=None, metadata=name_ref("PriorityClass of the pods.", "PriorityClass")
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            zones=tuple(obj.get("zones") or ()),
-            zone_spread=parse_optional(obj, "zoneSpread", ZoneSpread),
-            node_selector=parse_map(obj, "nodeSelector"),
-            tolerations=parse_list(obj, "tolerations", Toleration.from_dict),
-            priority_class_name=obj.get("priorityClassName"),
+
+_PREFIX = RESERVED_ANNOTATION_PREFIX
+
+
+@described(
+    "ValkeyClusterSpec describes a sharded Valkey cluster built from a ValkeyConfig.",
+    rules=[
+        rule(
+            "has(self.tls) == has(oldSelf.tls)",
+            "tls cannot be added or removed after the cluster is created (TLS mode is fixed for the "
+            "life of a cluster; tls.secretRef may change)",
+            message_expression=(
+                "has(oldSelf.tls) ? "
+                + lit(
+                    "tls cannot be removed after the cluster is created: the cluster stays TLS-only "
+                    "(tls.secretRef may change); create a new cluster without tls instead"
+                )
+                + " : "
+                + lit(
+                    "tls cannot be added after the cluster is created: the cluster stays plain-text; "
+                    "create a new cluster with tls instead"
+                )
+            ),
+            reason="FieldValueForbidden",
+            field_path=".tls",
         )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            zones=self.zones,
-            zoneSpread=self.zone_spread,
-            nodeSelector=self.node_selector,
-            tolerations=self.tolerations,
-            priorityClassName=self.priority_class_name,
-        )
-
-
+    ],
+)
 @attrs.frozen(kw_only=True)
-class ValkeyClusterSpec:
-    config_ref: str
-    shards: int = DEFAULT_SHARDS
-    replicas_per_shard: int = DEFAULT_REPLICAS_PER_SHARD
-    acl: tuple[AclUser, ...] = ()
-    tls: Tls | None = None
-    placement: Placement | None = None
-    pod_annotations: Mapping[str, str] = attrs.field(factory=dict)
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            config_ref=obj["configRef"],
-            shards=obj.get("shards", DEFAULT_SHARDS),
-            replicas_per_shard=obj.get("replicasPerShard", DEFAULT_REPLICAS_PER_SHARD),
-            acl=parse_list(obj, "acl", AclUser.from_dict),
-            tls=parse_optional(obj, "tls", Tls.from_dict),
-            placement=parse_optional(obj, "placement", Placement.from_dict),
-            pod_annotations=parse_map(obj, "podAnnotations"),
+class ValkeyClusterSpec(Model):
+    config_ref: str = attrs.field(
+        metadata=name_ref(
+            "Name of the ValkeyConfig (cluster-scoped) the cluster is built from: image, resources "
+            "and valkey.conf settings. Until it resolves, the cluster does not progress.",
+            "ValkeyConfig",
         )
+    )
+    shards: int = attrs.field(
+        default=DEFAULT_SHARDS,
+        metadata=schema(
+            f"Number of shards (primaries); the 16384 slots are spread evenly over them. 1 to "
+            f"{MAX_SHARDS}. Scaling moves slots with atomic slot migration; no key is lost.",
+            fmt="int32",
+            minimum=1,
+            maximum=MAX_SHARDS,
+            publish_default=True,
+        ),
+    )
+    replicas_per_shard: int = attrs.field(
+        default=DEFAULT_REPLICAS_PER_SHARD,
+        metadata=schema(
+            f"Replicas per shard, 0 to {MAX_REPLICAS_PER_SHARD}. With 0 a lost pod loses its shard's "
+            "data (a cache); with replicas a replica is promoted.",
+            fmt="int32",
+            minimum=0,
+            maximum=MAX_REPLICAS_PER_SHARD,
+            publish_default=True,
+        ),
+    )
+    acl: tuple[AclUser, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Valkey ACL users, unique by username. Rendered into each node's startup ACL and kept on "
+            "every live node: users whose rules differ from the rendered ones (ACL LIST) are set "
+            "again, users the operator did not render are deleted. The default user is disabled.",
+            max_items=MAX_ACL_USERS,
+            list_type="map",
+            map_keys=("username",),
+        ),
+    )
+    tls: Tls | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "TLS for clients, replication and the cluster bus (TLS only: the plain port is closed). "
+            "Cannot be added or removed after creation. A new secretRef rolls the pods onto the new "
+            "Secret; new data in the same Secret (a renewed certificate, a CA bundle) is loaded by "
+            "every node without a restart."
+        ),
+    )
+    placement: Placement | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Where the pods run. A change of zones, nodeSelector, tolerations or priorityClassName "
+            "rolls the pods (shard by shard, replicas first); a zoneSpread change replaces no pod."
+        ),
+    )
+    pod_annotations: Mapping[str, str] = attrs.field(
+        factory=dict,
+        metadata=schema(
+            f"Annotations added to every Valkey pod. Keys under {_PREFIX} are the operator's and are "
+            "rejected. New and changed keys are patched onto live pods; a removed key stays on a live "
+            "pod until the pod is replaced.",
+            max_properties=MAX_ANNOTATIONS,
+            items=item("Annotation value.", max_length=MAX_ANNOTATION_VALUE),
+            rules=[
+                rule(
+                    f"self.all(k, !k.startsWith({lit(_PREFIX)}))",
+                    f"keys with the prefix {_PREFIX} are reserved for the operator",
+                    message_expression=lit("annotation ")
+                    + f" + self.filter(k, k.startsWith({lit(_PREFIX)}))[0] + "
+                    + lit(f" is not allowed: keys with the prefix {_PREFIX} are reserved for the operator"),
+                ),
+                *_label_rules("annotation"),
+            ],
+        ),
+    )
 
-    def to_dict(self) -> Obj:
-        return omitempty(
-            configRef=self.config_ref,
-            shards=self.shards,
-            replicasPerShard=self.replicas_per_shard,
-            acl=self.acl,
-            tls=self.tls,
-            placement=self.placement,
-            podAnnotations=self.pod_annotations,
-        )
+
+def _status(description: str, max_length: int, **knobs: Any) -> Any:
+    """An optional status string."""
+    return attrs.field(default=None, metadata=schema(description, max_length=max_length, **knobs))
 
 
+def _count(description: str) -> Any:
+    """An optional non-negative int32 status count."""
+    return attrs.field(default=None, metadata=schema(description, fmt="int32", minimum=0))
+
+
+@described("One Valkey node (pod) as last observed.")
 @attrs.frozen(kw_only=True)
-class NodeStatus:
+class NodeStatus(Model):
     """One Valkey node (pod) as last observed; fields other than pod and shard appear once known."""
 
-    pod: str
-    shard: int
-    role: NodeRole | None = None
-    node_id: str | None = None
-    ip: str | None = None
-    version: str | None = None
-    slots: str | None = None
+    pod: str = attrs.field(
+        metadata=schema("Name of the pod running the node.", max_length=MAX_NAME, required=False)
+    )
+    shard: int = attrs.field(
+        metadata=schema("Shard index the node belongs to.", fmt="int32", minimum=0, required=False)
+    )
+    role: NodeRole | None = attrs.field(
+        default=None, metadata=schema("primary or replica, as Valkey reports it.", max_length=16)
+    )
+    node_id: str | None = _status("Valkey cluster node id.", 64)
+    ip: str | None = _status("IP address of the pod.", 64)
+    version: str | None = _status("Valkey version the running binary reports.", 64)
+    slots: str | None = _status("Slots the node owns, for example 0-5460.", 131072)
     """Slot ranges a primary owns, like "0-5460"."""
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            pod=obj["pod"],
-            shard=obj["shard"],
-            role=parse_optional(obj, "role", NodeRole),
-            node_id=obj.get("nodeId"),
-            ip=obj.get("ip"),
-            version=obj.get("version"),
-            slots=obj.get("slots"),
-        )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            pod=self.pod,
-            shard=self.shard,
-            role=self.role,
-            nodeId=self.node_id,
-            ip=self.ip,
-            version=self.version,
-            slots=self.slots,
-        )
-
 
 @attrs.frozen(kw_only=True)
-class RolloutStatus:
+class RolloutStatus(Model):
     """A rolling update under way."""
 
-    shards_updated: int = 0
-    shards: int = 0
-    shard: int = 0
-    step: str = ""
-    started_at: str | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            shards_updated=obj.get("shardsUpdated", 0),
-            shards=obj.get("shards", 0),
-            shard=obj.get("shard", 0),
-            step=obj.get("step", ""),
-            started_at=obj.get("startedAt"),
-        )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            shardsUpdated=self.shards_updated,
-            shards=self.shards,
-            shard=self.shard,
-            step=self.step,
-            startedAt=self.started_at,
-        )
+    shards_updated: int = attrs.field(
+        default=0,
+        metadata=schema("Shards whose every pod runs the current template.", fmt="int32", minimum=0),
+    )
+    shards: int = attrs.field(default=0, metadata=schema("Shards in spec.", fmt="int32", minimum=0))
+    shard: int = attrs.field(default=0, metadata=schema("The shard rolling now.", fmt="int32", minimum=0))
+    step: str = attrs.field(
+        default="", metadata=schema("What the rolling shard does in this pass.", max_length=512)
+    )
+    started_at: str | None = _status("When this rolling update began (RFC 3339).", 64, fmt="date-time")
 
 
 @attrs.frozen(kw_only=True)
-class TlsStatus:
+class TlsStatus(Model):
     """The certificate material of a TLS cluster, as the operator last saw and confirmed it."""
 
-    secret_hash: str | None = None
-    changed_at: str | None = None
-    not_after: str | None = None
+    secret_hash: str | None = _status(
+        "Hash of the tls.crt, tls.key and ca.crt the operator last saw in the Secret "
+        "spec.tls.secretRef names.",
+        64,
+    )
+    changed_at: str | None = _status(
+        "When the operator first saw that content (RFC 3339); every node older than this "
+        "is reloaded once the kubelet has had time to update the mounted files.",
+        64,
+        fmt="date-time",
+    )
+    not_after: str | None = _status(
+        "When the earliest certificate a node serves expires (RFC 3339), read from a real "
+        "TLS handshake with each node.",
+        64,
+        fmt="date-time",
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            secret_hash=obj.get("secretHash"), changed_at=obj.get("changedAt"), not_after=obj.get("notAfter")
-        )
 
-    def to_dict(self) -> Obj:
-        return omitempty(secretHash=self.secret_hash, changedAt=self.changed_at, notAfter=self.not_after)
-
-
+@described("ValkeyClusterStatus is observed and written by the operator.")
 @attrs.frozen(kw_only=True)
-class ValkeyClusterStatus:
-    state: ClusterState | None = None
-    message: str | None = None
-    endpoint: str | None = None
+class ValkeyClusterStatus(Model):
+    state: ClusterState | None = attrs.field(
+        default=None, metadata=schema("Lifecycle state: Creating, Active, Updating or Failed.", max_length=16)
+    )
+    message: str | None = _status("Human-readable explanation of the state.", MAX_MESSAGE)
+    endpoint: str | None = _status(
+        "The seed address clients connect to: <cluster>.<namespace>.svc.<domain>:<port>, the "
+        "domain being the operator's --cluster-domain (default cluster.local).",
+        512,
+    )
     """The seed address clients connect to."""
-    observed_generation: int | None = None
-    shards: int | None = None
-    ready_shards: int | None = None
-    ready_nodes: int | None = None
-    current_image: str | None = None
-    config_hash: str | None = None
-    nodes: tuple[NodeStatus, ...] = ()
-    rollout: RolloutStatus | None = None
-    max_primaries_per_node: int | None = None
-    tls: TlsStatus | None = None
-    conditions: tuple[Condition, ...] = ()
+    observed_generation: int | None = observed_generation()
+    shards: int | None = _count("Shards that exist.")
+    ready_shards: int | None = _count("Shards whose primary and replicas are ready and in sync.")
+    ready_nodes: int | None = _count("Nodes that are ready and joined.")
+    current_image: str | None = _status(
+        "The image reference every node runs; while any pod runs an outdated pod template it "
+        "keeps its previous value and the cluster is Updating.",
+        1024,
+    )
+    config_hash: str | None = _status(
+        "The settingsHash of the effective config every node runs (pod template and runtime "
+        "settings confirmed with CONFIG GET); until every node runs it, the previous value stays "
+        "and the cluster is Updating.",
+        128,
+    )
+    nodes: tuple[NodeStatus, ...] = attrs.field(
+        default=(), metadata=schema("Per-node view.", max_items=MAX_STATUS_NODES)
+    )
+    rollout: RolloutStatus | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "A rolling update under way (absent when every pod runs the current pod template): shard "
+            "by shard, replicas first, each primary handed over with a coordinated failover.",
+            empty_is_none=True,
+        ),
+    )
+    max_primaries_per_node: int | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "The most slot-serving primaries one Kubernetes node holds; the operator moves primaries "
+            "(coordinated failover) toward at most ceil(primaries / nodes hosting the cluster).",
+            fmt="int32",
+            minimum=0,
+        ),
+    )
+    tls: TlsStatus | None = attrs.field(
+        default=None,
+        metadata=schema("TLS clusters only: the certificate material the nodes serve.", empty_is_none=True),
+    )
+    conditions: tuple[Condition, ...] = conditions(
+        "Conditions: Ready, Progressing and Degraded, each with a reason."
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            rollout=RolloutStatus.from_dict(obj["rollout"]) if obj.get("rollout") else None,
-            tls=TlsStatus.from_dict(obj["tls"]) if obj.get("tls") else None,
-            max_primaries_per_node=obj.get("maxPrimariesPerNode"),
-            state=parse_optional(obj, "state", ClusterState),
-            message=obj.get("message"),
-            endpoint=obj.get("endpoint"),
-            observed_generation=obj.get("observedGeneration"),
-            shards=obj.get("shards"),
-            ready_shards=obj.get("readyShards"),
-            ready_nodes=obj.get("readyNodes"),
-            current_image=obj.get("currentImage"),
-            config_hash=obj.get("configHash"),
-            nodes=parse_list(obj, "nodes", NodeStatus.from_dict),
-            conditions=parse_list(obj, "conditions", Condition.from_dict),
+
+@described(
+    "ValkeyCluster is a sharded Valkey cluster built from a ValkeyConfig. The operator creates its "
+    "pods, headless Service, ConfigMap, Secret and PodDisruptionBudgets (all owned, garbage "
+    'collected with it). The annotation valkey.gomomento.com/paused: "true" stops all changes.',
+    rules=[
+        rule(
+            f"self.metadata.name.matches({raw(DNS_LABEL_1035)})",
+            f"a ValkeyCluster name must be a DNS-1035 label of at most {MAX_CLUSTER_NAME} characters "
+            "(lowercase letters, digits and '-', starting with a letter): it names the cluster's "
+            "Service and pods",
+            message_expression=lit(
+                f"a ValkeyCluster name must be a DNS-1035 label of at most {MAX_CLUSTER_NAME} characters "
+                "(lowercase letters, digits and '-', starting with a letter), because it names the cluster's "
+                "Service and pods; got "
+            )
+            + " + self.metadata.name",
+            field_path=".metadata.name",
         )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            state=self.state,
-            message=self.message,
-            endpoint=self.endpoint,
-            observedGeneration=self.observed_generation,
-            shards=self.shards,
-            readyShards=self.ready_shards,
-            readyNodes=self.ready_nodes,
-            currentImage=self.current_image,
-            configHash=self.config_hash,
-            nodes=self.nodes,
-            rollout=self.rollout,
-            maxPrimariesPerNode=self.max_primaries_per_node,
-            tls=self.tls,
-            conditions=self.conditions,
-        )
-
-
+    ],
+)
 @attrs.frozen(kw_only=True)
-class ValkeyCluster:
+class ValkeyCluster(Model):
     RESOURCE: ClassVar[Resource] = VALKEY_CLUSTERS
 
     metadata: ObjectMeta
     spec: ValkeyClusterSpec
     status: ValkeyClusterStatus | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(**kind_fields(obj, ValkeyClusterSpec.from_dict, ValkeyClusterStatus.from_dict))
-
-    def to_dict(self) -> Obj:
-        return render_kind(self.RESOURCE.kind, self.metadata, self.spec, self.status)

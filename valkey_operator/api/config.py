@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, Self
+from typing import ClassVar
 
 import attrs
 
-from valkey_operator.api.meta import (
-    Condition,
-    ObjectMeta,
-    kind_fields,
-    omitempty,
-    parse_list,
-    parse_map,
-    parse_optional,
-    render_kind,
+from valkey_operator.api import tunables
+from valkey_operator.api.convert import Model
+from valkey_operator.api.fields import (
+    cel_list,
+    conditions,
+    described,
+    item,
+    lit,
+    name_ref,
+    observed_generation,
+    rule,
+    schema,
 )
+from valkey_operator.api.limits import MAX_NAME, MAX_VALKEY_SETTINGS, MAX_VALKEY_VALUE
+from valkey_operator.api.meta import Condition, ObjectMeta
 from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import Obj
 
 # The official valkey image's user; the operator applies it where podSecurity leaves an id unset.
 DEFAULT_POD_ID = 999
@@ -28,123 +32,201 @@ RESOLVED = "Resolved"
 """The config's condition: whether its base chain and image resolve."""
 
 
-def quantity(value: str | int | None) -> str | None:
-    """Quantities are int-or-string in the schema; the models keep the string form."""
-    return None if value is None else str(value)
+_ALLOWED = cel_list(sorted(tunables.TUNABLES))
+_MAX_ID = 2147483647
 
 
 @attrs.frozen(kw_only=True)
-class Resources:
-    cpu: str | None = None
-    memory: str | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(cpu=quantity(obj.get("cpu")), memory=quantity(obj.get("memory")))
-
-    def to_dict(self) -> Obj:
-        return omitempty(cpu=self.cpu, memory=self.memory)
+class Resources(Model):
+    cpu: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "CPU for the Valkey container as a Kubernetes quantity, for example 500m or 2.",
+            quantity="500m or 2",
+        ),
+    )
+    memory: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Memory for the Valkey container as a Kubernetes quantity, for example 1Gi. "
+            "Unless the chain sets maxmemory, the operator sets maxmemory to about 75% of it.",
+            quantity="512Mi or 2Gi",
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
-class PodSecurity:
-    run_as_user: int | None = None
-    run_as_group: int | None = None
-    fs_group: int | None = None
+class PodSecurity(Model):
+    run_as_user: int | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "User id the Valkey container runs as (default 999). At least 1: the pods never run as root.",
+            minimum=1,
+            maximum=_MAX_ID,
+        ),
+    )
+    run_as_group: int | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Primary group id of the Valkey container (default 999). At least 1.", minimum=1, maximum=_MAX_ID
+        ),
+    )
+    fs_group: int | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Group id that owns the pod's volumes (default 999). At least 1.", minimum=1, maximum=_MAX_ID
+        ),
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            run_as_user=obj.get("runAsUser"),
-            run_as_group=obj.get("runAsGroup"),
-            fs_group=obj.get("fsGroup"),
+
+_VALKEY_RULES = (
+    rule(
+        f"self.all(k, k.lowerAscii() in {_ALLOWED})",
+        "may only set the documented valkey.conf tunables (see docs/reference/valkeyconfig.md); "
+        "ports, TLS, persistence, users and auth, replication and cluster wiring are set by the "
+        "operator",
+        message_expression=lit("may only set the documented valkey.conf tunables; not allowed: ")
+        + f" + self.filter(k, !(k.lowerAscii() in {_ALLOWED}))[0] + "
+        + lit(
+            " (ports, TLS, persistence, users and auth, replication and cluster wiring are set by "
+            "the operator; see docs/reference/valkeyconfig.md)"
+        ),
+    ),
+    rule(
+        "self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))",
+        "values must be a single line: no carriage return (CR) or line feed (LF)",
+        message_expression=lit(
+            "values must be a single line (no carriage return or line feed); offending directives: "
         )
+        + " + self.filter(k, self[k].contains('\\n') || self[k].contains('\\r'))[0]",
+    ),
+    rule(
+        "self.all(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",
+        "names the same directive twice (directive names are case-insensitive)",
+        message_expression=lit("names the directive ")
+        + " + self.filter(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() > 1)[0]"
+        + ".lowerAscii() + "
+        + lit(" more than once (directive names are case-insensitive)"),
+    ),
+)
 
-    def to_dict(self) -> Obj:
-        return omitempty(runAsUser=self.run_as_user, runAsGroup=self.run_as_group, fsGroup=self.fs_group)
+
+@described(
+    "ValkeyConfigSpec is a named profile: the image, container resources and valkey.conf settings of "
+    "the clusters that use it. It may inherit from a base config (baseRef): child over parent, key by "
+    "key; imageRef from the nearest config in the chain that sets it; at most "
+    "8 configs deep. At least one of imageRef and baseRef is required. A change of the image, resources "
+    "or podSecurity rolls every cluster that resolves through the config: shard by shard, replicas "
+    "first, the primary handed over with a coordinated failover.",
+    rules=[
+        rule(
+            "has(self.imageRef) || has(self.baseRef)",
+            "must set imageRef (the ValkeyImage to run), baseRef (a ValkeyConfig to inherit from), or both",
+        )
+    ],
+)
+@attrs.frozen(kw_only=True)
+class ValkeyConfigSpec(Model):
+    image_ref: str | None = attrs.field(
+        default=None,
+        metadata=name_ref(
+            "Name of the ValkeyImage to run. Optional when baseRef is set: the image then comes from "
+            "the nearest config in the base chain that sets imageRef. If the image does not exist, "
+            "the config reports Resolved=False (ImageNotFound) and clusters using it do not progress.",
+            "ValkeyImage",
+        ),
+    )
+    base_ref: str | None = attrs.field(
+        default=None,
+        metadata=name_ref(
+            "Name of another ValkeyConfig to inherit from. This config's settings override the "
+            "base's, key by key. A missing base, a cycle or a chain deeper than 8 is reported in "
+            "status (BaseNotFound, BaseCycle, TooDeep).",
+            "ValkeyConfig",
+        ),
+    )
+    resources: Resources | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Container resources of the Valkey container. Requests equal limits (Guaranteed QoS for "
+            "the container). Merged key by key over the base config's resources."
+        ),
+    )
+    valkey: Mapping[str, str] = attrs.field(
+        factory=dict,
+        metadata=schema(
+            "valkey.conf directives for the Valkey server, directive name to value (for example maxmemory: "
+            "2gb, maxmemory-policy: allkeys-lru). Only the documented tunables are accepted (memory and "
+            "eviction, lazy freeing, timeouts and keepalive, slow log and latency, encoding thresholds, "
+            "defragmentation, io-threads, keyspace notifications, and a few cluster tunables); names are "
+            "matched case-insensitively, values are single lines. Everything else (ports, TLS, persistence, "
+            "users and auth, replication and cluster wiring, modules, renamed commands) belongs to the "
+            "operator and is rejected. Merged key by key over the base config's settings. When maxmemory is "
+            "set nowhere in the chain the operator sets it to about 75% of the memory limit. A change is "
+            "applied to live nodes with CONFIG SET and confirmed with CONFIG GET (Valkey 9.0 and 9.1 accept "
+            "every allowed directive at runtime); a directive removed from the chain returns to its default.",
+            max_properties=MAX_VALKEY_SETTINGS,
+            items=item(
+                "The directive's value, exactly as valkey.conf takes it (one line).",
+                max_length=MAX_VALKEY_VALUE,
+            ),
+            rules=_VALKEY_RULES,
+        ),
+    )
+    pod_security: PodSecurity | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "User and group ids of the Valkey pods. Each unset id defaults to 999 (the user of the "
+            "official valkey image), applied by the operator. Pods satisfy the restricted Pod Security "
+            "Standard either way."
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
-class ValkeyConfigSpec:
-    image_ref: str | None = None
-    base_ref: str | None = None
-    resources: Resources | None = None
-    valkey: Mapping[str, str] = attrs.field(factory=dict)
-    pod_security: PodSecurity | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            image_ref=obj.get("imageRef"),
-            base_ref=obj.get("baseRef"),
-            resources=parse_optional(obj, "resources", Resources.from_dict),
-            valkey=parse_map(obj, "valkey"),
-            pod_security=parse_optional(obj, "podSecurity", PodSecurity.from_dict),
-        )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            imageRef=self.image_ref,
-            baseRef=self.base_ref,
-            resources=self.resources,
-            valkey=self.valkey,
-            podSecurity=self.pod_security,
-        )
-
-
-@attrs.frozen(kw_only=True)
-class ResolvedImage:
+class ResolvedImage(Model):
     """The ValkeyImage the chain resolved to, copied so readers need not look it up."""
 
-    name: str
-    repository: str
-    tag: str
-    version: str
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(name=obj["name"], repository=obj["repository"], tag=obj["tag"], version=obj["version"])
-
-    def to_dict(self) -> Obj:
-        return omitempty(name=self.name, repository=self.repository, tag=self.tag, version=self.version)
+    name: str = attrs.field(metadata=schema("Name of the ValkeyImage.", max_length=MAX_NAME, required=False))
+    repository: str = attrs.field(
+        metadata=schema("Its container image repository.", max_length=512, required=False)
+    )
+    tag: str = attrs.field(metadata=schema("Its container image tag.", max_length=128, required=False))
+    version: str = attrs.field(metadata=schema("Its declared Valkey version.", max_length=32, required=False))
 
 
+@described("ValkeyConfigStatus is the result of resolving the config's base chain, written by the operator.")
 @attrs.frozen(kw_only=True)
-class ValkeyConfigStatus:
-    observed_generation: int | None = None
-    resolved_image: ResolvedImage | None = None
-    settings_hash: str | None = None
-    conditions: tuple[Condition, ...] = ()
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            observed_generation=obj.get("observedGeneration"),
-            resolved_image=parse_optional(obj, "resolvedImage", ResolvedImage.from_dict),
-            settings_hash=obj.get("settingsHash"),
-            conditions=parse_list(obj, "conditions", Condition.from_dict),
-        )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            observedGeneration=self.observed_generation,
-            resolvedImage=self.resolved_image,
-            settingsHash=self.settings_hash,
-            conditions=self.conditions,
-        )
+class ValkeyConfigStatus(Model):
+    observed_generation: int | None = observed_generation()
+    resolved_image: ResolvedImage | None = attrs.field(
+        default=None,
+        metadata=schema("The ValkeyImage the chain resolved to, copied so readers need not look it up."),
+    )
+    settings_hash: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Hash of the effective settings (image, resources, podSecurity, valkey); changes exactly "
+            "when one of them does. A cluster's status.configHash takes this value once every node "
+            "runs these settings.",
+            max_length=128,
+        ),
+    )
+    conditions: tuple[Condition, ...] = conditions(
+        "Conditions: Resolved (True when the base chain and image resolve; False with reason "
+        "ImageNotFound, BaseNotFound, BaseCycle or TooDeep)."
+    )
 
 
+@described(
+    "ValkeyConfig is a named profile of image, container resources and valkey.conf settings that "
+    "ValkeyClusters use (spec.configRef); it may inherit from a base config. Protected from "
+    "deletion while a cluster or another config references it."
+)
 @attrs.frozen(kw_only=True)
-class ValkeyConfig:
+class ValkeyConfig(Model):
     RESOURCE: ClassVar[Resource] = VALKEY_CONFIGS
 
     metadata: ObjectMeta
     spec: ValkeyConfigSpec
     status: ValkeyConfigStatus | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(**kind_fields(obj, ValkeyConfigSpec.from_dict, ValkeyConfigStatus.from_dict))
-
-    def to_dict(self) -> Obj:
-        return render_kind(self.RESOURCE.kind, self.metadata, self.spec, self.status)

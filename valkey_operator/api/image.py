@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Self
+from typing import ClassVar
 
 import attrs
 
-from valkey_operator.api.meta import ObjectMeta, kind_fields, omitempty, render_kind
-from valkey_operator.api.resources import VALKEY_IMAGES, VERSION_FLOOR
+from valkey_operator.api.convert import Model
+from valkey_operator.api.fields import described, lit, raw, rule, schema
+from valkey_operator.api.limits import RELEASE_VERSION
+from valkey_operator.api.meta import ObjectMeta
+from valkey_operator.api.resources import VALKEY_IMAGES, VERSION_FLOOR, VERSION_FLOOR_TEXT
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import Obj
 
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
@@ -34,34 +36,55 @@ def meets_floor(version: Version | None) -> bool:
     return version is not None and version >= VERSION_FLOOR
 
 
+_FLOOR = VERSION_FLOOR_TEXT
+_VERSION_RULE = rule(
+    f"self.matches({raw(RELEASE_VERSION)}) && semver(self).compareTo(semver({lit(_FLOOR)})) >= 0",
+    f"must be a full MAJOR.MINOR.PATCH Valkey release of at least {_FLOOR}, for example {_FLOOR} "
+    "(no 'v' prefix, no leading zeros, no pre-release or build suffix)",
+    message_expression=lit("must be a full MAJOR.MINOR.PATCH Valkey release of at least " + _FLOOR + ", got ")
+    + " + self + "
+    + lit(
+        f" (the operator runs Valkey {_FLOOR} or newer; write the version as, for example, {_FLOOR}: "
+        "no 'v' prefix, no leading zeros, no pre-release or build suffix)"
+    ),
+)
+
+
+@described("ValkeyImageSpec names a container image and the Valkey version it provides.")
 @attrs.frozen(kw_only=True)
-class ValkeyImageSpec:
-    repository: str
-    tag: str
-    version: str
+class ValkeyImageSpec(Model):
+    repository: str = attrs.field(
+        metadata=schema(
+            "Container image repository, for example valkey/valkey.", min_length=1, max_length=512
+        )
+    )
+    tag: str = attrs.field(
+        metadata=schema("Container image tag, for example 9.0.1.", min_length=1, max_length=128)
+    )
+    version: str = attrs.field(
+        metadata=schema(
+            "The Valkey version the image provides, for example 9.0.1: full MAJOR.MINOR.PATCH, "
+            f"at least {_FLOOR}. Older declared versions are rejected at admission. It is a promise, "
+            "not proof: the operator also checks the running binary before a node joins a cluster.",
+            max_length=32,
+            rules=[_VERSION_RULE],
+        )
+    )
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(repository=obj["repository"], tag=obj["tag"], version=obj["version"])
 
-    def to_dict(self) -> Obj:
-        return omitempty(repository=self.repository, tag=self.tag, version=self.version)
-
-
+@described("ValkeyImage has a status subresource, but it defines no fields today.")
 @attrs.frozen
-class ValkeyImageStatus:
+class ValkeyImageStatus(Model):
     """Intentionally empty: the kind has a status subresource but nothing to report yet."""
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls()
 
-    def to_dict(self) -> Obj:
-        return {}
-
-
+@described(
+    "ValkeyImage registers a Valkey container image the operator is allowed to run. It is the "
+    "allowlist: if no ValkeyImage exists for an image, no ValkeyCluster can use it. Referenced by "
+    "ValkeyConfig.spec.imageRef; protected from deletion while referenced."
+)
 @attrs.frozen(kw_only=True)
-class ValkeyImage:
+class ValkeyImage(Model):
     RESOURCE: ClassVar[Resource] = VALKEY_IMAGES
 
     metadata: ObjectMeta
@@ -76,10 +99,3 @@ class ValkeyImage:
     @property
     def parsed_version(self) -> Version | None:
         return parse_version(self.spec.version)
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(**kind_fields(obj, ValkeyImageSpec.from_dict, ValkeyImageStatus.from_dict))
-
-    def to_dict(self) -> Obj:
-        return render_kind(self.RESOURCE.kind, self.metadata, self.spec, self.status)

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import enum
-from typing import ClassVar, Self
+from typing import ClassVar
 
 import attrs
 
-from valkey_operator.api.meta import (
-    Condition,
-    ObjectMeta,
-    kind_fields,
-    omitempty,
-    parse_list,
-    render_kind,
-)
+from valkey_operator.api.convert import Model
+from valkey_operator.api.fields import Schema, conditions, described, matches, observed_generation, schema
+from valkey_operator.api.limits import COMMAND
+from valkey_operator.api.meta import Condition, ObjectMeta
 from valkey_operator.api.resources import VALKEY_ROLES
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import Obj
 
 
 class Access(enum.StrEnum):
@@ -54,82 +49,101 @@ class AclCategory(enum.StrEnum):
     SCRIPTING = "scripting"
 
 
+def _access(what: str) -> dict[str, Schema]:
+    return schema(
+        f"allow grants the {what} (+), deny revokes it (-). Defaults to allow.",
+        max_length=8,
+        publish_default=True,
+    )
+
+
+@described("One ACL category rule.")
 @attrs.frozen(kw_only=True)
-class CategoryRule:
-    name: AclCategory
-    access: Access = Access.ALLOW
+class CategoryRule(Model):
+    name: AclCategory = attrs.field(
+        metadata=schema(
+            "ACL category without the '@', for example read, write, admin or dangerous "
+            "(all selects every command).",
+            max_length=32,
+        )
+    )
+    access: Access = attrs.field(default=Access.ALLOW, metadata=_access("category"))
 
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(name=AclCategory(obj["name"]), access=Access(obj.get("access", Access.ALLOW)))
 
-    def to_dict(self) -> Obj:
-        return omitempty(name=self.name, access=self.access)
-
-
+@described("One command rule.")
 @attrs.frozen(kw_only=True)
-class CommandRule:
+class CommandRule(Model):
     """`name` is a command or `command|subcommand`, lowercase."""
 
-    name: str
-    access: Access = Access.ALLOW
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(name=obj["name"], access=Access(obj.get("access", Access.ALLOW)))
-
-    def to_dict(self) -> Obj:
-        return omitempty(name=self.name, access=self.access)
-
-
-@attrs.frozen(kw_only=True)
-class ValkeyRoleSpec:
-    categories: tuple[CategoryRule, ...]
-    commands: tuple[CommandRule, ...] = ()
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            categories=parse_list(obj, "categories", CategoryRule.from_dict),
-            commands=parse_list(obj, "commands", CommandRule.from_dict),
+    name: str = attrs.field(
+        metadata=schema(
+            "A command, or command|subcommand, in lowercase: for example get, config|get or client|kill.",
+            min_length=1,
+            max_length=64,
+            rules=[
+                matches(
+                    COMMAND,
+                    "must be a lowercase command name, optionally with one |subcommand "
+                    "(for example get or client|kill)",
+                    got="must be a lowercase command name, optionally with one |subcommand "
+                    "(for example get or client|kill); got ",
+                )
+            ],
         )
+    )
+    access: Access = attrs.field(default=Access.ALLOW, metadata=_access("command"))
 
-    def to_dict(self) -> Obj:
-        return omitempty(categories=self.categories, commands=self.commands)
 
-
+@described(
+    "ValkeyRoleSpec is a reusable set of command permissions for ACL users. Rules apply in order: "
+    "categories as listed, then commands as listed; later rules override earlier ones."
+)
 @attrs.frozen(kw_only=True)
-class ValkeyRoleStatus:
-    observed_generation: int | None = None
-    summary: str | None = None
+class ValkeyRoleSpec(Model):
+    categories: tuple[CategoryRule, ...] = attrs.field(
+        metadata=schema(
+            "ACL command categories the role allows or denies, at least one. Unique by name.",
+            min_items=1,
+            max_items=len(AclCategory),
+            list_type="map",
+            map_keys=("name",),
+        )
+    )
+    commands: tuple[CommandRule, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Individual commands (or command|subcommand) the role allows or denies, applied after the "
+            "categories. Unique by name.",
+            max_items=128,
+            list_type="map",
+            map_keys=("name",),
+        ),
+    )
+
+
+@described("ValkeyRoleStatus is written by the operator.")
+@attrs.frozen(kw_only=True)
+class ValkeyRoleStatus(Model):
+    observed_generation: int | None = observed_generation()
+    summary: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "The role's rules in ACL notation, for example +@read +@write -@dangerous.", max_length=8192
+        ),
+    )
     """Such as "+read +write -dangerous", for the Categories printer column."""
-    conditions: tuple[Condition, ...] = ()
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(
-            observed_generation=obj.get("observedGeneration"),
-            summary=obj.get("summary"),
-            conditions=parse_list(obj, "conditions", Condition.from_dict),
-        )
-
-    def to_dict(self) -> Obj:
-        return omitempty(
-            observedGeneration=self.observed_generation, summary=self.summary, conditions=self.conditions
-        )
+    conditions: tuple[Condition, ...] = conditions("Conditions reported by the operator about this role.")
 
 
+@described(
+    "ValkeyRole is a reusable command permission set for ACL users, referenced by "
+    "ValkeyCluster.spec.acl[].permissions[].roleRef. Editing a role re-applies the ACLs of every "
+    "cluster that uses it, without restarts. Protected from deletion while referenced."
+)
 @attrs.frozen(kw_only=True)
-class ValkeyRole:
+class ValkeyRole(Model):
     RESOURCE: ClassVar[Resource] = VALKEY_ROLES
 
     metadata: ObjectMeta
     spec: ValkeyRoleSpec
     status: ValkeyRoleStatus | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Obj) -> Self:
-        return cls(**kind_fields(obj, ValkeyRoleSpec.from_dict, ValkeyRoleStatus.from_dict))
-
-    def to_dict(self) -> Obj:
-        return render_kind(self.RESOURCE.kind, self.metadata, self.spec, self.status)

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from valkey_operator.api import tunables
-from valkey_operator.api.crdgen import ACL_CATEGORIES
 from valkey_operator.api.resources import (
     API_VERSION,
     RESERVED_USERNAMES,
@@ -26,6 +25,7 @@ from valkey_operator.api.resources import (
     VALKEY_ROLES,
     VERSION_FLOOR_TEXT,
 )
+from valkey_operator.api.role import AclCategory
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import ApiError, Obj
@@ -415,7 +415,7 @@ ROLE_CASES = [
         "every category",
         (
             "spec.categories",
-            [{"name": name} for name in ACL_CATEGORIES],
+            [{"name": category.value} for category in AclCategory],
         ),
     ),
     ok("role", "no commands", ("spec.commands", DROP)),
