@@ -107,7 +107,8 @@ def field_doc(tp: Any, s: Schema, default: Any) -> Doc:
         return _quantity(s)
     if kind == "list":
         item_kind, item_type = shape(unwrap(inner)[0])
-        items = object_doc(item_type) if item_kind == "model" else _string(s.items or Schema())
+        choices = [member.value for member in item_type] if item_kind == "enum" else None
+        items = object_doc(item_type) if item_kind == "model" else _string(s.items or Schema(), choices)
         doc = _put(
             {"description": s.description, "type": "array"}, minItems=s.min_items, maxItems=s.max_items
         )
@@ -121,16 +122,16 @@ def field_doc(tp: Any, s: Schema, default: Any) -> Doc:
     if kind == "enum":
         return _string(s, [member.value for member in inner], default and default.value)
     if kind == "model":
-        return object_doc(inner, s.description)
+        return object_doc(inner, s.description, s.rules)
     if base is int:
         doc = {"description": s.description, "type": "integer", "format": s.fmt or "int64"}
-        return _put(doc, minimum=s.minimum, maximum=s.maximum, default=default)
+        return _rules(_put(doc, minimum=s.minimum, maximum=s.maximum, default=default), s.rules)
     assert base is str, (tp, s)
     return _string(s, default=default)
 
 
-def object_doc(cls: type, description: str = "") -> Doc:
-    """An object from an attrs class: its fields' schemas, required ones, and the class's rules."""
+def object_doc(cls: type, description: str = "", rules: Sequence[Doc] = ()) -> Doc:
+    """An object from an attrs class: its fields' schemas, required ones, the class's rules, then `rules`."""
     described = OBJECTS.get(cls)
     description = description or (described.description if described else "")
     if not description:
@@ -145,7 +146,7 @@ def object_doc(cls: type, description: str = "") -> Doc:
             required.append(json_name(field))
         properties[json_name(field)] = field_doc(field.type, s, default)
     doc = _put(doc, required=required, properties=properties or None)
-    return _rules(doc, described.rules if described else ())
+    return _rules(doc, [*(described.rules if described else ()), *rules])
 
 
 def _check(cls: type, field: attrs.Attribute[Any], s: Schema) -> None:

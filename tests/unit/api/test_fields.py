@@ -39,7 +39,9 @@ class Example(Model):
     labels: Mapping[str, str] = attrs.field(
         factory=dict, metadata=schema("Labels.", max_properties=2, items=item("A value.", max_length=3))
     )
-    inner: Inner | None = attrs.field(default=None, metadata=schema("Nested.", empty_is_none=True))
+    inner: Inner | None = attrs.field(
+        default=None, metadata=schema("Nested.", empty_is_none=True, rules=[rule("has(self.size)", "sized")])
+    )
 
 
 def test_one_field_declaration_makes_the_schema() -> None:
@@ -76,6 +78,7 @@ def test_one_field_declaration_makes_the_schema() -> None:
     }
     inner = props["inner"]
     assert inner["description"] == "Nested." and inner["properties"]["size"]["x-kubernetes-int-or-string"]
+    assert inner["x-kubernetes-validations"] == [{"rule": "has(self.size)", "message": "sized"}]
 
 
 def test_one_field_declaration_makes_the_converters() -> None:
