@@ -51,6 +51,22 @@ class Node:
         return self.pod.ready and not self.pod.deleting and self.pod.shard is not None
 
 
+def is_outdated(pod: PodObservation, desired: Desired) -> bool:
+    """A live pod of an in-spec shard whose template is not the desired one: what a roll replaces
+    (an ended pod is never replaced; a pod of a shard beyond spec.shards is drained, not rolled).
+    The one definition of outdated: rollout admission and the roll itself both read it."""
+    return (
+        pod.live
+        and pod.shard is not None
+        and 0 <= pod.shard < desired.shards
+        and pod.template_hash != desired.template_hash
+    )
+
+
+def outdated_pods(pods: Sequence[PodObservation], desired: Desired) -> tuple[PodObservation, ...]:
+    return tuple(pod for pod in pods if is_outdated(pod, desired))
+
+
 class View:
     """Facts derived once per pass from the observation; every step and the status read these."""
 
@@ -94,6 +110,9 @@ class View:
         self.may_roll = observation.may_roll
         self.recorded_tls = observation.recorded_tls
         self.node_zones = observation.node_zones
+        self.refusals = observation.refusals
+        self.outdated = outdated_pods(self.pods, desired)
+        """Live pods of in-spec shards on another template (the one definition of outdated)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:

@@ -34,6 +34,7 @@ from controllers.cluster.actions import (
     Action,
     ApplyObject,
     AssignSlots,
+    CreateObject,
     CreatePod,
     DeletePod,
     Failover,
@@ -339,8 +340,15 @@ class SimulatedCluster:
 
     def _apply(self, action: Action, unreachable: Collection[str]) -> Outcome:
         match action:
-            case CreatePod(shard=shard):
-                self.create_pod(shard)
+            case CreatePod(shard=shard, name=name):
+                if name in self.pods:
+                    return Outcome(action, "AlreadyExists")
+                self.create_pod(shard, name or None)
+                return Outcome(action)
+            case CreateObject(object=owned):
+                if owned.key in self.objects:
+                    return Outcome(action, "AlreadyExists")
+                self.objects[owned.key] = owned.body
                 return Outcome(action)
             case DeletePod(pod=pod):
                 if pod not in self.pods:
@@ -398,15 +406,13 @@ class SimulatedCluster:
         assert_never(action)
 
     def _config_set(self, node: SimNode, action: SetConfig) -> str | None:
-        """What the actor makes of it: every directive the server accepts applies, refusals are named."""
-        refused = []
+        """As Valkey does: all or nothing, the error naming the first directive refused."""
         for name, value in action.settings:
-            printed = canonical(name, value)
-            if printed is None or value in self.settings.refused.get(name, frozenset()):
-                refused.append(name)
-            else:
-                node.config[name] = printed
-        return f"refused {', '.join(refused)}" if refused else None
+            if canonical(name, value) is None or value in self.settings.refused.get(name, frozenset()):
+                return f"CONFIG SET failed (possibly related to argument '{name}') - refused"
+        for name, value in action.settings:
+            node.config[name] = canonical(name, value) or value
+        return None
 
     def _acl_sync(self, node: SimNode, action: SyncAcl) -> str | None:
         refused = []
@@ -544,12 +550,13 @@ class SimulatedCluster:
 
     # --- the world outside the operator -----------------------------------------------------------------
 
-    def create_pod(self, shard: int) -> SimPod:
+    def create_pod(self, shard: int, name: str | None = None) -> SimPod:
+        """A pod by the name the operator chose (the simulator's own when none)."""
         seq = self._seq
         self._seq += 1
         delays = self.settings.ready_delays or (0,)
         pod = SimPod(
-            name=f"{self.settings.cluster}-{shard}-{seq:05x}",
+            name=name or f"{self.settings.cluster}-{shard}-{seq:05x}",
             shard=shard,
             template_hash=self.template_hash,
             seq=seq,
