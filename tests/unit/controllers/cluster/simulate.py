@@ -44,6 +44,7 @@ from controllers.cluster.actions import (
     PatchPodMetadata,
     Promote,
     PruneFailedPod,
+    ReloadTls,
     Replicate,
     SetConfig,
     SyncAcl,
@@ -101,6 +102,10 @@ class SimSettings:
     acl_secret: str = "vk-internal"
     acl_key: str = "users.acl"
     """Where the startup ACL file lives among the owned objects (what a starting server loads)."""
+    refused_users: frozenset[str] = frozenset()
+    """Users whose rules every server refuses at ACL SETUSER (a rule this build does not take)."""
+    refuse_tls: bool = False
+    """Every server refuses to load its certificate files again (a bad file in the Secret)."""
 
 
 @attrs.define
@@ -396,6 +401,12 @@ class SimulatedCluster:
                     return Outcome(action, "NotFound")
                 del self.pods[pod]
                 return Outcome(action)
+            case ReloadTls():
+                node = self._target(action.node, unreachable)
+                if isinstance(node, str):
+                    return Outcome(action, node)
+                refused = "ERR loading the TLS files failed" if self.settings.refuse_tls else None
+                return Outcome(action, refused)
             case SetConfig() | SyncAcl():
                 node = self._target(action.node, unreachable)
                 if isinstance(node, str):
@@ -417,7 +428,7 @@ class SimulatedCluster:
     def _acl_sync(self, node: SimNode, action: SyncAcl) -> str | None:
         refused = []
         for user in action.set_users:
-            if self._names_unknown(user.rules):
+            if self._names_unknown(user.rules) or user.username in self.settings.refused_users:
                 refused.append(user.username)
             else:
                 node.acl[user.username] = normal_form(user.rules)
