@@ -36,7 +36,6 @@ from controllers.cluster.observe import Refusals
 from controllers.cluster.versions import meets_floor
 from controllers.cluster.view import Node, View
 from valkey_operator.api.resources import GROUP
-from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.rest import Obj
 
 RENDERED_HASH_ANNOTATION = f"{GROUP}/rendered-hash"
@@ -105,14 +104,10 @@ def _b64(text: str) -> str:
 # --- runtime settings --------------------------------------------------------------------------
 
 
-def config_changes(view: View, node: Node) -> dict[str, str] | None:
-    """The directives to CONFIG SET on node (value as sent); None when its values are unknown."""
-    if node.obs.config is None or not meets_floor(node.obs.version):
-        return None
-    wanted = desired_runtime(view.desired.runtime, node.obs.version)
-    changes = {name: value for name, value in wanted.values.items() if node.obs.config.get(name) != value}
-    changes.update(wanted.invalid)  # sent as written: Valkey's refusal names what is wrong
-    return changes
+def config_changes(view: View, node: Node) -> Mapping[str, str] | None:
+    """The directives to CONFIG SET on node (value as sent); None when its values are unknown.
+    Computed once per pass (View.runtime_changes): the actions and the status both read it."""
+    return view.runtime_changes[node.pod.name]
 
 
 def set_config(view: View) -> Iterable[SetConfig]:

@@ -23,6 +23,7 @@ from controllers.cluster.rebalance import (
 )
 from controllers.cluster.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.valkey.replies import MigrationOperation
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, even_split, slot_count, subtract, union
 
@@ -289,6 +290,23 @@ class View:
         for shard in range(self.desired.shards):
             counts.setdefault(shard, 0)
         return transfers(counts, self.desired.shards)
+
+    @functools.cached_property
+    def runtime_changes(self) -> dict[str, dict[str, str] | None]:
+        """Per answering node: the directives it does not run as desired (value as sent), None when
+        its values are unknown or it never joins (below the floor)."""
+        found: dict[str, dict[str, str] | None] = {}
+        for name, node in self.nodes.items():
+            if node.obs.config is None or not meets_floor(node.obs.version):
+                found[name] = None
+                continue
+            wanted = desired_runtime(self.desired.runtime, node.obs.version)
+            changes = {
+                key: value for key, value in wanted.values.items() if node.obs.config.get(key) != value
+            }
+            changes.update(wanted.invalid)  # sent as written: Valkey's refusal names what is wrong
+            found[name] = changes
+        return found
 
     @functools.cached_property
     def acl(self) -> AclDecision:
