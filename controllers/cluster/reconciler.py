@@ -158,6 +158,11 @@ class ClusterReconciler:
         facts = gathered.facts
         key = facts.key
         decision = decide(facts, now)
+        # No await since the gatherer read the slots held: another cluster's pass sees this claim.
+        if decision.rollout_slot is RolloutSlot.CLAIM:
+            self.rollouts.claim(key)
+        elif decision.rollout_slot is RolloutSlot.RELEASE:
+            self.rollouts.release(key)
         if decision.actions and decision.context is not None:
             actor = Actor(self.client, decision.context, gathered.pods, gathered.admin)
             outcome = await actor.run(decision.actions)
@@ -273,10 +278,6 @@ class ClusterReconciler:
     async def _record(self, obj: Obj, current: Obj, decision: Decision) -> None:
         meta = obj["metadata"]
         key = _key(obj)
-        if decision.rollout_slot is RolloutSlot.CLAIM:
-            self.rollouts.claim(key)
-        elif decision.rollout_slot is RolloutSlot.RELEASE:
-            self.rollouts.release(key)
         await self._write_status(obj, current, decision.status)
         for event in decision.events:
             if event.type == WARNING:
