@@ -374,3 +374,8 @@ def test_the_stories_together_reach_every_reason_blocked_ones_too() -> None:
     wanted = {reason.value for reason in Reason} | BLOCKED_REASONS
     missing = sorted(wanted - set().union(*STORIES.values()) - EXEMPT.keys())
     assert not missing, f"no story reaches {missing}"
+
+
+def test_the_stories_reach_every_state() -> None:
+    states = {decision.status["state"] for story in STORIES for decision in story(random.Random(3)).decisions}
+    assert states == {state.value for state in ClusterState}
