@@ -57,6 +57,10 @@ class TlsView:
 
 
 def tls_view(view: View) -> TlsView | None:
+    return view.once("tls_view", lambda: _tls_view(view))
+
+
+def _tls_view(view: View) -> TlsView | None:
     tls = view.desired.tls
     if tls is None:
         return None

@@ -70,6 +70,10 @@ class Spread:
 
 def spread(view: View) -> Spread | None:
     """None when the pods' Kubernetes nodes are not known (a pod not scheduled, or a test world)."""
+    return view.once("spread", lambda: _spread(view))
+
+
+def _spread(view: View) -> Spread | None:
     members = [node for node in view.members.values() if not node.pod.deleting]
     if not members or any(node.pod.node_name is None for node in members):
         return None

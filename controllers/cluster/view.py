@@ -8,7 +8,8 @@ which shard a pod was created for. A node that did not answer is a fact here
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
 
 import attrs
 
@@ -68,6 +69,9 @@ def outdated_pods(pods: Sequence[PodObservation], desired: Desired) -> tuple[Pod
     return tuple(pod for pod in pods if is_outdated(pod, desired))
 
 
+T = TypeVar("T")
+
+
 class View:
     """Facts derived once per pass from the observation; every step and the status read these."""
 
@@ -112,6 +116,7 @@ class View:
         self.recorded_tls = observation.recorded_tls
         self.node_zones = observation.node_zones
         self.refusals = observation.refusals
+        self._once: dict[str, object] = {}
         self.outdated = outdated_pods(self.pods, desired)
         """Live pods of in-spec shards on another template (the one definition of outdated)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
@@ -204,6 +209,10 @@ class View:
 
     def ghosts(self) -> list[str]:
         """Node ids the members know that no existing pod's server claims as its own (sorted)."""
+        return self._ghosts
+
+    @functools.cached_property
+    def _ghosts(self) -> list[str]:
         known = {peer.node_id for node in self.members.values() for peer in node.obs.peers}
         return sorted(known - self.by_id.keys())
 
@@ -286,10 +295,20 @@ class View:
 
     def transfers(self) -> tuple[Transfer, ...]:
         """Slot moves that bring every shard to its quota (rebalance.transfers)."""
+        return self._transfers
+
+    @functools.cached_property
+    def _transfers(self) -> tuple[Transfer, ...]:
         counts = {shard: slot_count(slots) for shard, slots in self.shard_slots().items()}
         for shard in range(self.desired.shards):
             counts.setdefault(shard, 0)
         return transfers(counts, self.desired.shards)
+
+    def once(self, key: str, compute: Callable[[], T]) -> T:
+        """A derived fact of a module that reads the View (certificates, spread), computed once."""
+        if key not in self._once:
+            self._once[key] = compute()
+        return cast(T, self._once[key])
 
     @functools.cached_property
     def runtime_changes(self) -> dict[str, dict[str, str] | None]:
