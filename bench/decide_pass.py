@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / 
 
 import decide_harness  # type: ignore[import-not-found]
 
-from controllers.cluster.decide import decide
-from controllers.cluster.plan import plan
+from controllers.cluster.decision.decide import decide
+from controllers.cluster.decision.plan import plan
 
 
 def main() -> None:

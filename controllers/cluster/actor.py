@@ -40,7 +40,7 @@ from contextlib import AbstractAsyncContextManager
 import attrs
 import structlog
 
-from controllers.cluster.actions import (
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     AssignSlots,

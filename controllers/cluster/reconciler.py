@@ -30,12 +30,19 @@ import attrs
 import structlog
 
 from controllers.cluster.actor import Actor
-from controllers.cluster.decide import Decision, Facts, RolloutSlot, RolloutSlots, commands_to_probe, decide
+from controllers.cluster.decision.decide import (
+    Decision,
+    Facts,
+    RolloutSlot,
+    RolloutSlots,
+    commands_to_probe,
+    decide,
+)
+from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.owned import owned_names
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observe import Observation
 from controllers.cluster.observer import NodeExtras, observe, owned_pods
-from controllers.cluster.owned import owned_names
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render import names
 from controllers.cluster.render.credentials import InternalCredentials, generate_credentials, read_credentials

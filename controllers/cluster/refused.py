@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from controllers.cluster.actions import Action, Failure, SetConfig
-from controllers.cluster.observe import Refusal, Refusals
+from controllers.cluster.decision.actions import Action, Failure, SetConfig
+from controllers.cluster.decision.observe import Refusal, Refusals
 
 
 class RefusalMemory:

@@ -41,29 +41,8 @@ def test_only_the_entry_point_imports_controllers() -> None:
 
 
 CLUSTER = ROOT / "controllers" / "cluster"
-DECISION = [
-    CLUSTER / f"{name}.py"
-    for name in (
-        "decide",
-        "plan",
-        "report",
-        "rollout",
-        "view",
-        "upkeep",
-        "certificates",
-        "spread",
-        "rebalance",
-        "failures",
-        "acl_decision",
-        "actions",
-        "desired",
-        "observe",
-        "versions",
-        "status_document",
-        "owned",
-    )
-]
-"""The pure modules decide() is made of (the next commit moves them into controllers/cluster/decision/)."""
+DECISION = sorted((CLUSTER / "decision").glob("*.py"))
+"""The pure modules decide() is made of: controllers/cluster/decision/."""
 IMPURE = {
     "controllers.cluster.reconciler",
     "controllers.cluster.observer",
@@ -85,7 +64,7 @@ IMPURE = {
 
 def test_the_decision_imports_nothing_that_gathers_acts_remembers_or_reads_a_clock() -> None:
     found = {path: names for path, names in imported_modules(CLUSTER).items() if path in DECISION}
-    assert len(found) == len(DECISION), sorted(set(DECISION) - found.keys())
+    assert len(found) == len(DECISION) > 10, sorted(set(DECISION) - found.keys())
     for path, names in found.items():
         bad = sorted(name for name in names if name in IMPURE or name.split(".")[0] in {"asyncio", "time"})
         assert not bad, f"{path.name} imports {bad}"

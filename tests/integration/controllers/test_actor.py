@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from controllers.cluster.actions import (
+from controllers.cluster.actor import Actor
+from controllers.cluster.decision.actions import (
     ApplyObject,
     CreateObject,
     DeletePod,
@@ -26,12 +27,11 @@ from controllers.cluster.actions import (
     ReloadTls,
     SyncAcl,
 )
-from controllers.cluster.actor import Actor
-from controllers.cluster.desired import OwnedObject
+from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.upkeep import config_sets
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.upkeep import config_sets
 from controllers.config.resolve import ResolvedConfig, ResolvedImage
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client

@@ -18,9 +18,16 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import attrs
 from simulate import Outcome, SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import Action, Failure, PatchPodMetadata, ReloadTls, SetConfig, SyncAcl
-from controllers.cluster.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
-from controllers.cluster.observe import Observation
+from controllers.cluster.decision.actions import (
+    Action,
+    Failure,
+    PatchPodMetadata,
+    ReloadTls,
+    SetConfig,
+    SyncAcl,
+)
+from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
+from controllers.cluster.decision.observe import Observation
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.credentials import InternalCredentials, read_credentials
 from controllers.cluster.tls import TlsMaterial, TlsProblem

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import attrs
 from simulate import Outcome, SimNode, SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import (
+from controllers.cluster.decision.actions import (
     AssignSlots,
     DeletePod,
     Failover,
@@ -30,14 +30,14 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import Observation, PodPhase
-from controllers.cluster.plan import Plan, plan
-from controllers.cluster.rebalance import quotas
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import Observation, PodPhase
+from controllers.cluster.decision.plan import Plan, plan
+from controllers.cluster.decision.rebalance import quotas
+from controllers.cluster.decision.report import Reason
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
 from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.report import Reason
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import MAX_IN_SYNC_LAG_BYTES
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.valkey.acl import normal_form

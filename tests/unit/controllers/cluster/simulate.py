@@ -29,8 +29,8 @@ from typing import assert_never
 
 import attrs
 
-from controllers.cluster.acl_decision import file_users
-from controllers.cluster.actions import (
+from controllers.cluster.decision.acl_decision import file_users
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     AssignSlots,
@@ -49,8 +49,8 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import NodeObservation, Observation, PodObservation, PodPhase
-from controllers.cluster.versions import Version, format_version
+from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.cluster.decision.versions import Version, format_version
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import canonical, desired_runtime

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import Observation
-from controllers.cluster.plan import plan
-from controllers.cluster.status_document import blocked_status, endpoint, planned_status
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.plan import plan
+from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
 
 NOW = "2026-12-01T09:00:00Z"
 
@@ -50,7 +50,7 @@ def test_blocked_status_says_why_and_keeps_the_recorded_state() -> None:
 def test_every_condition_reason_is_documented() -> None:
     from pathlib import Path
 
-    from controllers.cluster.report import Reason
+    from controllers.cluster.decision.report import Reason
 
     page = (Path(__file__).parents[4] / "docs" / "reference" / "valkeycluster.md").read_text()
     internal = {Reason.READY, Reason.RECONCILED, Reason.PAUSED, Reason.AS_EXPECTED}
@@ -63,7 +63,7 @@ def test_every_condition_reason_is_documented() -> None:
 def test_a_rolling_update_keeps_its_start_time_in_status() -> None:
     import attrs
 
-    from controllers.cluster.report import RolloutProgress
+    from controllers.cluster.decision.report import RolloutProgress
 
     planned = plan(Observation(pods=()), DESIRED)
     progress = RolloutProgress(shards_updated=1, shards=3, shard=1, step="creating a surge pod")

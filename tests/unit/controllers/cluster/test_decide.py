@@ -8,9 +8,16 @@ import attrs
 from decide_harness import FRESH, SECRET_KEY, World, config, gather, run, step, world
 from test_decide_reasons import certificates_rotate
 
-from controllers.cluster.actions import ApplyObject, CreateObject, CreatePod, Failover, Failure, Promote
-from controllers.cluster.certificates import TLS_LOADED_ANNOTATION
-from controllers.cluster.decide import (
+from controllers.cluster.decision.actions import (
+    ApplyObject,
+    CreateObject,
+    CreatePod,
+    Failover,
+    Failure,
+    Promote,
+)
+from controllers.cluster.decision.certificates import TLS_LOADED_ANNOTATION
+from controllers.cluster.decision.decide import (
     REQUEUE_BLOCKED,
     TLS_SECRET_INVALID,
     Decision,
@@ -19,7 +26,7 @@ from controllers.cluster.decide import (
     failover_counts,
     rfc3339,
 )
-from controllers.cluster.owned import owned_names, owned_objects
+from controllers.cluster.decision.owned import owned_names, owned_objects
 from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl, render_acl
 from controllers.cluster.render.context import RenderContext

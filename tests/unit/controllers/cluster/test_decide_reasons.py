@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simulate import SimSettings
 
-from controllers.cluster.decide import INTERNAL_SECRET_DAMAGED, TLS_SECRET_INVALID, RolloutSlots
-from controllers.cluster.observe import Observation, PodPhase
-from controllers.cluster.report import Reason
+from controllers.cluster.decision.decide import INTERNAL_SECRET_DAMAGED, TLS_SECRET_INVALID, RolloutSlots
+from controllers.cluster.decision.observe import Observation, PodPhase
+from controllers.cluster.decision.report import Reason
 from controllers.cluster.tls import Certificate, TlsMaterial, TlsProblem
 from controllers.config.resolve import FailureReason
 from valkey_operator.api.cluster import ClusterState

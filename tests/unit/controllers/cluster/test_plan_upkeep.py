@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from planner_harness import CLUSTER, TAMPERED_SETTING, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import (
+from controllers.cluster.decision.actions import (
     ApplyObject,
     CreatePod,
     DeletePod,
@@ -26,13 +26,13 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.observe import Observation
-from controllers.cluster.plan import REQUEUE_REFUSED, Plan, finish, plan
+from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
+from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
+from controllers.cluster.decision.report import Reason
+from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
-from controllers.cluster.report import Reason
-from controllers.cluster.upkeep import RENDERED_HASH_ANNOTATION
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
@@ -399,7 +399,7 @@ def test_any_history_of_unknown_facts_hand_edits_and_edits_converges(
 
 
 def test_a_failed_object_apply_is_a_finding_and_counts_no_failover() -> None:
-    from controllers.cluster.decide import failover_counts
+    from controllers.cluster.decision.decide import failover_counts
 
     planned = plan(Observation(pods=()), day2(1, 0))
     apply = next(a for a in planned.actions if isinstance(a, ApplyObject))

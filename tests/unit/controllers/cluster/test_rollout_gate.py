@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from controllers.cluster.decide import RolloutSlot, RolloutSlots, admit
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import PodObservation, PodPhase
+from controllers.cluster.decision.decide import RolloutSlot, RolloutSlots, admit
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import PodObservation, PodPhase
+from controllers.cluster.decision.view import outdated_pods
 from controllers.cluster.rollout_gate import CLAIM_TTL, RolloutGate
-from controllers.cluster.view import outdated_pods
 
 
 def may_roll(gate: RolloutGate, limit: int, cluster: str, outdated: bool) -> bool:

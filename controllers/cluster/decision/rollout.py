@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import attrs
 
-from controllers.cluster.actions import DeletePod, Failover, PatchPodMetadata
-from controllers.cluster.observe import PodObservation
-from controllers.cluster.view import Node, View, is_outdated
+from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata
+from controllers.cluster.decision.observe import PodObservation
+from controllers.cluster.decision.view import Node, View, is_outdated
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
 

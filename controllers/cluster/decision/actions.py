@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import attrs
 
-from controllers.cluster.desired import OwnedObject
+from controllers.cluster.decision.desired import OwnedObject
 from controllers.cluster.render.acl import UserAcl
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.slots import SlotRanges

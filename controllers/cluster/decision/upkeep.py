@@ -30,11 +30,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controllers.cluster.actions import ApplyObject, Failure, PatchPodMetadata, SetConfig, SyncAcl
-from controllers.cluster.desired import OwnedObject
-from controllers.cluster.observe import Refusals
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import ApplyObject, Failure, PatchPodMetadata, SetConfig, SyncAcl
+from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.observe import Refusals
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.resources import GROUP
 from valkey_operator.core.rest import Obj
 

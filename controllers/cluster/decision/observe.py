@@ -21,9 +21,9 @@ from typing import Self
 
 import attrs
 
+from controllers.cluster.decision.versions import Version
 from controllers.cluster.render.names import TEMPLATE_HASH_LABEL, shard_of
 from controllers.cluster.tls import Certificate
-from controllers.cluster.versions import Version
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, spread, upkeep
-from controllers.cluster.actions import (
+from controllers.cluster.decision import certificates, spread, upkeep
+from controllers.cluster.decision.actions import (
     Action,
     CreatePod,
     DeletePod,
@@ -21,13 +21,13 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import PodObservation
-from controllers.cluster.rebalance import (
+from controllers.cluster.decision.observe import PodObservation
+from controllers.cluster.decision.rebalance import (
     trouble,
 )
-from controllers.cluster.rollout import FAILOVER_TIMEOUT_S, Rollout
-from controllers.cluster.versions import format_version, meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.rollout import FAILOVER_TIMEOUT_S, Rollout
+from controllers.cluster.decision.versions import format_version, meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 from valkey_operator.valkey.slots import (

@@ -13,16 +13,16 @@ from typing import TypeVar, cast
 
 import attrs
 
-from controllers.cluster.acl_decision import AclDecision, decide_acl
-from controllers.cluster.desired import Desired
-from controllers.cluster.failures import CrashLoops, crash_loops
-from controllers.cluster.observe import NodeObservation, Observation, PodObservation
-from controllers.cluster.rebalance import (
+from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.failures import CrashLoops, crash_loops
+from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
+from controllers.cluster.decision.rebalance import (
     Transfer,
     timestamp_seconds,
     transfers,
 )
-from controllers.cluster.versions import meets_floor
+from controllers.cluster.decision.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.valkey.replies import MigrationOperation

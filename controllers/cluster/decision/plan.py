@@ -46,8 +46,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, spread, upkeep
-from controllers.cluster.actions import (
+from controllers.cluster.decision import certificates, spread, upkeep
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     AssignSlots,
@@ -66,17 +66,17 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import Observation, PodObservation
-from controllers.cluster.rebalance import (
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import Observation, PodObservation
+from controllers.cluster.decision.rebalance import (
     MAX_BATCH_SLOTS,
     highest_slots,
     trouble,
 )
-from controllers.cluster.report import PlannedStatus, Reason, report
-from controllers.cluster.rollout import Rollout, failover_request, plan_rollout
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.report import PlannedStatus, Reason, report
+from controllers.cluster.decision.rollout import Rollout, failover_request, plan_rollout
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import NodeFlag
 from valkey_operator.valkey.slots import ALL_SLOTS, coverage, subtract

@@ -6,7 +6,7 @@ cache before deciding (tests/unit keeps the two equal).
 
 from __future__ import annotations
 
-from controllers.cluster.desired import OwnedObject
+from controllers.cluster.decision.desired import OwnedObject
 from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.context import RenderContext

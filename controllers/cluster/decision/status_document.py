@@ -6,8 +6,8 @@ pass's `now` (RFC 3339), never the real clock, so the same facts give the same d
 
 from __future__ import annotations
 
+from controllers.cluster.decision.report import PlannedStatus
 from controllers.cluster.render import layout
-from controllers.cluster.report import PlannedStatus
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState
 from valkey_operator.core.conditions import set_condition
 from valkey_operator.core.rest import Obj

@@ -26,9 +26,9 @@ from collections import Counter
 
 import attrs
 
-from controllers.cluster.actions import Failover
-from controllers.cluster.rollout import FailoverRequest, knows, settled_for_a_step
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import Failover
+from controllers.cluster.decision.rollout import FailoverRequest, knows, settled_for_a_step
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import NodeRole
 
 

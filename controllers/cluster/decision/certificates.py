@@ -28,10 +28,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from controllers.cluster.actions import PatchPodMetadata, ReloadTls
-from controllers.cluster.desired import DesiredTls
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import PatchPodMetadata, ReloadTls
+from controllers.cluster.decision.desired import DesiredTls
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.resources import GROUP
 
 TLS_LOADED_ANNOTATION = f"{GROUP}/tls-loaded"

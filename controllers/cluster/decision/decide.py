@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from controllers.cluster.actions import (
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     CreateObject,
@@ -41,10 +41,13 @@ from controllers.cluster.actions import (
     Failure,
     Promote,
 )
-from controllers.cluster.desired import Desired, DesiredAcl, DesiredTls, DesiredUser, object_key
-from controllers.cluster.observe import Observation, TlsRecord
-from controllers.cluster.owned import owned_objects
-from controllers.cluster.plan import Plan, finish, plan_view
+from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredTls, DesiredUser, object_key
+from controllers.cluster.decision.observe import Observation, TlsRecord
+from controllers.cluster.decision.owned import owned_objects
+from controllers.cluster.decision.plan import Plan, finish, plan_view
+from controllers.cluster.decision.report import PlannedStatus, Reason
+from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
+from controllers.cluster.decision.view import View
 from controllers.cluster.render import layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
 from controllers.cluster.render.config import runtime_settings
@@ -52,10 +55,7 @@ from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.template import template_hash
-from controllers.cluster.report import PlannedStatus, Reason
-from controllers.cluster.status_document import blocked_status, endpoint, planned_status
 from controllers.cluster.tls import TlsMaterial, TlsProblem
-from controllers.cluster.view import View
 from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, AclUser, ClusterState, ValkeyCluster
