@@ -1,16 +1,20 @@
 """Carry out a Plan: a dispatch over its actions, in the plan's order, under one deadline (SPEC 5).
 
-Thin and idempotent; nothing here decides. Per action:
+Thin and idempotent; nothing here decides (decide() did). Per action:
+- CreateObject: a create (never an apply), so an existing internal Secret is
+  never overwritten; a conflict is a failure the next pass reads back.
 - ApplyObject: server-side apply of the rendered owned object.
 - PatchPodMetadata: a merge patch of the listed annotations, with the pod's uid
-  as a precondition (another incarnation of the name is left alone).
-- CreatePod: a fresh unique name (names.pod_name) and the rendered template.
+  as a precondition (another incarnation of the name is left alone); one
+  `after` a reload is skipped when that reload failed this pass.
+- CreatePod: the body decide rendered, under the name it drew.
 - DeletePod / PruneFailedPod: with a uid precondition, so only the incarnation
   the plan saw goes.
-- SetConfig: one CONFIG SET of every listed directive. Valkey applies a
-  multi-directive CONFIG SET all or nothing and names the argument it refused,
-  so a refusal is reported (`Failure.refused`) and the rest is sent again
-  without it: the other directives still apply.
+- SetConfig: one CONFIG SET of every listed directive, as decided. A refusal is
+  reported as `Failure.refused`: the directive Valkey's error names (or the only
+  one sent), "" when it names none. The reconciler remembers it for the next
+  pass, whose decision leaves the refused value out (or sends the directives one
+  by one), so the others still apply.
 - SyncAcl: ACL SETUSER per listed user (a refused user does not stop the
   others), then one ACL DELUSER.
 - Meet / AssignSlots / Replicate / MigrateSlots / Promote / Failover / Forget: one admin
@@ -29,7 +33,6 @@ for longer than that; what did not run by then is a failure of this pass.
 from __future__ import annotations
 
 import asyncio
-import random
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -37,10 +40,11 @@ from contextlib import AbstractAsyncContextManager
 import attrs
 import structlog
 
-from controllers.cluster.actions import (
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     AssignSlots,
+    CreateObject,
     CreatePod,
     DeletePod,
     Failover,
@@ -56,10 +60,8 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.certificates import TLS_LOADED_ANNOTATION
-from controllers.cluster.render import layout, names
+from controllers.cluster.render import layout
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.pods import render_pod
 from valkey_operator import failpoints
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.resource import PODS
@@ -71,7 +73,6 @@ log = structlog.get_logger(__name__)
 ACT_DEADLINE = 20.0
 """Seconds one pass may spend carrying out its plan (each Valkey call is also bounded on its own)."""
 
-_RNG = random.SystemRandom()
 _REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
 
 
@@ -121,6 +122,9 @@ class Actor:
         )
 
     async def _one(self, action: Action) -> None:
+        after = action.after if isinstance(action, PatchPodMetadata) else None
+        if after is not None and any(failure.action == after for failure in self.failures):
+            return  # what it records did not happen; that failure is reported
         name = type(action).__name__
         failpoints.hit(f"before:{name}")
         try:
@@ -132,6 +136,9 @@ class Actor:
 
     async def _dispatch(self, action: Action) -> None:
         match action:
+            case CreateObject():
+                await self.client.create(action.object.resource, action.object.body)
+                log.info("created owned object", object=action.object.key, cluster=self._key())
             case ApplyObject():
                 await self.client.apply(action.object.resource, action.object.body)
                 log.info("applied owned object", object=action.object.key, cluster=self._key())
@@ -140,7 +147,7 @@ class Actor:
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
                 self.annotated.setdefault(action.pod, {}).update(action.annotations)
             case CreatePod():
-                await self._create_pod(action.shard, action.annotations)
+                await self._create_pod(action)
             case DeletePod() | PruneFailedPod():
                 await self._delete_pod(action.pod, action.uid)
             case SetConfig():
@@ -167,16 +174,12 @@ class Actor:
             raise ValkeyAdminError(f"pod {pod} has no IP")
         return self.admin.connect(str(ip))
 
-    async def _create_pod(self, shard: int, annotations: tuple[tuple[str, str], ...]) -> None:
-        taken = {*self.pods, *self.created}
-        name = names.pod_name(self.ctx.name, shard, _RNG, taken)
-        self.created.append(name)  # even if the create fails half-way: the cache is then waited for
-        pod = render_pod(self.ctx, shard, name)
-        if annotations:
-            metadata = pod["metadata"]
-            metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(annotations)}
-        await self.client.create(PODS, pod)
-        log.info("created pod", pod=name, shard=shard, cluster=self._key())
+    async def _create_pod(self, action: CreatePod) -> None:
+        if action.body is None or not action.name:
+            raise ValkeyAdminError(f"a pod for shard {action.shard} was planned without a rendering")
+        self.created.append(action.name)  # even if the create fails half-way: the cache is then waited for
+        await self.client.create(PODS, action.body)
+        log.info("created pod", pod=action.name, shard=action.shard, cluster=self._key())
 
     async def _delete_pod(self, pod: str, uid: str) -> None:
         try:
@@ -189,22 +192,17 @@ class Actor:
         log.info("deleted pod", pod=pod, cluster=self._key())
 
     async def _set_config(self, action: SetConfig) -> None:
-        pending = dict(action.settings)
+        settings = dict(action.settings)
         async with self._connect(action.node) as node:
-            while pending:
-                try:
-                    await node.config_set(pending)
-                    log.info(
-                        "applied settings", pod=action.node, settings=sorted(pending), cluster=self._key()
-                    )
-                    return
-                except ValkeyCommandError as exc:
-                    refused = _refused_argument(str(exc), pending)
-                    if refused is None:
-                        refused = await _first_refused(node, pending)
-                    message = _valkey_message(str(exc))
-                    self.failures.append(Failure(action, message, refused=refused))
-                    pending.pop(refused)
+            try:
+                await node.config_set(settings)
+            except ValkeyCommandError as exc:
+                refused = _refused_argument(str(exc), settings)
+                if refused is None:
+                    refused = next(iter(settings)) if len(settings) == 1 else ""
+                self.failures.append(Failure(action, _valkey_message(str(exc)), refused=refused))
+                return
+        log.info("applied settings", pod=action.node, settings=sorted(settings), cluster=self._key())
 
     async def _reload_tls(self, action: ReloadTls) -> None:
         files = {
@@ -221,10 +219,6 @@ class Actor:
                 self.failures.append(Failure(action, _valkey_message(str(exc)), refused=refused))
                 return
         log.info("reloaded TLS files", pod=action.node, confirmed=action.confirm, cluster=self._key())
-        if action.confirm is not None:
-            patch = {"metadata": {"uid": action.uid, "annotations": {TLS_LOADED_ANNOTATION: action.confirm}}}
-            await self.client.patch(PODS, action.node, patch, self.ctx.namespace)
-            self.annotated.setdefault(action.node, {})[TLS_LOADED_ANNOTATION] = action.confirm
 
     async def _sync_acl(self, action: SyncAcl) -> None:
         async with self._connect(action.node) as node:
@@ -284,16 +278,6 @@ def _refused_argument(message: str, pending: Mapping[str, str]) -> str | None:
     return next((name for name in pending if name.lower() == named), None)
 
 
-async def _first_refused(node: NodeConnection, pending: Mapping[str, str]) -> str:
-    """When the error names no argument: the first directive Valkey refuses on its own."""
-    for name, value in pending.items():
-        try:
-            await node.config_set({name: value})
-        except ValkeyCommandError:
-            return name
-    return next(iter(pending))
-
-
 def _valkey_message(text: str) -> str:
     """Valkey's own words from an error: the admin client prefixes the host and the command."""
     parts = text.split(": ", 2)
@@ -304,6 +288,8 @@ def _describe(action: Action) -> str:
     match action:
         case ApplyObject():
             return f"apply {action.object.key}"
+        case CreateObject():
+            return f"create {action.object.key}"
         case CreatePod():
             return f"create a pod for shard {action.shard}"
         case DeletePod() | PruneFailedPod() | PatchPodMetadata():

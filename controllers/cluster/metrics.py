@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from controllers.cluster.actions import Action, Failover, Failure, Promote
-from controllers.cluster.observe import Observation
+from controllers.cluster.decision.decide import MetricChanges
+from controllers.cluster.decision.observe import Observation
 from controllers.cluster.observer import NodeExtras
-from controllers.cluster.report import PlannedStatus
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation
 
@@ -189,33 +188,33 @@ class ClusterMetrics:
             self.failover_timeouts,
         )
 
-    def record_failovers(
-        self, namespace: str, cluster: str, actions: Sequence[Action], failures: Sequence[Failure]
-    ) -> None:
-        """Each failover the actor sent without an error: Failover is coordinated, Promote a takeover."""
-        failed = [failure.action for failure in failures]  # actions may hold dicts: not hashable
-        for action in actions:
-            if action in failed:
-                continue
-            if isinstance(action, Failover):
-                self.failovers.labels(namespace=namespace, cluster=cluster, mode="coordinated").inc()
-            elif isinstance(action, Promote):
-                self.failovers.labels(namespace=namespace, cluster=cluster, mode="takeover").inc()
+    def apply(self, namespace: str, cluster: str, changes: MetricChanges) -> None:
+        """The metric changes decide() chose for one pass."""
+        labels = {"namespace": namespace, "cluster": cluster}
+        if changes.state is not None:
+            self.record_state(namespace, cluster, changes.state)
+        if changes.max_primaries_per_node is not None:
+            self.max_primaries_per_node.labels(**labels).set(changes.max_primaries_per_node)
+        if changes.version_floor_rejection:
+            self.record_rejection(namespace, cluster)
+        for counter, happened in (
+            (self.rollouts_started, changes.rollout_started),
+            (self.rollouts_finished, changes.rollout_finished),
+            (self.rollouts_failed, changes.rollout_failed),
+        ):
+            if happened:
+                counter.labels(**labels).inc()
+        if changes.rollout_seconds is not None:
+            self.rollout_seconds.labels(**labels).observe(changes.rollout_seconds)
+        if changes.failover_timeouts:
+            self.failover_timeouts.labels(**labels).inc(changes.failover_timeouts)
+        for mode, count in changes.failovers.items():
+            self.failovers.labels(**labels, mode=mode).inc(count)
 
-    def record_pass(
-        self,
-        namespace: str,
-        cluster: str,
-        status: PlannedStatus,
-        observation: Observation,
-        extras: Mapping[str, NodeExtras],
+    def record_observed(
+        self, namespace: str, cluster: str, observation: Observation, extras: Mapping[str, NodeExtras]
     ) -> None:
-        """Everything one pass observed and planned that a gauge shows."""
-        self.record_state(namespace, cluster, status.state)
-        if status.max_primaries_per_node is not None:
-            self.max_primaries_per_node.labels(namespace=namespace, cluster=cluster).set(
-                status.max_primaries_per_node
-            )
+        """The per-node gauges and migration counts: a mirror of what the pass observed."""
         self.record_nodes(namespace, cluster, observation, extras)
         self.record_migrations(namespace, cluster, observation)
 

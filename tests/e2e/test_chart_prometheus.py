@@ -53,7 +53,7 @@ from cluster_support import (
     status_of,
 )
 
-from controllers.cluster.versions import meets_floor, version_from_info
+from controllers.cluster.decision.versions import meets_floor, version_from_info
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition

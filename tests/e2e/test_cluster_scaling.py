@@ -24,7 +24,7 @@ from cluster_support import (
 from inprocess_operator import Operator
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
-from controllers.cluster.rebalance import quotas
+from controllers.cluster.decision.rebalance import quotas
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj

@@ -22,7 +22,7 @@ import pytest
 from cluster_support import Catalog, admin_client, create_cluster, image_config, owned_pods, settled
 from operator_process import OperatorProcess, OperatorProcesses
 
-from controllers.cluster.rebalance import quotas
+from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.render import names as render_names
 from valkey_operator import failpoints
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS

@@ -38,3 +38,36 @@ def test_only_the_entry_point_imports_controllers() -> None:
     for path, names in imported_modules(ROOT / "valkey_operator").items():
         if path not in entry_point:
             assert not any(name.split(".")[0] == "controllers" for name in names), path
+
+
+CLUSTER = ROOT / "controllers" / "cluster"
+DECISION = sorted((CLUSTER / "decision").glob("*.py"))
+"""The pure modules decide() is made of: controllers/cluster/decision/."""
+IMPURE = {
+    "controllers.cluster.reconciler",
+    "controllers.cluster.observer",
+    "controllers.cluster.actor",
+    "controllers.cluster.metrics",
+    "controllers.cluster.expectations",
+    "controllers.cluster.rollout_gate",
+    "controllers.cluster.refused",
+    "controllers.cluster.secrets",
+    "controllers.cluster.written",
+    "asyncio",
+    "time",
+    "prometheus_client",
+    "valkey_operator.core.client",
+    "valkey_operator.valkey.admin",
+}
+"""What gathers, acts, remembers or reads a clock: the decision never imports it."""
+
+
+def test_the_decision_imports_nothing_that_gathers_acts_remembers_or_reads_a_clock() -> None:
+    found = {path: names for path, names in imported_modules(CLUSTER).items() if path in DECISION}
+    assert len(found) == len(DECISION) > 10, sorted(set(DECISION) - found.keys())
+    for path, names in found.items():
+        bad = sorted(name for name in names if name in IMPURE or name.split(".")[0] in {"asyncio", "time"})
+        assert not bad, f"{path.name} imports {bad}"
+        source = path.read_text()
+        for clock in ("time.time(", "datetime.now(", ".now(datetime", "monotonic(", "SystemRandom("):
+            assert clock not in source, f"{path.name} reads a clock or a CSPRNG: {clock}"

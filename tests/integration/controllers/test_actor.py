@@ -1,9 +1,10 @@
 """The cluster actor against the real API server and a real valkey-server (no operator around it).
 
-The actor only carries out what a plan lists, in its order, under one
+The actor only carries out what a decision lists, in its order, under one
 deadline; these tests check each kind of action on the real thing: a refused
-directive does not stop the others, a refused ACL user does not stop the
-others, metadata patches and deletes hit only the incarnation the plan saw,
+directive is named and, with the next decisions, does not stop the others; a
+patch after a reload waits for it; a create never overwrites; a refused ACL
+user does not stop the others, metadata patches and deletes hit only the incarnation the plan saw,
 and a node that swallows packets cannot hold the pass past its deadline.
 """
 
@@ -15,16 +16,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from controllers.cluster.actions import (
+from controllers.cluster.actor import Actor
+from controllers.cluster.decision.actions import (
     ApplyObject,
+    CreateObject,
     DeletePod,
+    Failure,
     Meet,
     PatchPodMetadata,
-    SetConfig,
+    ReloadTls,
     SyncAcl,
 )
-from controllers.cluster.actor import Actor
-from controllers.cluster.desired import OwnedObject
+from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.upkeep import config_sets
+from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.config.resolve import ResolvedConfig, ResolvedImage
@@ -76,6 +81,13 @@ def node_pod(name: str, ip: str) -> Obj:
     return {"metadata": {"name": name, "namespace": "ns"}, "status": {"podIP": ip}}
 
 
+def config_get(server: ValkeyServer, *names: str) -> dict[str, str]:
+    reply = server.command("CONFIG", "GET", *names)
+    assert isinstance(reply, list)
+    flat = [item.decode() if isinstance(item, bytes) else str(item) for item in reply]
+    return dict(zip(flat[0::2], flat[1::2], strict=True))
+
+
 def admin(server: ValkeyServer) -> AdminClient:
     return AdminClient(
         credentials=Credentials(username="default", password=PASSWORD),
@@ -89,23 +101,68 @@ def admin(server: ValkeyServer) -> AdminClient:
 async def test_a_refused_directive_is_named_and_the_others_still_apply(
     server: ValkeyServer, namespace: str, kube: Client
 ) -> None:
-    actor = Actor(kube, context(namespace), [node_pod("vk-0", HOST)], admin(server))
-    action = SetConfig(
-        "vk-0",
-        (
-            ("maxmemory-policy", "sometimes"),
-            ("slowlog-max-len", "777"),
-            ("maxclients", "1000000"),
-            ("hz", "15"),
-        ),
+    """The actor sends each CONFIG SET as decided and reports Valkey's refusal by name; the next
+    pass's decision (upkeep.config_sets, fed the refusals the reconciler remembers) leaves the
+    refused value out, so the others apply within a few passes."""
+    wanted = {"maxmemory-policy": "sometimes", "slowlog-max-len": "777", "maxclients": "1000000", "hz": "15"}
+    memory = RefusalMemory()
+    failures: list[Failure] = []
+    for _ in range(len(wanted)):
+        running = config_get(server, *wanted)
+        changes = {name: value for name, value in wanted.items() if running.get(name) != value}
+        actions = config_sets("vk-0", changes, memory.of("ns/act", ["vk-0"]))
+        if not actions:
+            break
+        actor = Actor(kube, context(namespace), [node_pod("vk-0", HOST)], admin(server))
+        outcome = await actor.run(actions)
+        memory.remember("ns/act", actions, outcome.failures)
+        failures += outcome.failures
+    assert sorted(failure.refused or "" for failure in failures) == ["maxclients", "maxmemory-policy"], (
+        failures
     )
-    outcome = await actor.run([action])
-    refused = sorted(failure.refused or "" for failure in outcome.failures)
-    assert refused == ["maxclients", "maxmemory-policy"], outcome.failures
-    assert all(failure.action == action for failure in outcome.failures)
-    assert any("must be one of" in failure.message for failure in outcome.failures)
+    assert any("must be one of" in failure.message for failure in failures)
     values = server.command("CONFIG", "GET", "slowlog-max-len", "hz")
     assert dict(zip(values[0::2], values[1::2], strict=True)) == {b"slowlog-max-len": b"777", b"hz": b"15"}
+    assert not config_sets("vk-0", {"maxmemory-policy": "sometimes"}, memory.of("ns/act", ["vk-0"]))
+
+
+async def test_a_patch_after_a_reload_waits_for_that_reload_and_a_create_never_overwrites(
+    server: ValkeyServer, namespace: str, kube: Client
+) -> None:
+    """The tls-loaded annotation is patched only after its reload succeeded (first against an
+    address nobody listens on, then against the real server); a CreateObject over an existing
+    object fails and keeps it."""
+    pod = await kube.create(
+        PODS,
+        {
+            "metadata": {"name": "vk-0-tls", "namespace": namespace},
+            "spec": {"nodeName": "no-such-node", "containers": [{"name": "c", "image": "none"}]},
+        },
+    )
+    uid = pod["metadata"]["uid"]
+    reload = ReloadTls("vk-0-tls", uid, confirm="h1")
+    patch = PatchPodMetadata("vk-0-tls", uid, (("example.com/loaded", "h1"),), after=reload)
+    kept = {"metadata": {"name": "act-kept", "namespace": namespace}, "data": {"a": "1"}}
+    await kube.create(CONFIG_MAPS, kept)
+    replaced = CreateObject(
+        OwnedObject(
+            CONFIG_MAPS, {"metadata": {"name": "act-kept", "namespace": namespace}, "data": {"a": "2"}}
+        )
+    )
+    unreachable = {**pod, "status": {"podIP": "127.0.93.3"}}
+    outcome = await Actor(kube, context(namespace), [unreachable], admin(server)).run(
+        [reload, patch, replaced]
+    )
+    assert [failure.action for failure in outcome.failures] == [reload, replaced]
+    annotations = (await kube.get(PODS, "vk-0-tls", namespace))["metadata"].get("annotations") or {}
+    assert "example.com/loaded" not in annotations
+    assert (await kube.get(CONFIG_MAPS, "act-kept", namespace))["data"] == {"a": "1"}
+
+    serving = {**pod, "status": {"podIP": HOST}}
+    outcome = await Actor(kube, context(namespace), [serving], admin(server)).run([reload, patch])
+    assert not outcome.failures, outcome.failures
+    annotations = (await kube.get(PODS, "vk-0-tls", namespace))["metadata"].get("annotations") or {}
+    assert annotations.get("example.com/loaded") == "h1"
 
 
 async def test_acl_sync_sets_and_deletes_users_and_a_refused_user_does_not_stop_the_others(

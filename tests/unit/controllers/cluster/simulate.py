@@ -29,11 +29,12 @@ from typing import assert_never
 
 import attrs
 
-from controllers.cluster.acl_decision import file_users
-from controllers.cluster.actions import (
+from controllers.cluster.decision.acl_decision import file_users
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     AssignSlots,
+    CreateObject,
     CreatePod,
     DeletePod,
     Failover,
@@ -43,12 +44,13 @@ from controllers.cluster.actions import (
     PatchPodMetadata,
     Promote,
     PruneFailedPod,
+    ReloadTls,
     Replicate,
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import NodeObservation, Observation, PodObservation, PodPhase
-from controllers.cluster.versions import Version, format_version
+from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.cluster.decision.versions import Version, format_version
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import canonical, desired_runtime
@@ -100,6 +102,10 @@ class SimSettings:
     acl_secret: str = "vk-internal"
     acl_key: str = "users.acl"
     """Where the startup ACL file lives among the owned objects (what a starting server loads)."""
+    refused_users: frozenset[str] = frozenset()
+    """Users whose rules every server refuses at ACL SETUSER (a rule this build does not take)."""
+    refuse_tls: bool = False
+    """Every server refuses to load its certificate files again (a bad file in the Secret)."""
 
 
 @attrs.define
@@ -339,8 +345,15 @@ class SimulatedCluster:
 
     def _apply(self, action: Action, unreachable: Collection[str]) -> Outcome:
         match action:
-            case CreatePod(shard=shard):
-                self.create_pod(shard)
+            case CreatePod(shard=shard, name=name):
+                if name in self.pods:
+                    return Outcome(action, "AlreadyExists")
+                self.create_pod(shard, name or None)
+                return Outcome(action)
+            case CreateObject(object=owned):
+                if owned.key in self.objects:
+                    return Outcome(action, "AlreadyExists")
+                self.objects[owned.key] = owned.body
                 return Outcome(action)
             case DeletePod(pod=pod):
                 if pod not in self.pods:
@@ -388,6 +401,12 @@ class SimulatedCluster:
                     return Outcome(action, "NotFound")
                 del self.pods[pod]
                 return Outcome(action)
+            case ReloadTls():
+                node = self._target(action.node, unreachable)
+                if isinstance(node, str):
+                    return Outcome(action, node)
+                refused = "ERR loading the TLS files failed" if self.settings.refuse_tls else None
+                return Outcome(action, refused)
             case SetConfig() | SyncAcl():
                 node = self._target(action.node, unreachable)
                 if isinstance(node, str):
@@ -398,20 +417,18 @@ class SimulatedCluster:
         assert_never(action)
 
     def _config_set(self, node: SimNode, action: SetConfig) -> str | None:
-        """What the actor makes of it: every directive the server accepts applies, refusals are named."""
-        refused = []
+        """As Valkey does: all or nothing, the error naming the first directive refused."""
         for name, value in action.settings:
-            printed = canonical(name, value)
-            if printed is None or value in self.settings.refused.get(name, frozenset()):
-                refused.append(name)
-            else:
-                node.config[name] = printed
-        return f"refused {', '.join(refused)}" if refused else None
+            if canonical(name, value) is None or value in self.settings.refused.get(name, frozenset()):
+                return f"CONFIG SET failed (possibly related to argument '{name}') - refused"
+        for name, value in action.settings:
+            node.config[name] = canonical(name, value) or value
+        return None
 
     def _acl_sync(self, node: SimNode, action: SyncAcl) -> str | None:
         refused = []
         for user in action.set_users:
-            if self._names_unknown(user.rules):
+            if self._names_unknown(user.rules) or user.username in self.settings.refused_users:
                 refused.append(user.username)
             else:
                 node.acl[user.username] = normal_form(user.rules)
@@ -544,12 +561,13 @@ class SimulatedCluster:
 
     # --- the world outside the operator -----------------------------------------------------------------
 
-    def create_pod(self, shard: int) -> SimPod:
+    def create_pod(self, shard: int, name: str | None = None) -> SimPod:
+        """A pod by the name the operator chose (the simulator's own when none)."""
         seq = self._seq
         self._seq += 1
         delays = self.settings.ready_delays or (0,)
         pod = SimPod(
-            name=f"{self.settings.cluster}-{shard}-{seq:05x}",
+            name=name or f"{self.settings.cluster}-{shard}-{seq:05x}",
             shard=shard,
             template_hash=self.template_hash,
             seq=seq,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from controllers.cluster.decision.observe import NodeObservation, Observation
 from controllers.cluster.metrics import cluster_metrics
-from controllers.cluster.observe import NodeObservation, Observation
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration

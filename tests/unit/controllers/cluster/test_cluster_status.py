@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import Observation
-from controllers.cluster.plan import plan
-from controllers.cluster.reconciler import blocked_status, endpoint, planned_status
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.plan import plan
+from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
+
+NOW = "2026-12-01T09:00:00Z"
 
 DESIRED = Desired(
     shards=1, replicas_per_shard=0, template_hash="h1", image="valkey/valkey:9.1.2", config_hash="abc"
@@ -14,7 +16,7 @@ DESIRED = Desired(
 
 def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
     planned = plan(Observation(pods=()), DESIRED)
-    status = planned_status({}, 3, planned.status, endpoint("c", "ns", "cluster.local"))
+    status = planned_status({}, 3, planned.status, endpoint("c", "ns", "cluster.local"), NOW)
     assert status["state"] == "Creating"
     assert status["endpoint"] == "c.ns.svc.cluster.local:6379"
     assert status["observedGeneration"] == 3
@@ -25,27 +27,30 @@ def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
 
 def test_conditions_keep_their_transition_time_when_status_does_not_change() -> None:
     planned = plan(Observation(pods=()), DESIRED)
-    first = planned_status({}, 1, planned.status, "e")
+    first = planned_status({}, 1, planned.status, "e", NOW)
     for condition in first["conditions"]:
         condition["lastTransitionTime"] = "2020-01-01T00:00:00Z"
-    second = planned_status(first, 1, planned.status, "e")
+    second = planned_status(first, 1, planned.status, "e", "2026-12-01T09:30:00Z")
     assert second == first
 
 
 def test_blocked_status_says_why_and_keeps_the_recorded_state() -> None:
-    status = blocked_status({}, 2, "ImageNotFound", "ValkeyImage v9 not found", "e")
+    status = blocked_status({}, 2, "ImageNotFound", "ValkeyImage v9 not found", "e", NOW)
     assert status["state"] == "Creating"
     assert status["message"] == "ImageNotFound: ValkeyImage v9 not found"
     progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("False", "ImageNotFound")
-    assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e")["state"] == "Active"
-    assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e")["shards"] == 3
+    assert (
+        blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e", NOW)["state"]
+        == "Active"
+    )
+    assert blocked_status({"state": "Active", "shards": 3}, 2, "BaseNotFound", "m", "e", NOW)["shards"] == 3
 
 
 def test_every_condition_reason_is_documented() -> None:
     from pathlib import Path
 
-    from controllers.cluster.report import Reason
+    from controllers.cluster.decision.report import Reason
 
     page = (Path(__file__).parents[4] / "docs" / "reference" / "valkeycluster.md").read_text()
     internal = {Reason.READY, Reason.RECONCILED, Reason.PAUSED, Reason.AS_EXPECTED}
@@ -58,7 +63,7 @@ def test_every_condition_reason_is_documented() -> None:
 def test_a_rolling_update_keeps_its_start_time_in_status() -> None:
     import attrs
 
-    from controllers.cluster.report import RolloutProgress
+    from controllers.cluster.decision.report import RolloutProgress
 
     planned = plan(Observation(pods=()), DESIRED)
     progress = RolloutProgress(shards_updated=1, shards=3, shard=1, step="creating a surge pod")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime
 
-from controllers.cluster import failures
-from controllers.cluster.failures import FAILURE_LIMIT, FAILURE_WINDOW, KEEP_FAILED, CrashLoops
-from controllers.cluster.observe import PodObservation
+from controllers.cluster.decision import failures
+from controllers.cluster.decision.failures import FAILURE_LIMIT, FAILURE_WINDOW, KEEP_FAILED, CrashLoops
+from controllers.cluster.decision.observe import PodObservation
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
 

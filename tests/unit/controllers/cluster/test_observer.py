@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controllers.cluster.observe import NodeObservation, PodObservation, PodPhase
+from controllers.cluster.decision.observe import NodeObservation, PodObservation, PodPhase
 from controllers.cluster.observer import node_from_replies, owned_pods, should_probe, version_text_of
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.slots import SlotRange

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import NodeObservation, Observation
-from controllers.cluster.plan import (
+from controllers.cluster.decision.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import NodeObservation, Observation
+from controllers.cluster.decision.plan import (
     REQUEUE_ACTING,
     REQUEUE_FAILED,
     REQUEUE_STEADY,
@@ -26,8 +26,8 @@ from controllers.cluster.plan import (
     Plan,
     plan,
 )
-from controllers.cluster.report import Reason
-from controllers.cluster.view import MAX_IN_SYNC_LAG_BYTES
+from controllers.cluster.decision.report import Reason
+from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole
 from valkey_operator.valkey.slots import SlotRange, even_split, format_slot_ranges
 

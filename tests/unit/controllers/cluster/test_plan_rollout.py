@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import CreatePod, DeletePod, Failover, PatchPodMetadata, Promote
-from controllers.cluster.desired import Desired
-from controllers.cluster.plan import Plan
-from controllers.cluster.report import Reason
-from controllers.cluster.rollout import FAILOVER_ANNOTATION, FAILOVER_TIMEOUT_S
+from controllers.cluster.decision.actions import CreatePod, DeletePod, Failover, PatchPodMetadata, Promote
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.plan import Plan
+from controllers.cluster.decision.report import Reason
+from controllers.cluster.decision.rollout import FAILOVER_ANNOTATION, FAILOVER_TIMEOUT_S
 from valkey_operator.api.cluster import ClusterState
 
 OLD, NEW = "valkey/valkey:9.1.0", "valkey/valkey:9.1.2"
@@ -233,7 +233,7 @@ def test_a_cluster_without_a_rollout_slot_waits_and_says_so() -> None:
     sim = result.sim
     sim.template_hash = "t2"
     observation = attrs.evolve(sim.observe(recorded_state=ClusterState.ACTIVE), may_roll=False)
-    from controllers.cluster.plan import REQUEUE_QUEUED, plan
+    from controllers.cluster.decision.plan import REQUEUE_QUEUED, plan
 
     planned = plan(observation, wanted)
     assert not any(isinstance(a, CreatePod | DeletePod | Failover) for a in planned.actions)

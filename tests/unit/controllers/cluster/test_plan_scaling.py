@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings
 
-from controllers.cluster.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import NodeObservation, Observation, PodObservation, PodPhase
-from controllers.cluster.plan import VOTE_GRACE_S, Plan, plan
-from controllers.cluster.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
-from controllers.cluster.report import Reason
+from controllers.cluster.decision.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.cluster.decision.plan import VOTE_GRACE_S, Plan, plan
+from controllers.cluster.decision.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
+from controllers.cluster.decision.report import Reason
 from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
 from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
 from valkey_operator.valkey.slots import SlotRange

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from planner_harness import Run, run
 from simulate import SimSettings
 
-from controllers.cluster.actions import Failover, Promote
-from controllers.cluster.desired import Desired
-from controllers.cluster.report import Reason
+from controllers.cluster.decision.actions import Failover, Promote
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.report import Reason
 from valkey_operator.api.cluster import ClusterState, NodeRole
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import attrs
 from planner_harness import run
 
-from controllers.cluster.actions import CreatePod, ReloadTls
-from controllers.cluster.certificates import RELOAD_RETRY_S, TLS_LOADED_ANNOTATION
-from controllers.cluster.desired import Desired, DesiredTls
-from controllers.cluster.observe import Observation, TlsRecord
-from controllers.cluster.plan import REQUEUE_STEADY, Plan, plan
-from controllers.cluster.report import Reason
+from controllers.cluster.decision.actions import CreatePod, ReloadTls
+from controllers.cluster.decision.certificates import RELOAD_RETRY_S, TLS_LOADED_ANNOTATION
+from controllers.cluster.decision.desired import Desired, DesiredTls
+from controllers.cluster.decision.observe import Observation, TlsRecord
+from controllers.cluster.decision.plan import REQUEUE_STEADY, Plan, plan
+from controllers.cluster.decision.report import Reason
 from controllers.cluster.tls import Certificate, TlsMaterial
 from valkey_operator.api.cluster import DEGRADED, ClusterState
 

@@ -13,10 +13,10 @@ from collections import Counter
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from planner_harness import TAMPERED_SETTING, Chaos, Run, one_pass, run
+from planner_harness import CLUSTER, TAMPERED_SETTING, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import (
+from controllers.cluster.decision.actions import (
     ApplyObject,
     CreatePod,
     DeletePod,
@@ -26,12 +26,13 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.observe import Observation
-from controllers.cluster.plan import REQUEUE_REFUSED, Plan, finish, plan
+from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
+from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
+from controllers.cluster.decision.report import Reason
+from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
+from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
-from controllers.cluster.report import Reason
-from controllers.cluster.upkeep import RENDERED_HASH_ANNOTATION
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
@@ -199,9 +200,35 @@ def test_a_refused_value_is_degraded_with_valkeys_words_and_the_others_still_app
     assert message in status.condition("Degraded").message
     assert finished.requeue_after == REQUEUE_REFUSED
     node = next(node for node in result.sim.nodes.values() if node.alive)
+    assert node.config["timeout"] == "0"  # all or nothing, as Valkey does: the refusal is a fact now
+    one_pass(result, result.passes, Chaos())  # the next pass sends the others, without the refused value
+    (resent,) = [action for action in result.last.actions if isinstance(action, SetConfig)]
+    assert dict(resent.settings) == {"timeout": "30"}
     assert node.config["timeout"] == "30"  # the others applied
     again(result, passes=5)
-    assert result.last.status.state is ClusterState.UPDATING  # it never claims what no node runs
+    status = result.last.status
+    assert status.state is ClusterState.UPDATING  # it never claims what no node runs
+    assert not any(isinstance(action, SetConfig) for action in result.last.actions)  # never resent
+    assert status.condition("Degraded").reason == Reason.CONFIG_REJECTED  # still named, every pass
+    assert "maxmemory-policy 'allkeys-lfu' refused by 1 node(s)" in status.condition("Degraded").message
+    assert result.last.requeue_after == REQUEUE_REFUSED
+
+
+def test_a_refusal_that_names_no_directive_has_them_sent_one_by_one() -> None:
+    """Valkey's error may name no argument: the next pass sends each directive on its own, so the
+    refused one is named and the others apply (the actor never probes on its own)."""
+    result = settled(day2(1, 0), SimSettings())
+    edited = attrs.evolve(result.desired, runtime={**result.desired.runtime, "timeout": "30", "hz": "15"})
+    pod = next(iter(result.sim.pods))
+    refusals = RefusalMemory()
+    sent = SetConfig(pod, (("hz", "15"), ("timeout", "30")))
+    refusals.remember(CLUSTER, [sent], [Failure(sent, "ERR CONFIG SET failed", refused="")])
+    result.refusals = refusals
+    one_pass(result, result.passes, Chaos(edits={result.passes: edited}))
+    split = [action for action in result.last.actions if isinstance(action, SetConfig)]
+    assert split == [SetConfig(pod, (("hz", "15"),)), SetConfig(pod, (("timeout", "30"),))]
+    one_pass(result, result.passes, Chaos())
+    assert not [action for action in result.last.actions if isinstance(action, SetConfig)]
 
 
 def test_nothing_is_set_on_a_node_whose_settings_could_not_be_read() -> None:
@@ -372,16 +399,14 @@ def test_any_history_of_unknown_facts_hand_edits_and_edits_converges(
 
 
 def test_a_failed_object_apply_is_a_finding_and_counts_no_failover() -> None:
-    from prometheus_client import CollectorRegistry
-
-    from controllers.cluster.metrics import ClusterMetrics
+    from controllers.cluster.decision.decide import failover_counts
 
     planned = plan(Observation(pods=()), day2(1, 0))
     apply = next(a for a in planned.actions if isinstance(a, ApplyObject))
     failures = [Failure(apply, "apply Secret/vk-internal: 500 Internal")]
     finished = finish(planned, failures)  # actions holding dicts must never need hashing
     assert finished.status.condition("Degraded").reason == Reason.ACTION_FAILED
-    ClusterMetrics(CollectorRegistry()).record_failovers("ns", "vk", planned.actions, failures)
+    assert failover_counts(planned.actions, failures) == {}
 
 
 def test_a_failed_pod_kept_as_evidence_is_not_listed_as_a_node_of_an_active_cluster() -> None:

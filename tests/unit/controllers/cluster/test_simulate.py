@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from simulate import SimNode, SimSettings, SimulatedCluster
 
-from controllers.cluster.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
+from controllers.cluster.decision.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRange
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import attrs
 
-from controllers.cluster.actions import DeletePod, Failover, PatchPodMetadata
-from controllers.cluster.observe import PodObservation
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata
+from controllers.cluster.decision.observe import PodObservation
+from controllers.cluster.decision.view import Node, View, is_outdated
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
 
@@ -91,12 +91,12 @@ class Rollout:
 
 
 def outdated(view: View, pod: PodObservation) -> bool:
-    return pod.live and pod.template_hash != view.desired.template_hash
+    return is_outdated(pod, view.desired)
 
 
 def plan_rollout(view: View) -> Rollout:
-    in_spec = [pod for pod in view.pods if view.in_spec(pod) and pod.live]
-    stale = [pod for pod in in_spec if outdated(view, pod)]
+    """Where the roll stands (computed once per pass: plan() hands it to the report)."""
+    stale = view.outdated
     shards = sorted({pod.shard for pod in stale if pod.shard is not None})
     current = sum(1 for shard in range(view.desired.shards) if shard not in shards)
     if not shards:

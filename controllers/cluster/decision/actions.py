@@ -11,17 +11,21 @@ from typing import ClassVar
 
 import attrs
 
-from controllers.cluster.desired import OwnedObject
+from controllers.cluster.decision.desired import OwnedObject
 from controllers.cluster.render.acl import UserAcl
+from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.slots import SlotRanges
 
 
 @attrs.frozen
 class CreatePod:
-    """Create one pod for shard (the renderer names it uniquely), with these extra annotations."""
+    """Create one pod for shard, with these extra annotations. The planner names the shard; decide
+    completes it with the pod's fresh unique `name` and its whole rendered `body` (what is sent)."""
 
     shard: int
     annotations: tuple[tuple[str, str], ...] = ()
+    name: str = ""
+    body: Obj | None = attrs.field(default=None, eq=False, repr=False)
     disruptive: ClassVar[bool] = False
 
 
@@ -45,6 +49,15 @@ class PruneFailedPod:
 
 
 @attrs.frozen
+class CreateObject:
+    """Create an owned object that must never be applied over an existing one (the internal Secret:
+    its passwords are generated once); a conflict means it exists, and the next pass reads it."""
+
+    object: OwnedObject
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
 class ApplyObject:
     """Server-side apply an owned object that is missing or differs from its rendering."""
 
@@ -54,11 +67,14 @@ class ApplyObject:
 
 @attrs.frozen
 class PatchPodMetadata:
-    """Merge-patch these annotations onto a live pod; every other key on it stays as it is."""
+    """Merge-patch these annotations onto a live pod; every other key on it stays as it is.
+
+    With `after`, only once that action of the same pass succeeded (a TLS reload it confirms)."""
 
     pod: str
     uid: str
     annotations: tuple[tuple[str, str], ...]
+    after: ReloadTls | None = None
     disruptive: ClassVar[bool] = False
 
 
@@ -74,8 +90,9 @@ class SetConfig:
 @attrs.frozen
 class ReloadTls:
     """CONFIG SET of the tls-* file directives to the paths they already have: Valkey loads the
-    files again (a bad file is refused and the old certificate kept). With `confirm`, the pod is
-    annotated with that Secret content hash once the reload succeeded."""
+    files again (a bad file is refused and the old certificate kept). With `confirm` (the Secret
+    content hash), the kubelet has surely written the files: a refusal is the files' fault, and a
+    PatchPodMetadata `after` it records the content as loaded."""
 
     node: str
     uid: str = ""
@@ -170,7 +187,8 @@ TopologyAction = Meet | AssignSlots | Replicate | Forget | MigrateSlots | Promot
 NodeAction = SetConfig | ReloadTls | SyncAcl | TopologyAction
 """An action carried out by talking to Valkey."""
 Action = (
-    ApplyObject
+    CreateObject
+    | ApplyObject
     | PatchPodMetadata
     | CreatePod
     | DeletePod

@@ -10,7 +10,9 @@ whose CONFIG GET or ACL LIST failed is left alone until it answers).
   removes the keys a new rendering dropped, since the operator's field manager
   owned them.
 - Runtime settings: every runtime tunable a node does not run as desired is
-  CONFIG SET in one call per node (docs/reference/valkeyconfig.md).
+  CONFIG SET in one call per node (docs/reference/valkeyconfig.md), except a
+  value that node refused before (`Observation.refusals`), which is reported
+  instead; after a refusal that named no directive, one call per directive.
 - ACLs: `ACL LIST` is the truth. Users whose rules differ from the rendering
   (compared in Valkey's normal form) are set again; users nobody asked for are
   deleted, never the internal ones. A spec user whose role names a command the
@@ -28,12 +30,12 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controllers.cluster.actions import ApplyObject, PatchPodMetadata, SetConfig, SyncAcl
-from controllers.cluster.desired import OwnedObject
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import ApplyObject, Failure, PatchPodMetadata, SetConfig, SyncAcl
+from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.observe import Refusals
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.resources import GROUP
-from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.rest import Obj
 
 RENDERED_HASH_ANNOTATION = f"{GROUP}/rendered-hash"
@@ -102,23 +104,39 @@ def _b64(text: str) -> str:
 # --- runtime settings --------------------------------------------------------------------------
 
 
-def config_changes(view: View, node: Node) -> dict[str, str] | None:
-    """The directives to CONFIG SET on node (value as sent); None when its values are unknown."""
-    if node.obs.config is None or not meets_floor(node.obs.version):
-        return None
-    wanted = desired_runtime(view.desired.runtime, node.obs.version)
-    changes = {name: value for name, value in wanted.values.items() if node.obs.config.get(name) != value}
-    changes.update(wanted.invalid)  # sent as written: Valkey's refusal names what is wrong
-    return changes
+def config_changes(view: View, node: Node) -> Mapping[str, str] | None:
+    """The directives to CONFIG SET on node (value as sent); None when its values are unknown.
+    Computed once per pass (View.runtime_changes): the actions and the status both read it."""
+    return view.runtime_changes[node.pod.name]
 
 
 def set_config(view: View) -> Iterable[SetConfig]:
+    """One CONFIG SET per node of what it does not run as desired, less the values it refused
+    before; after a refusal that named no directive, one CONFIG SET per directive (Valkey applies
+    a multi-directive CONFIG SET all or nothing), so the others apply and the refused is named."""
     for node in view.nodes.values():
-        if node.pod.deleting:
+        if not node.pod.deleting:
+            yield from config_sets(node.pod.name, config_changes(view, node) or {}, view.refusals)
+
+
+def config_sets(pod: str, changes: Mapping[str, str], refusals: Refusals) -> list[SetConfig]:
+    """The CONFIG SETs to send pod for changes, given what it refused before (set_config)."""
+    send = sorted((name, value) for name, value in changes.items() if refusals.of(pod, name, value) is None)
+    if pod in refusals.unnamed:
+        return [SetConfig(pod, (setting,)) for setting in send]
+    return [SetConfig(pod, tuple(send))] if send else []
+
+
+def standing_refusals(view: View) -> Iterable[Failure]:
+    """Values the nodes refused before and are still desired: reported every pass, never resent."""
+    refusals = view.refusals
+    for node in view.nodes.values():
+        if node.pod.deleting or node.pod.name not in refusals.named:
             continue
-        changes = config_changes(view, node)
-        if changes:
-            yield SetConfig(node.pod.name, tuple(sorted(changes.items())))
+        for name, value in sorted((config_changes(view, node) or {}).items()):
+            refusal = refusals.of(node.pod.name, name, value)
+            if refusal is not None:
+                yield Failure(SetConfig(node.pod.name, ((name, value),)), refusal.message, refused=name)
 
 
 # --- ACLs --------------------------------------------------------------------------------------

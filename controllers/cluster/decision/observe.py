@@ -21,9 +21,9 @@ from typing import Self
 
 import attrs
 
+from controllers.cluster.decision.versions import Version
 from controllers.cluster.render.names import TEMPLATE_HASH_LABEL, shard_of
 from controllers.cluster.tls import Certificate
-from controllers.cluster.versions import Version
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules
@@ -237,6 +237,30 @@ def _termination(status: Obj) -> str:
     return str(status.get("reason") or "Failed")
 
 
+@attrs.frozen
+class Refusal:
+    """A CONFIG SET a server refused in an earlier pass: the value sent, and Valkey's words."""
+
+    value: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class Refusals:
+    """What the servers refused before (the reconciler remembers the actor's failures): refused
+    values are not sent again, and a refusal that named no directive has its directives sent one
+    by one, so the others still apply and the refused one is named."""
+
+    named: Mapping[str, Mapping[str, Refusal]] = attrs.field(factory=dict)
+    """Pod -> directive -> the value it refused."""
+    unnamed: Mapping[str, str] = attrs.field(factory=dict)
+    """Pod -> Valkey's words, for a CONFIG SET of several directives refused without naming one."""
+
+    def of(self, pod: str, directive: str, value: str) -> Refusal | None:
+        found = self.named.get(pod, {}).get(directive)
+        return found if found is not None and found.value == value else None
+
+
 @attrs.frozen(kw_only=True)
 class TlsRecord:
     secret_hash: str
@@ -278,6 +302,8 @@ class Observation:
     """status.tls as stored: the Secret content last seen, and since when."""
     node_zones: Mapping[str, str] = attrs.field(factory=dict)
     """Kubernetes node name -> its topology.kubernetes.io/zone label, for the nodes hosting pods."""
+    refusals: Refusals = Refusals()
+    """CONFIG SETs the servers refused in earlier passes (a Failure the next pass sees)."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

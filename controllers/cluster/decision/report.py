@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, spread, upkeep
-from controllers.cluster.actions import (
+from controllers.cluster.decision import certificates, spread, upkeep
+from controllers.cluster.decision.actions import (
     Action,
     CreatePod,
     DeletePod,
@@ -21,13 +21,13 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.observe import PodObservation
-from controllers.cluster.rebalance import (
+from controllers.cluster.decision.observe import PodObservation
+from controllers.cluster.decision.rebalance import (
     trouble,
 )
-from controllers.cluster.rollout import FAILOVER_TIMEOUT_S, plan_rollout
-from controllers.cluster.versions import format_version, meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.rollout import FAILOVER_TIMEOUT_S, Rollout
+from controllers.cluster.decision.versions import format_version, meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 from valkey_operator.valkey.slots import (
@@ -151,11 +151,14 @@ class PlannedStatus:
         return next(condition for condition in self.conditions if condition.type == type_)
 
 
-def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = ()) -> PlannedStatus:
-    """The status this pass's observation implies, given the actions planned (and those that failed)."""
-    served = union(*(node.obs.slots for node in view.members.values() if node.is_primary))
-    uncovered = subtract(ALL_SLOTS, served)
-    blocking = (*_findings(view, actions, uncovered), *_failure_findings(view, failures))
+def report(
+    view: View, actions: Sequence[Action], rolling: Rollout, failures: Sequence[Failure] = ()
+) -> PlannedStatus:
+    """The status this pass's observation implies, given the actions planned (and those that failed)
+    and the roll as plan() computed it; values the nodes refused before are reported again."""
+    uncovered = subtract(ALL_SLOTS, view.served)
+    refusals = (*failures, *upkeep.standing_refusals(view))
+    blocking = (*_findings(view, actions, rolling, uncovered), *_failure_findings(view, refusals))
     advisories = tuple(_advisories(view))
     ready_shards = sum(1 for shard in range(view.desired.shards) if _shard_ready(view, shard))
     loops = view.crash_loops
@@ -192,7 +195,7 @@ def report(view: View, actions: Sequence[Action], failures: Sequence[Failure] = 
         findings=findings,
         config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
         current_image=view.desired.image if _runs_current_template(view) else view.recorded_image,
-        rollout=_rollout(view, actions),
+        rollout=_rollout(view, actions, rolling),
         tls=_tls(view),
         max_primaries_per_node=facts.worst if (facts := spread.spread(view)) is not None else None,
     )
@@ -307,7 +310,14 @@ def _failure_findings(view: View, failures: Sequence[Failure]) -> Iterable[Findi
     others = []
     for failure in failures:
         action = failure.action
-        if failure.refused is not None and isinstance(action, SetConfig):
+        if failure.refused == "" and isinstance(action, SetConfig):  # Valkey named no directive
+            key = (
+                Reason.CONFIG_REJECTED,
+                f"CONFIG SET of {', '.join(dict(action.settings))}",
+                failure.message,
+            )
+            refused.setdefault(key, []).append(action.node)
+        elif failure.refused is not None and isinstance(action, SetConfig):
             value = dict(action.settings).get(failure.refused, "")
             key = (Reason.CONFIG_REJECTED, f"{failure.refused} {value!r}", failure.message)
             refused.setdefault(key, []).append(action.node)
@@ -324,7 +334,8 @@ def _failure_findings(view: View, failures: Sequence[Failure]) -> Iterable[Findi
         else:
             others.append(failure.message)
     for (reason, what, message), pods in sorted(refused.items()):
-        yield Finding(reason, f"{what} refused by {len(pods)} node(s): {message}", problem=True)
+        count = len(set(pods))  # refused this pass and before: one node
+        yield Finding(reason, f"{what} refused by {count} node(s): {message}", problem=True)
     if others:
         yield Finding(Reason.ACTION_FAILED, "; ".join(others)[:1000], problem=True)
 
@@ -342,9 +353,11 @@ def _unsettled_state(view: View) -> ClusterState:
     return ClusterState.CREATING
 
 
-def _findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:
+def _findings(
+    view: View, actions: Sequence[Action], rolling: Rollout, uncovered: SlotRanges
+) -> Iterable[Finding]:
     """What keeps the cluster from Active, in bootstrap order; problems are marked."""
-    yield from _pod_findings(view, actions)
+    yield from _pod_findings(view, actions, rolling)
     if view.unreachable:
         names = ", ".join(pod.name for pod in view.unreachable)
         yield Finding(Reason.NODES_UNREACHABLE, f"unreachable: {names}", problem=True)
@@ -427,7 +440,7 @@ def _migration_findings(view: View) -> Iterable[Finding]:
         yield Finding(Reason.REBALANCING_SLOTS, f"{total} slot(s) to move between shards: {pairs}")
 
 
-def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
+def _pod_findings(view: View, actions: Sequence[Action], rolling: Rollout) -> Iterable[Finding]:
     expected = view.desired.shards * view.desired.pods_per_shard
     counts = [len(view.shard_pods(shard)) for shard in range(view.desired.shards)]
     missing = sum(max(view.desired.pods_per_shard - count, 0) for count in counts)
@@ -452,8 +465,7 @@ def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
     # Live pods only, as the rollout counts them: a Failed pod kept as evidence is never replaced.
     outdated = [pod.name for pod in view.pods if pod.live and pod.template_hash != view.desired.template_hash]
     if outdated:
-        yield Finding(Reason.UPDATE_PENDING, _rollout_progress(view, actions, len(outdated)))
-    rolling = plan_rollout(view)
+        yield Finding(Reason.UPDATE_PENDING, _rollout_progress(view, actions, rolling, len(outdated)))
     request = rolling.failover
     if rolling.failover_failed and request is not None:
         retry = datetime.datetime.fromtimestamp(request.retry_at(), datetime.UTC).strftime("%H:%M:%SZ")
@@ -465,8 +477,7 @@ def _pod_findings(view: View, actions: Sequence[Action]) -> Iterable[Finding]:
         )
 
 
-def _rollout(view: View, actions: Sequence[Action]) -> RolloutProgress | None:
-    rolling = plan_rollout(view)
+def _rollout(view: View, actions: Sequence[Action], rolling: Rollout) -> RolloutProgress | None:
     if rolling.shard is None:
         return None
     step = ""
@@ -485,12 +496,12 @@ def _rollout(view: View, actions: Sequence[Action]) -> RolloutProgress | None:
     )
 
 
-def _rollout_progress(view: View, actions: Sequence[Action], outdated: int) -> str:
+def _rollout_progress(view: View, actions: Sequence[Action], rolling: Rollout, outdated: int) -> str:
     """'rolling update: 1 of 3 shards current; shard 1: replacing replica X' (the step this pass)."""
     text = f"{outdated} pod(s) run an outdated template"
-    if plan_rollout(view).queued:
+    if rolling.queued:
         return f"{text}; waiting for a rollout slot (maxConcurrentRollouts clusters are rolling)"
-    progress = _rollout(view, actions)
+    progress = _rollout(view, actions, rolling)
     if progress is None:
         return text
     return (

@@ -8,21 +8,23 @@ which shard a pod was created for. A node that did not answer is a fact here
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
 
 import attrs
 
-from controllers.cluster.acl_decision import AclDecision, decide_acl
-from controllers.cluster.desired import Desired
-from controllers.cluster.failures import CrashLoops, crash_loops
-from controllers.cluster.observe import NodeObservation, Observation, PodObservation
-from controllers.cluster.rebalance import (
+from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.failures import CrashLoops, crash_loops
+from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
+from controllers.cluster.decision.rebalance import (
     Transfer,
     timestamp_seconds,
     transfers,
 )
-from controllers.cluster.versions import meets_floor
+from controllers.cluster.decision.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.valkey.replies import MigrationOperation
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, even_split, slot_count, subtract, union
 
@@ -49,6 +51,25 @@ class Node:
     def active(self) -> bool:
         """May take part in new topology steps: Ready, staying, and created for a shard."""
         return self.pod.ready and not self.pod.deleting and self.pod.shard is not None
+
+
+def is_outdated(pod: PodObservation, desired: Desired) -> bool:
+    """A live pod of an in-spec shard whose template is not the desired one: what a roll replaces
+    (an ended pod is never replaced; a pod of a shard beyond spec.shards is drained, not rolled).
+    The one definition of outdated: rollout admission and the roll itself both read it."""
+    return (
+        pod.live
+        and pod.shard is not None
+        and 0 <= pod.shard < desired.shards
+        and pod.template_hash != desired.template_hash
+    )
+
+
+def outdated_pods(pods: Sequence[PodObservation], desired: Desired) -> tuple[PodObservation, ...]:
+    return tuple(pod for pod in pods if is_outdated(pod, desired))
+
+
+T = TypeVar("T")
 
 
 class View:
@@ -94,6 +115,10 @@ class View:
         self.may_roll = observation.may_roll
         self.recorded_tls = observation.recorded_tls
         self.node_zones = observation.node_zones
+        self.refusals = observation.refusals
+        self._once: dict[str, object] = {}
+        self.outdated = outdated_pods(self.pods, desired)
+        """Live pods of in-spec shards on another template (the one definition of outdated)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:
@@ -184,6 +209,10 @@ class View:
 
     def ghosts(self) -> list[str]:
         """Node ids the members know that no existing pod's server claims as its own (sorted)."""
+        return self._ghosts
+
+    @functools.cached_property
+    def _ghosts(self) -> list[str]:
         known = {peer.node_id for node in self.members.values() for peer in node.obs.peers}
         return sorted(known - self.by_id.keys())
 
@@ -266,10 +295,37 @@ class View:
 
     def transfers(self) -> tuple[Transfer, ...]:
         """Slot moves that bring every shard to its quota (rebalance.transfers)."""
+        return self._transfers
+
+    @functools.cached_property
+    def _transfers(self) -> tuple[Transfer, ...]:
         counts = {shard: slot_count(slots) for shard, slots in self.shard_slots().items()}
         for shard in range(self.desired.shards):
             counts.setdefault(shard, 0)
         return transfers(counts, self.desired.shards)
+
+    def once(self, key: str, compute: Callable[[], T]) -> T:
+        """A derived fact of a module that reads the View (certificates, spread), computed once."""
+        if key not in self._once:
+            self._once[key] = compute()
+        return cast(T, self._once[key])
+
+    @functools.cached_property
+    def runtime_changes(self) -> dict[str, dict[str, str] | None]:
+        """Per answering node: the directives it does not run as desired (value as sent), None when
+        its values are unknown or it never joins (below the floor)."""
+        found: dict[str, dict[str, str] | None] = {}
+        for name, node in self.nodes.items():
+            if node.obs.config is None or not meets_floor(node.obs.version):
+                found[name] = None
+                continue
+            wanted = desired_runtime(self.desired.runtime, node.obs.version)
+            changes = {
+                key: value for key, value in wanted.values.items() if node.obs.config.get(key) != value
+            }
+            changes.update(wanted.invalid)  # sent as written: Valkey's refusal names what is wrong
+            found[name] = changes
+        return found
 
     @functools.cached_property
     def acl(self) -> AclDecision:

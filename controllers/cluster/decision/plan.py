@@ -46,8 +46,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, spread, upkeep
-from controllers.cluster.actions import (
+from controllers.cluster.decision import certificates, spread, upkeep
+from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
     AssignSlots,
@@ -66,17 +66,17 @@ from controllers.cluster.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.desired import Desired
-from controllers.cluster.observe import Observation, PodObservation
-from controllers.cluster.rebalance import (
+from controllers.cluster.decision.desired import Desired
+from controllers.cluster.decision.observe import Observation, PodObservation
+from controllers.cluster.decision.rebalance import (
     MAX_BATCH_SLOTS,
     highest_slots,
     trouble,
 )
-from controllers.cluster.report import PlannedStatus, Reason, report
-from controllers.cluster.rollout import Rollout, failover_request, plan_rollout
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.report import PlannedStatus, Reason, report
+from controllers.cluster.decision.rollout import Rollout, failover_request, plan_rollout
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import NodeFlag
 from valkey_operator.valkey.slots import ALL_SLOTS, coverage, subtract
@@ -103,7 +103,9 @@ class Plan:
     status: PlannedStatus
     requeue_after: float
     view: View = attrs.field(eq=False, repr=False)
-    """The pass's facts, for `report.finish` once the actions were carried out."""
+    """The pass's facts, for `finish` once the actions were carried out."""
+    rolling: Rollout = attrs.field(eq=False, repr=False)
+    """The roll as computed once this pass (actions and status both read it)."""
 
     @property
     def disruptive(self) -> tuple[Action, ...]:
@@ -112,10 +114,21 @@ class Plan:
 
 def plan(observation: Observation, desired: Desired) -> Plan:
     """The next actions toward desired, and the status the observation implies."""
-    view = View(observation, desired)
-    actions = () if desired.paused else _actions(view)
-    status = report(view, actions)
-    return Plan(actions=actions, status=status, requeue_after=_requeue(view, status, actions), view=view)
+    return plan_view(View(observation, desired))
+
+
+def plan_view(view: View) -> Plan:
+    """plan() for a View already built (decide builds it once, to admit the roll first)."""
+    rolling = plan_rollout(view)
+    actions = () if view.desired.paused else _actions(view, rolling)
+    status = report(view, actions, rolling)
+    return Plan(
+        actions=actions,
+        status=status,
+        requeue_after=_requeue(view, status, actions),
+        view=view,
+        rolling=rolling,
+    )
 
 
 REQUEUE_REFUSED = 30.0
@@ -127,15 +140,18 @@ def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
     """The plan once its actions were carried out: failed ones are findings of its status."""
     if not failures:
         return planned
-    status = report(planned.view, planned.actions, failures)
+    status = report(planned.view, planned.actions, planned.rolling, failures)
     refused = [failure.action for failure in failures if failure.refused is not None]
-    retried = [action for action in planned.actions if action not in refused]
+    retried = [
+        action
+        for action in planned.actions
+        if action not in refused and not (isinstance(action, PatchPodMetadata) and action.after in refused)
+    ]
     requeue = planned.requeue_after if retried or len(refused) < len(failures) else REQUEUE_REFUSED
     return attrs.evolve(planned, status=status, requeue_after=max(requeue, REQUEUE_WAITING))
 
 
-def _actions(view: View) -> tuple[Action, ...]:
-    rolling = plan_rollout(view)
+def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     removal = _removal(view, rolling)
     leaving = {removal.pod} if removal is not None else set()
     actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.patch_metadata(view)]
@@ -512,6 +528,8 @@ def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) 
         return REQUEUE_ACTING
     if view.awaiting:
         return REQUEUE_ACTING  # the cache shows the operator's own pod writes within a moment
+    if any(finding.reason is Reason.CONFIG_REJECTED for finding in status.findings):
+        return REQUEUE_REFUSED  # what is left waits for a spec change, which triggers a pass itself
     if not view.may_roll:
         return REQUEUE_QUEUED
     if view.desired.paused or status.state is ClusterState.ACTIVE:

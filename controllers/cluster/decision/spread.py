@@ -26,9 +26,9 @@ from collections import Counter
 
 import attrs
 
-from controllers.cluster.actions import Failover
-from controllers.cluster.rollout import FailoverRequest, knows, settled_for_a_step
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import Failover
+from controllers.cluster.decision.rollout import FailoverRequest, knows, settled_for_a_step
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import NodeRole
 
 
@@ -70,6 +70,10 @@ class Spread:
 
 def spread(view: View) -> Spread | None:
     """None when the pods' Kubernetes nodes are not known (a pod not scheduled, or a test world)."""
+    return view.once("spread", lambda: _spread(view))
+
+
+def _spread(view: View) -> Spread | None:
     members = [node for node in view.members.values() if not node.pod.deleting]
     if not members or any(node.pod.node_name is None for node in members):
         return None

@@ -28,10 +28,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from controllers.cluster.actions import ReloadTls
-from controllers.cluster.desired import DesiredTls
-from controllers.cluster.versions import meets_floor
-from controllers.cluster.view import Node, View
+from controllers.cluster.decision.actions import PatchPodMetadata, ReloadTls
+from controllers.cluster.decision.desired import DesiredTls
+from controllers.cluster.decision.versions import meets_floor
+from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.resources import GROUP
 
 TLS_LOADED_ANNOTATION = f"{GROUP}/tls-loaded"
@@ -57,6 +57,10 @@ class TlsView:
 
 
 def tls_view(view: View) -> TlsView | None:
+    return view.once("tls_view", lambda: _tls_view(view))
+
+
+def _tls_view(view: View) -> TlsView | None:
     tls = view.desired.tls
     if tls is None:
         return None
@@ -85,7 +89,9 @@ def _current(node: Node, tls: DesiredTls) -> bool:
     return node.pod.annotations.get(TLS_LOADED_ANNOTATION) == tls.material.content_hash
 
 
-def reload_tls(view: View) -> Iterable[ReloadTls]:
+def reload_tls(view: View) -> Iterable[ReloadTls | PatchPodMetadata]:
+    """Reloads of the stale nodes; once settled, each followed by the `tls-loaded` annotation that
+    records the content as loaded (patched only after that reload succeeded)."""
     facts = tls_view(view)
     if facts is None:
         return
@@ -93,7 +99,11 @@ def reload_tls(view: View) -> Iterable[ReloadTls]:
     content = facts.tls.material.content_hash
     for node in facts.stale:
         if settled:
-            yield ReloadTls(node.pod.name, node.pod.uid, confirm=content)
+            reload = ReloadTls(node.pod.name, node.pod.uid, confirm=content)
+            yield reload
+            yield PatchPodMetadata(
+                node.pod.name, node.pod.uid, ((TLS_LOADED_ANNOTATION, content),), after=reload
+            )
         elif (
             node.obs.served is not None and node.obs.served.fingerprint != facts.tls.material.leaf.fingerprint
         ):

@@ -1,0 +1,464 @@
+"""One pure decision per pass: `decide(facts, now) -> Decision` (SPEC 5).
+
+The reconciler gathers facts (the cluster and its recorded status, the config
+resolution, the TLS Secret checked against `now`, the internal Secret as read,
+the ValkeyRoles, the observation, the rollout slots held, a seed for pod
+names), calls decide, carries the actions out, and writes what was decided.
+Every choice is made here, in this order:
+1. blocked: a config that does not resolve, a TLS Secret that fails its
+   checks, a damaged internal Secret, an ACL that does not render: the status
+   says why (blocked_status), one Warning Event when the reason or message
+   changes, nothing is created or changed, a requeue after REQUEUE_BLOCKED;
+2. the internal Secret: a missing one is created (never applied over an
+   existing one) with the fresh passwords the gatherer drew, and the pass
+   goes on with them;
+3. rollout admission: with outdated pods (view.is_outdated, the one
+   definition), the cluster may roll when it holds a slot or one is free;
+4. plan (plan.py) on one View, the roll computed once; CreatePod actions get
+   their drawn name and whole rendered body;
+5. status (status_document.py, stamped with `now`), Events (transitions,
+   rolling update progress, problems that appear) and metric changes.
+Once the actions were carried out, `Decision.after(failures)` is the same
+decision finished with what failed (plan.finish): status, Events and metrics
+then name the failures too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import random
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from controllers.cluster.decision.actions import (
+    Action,
+    ApplyObject,
+    CreateObject,
+    CreatePod,
+    Failover,
+    Failure,
+    Promote,
+)
+from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredTls, DesiredUser, object_key
+from controllers.cluster.decision.observe import Observation, TlsRecord
+from controllers.cluster.decision.owned import owned_objects
+from controllers.cluster.decision.plan import Plan, finish, plan_view
+from controllers.cluster.decision.report import PlannedStatus, Reason
+from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
+from controllers.cluster.decision.view import View
+from controllers.cluster.render import layout, names
+from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
+from controllers.cluster.render.config import runtime_settings
+from controllers.cluster.render.context import RenderContext
+from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
+from controllers.cluster.render.pods import render_pod
+from controllers.cluster.render.template import template_hash
+from controllers.cluster.tls import TlsMaterial, TlsProblem
+from controllers.config.resolve import ResolutionFailure, ResolvedConfig
+from controllers.options import ControllerOptions
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, AclUser, ClusterState, ValkeyCluster
+from valkey_operator.api.resources import PAUSED_ANNOTATION
+from valkey_operator.api.role import ValkeyRole
+from valkey_operator.core.conditions import find_condition
+from valkey_operator.core.events import NORMAL, WARNING
+from valkey_operator.core.rest import Obj
+
+EVENT_REASONS = frozenset(
+    {
+        Reason.DATA_LOST,
+        Reason.MIGRATION_FAILED,
+        Reason.PROMOTING_REPLICA,
+        Reason.UNKNOWN_COMMAND,
+        Reason.CONFIG_REJECTED,
+        Reason.ACL_REJECTED,
+        Reason.ACTION_FAILED,
+        Reason.FAILOVER_FAILED,
+        Reason.PODS_UNSCHEDULABLE,
+        Reason.CERTIFICATE_EXPIRING,
+        Reason.TLS_REJECTED,
+    }
+)
+"""Findings that also become a Warning Event when they first show up."""
+
+TLS_SECRET_INVALID = "TlsSecretInvalid"
+INTERNAL_SECRET_DAMAGED = "InternalSecretDamaged"
+REQUEUE_BLOCKED = 60.0
+"""A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""
+
+
+@attrs.frozen(kw_only=True)
+class RolloutSlots:
+    """maxConcurrentRollouts and the clusters holding a slot (statuses showing a roll, plus the
+    claims this process made lately: rollout_gate.py)."""
+
+    limit: int = 0
+    holders: frozenset[str] = frozenset()
+
+
+class RolloutSlot(enum.Enum):
+    """What the gate remembers after the pass."""
+
+    KEEP = "keep"
+    CLAIM = "claim"
+    """Admitted into a free slot: held until the status shows the roll."""
+    RELEASE = "release"
+    """Nothing outdated: a claim is no longer needed."""
+
+
+def admit(outdated: bool, slots: RolloutSlots, cluster: str) -> tuple[bool, RolloutSlot]:
+    """Whether cluster may take rollout steps now, and what the gate remembers."""
+    if not outdated:
+        return True, RolloutSlot.RELEASE
+    if slots.limit <= 0 or cluster in slots.holders:
+        return True, RolloutSlot.KEEP
+    if len(slots.holders) < slots.limit:
+        return True, RolloutSlot.CLAIM
+    return False, RolloutSlot.KEEP
+
+
+@attrs.frozen(kw_only=True)
+class Facts:
+    """Everything one pass gathered; gathering stops at the first fact that blocks the cluster."""
+
+    cluster: ValkeyCluster
+    recorded: Obj = attrs.field(factory=dict)
+    """status as last recorded (the reconciler's own unseen write wins over a stale cache)."""
+    options: ControllerOptions = attrs.field(factory=ControllerOptions)
+    resolved: ResolvedConfig | ResolutionFailure
+    tls: TlsMaterial | TlsProblem | None = None
+    """spec.tls's Secret checked against the pass's `now` (None: not a TLS cluster)."""
+    credentials: InternalCredentials | DamagedSecret | None = None
+    """The internal Secret as read (None: it does not exist)."""
+    fresh_credentials: InternalCredentials | None = None
+    """Drawn by the gatherer when the Secret is missing: the passwords of the Secret decided."""
+    roles: Mapping[str, ValkeyRole | None] = attrs.field(factory=dict)
+    """The ValkeyRoles spec.acl names (None: not found)."""
+    observation: Observation | None = None
+    """None only when gathering stopped at a blocking fact."""
+    rollout_slots: RolloutSlots = RolloutSlots()
+    name_seed: int = 0
+    """Seeds the pod-name suffixes (the gatherer draws it from a CSPRNG; tests fix it)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster.metadata.namespace}/{self.cluster.metadata.name}"
+
+    @property
+    def paused(self) -> bool:
+        return self.cluster.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
+
+
+@attrs.frozen
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class MetricChanges:
+    """What the pass changes in the cluster's metrics (per-node gauges mirror the observation)."""
+
+    state: ClusterState | None = None
+    max_primaries_per_node: int | None = None
+    version_floor_rejection: bool = False
+    rollout_started: bool = False
+    rollout_finished: bool = False
+    rollout_failed: bool = False
+    rollout_seconds: float | None = None
+    failover_timeouts: int = 0
+    failovers: Mapping[str, int] = attrs.field(factory=dict)
+    """mode (coordinated, takeover) -> failovers sent without an error this pass."""
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    actions: tuple[Action, ...] = ()
+    status: Obj
+    """The whole status document to store."""
+    events: tuple[Event, ...] = ()
+    metrics: MetricChanges
+    requeue_after: float
+    rollout_slot: RolloutSlot = RolloutSlot.KEEP
+    context: RenderContext | None = attrs.field(default=None, eq=False, repr=False)
+    """The rendering inputs, for the actor's names (None when blocked before resolving)."""
+    plan: Plan | None = attrs.field(default=None, eq=False, repr=False)
+    facts: Facts | None = attrs.field(default=None, eq=False, repr=False)
+    now: float = attrs.field(default=0.0, eq=False, repr=False)
+
+    def after(self, failures: Sequence[Failure]) -> Decision:
+        """This decision once its actions were carried out, some of them failing (pure)."""
+        if not failures or self.plan is None or self.facts is None:
+            return self
+        finished = attrs.evolve(finish(self.plan, failures), actions=self.plan.actions)
+        return _conclude(self.facts, self.now, self.context, finished, failures, self.rollout_slot)
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def decide(facts: Facts, now: float) -> Decision:
+    """Every action, the whole status, the Events and metric changes of one pass (pure)."""
+    cluster = facts.cluster
+    resolved = facts.resolved
+    if isinstance(resolved, ResolutionFailure):
+        return _blocked(facts, now, resolved.reason, resolved.message)
+    ctx = RenderContext(
+        cluster=cluster, config=resolved, default_zone_spread=facts.options.default_zone_spread
+    )
+    if isinstance(facts.tls, TlsProblem):
+        return _blocked(facts, now, TLS_SECRET_INVALID, facts.tls.message, ctx)
+    credentials = facts.credentials
+    if isinstance(credentials, DamagedSecret):
+        return _blocked(facts, now, INTERNAL_SECRET_DAMAGED, credentials.message, ctx)
+    creating_secret = credentials is None and not facts.paused and facts.fresh_credentials is not None
+    if creating_secret:
+        credentials = facts.fresh_credentials
+    acl = DesiredAcl()
+    internal = None
+    if credentials is not None:
+        rendered = render_acl(cluster.spec.acl, facts.roles.get, credentials)
+        if isinstance(rendered, AclError):
+            return _blocked(facts, now, rendered.reason, rendered.message, ctx)
+        users = internal_users(credentials)
+        acl = DesiredAcl(
+            internal=users,
+            users=tuple(
+                DesiredUser(user, role_commands(spec_user, facts.roles.get))
+                for user, spec_user in zip(rendered.users[len(users) :], cluster.spec.acl, strict=True)
+            ),
+            secret=names.secret_name(cluster.metadata.name),
+            key=layout.ACL_KEY,
+        )
+        internal = (credentials, rendered)
+    if facts.observation is None:
+        raise ValueError(f"{facts.key}: no observation, and no fact that blocks the cluster")
+    tls = facts.tls
+    desired = Desired.of(
+        cluster,
+        template_hash=template_hash(ctx),
+        image=ctx.config.image.reference,
+        config_hash=resolved.settings_hash,
+        runtime=runtime_settings(ctx.config),
+        acl=acl,
+        objects=owned_objects(ctx, internal),
+        tls=DesiredTls(
+            material=tls,
+            sync_delay=facts.options.secret_sync_seconds,
+            expiry_warning=facts.options.tls_expiry_warning_days * 86400.0,
+        )
+        if tls is not None
+        else None,
+    )
+    recorded = facts.recorded
+    state = recorded.get("state")
+    observation = attrs.evolve(
+        facts.observation,
+        now=now,
+        recorded_state=ClusterState(state) if state in set(ClusterState) else None,
+        recorded_config_hash=recorded.get("configHash"),
+        recorded_image=recorded.get("currentImage"),
+        recorded_tls=_tls_record(recorded.get("tls")),
+    )
+    view = View(observation, desired)
+    view.may_roll, slot = admit(bool(view.outdated), facts.rollout_slots, facts.key)
+    planned = plan_view(view)
+    actions = tuple(_complete(planned.actions, ctx, observation, facts.name_seed, creating_secret))
+    planned = attrs.evolve(planned, actions=actions)
+    return _conclude(facts, now, ctx, planned, (), slot)
+
+
+def commands_to_probe(users: Sequence[AclUser], roles: Mapping[str, ValkeyRole | None]) -> list[str]:
+    """The role commands each node is asked whether it knows (the gatherer's COMMAND INFO)."""
+    return sorted({command for user in users for _, command in role_commands(user, roles.get)})
+
+
+def _complete(
+    actions: Iterable[Action], ctx: RenderContext, observation: Observation, seed: int, creating_secret: bool
+) -> Iterable[Action]:
+    """The planner's actions as sent: each new pod named and rendered, the missing internal Secret
+    created rather than applied."""
+    rng = random.Random(seed)
+    taken = {pod.name for pod in observation.pods}
+    secret = object_key("Secret", names.secret_name(ctx.name))
+    for action in actions:
+        if isinstance(action, CreatePod):
+            name = names.pod_name(ctx.name, action.shard, rng, taken)
+            taken.add(name)
+            body = render_pod(ctx, action.shard, name)
+            if action.annotations:
+                metadata = body["metadata"]
+                metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(action.annotations)}
+            yield attrs.evolve(action, name=name, body=body)
+        elif creating_secret and isinstance(action, ApplyObject) and action.object.key == secret:
+            yield CreateObject(action.object)
+        else:
+            yield action
+
+
+def _blocked(
+    facts: Facts, now: float, reason: str, message: str, ctx: RenderContext | None = None
+) -> Decision:
+    meta = facts.cluster.metadata
+    current = facts.recorded
+    status = blocked_status(
+        current,
+        meta.generation,
+        reason,
+        message,
+        endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
+        rfc3339(now),
+    )
+    before = find_condition(current.get("conditions"), PROGRESSING)
+    changed = before is None or before.get("reason") != reason or before.get("message") != message
+    return Decision(
+        status=status,
+        events=(Event(WARNING, reason, message),) if changed else (),
+        metrics=MetricChanges(state=ClusterState(status["state"]) if status.get("state") else None),
+        requeue_after=REQUEUE_BLOCKED,
+        context=ctx,
+        facts=facts,
+        now=now,
+    )
+
+
+def _conclude(
+    facts: Facts,
+    now: float,
+    ctx: RenderContext | None,
+    planned: Plan,
+    failures: Sequence[Failure],
+    slot: RolloutSlot,
+) -> Decision:
+    meta = facts.cluster.metadata
+    current = facts.recorded
+    status = planned_status(
+        current,
+        meta.generation,
+        planned.status,
+        endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
+        rfc3339(now),
+    )
+    transition, rejected = _transition(current, status, planned.status)
+    rollout_events, rollout_metrics = _rollout(current, status, now)
+    problems = tuple(_problems(current, planned.status))
+    metrics = attrs.evolve(
+        rollout_metrics,
+        state=planned.status.state,
+        max_primaries_per_node=planned.status.max_primaries_per_node,
+        version_floor_rejection=rejected,
+        failover_timeouts=sum(1 for event in problems if event.reason == Reason.FAILOVER_FAILED),
+        failovers=failover_counts(planned.actions, failures),
+    )
+    return Decision(
+        actions=planned.actions,
+        status=status,
+        events=(*transition, *rollout_events, *problems),
+        metrics=metrics,
+        requeue_after=planned.requeue_after,
+        rollout_slot=slot,
+        context=ctx,
+        plan=planned,
+        facts=facts,
+        now=now,
+    )
+
+
+def failover_counts(actions: Sequence[Action], failures: Sequence[Failure]) -> dict[str, int]:
+    """Each failover sent without an error: Failover is coordinated, Promote a takeover."""
+    failed = [failure.action for failure in failures]  # actions may hold dicts: not hashable
+    counts = {"coordinated": 0, "takeover": 0}
+    for action in actions:
+        if action in failed:
+            continue
+        if isinstance(action, Failover):
+            counts["coordinated"] += 1
+        elif isinstance(action, Promote):
+            counts["takeover"] += 1
+    return {mode: count for mode, count in counts.items() if count}
+
+
+def _transition(current: Obj, status: Obj, planned: PlannedStatus) -> tuple[tuple[Event, ...], bool]:
+    """The Event of a state change, and whether it is a version-floor rejection."""
+    before, after = current.get("state"), status["state"]
+    if before == after:
+        return (), False
+    if planned.state is ClusterState.FAILED:
+        reason = planned.condition(READY).reason
+        return (Event(WARNING, reason, planned.message),), reason == Reason.VERSION_BELOW_FLOOR
+    if planned.state is ClusterState.ACTIVE:
+        return (Event(NORMAL, "Active", planned.message),), False
+    return (Event(NORMAL, after, planned.message),), False
+
+
+def _rollout(current: Obj, status: Obj, now: float) -> tuple[tuple[Event, ...], MetricChanges]:
+    """Events and metrics of a rolling update, from the rollout progress before and after the pass."""
+    before, after = current.get("rollout"), status.get("rollout")
+    events: list[Event] = []
+    started = finished = failed = False
+    seconds = None
+    if before is None and after is not None:
+        started = True
+        events.append(
+            Event(
+                NORMAL,
+                "RolloutStarted",
+                f"rolling {after['shards'] - after['shardsUpdated']} shard(s) onto a new pod template, "
+                f"shard by shard",
+            )
+        )
+    elif before is not None and after is not None and after["shardsUpdated"] > before["shardsUpdated"]:
+        events.append(
+            Event(
+                NORMAL,
+                "ShardUpdated",
+                f"{after['shardsUpdated']} of {after['shards']} shard(s) run the new pod template",
+            )
+        )
+    if before is not None and status.get("state") == ClusterState.FAILED.value != current.get("state"):
+        failed = True
+    if before is not None and after is None:
+        finished = True
+        began = _parse_time(before.get("startedAt"))
+        if began is not None:
+            seconds = now - began.timestamp()
+        events.append(
+            Event(
+                NORMAL,
+                "RolloutFinished",
+                f"every pod runs the new pod template ({status.get('currentImage')})",
+            )
+        )
+    metrics = MetricChanges(
+        rollout_started=started, rollout_finished=finished, rollout_failed=failed, rollout_seconds=seconds
+    )
+    return tuple(events), metrics
+
+
+def _problems(current: Obj, planned: PlannedStatus) -> Iterable[Event]:
+    """A Warning Event when a repair or migration problem appears or changes (lost data, a failed
+    migration, a takeover), read from the Degraded condition before and after the pass."""
+    before = find_condition(current.get("conditions"), DEGRADED) or {}
+    for finding in planned.findings:
+        if finding.reason not in EVENT_REASONS:
+            continue
+        if before.get("status") == "True" and finding.message in str(before.get("message", "")):
+            continue  # already reported while the condition carried it
+        yield Event(WARNING, finding.reason, finding.message)
+
+
+def _parse_time(text: str | None) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat((text or "").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _tls_record(recorded: Obj | None) -> TlsRecord | None:
+    changed = _parse_time((recorded or {}).get("changedAt"))
+    if recorded is None or changed is None or not recorded.get("secretHash"):
+        return None
+    return TlsRecord(secret_hash=recorded["secretHash"], changed_at=changed.timestamp())

@@ -1,0 +1,52 @@
+"""The objects a cluster owns besides its pods, as rendered (pure), and their names for the gatherer.
+
+`owned_names` lists what `owned_objects` renders, so the reconciler can look each one up in its
+cache before deciding (tests/unit keeps the two equal).
+"""
+
+from __future__ import annotations
+
+from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.render import names
+from controllers.cluster.render.acl import RenderedAcl
+from controllers.cluster.render.context import RenderContext
+from controllers.cluster.render.credentials import InternalCredentials
+from controllers.cluster.render.objects import (
+    render_config_map,
+    render_internal_secret,
+    render_pdbs,
+    render_service,
+)
+from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.core.resource import (
+    CONFIG_MAPS,
+    POD_DISRUPTION_BUDGETS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+
+
+def owned_objects(
+    ctx: RenderContext, internal: tuple[InternalCredentials, RenderedAcl] | None
+) -> tuple[OwnedObject, ...]:
+    """Service, ConfigMap, PDBs, and (once the passwords are known) the internal Secret, first."""
+    objects = [
+        OwnedObject(SERVICES, render_service(ctx)),
+        OwnedObject(CONFIG_MAPS, render_config_map(ctx)),
+        *(OwnedObject(POD_DISRUPTION_BUDGETS, pdb) for pdb in render_pdbs(ctx)),
+    ]
+    if internal is not None:
+        objects.insert(0, OwnedObject(SECRETS, render_internal_secret(ctx, *internal)))
+    return tuple(objects)
+
+
+def owned_names(cluster: ValkeyCluster) -> tuple[tuple[Resource, str], ...]:
+    """(resource, name) of every object owned_objects may render for cluster."""
+    name = cluster.metadata.name
+    return (
+        (SECRETS, names.secret_name(name)),
+        (SERVICES, names.service_name(name)),
+        (CONFIG_MAPS, names.config_map_name(name)),
+        *((POD_DISRUPTION_BUDGETS, names.pdb_name(name, shard)) for shard in range(cluster.spec.shards)),
+    )

@@ -1,0 +1,224 @@
+"""Drive decide() against the simulator: the reconciler's pass, with the world in memory.
+
+One pass, as ClusterReconciler runs it: gather the facts (the cluster as the
+user wrote it, its config chain resolved, the TLS material, the internal
+Secret read back from the world, the roles, the observation with the refusals
+remembered; gathering stops at a fact that blocks) -> decide -> check the
+decision is deterministic -> act on the simulator (a patch `after` a failed
+reload is skipped, as the actor does) -> `Decision.after(failures)` -> the
+status is recorded -> time passes. Each pass's reasons (every condition's, and
+every finding behind the message) are collected in `World.reasons`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+import attrs
+from simulate import Outcome, SimSettings, SimulatedCluster
+
+from controllers.cluster.decision.actions import (
+    Action,
+    Failure,
+    PatchPodMetadata,
+    ReloadTls,
+    SetConfig,
+    SyncAcl,
+)
+from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
+from controllers.cluster.decision.observe import Observation
+from controllers.cluster.refused import RefusalMemory
+from controllers.cluster.render.credentials import InternalCredentials, read_credentials
+from controllers.cluster.tls import TlsMaterial, TlsProblem
+from controllers.config.resolve import ResolutionFailure, resolve
+from controllers.options import ControllerOptions
+from valkey_operator.api.cluster import ClusterState, ValkeyCluster
+from valkey_operator.api.role import ValkeyRole
+from valkey_operator.core.rest import Obj
+
+NAMESPACE = "ns"
+NAME = "vk"
+KEY = f"{NAMESPACE}/{NAME}"
+SECRET_KEY = f"Secret/{NAME}-internal"
+FRESH = InternalCredentials(admin_password="a" * 40, replication_password="r" * 40)
+IMAGES = {
+    "v9": {
+        "metadata": {"name": "v9"},
+        "spec": {"repository": "valkey/valkey", "tag": "9.1.2", "version": "9.1.2"},
+    }
+}
+OPTIONS = ControllerOptions(secret_sync_seconds=2.0)
+
+Hands = Callable[[Observation], Observation]
+"""Someone outside the operator changes what the next observation shows."""
+
+
+def cluster_dict(shards: int = 1, replicas: int = 0, **spec: object) -> Obj:
+    return {
+        "apiVersion": "valkey.gomomento.com/v1alpha1",
+        "kind": "ValkeyCluster",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "uid": "0b7e1c55-0000-4000-8000-000000000001"},
+        "spec": {"configRef": "cfg", "shards": shards, "replicasPerShard": replicas, **spec},
+    }
+
+
+def config(valkey: Mapping[str, str] | None = None, image: str = "v9", base: str | None = None) -> Obj:
+    spec: Obj = {"imageRef": image, "valkey": dict(valkey or {})}
+    if base is not None:
+        spec = {"baseRef": base}
+    return {"metadata": {"name": "cfg"}, "spec": spec}
+
+
+@attrs.define
+class World:
+    sim: SimulatedCluster
+    cluster: Obj
+    configs: dict[str, Obj] = attrs.field(factory=lambda: {"cfg": config()})
+    images: dict[str, Obj] = attrs.field(factory=lambda: dict(IMAGES))
+    roles: dict[str, Obj] = attrs.field(factory=dict)
+    tls: TlsMaterial | TlsProblem | None = None
+    options: ControllerOptions = OPTIONS
+    rollout_slots: RolloutSlots = attrs.field(factory=RolloutSlots)
+    status: Obj = attrs.field(factory=dict)
+    refusals: RefusalMemory = attrs.field(factory=RefusalMemory)
+    decisions: list[Decision] = attrs.field(factory=list)
+    reasons: set[str] = attrs.field(factory=set)
+
+    @property
+    def last(self) -> Decision:
+        return self.decisions[-1]
+
+    @property
+    def state(self) -> str | None:
+        return self.status.get("state")
+
+    def edit(self, **spec: object) -> None:
+        self.cluster = {**self.cluster, "spec": {**self.cluster["spec"], **spec}}
+
+    def annotate(self, annotations: Mapping[str, str]) -> None:
+        self.cluster = {
+            **self.cluster,
+            "metadata": {**self.cluster["metadata"], "annotations": dict(annotations)},
+        }
+
+
+def world(shards: int = 1, replicas: int = 0, settings: SimSettings | None = None, **spec: object) -> World:
+    return World(
+        SimulatedCluster(settings or SimSettings(cluster=NAME)), cluster_dict(shards, replicas, **spec)
+    )
+
+
+def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None = None) -> Facts:
+    """The facts a reconciler would gather from this world; stops at the first blocking one."""
+    cluster = ValkeyCluster.from_dict(world.cluster)
+    facts = Facts(
+        cluster=cluster,
+        recorded=world.status,
+        options=world.options,
+        resolved=resolve(cluster.spec.config_ref, world.configs.get, world.images.get),
+    )
+    if isinstance(facts.resolved, ResolutionFailure):
+        return facts
+    facts = attrs.evolve(facts, tls=world.tls)
+    if isinstance(world.tls, TlsProblem):
+        return facts
+    credentials = read_credentials(world.sim.objects.get(SECRET_KEY))
+    facts = attrs.evolve(
+        facts, credentials=credentials, fresh_credentials=FRESH if credentials is None else None
+    )
+    if not isinstance(credentials, InternalCredentials | None):
+        return facts
+    roles = {
+        permission.role_ref: _role(world.roles.get(permission.role_ref))
+        for user in cluster.spec.acl
+        for permission in user.permissions
+    }
+    observation = world.sim.observe(unreachable, commands=commands_to_probe(cluster.spec.acl, roles))
+    observation = attrs.evolve(observation, refusals=world.refusals.of(KEY, world.sim.pods))
+    if hands is not None:
+        observation = hands(observation)
+    return attrs.evolve(
+        facts,
+        roles=roles,
+        observation=observation,
+        rollout_slots=world.rollout_slots,
+        name_seed=world.sim.tick,
+    )
+
+
+def _role(found: Obj | None) -> ValkeyRole | None:
+    return ValkeyRole.from_dict(found) if found is not None else None
+
+
+def step(
+    world: World,
+    *,
+    unreachable: Collection[str] = (),
+    act_unreachable: Collection[str] = (),
+    hands: Hands | None = None,
+) -> Decision:
+    """One reconcile pass against the simulated world, then one tick of time."""
+    sim = world.sim
+    facts = gather(world, unreachable, hands)
+    now = sim.observe().now
+    decision = decide(facts, now)
+    assert decide(facts, now) == decision, "decide is not deterministic"
+    if decision.plan is not None:
+        sim.template_hash = decision.plan.view.desired.template_hash
+    failures = act(sim, decision.actions, {*unreachable, *act_unreachable})
+    world.refusals.remember(KEY, decision.actions, failures)
+    decision = decision.after(failures)
+    world.status = decision.status
+    world.decisions.append(decision)
+    world.reasons |= reasons_of(decision)
+    sim.advance()
+    return decision
+
+
+def run(
+    world: World, passes: int = 60, until: Callable[[World], bool] | None = None, **kwargs: object
+) -> World:
+    """Passes until `until` holds (default: Active) or passes run out."""
+    done = until or (lambda w: w.state == ClusterState.ACTIVE.value)
+    for _ in range(passes):
+        step(world, **kwargs)  # type: ignore[arg-type]
+        if done(world):
+            break
+    return world
+
+
+def reasons_of(decision: Decision) -> set[str]:
+    found = {str(condition["reason"]) for condition in decision.status.get("conditions") or []}
+    if decision.plan is not None:
+        found |= {str(finding.reason) for finding in decision.plan.status.findings}
+    return found
+
+
+def act(sim: SimulatedCluster, actions: Sequence[Action], unreachable: Collection[str]) -> list[Failure]:
+    """The actions carried out in order, as the actor would; what failed, as the actor reports it."""
+    failures: list[Failure] = []
+    for action in actions:
+        after = action.after if isinstance(action, PatchPodMetadata) else None
+        if after is not None and any(failure.action == after for failure in failures):
+            continue
+        (outcome,) = sim.apply([action], unreachable)
+        failures += failures_of(outcome)
+    return failures
+
+
+_REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
+
+
+def failures_of(outcome: Outcome) -> list[Failure]:
+    action, error = outcome.action, outcome.error
+    if error is None:
+        return []
+    if isinstance(action, SetConfig) and error.startswith("CONFIG SET failed"):
+        named = _REFUSED_ARGUMENT.search(error)
+        return [Failure(action, error, refused=named.group(1) if named else "")]
+    if isinstance(action, ReloadTls):  # once the files are surely written, a refusal is theirs
+        return [Failure(action, error, refused="tls" if action.confirm is not None else None)]
+    if isinstance(action, SyncAcl) and error.startswith("refused "):
+        return [Failure(action, error, refused=user) for user in error.removeprefix("refused ").split(", ")]
+    return [Failure(action, error)]
