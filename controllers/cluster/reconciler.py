@@ -63,7 +63,7 @@ from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from controllers.status import status_patch
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, ValkeyCluster
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, STALLED, ClusterState, ValkeyCluster
 from valkey_operator.api.resources import (
     ADMIN_USER,
     API_VERSION,
@@ -153,6 +153,7 @@ def planned_status(
         "shards": status.shards,
         "readyShards": status.ready_shards,
         "readyNodes": status.ready_nodes,
+        "ready": f"{status.ready_nodes}/{status.desired_nodes}",
         "nodes": [node.to_dict() for node in status.nodes],
         "conditions": conditions,
     }
@@ -182,12 +183,23 @@ def planned_status(
 def blocked_status(
     current: Obj, generation: int | None, reason: str, message: str, endpoint_text: str
 ) -> Obj:
-    """The cluster cannot progress (nothing is created or changed): say why (pure)."""
+    """The cluster cannot progress (nothing is created or changed): say why (pure).
+
+    Nothing is observed, so Ready keeps what the last pass saw: a cluster that served keeps
+    serving on its pods (Ready stays True, kstatus Current); one that never served is not Ready.
+    Not Stalled: what blocks it (a ValkeyConfig, image, role or Secret) may appear at any time."""
     recorded = current.get("state") or ClusterState.CREATING.value
     conditions = current.get("conditions")
-    conditions = set_condition(conditions, READY, False, reason, message, generation)
+    ready = find_condition(conditions, READY)
+    if ready is not None and ready.get("status") == "True":
+        conditions = set_condition(
+            conditions, READY, True, ready.get("reason", ""), ready.get("message", ""), generation
+        )
+    else:
+        conditions = set_condition(conditions, READY, False, reason, message, generation)
     conditions = set_condition(conditions, PROGRESSING, False, reason, message, generation)
     conditions = set_condition(conditions, DEGRADED, True, reason, message, generation)
+    conditions = set_condition(conditions, STALLED, False, "AsExpected", "", generation)
     result = {
         key: value
         for key, value in current.items()
@@ -196,6 +208,7 @@ def blocked_status(
             "shards",
             "readyShards",
             "readyNodes",
+            "ready",
             "nodes",
             "currentImage",
             "configHash",
@@ -479,7 +492,7 @@ class ClusterReconciler:
                 "ShardUpdated",
                 f"{after['shardsUpdated']} of {after['shards']} shard(s) run the new pod template",
             )
-        if before is not None and status.get("state") == ClusterState.FAILED.value != current.get("state"):
+        if before is not None and _stopped(status) is not None and _stopped(current) is None:
             self.metrics.rollouts_failed.labels(namespace=namespace, cluster=name).inc()
         if before is not None and after is None:
             self.metrics.rollouts_finished.labels(namespace=namespace, cluster=name).inc()
@@ -497,18 +510,26 @@ class ClusterReconciler:
 
     async def _record_transition(self, obj: Obj, current: Obj, status: Obj, planned: PlannedStatus) -> None:
         before, after = current.get("state"), status["state"]
-        if before == after:
-            return
         meta = obj["metadata"]
-        if planned.state is ClusterState.FAILED:
-            reason = planned.condition(READY).reason
-            if reason == Reason.VERSION_BELOW_FLOOR:
+        stopped = _stopped(status)
+        if stopped is not None and stopped != _stopped(current):
+            if stopped == Reason.VERSION_BELOW_FLOOR:
                 self.metrics.record_rejection(meta["namespace"], meta["name"])
-            await self.events.event(obj, WARNING, reason, planned.message)
-        elif planned.state is ClusterState.ACTIVE:
+            await self.events.event(obj, WARNING, stopped, planned.message)
+        if before == after or planned.state is ClusterState.FAILED:
+            return
+        if planned.state is ClusterState.ACTIVE:
             await self.events.event(obj, NORMAL, "Active", planned.message)
         else:
             await self.events.event(obj, NORMAL, after, planned.message)
+
+
+def _stopped(status: Obj) -> str | None:
+    """Why the cluster stopped progressing on a failure (Failed, or a roll its old pods outlive)."""
+    progressing = find_condition(status.get("conditions"), PROGRESSING) or {}
+    reason = progressing.get("reason")
+    failures = {Reason.VERSION_BELOW_FLOOR, Reason.PODS_FAILING}
+    return reason if progressing.get("status") == "False" and reason in failures else None
 
 
 def _any_outdated(pods: list[Obj], template: str) -> bool:

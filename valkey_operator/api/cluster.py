@@ -30,6 +30,9 @@ DEFAULT_REPLICAS_PER_SHARD = 1
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+STALLED = "Stalled"
+"""kstatus's abnormal-true condition: True (kstatus Failed) only while clients are affected and the
+operator cannot go on by itself."""
 
 
 class KeyAccess(enum.StrEnum):
@@ -324,6 +327,8 @@ class ValkeyClusterStatus:
     shards: int | None = None
     ready_shards: int | None = None
     ready_nodes: int | None = None
+    ready: str | None = None
+    """readyNodes/desired nodes, for example "5/6" (the Ready printer column)."""
     current_image: str | None = None
     config_hash: str | None = None
     nodes: tuple[NodeStatus, ...] = ()
@@ -345,6 +350,7 @@ class ValkeyClusterStatus:
             shards=obj.get("shards"),
             ready_shards=obj.get("readyShards"),
             ready_nodes=obj.get("readyNodes"),
+            ready=obj.get("ready"),
             current_image=obj.get("currentImage"),
             config_hash=obj.get("configHash"),
             nodes=parse_list(obj, "nodes", NodeStatus.from_dict),
@@ -360,6 +366,7 @@ class ValkeyClusterStatus:
             shards=self.shards,
             readyShards=self.ready_shards,
             readyNodes=self.ready_nodes,
+            ready=self.ready,
             currentImage=self.current_image,
             configHash=self.config_hash,
             nodes=self.nodes,
