@@ -341,6 +341,7 @@ def crd(
     spec: Schema,
     status: Schema,
     columns: Sequence[Schema],
+    wide_columns: Sequence[Schema] = (),
     short_names: Sequence[str] = (),
     root_rules: Sequence[Schema] = (),
     metadata: Schema | None = None,
@@ -386,7 +387,12 @@ def crd(
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [*columns, AGE],
+                    # `-o wide` adds the priority-1 columns after Age, as for Deployments.
+                    "additionalPrinterColumns": [
+                        *columns,
+                        AGE,
+                        *({**wide, "priority": 1} for wide in wide_columns),
+                    ],
                     "schema": {"openAPIV3Schema": root},
                 }
             ],
@@ -446,6 +452,7 @@ def valkey_image() -> Schema:
             column("Tag", ".spec.tag", "Container image tag."),
             column("Version", ".spec.version", "The Valkey version the image declares."),
         ],
+        short_names=("vkimg",),
     )
 
 
@@ -611,6 +618,7 @@ def valkey_config() -> Schema:
                 "Whether the base chain and the image resolve.",
             ),
         ],
+        short_names=("vkcfg",),
     )
 
 
@@ -707,6 +715,7 @@ def valkey_role() -> Schema:
         columns=[
             column("Categories", ".status.summary", "Summary of the role's category and command rules.")
         ],
+        short_names=("vkrole",),
     )
 
 
@@ -1057,6 +1066,11 @@ def valkey_cluster() -> Schema:
                 "Shards whose primary and replicas are ready and in sync.", fmt="int32", minimum=0
             ),
             "readyNodes": integer("Nodes that are ready and joined.", fmt="int32", minimum=0),
+            "ready": string(
+                "readyNodes/desired nodes (shards x (1 + replicasPerShard)), for example 5/6: the Ready "
+                "printer column.",
+                max_length=32,
+            ),
             "currentImage": string(
                 "The image reference every node runs; while any pod runs an outdated pod template it "
                 "keeps its previous value and the cluster is Updating.",
@@ -1139,9 +1153,17 @@ def valkey_cluster() -> Schema:
         status=status,
         columns=[
             column("State", ".status.state", "Lifecycle state."),
+            column(
+                "Ready", ".status.ready", "Ready nodes / desired nodes (shards x (1 + replicasPerShard))."
+            ),
             column("Shards", ".spec.shards", "Desired number of shards.", type_="integer"),
             column("Replicas", ".spec.replicasPerShard", "Desired replicas per shard.", type_="integer"),
             column("Config", ".spec.configRef", "The ValkeyConfig the cluster is built from."),
+        ],
+        wide_columns=[
+            column("Endpoint", ".status.endpoint", "The seed address clients connect to."),
+            column("Image", ".status.currentImage", "The image every node runs."),
+            column("Message", ".status.message", "Why the cluster is in its state."),
         ],
         short_names=("vkc",),
         root_rules=[name_rule],
