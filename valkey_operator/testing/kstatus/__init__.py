@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-CLI_UTILS = "v0.37.2"
-"""The sigs.k8s.io/cli-utils version (the newest the Go module proxy served on 2026-12-02);
-`go mod tidy` picks the k8s.io/apimachinery it was released with."""
+from valkey_operator.testing import versions
+
+CLI_UTILS = versions.CLI_UTILS
 
 SOURCE = Path(__file__).resolve().parent
 
