@@ -32,6 +32,7 @@ def summary(role: Obj) -> str:
 
 
 IN_USE = "InUse"
+READY = "Ready"
 NAMED_CLUSTERS = 5
 """At most this many clusters are named in the InUse message (the count is always given)."""
 
@@ -54,6 +55,8 @@ def desired_status(role: Obj, clusters: Sequence[str]) -> Obj:
     else:
         message = "no cluster uses this role"
         conditions = set_condition(current.get("conditions"), IN_USE, False, "Unused", message, generation)
+    # Admission validates the whole spec, so a stored role is ready to use (kstatus: Current; SPEC 1.8).
+    conditions = set_condition(conditions, READY, True, "Accepted", summary(role), generation)
     return {"observedGeneration": generation, "summary": summary(role), "conditions": conditions}
 
 

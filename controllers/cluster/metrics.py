@@ -3,8 +3,8 @@
 - `valkey_operator_clusters{state}`: clusters by state (each cluster counted once, in its last state);
   `valkey_operator_cluster_state{namespace,cluster,state}`: 1 for the state a cluster is in, so an
   alert can name the cluster;
-- `valkey_operator_version_floor_rejections_total{namespace,cluster}`: a cluster entering Failed
-  because a node runs a Valkey below the floor;
+- `valkey_operator_version_floor_rejections_total{namespace,cluster}`: a cluster stopping (a new
+  one Failed, a roll stopped) because a node runs a Valkey below the floor;
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
   `valkey_node_replication_lag_bytes` (replicas: primary offset minus replica offset),
   `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`,
@@ -53,7 +53,7 @@ class ClusterMetrics:
         )
         self.version_floor_rejections = Counter(
             "valkey_operator_version_floor_rejections",
-            "Times a ValkeyCluster was failed because a node runs a Valkey below the version floor",
+            "Times a ValkeyCluster stopped because a node runs a Valkey below the version floor",
             ["namespace", "cluster"],
             registry=registry,
         )
@@ -111,7 +111,7 @@ class ClusterMetrics:
         )
         self.rollouts_failed = Counter(
             "valkey_operator_rollouts_failed",
-            "Rolling updates stopped by a failure (the cluster turned Failed, e.g. a binary below the floor)",
+            "Rolling updates stopped by a failure (e.g. a binary below the floor; the old pods keep serving)",
             cluster_labels,
             registry=registry,
         )

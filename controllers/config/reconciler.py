@@ -28,6 +28,8 @@ from valkey_operator.core.rest import Obj
 log = structlog.get_logger(__name__)
 
 RESOLVED = "Resolved"
+READY = "Ready"
+"""Mirrors Resolved, for kstatus and `kubectl wait --for=condition=Ready` (SPEC 1.8)."""
 
 
 def desired_status(config: Obj, outcome: ResolvedConfig | ResolutionFailure) -> Obj:
@@ -41,10 +43,13 @@ def desired_status(config: Obj, outcome: ResolvedConfig | ResolutionFailure) -> 
         chain = " -> ".join(outcome.chain)
         message = f"image {outcome.image.reference} (version {outcome.image.version}) via {chain}"
         conditions = set_condition(current.get("conditions"), RESOLVED, True, "Resolved", message, generation)
+        conditions = set_condition(conditions, READY, True, "Resolved", message, generation)
     else:
         conditions = set_condition(
             current.get("conditions"), RESOLVED, False, outcome.reason, outcome.message, generation
         )
+        # kstatus reads Ready: InProgress until the chain resolves (a missing base may yet appear).
+        conditions = set_condition(conditions, READY, False, outcome.reason, outcome.message, generation)
     status["conditions"] = conditions
     return status
 

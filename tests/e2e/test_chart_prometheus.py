@@ -9,12 +9,13 @@ Service is routable on the test bed, so this is the Service spelled as pod disco
 the alert rules as the chart renders them (the PrometheusRule's spec); the dashboard is the one in
 the chart's dashboard ConfigMap.
 
-Two live ValkeyClusters give every panel and alert something to show:
+Three live ValkeyClusters give every panel and alert something to show:
 - `tls`, TLS 1x1, whose certificate expires in 30 days: inside the 60-day window, so
   ValkeyCertificateExpiringSoon names both nodes; after `helm upgrade` to 7 days it names none.
 - `roll`, 1x1, rolled onto a newer Valkey (a rollout duration, coordinated failovers) and then
-  onto an image whose binary is below the version floor: the roll stops and the cluster is Failed
-  (ValkeyClusterFailed, ValkeyClusterNotActive, ValkeyRolloutFailed, the clusters-not-Active table).
+  onto an image whose binary is below the version floor: the roll stops while the old pods serve,
+  Updating (ValkeyClusterNotActive, ValkeyRolloutFailed, the clusters-not-Active table).
+- `failed`, 1x0, created on that image: it serves nothing and is Failed (ValkeyClusterFailed).
 
 Data means a finite sample: a NaN (a quantile of no observations, 0/0) is not counted. Every series
 selector inside a query must match too (Prometheus' own parser finds them), so a renamed metric in
@@ -217,6 +218,18 @@ async def state_of(kube: Client, namespace: str, name: str, state: str, timeout:
     return await eventually(reached, f"{name} {state}", timeout, interval=0.5)
 
 
+async def stopped_roll(kube: Client, namespace: str, name: str, timeout: float) -> Obj:
+    """The roll stopped at a binary below the floor: Progressing=False, reason VersionBelowFloor."""
+
+    async def reached() -> Obj | NotYet:
+        status = await status_of(kube, namespace, name)
+        progressing = find_condition(status.get("conditions"), "Progressing") or {}
+        done = (progressing.get("status"), progressing.get("reason")) == ("False", "VersionBelowFloor")
+        return status if done else NotYet(status.get("message"))
+
+    return await eventually(reached, f"{name}'s roll stopped at the floor", timeout, interval=0.5)
+
+
 async def rolled(kube: Client, namespace: str, name: str, image: str, timeout: float) -> Obj:
     async def done() -> Obj | NotYet:
         status = await status_of(kube, namespace, name)
@@ -353,7 +366,11 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
         await kube.patch(VALKEY_CONFIGS, roll_config, {"spec": {"imageRef": new_image}})
         await rolled(kube, workloads, "roll", f"valkey/valkey:{newest}", 300)
         await kube.patch(VALKEY_CONFIGS, roll_config, {"spec": {"imageRef": liar}})
-        await state_of(kube, workloads, "roll", "Failed", 180)
+        # The old pods keep serving, so the roll stops Updating, not Failed (SPEC 1.8); a new
+        # cluster of that binary serves nothing: Failed.
+        await stopped_roll(kube, workloads, "roll", 180)
+        await create_cluster(kube, workloads, "failed", roll_config, shards=1, replicas=0)
+        await state_of(kube, workloads, "failed", "Failed", 180)
         print(f"clusters formed, rolled and failed {time.monotonic() - started:.1f}s after the install")
 
         # Only the leader reports clusters and nodes, under the Valkey pods' labels.
@@ -372,14 +389,15 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
         print(f"{len(dashboard_queries(board, workloads))} dashboard queries populated")
 
         # Every alert's selectors have data, and each expression names exactly what the clusters
-        # show: the Failed roll, its reported nodes that say cluster_state:fail, both TLS nodes.
+        # show: the stopped roll, the Failed cluster, the roll's reported nodes that say
+        # cluster_state:fail, both TLS nodes.
         tls_pods = await pod_names(kube, workloads, "tls")
         failing = await failing_nodes(kube, workloads, "roll")
         expected: dict[str, set[Identity]] = {
             "ValkeyOperatorAbsent": set(),
             "ValkeyOperatorNoLeader": set(),
-            "ValkeyClusterFailed": {(workloads, "roll")},
-            "ValkeyClusterNotActive": {(workloads, "roll")},
+            "ValkeyClusterFailed": {(workloads, "failed")},
+            "ValkeyClusterNotActive": {(workloads, "roll"), (workloads, "failed")},
             "ValkeyClusterStateNotOk": {(workloads, "roll", pod) for pod in failing},
             "ValkeyReplicationLagHigh": set(),
             "ValkeySlotMigrationFailed": set(),

@@ -20,6 +20,7 @@ from cluster_support import (
     owned_pods,
     settled,
     status_of,
+    warnings,
 )
 from handover_support import PrimaryLogs, primary_logs
 from inprocess_operator import Operator
@@ -147,10 +148,18 @@ async def test_an_image_below_the_floor_stops_the_roll_and_a_revert_resumes(
 
     async def stopped() -> Obj | NotYet:
         status = await status_of(kube, namespace, "floor")
-        return status if status.get("state") == "Failed" else NotYet(status.get("message"))
+        progressing = find_condition(status.get("conditions"), "Progressing") or {}
+        done = (progressing.get("status"), progressing.get("reason")) == ("False", "VersionBelowFloor")
+        return status if done else NotYet(status.get("message"))
 
     status = await eventually(stopped, "the roll stopped at its surge pod", 180)
     assert "9.0.0" in status["message"] and "9.0.1" in status["message"], status["message"]
+    # The old pods keep serving: Updating and Ready, not Failed (SPEC 1.8); a Warning and the metric say it.
+    ready = find_condition(status["conditions"], "Ready") or {}
+    assert status["state"] == "Updating" and ready.get("status") == "True", (status["state"], ready)
+    assert await warnings(kube, namespace, "VersionBelowFloor")
+    labels = {"namespace": namespace, "cluster": "floor"}
+    assert operator.registry.get_sample_value("valkey_operator_rollouts_failed_total", labels) == 1
     assert before <= await pod_uids(kube, namespace, "floor"), "an old pod was replaced"
     await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": old_image}})
     status = await rolled(kube, namespace, "floor", f"valkey/valkey:{OLD}", 240)

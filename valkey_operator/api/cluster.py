@@ -64,6 +64,9 @@ DEFAULT_REPLICAS_PER_SHARD = 1
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+STALLED = "Stalled"
+"""kstatus's abnormal-true condition: True (kstatus Failed) only while clients are affected and the
+operator cannot go on by itself."""
 
 
 class KeyAccess(enum.StrEnum):
@@ -562,6 +565,11 @@ class ValkeyClusterStatus(Model):
     shards: int | None = _count("Shards that exist.")
     ready_shards: int | None = _count("Shards whose primary and replicas are ready and in sync.")
     ready_nodes: int | None = _count("Nodes that are ready and joined.")
+    ready: str | None = _status(
+        "readyNodes/desired nodes (shards x (1 + replicasPerShard)), for example 5/6: the Ready "
+        "printer column.",
+        32,
+    )
     current_image: str | None = _status(
         "The image reference every node runs; while any pod runs an outdated pod template it "
         "keeps its previous value and the cluster is Updating.",

@@ -185,6 +185,7 @@ def crd(
     *,
     singular: str,
     columns: Sequence[Doc],
+    wide_columns: Sequence[Doc] = (),
     short_names: Sequence[str] = (),
     max_name: int | None = None,
 ) -> Doc:
@@ -241,7 +242,12 @@ def crd(
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [*columns, AGE],
+                    # `-o wide` adds the priority-1 columns after Age, as for Deployments.
+                    "additionalPrinterColumns": [
+                        *columns,
+                        AGE,
+                        *({**wide, "priority": 1} for wide in wide_columns),
+                    ],
                     "schema": {"openAPIV3Schema": _rules(root, described.rules)},
                 }
             ],
@@ -260,6 +266,7 @@ def all_crds() -> dict[str, Doc]:
                 column("Tag", ".spec.tag", "Container image tag."),
                 column("Version", ".spec.version", "The Valkey version the image declares."),
             ],
+            short_names=("vkimg",),
         ),
         "valkeyconfigs.yaml": crd(
             ValkeyConfig,
@@ -277,6 +284,7 @@ def all_crds() -> dict[str, Doc]:
                     "Whether the base chain and the image resolve.",
                 ),
             ],
+            short_names=("vkcfg",),
         ),
         "valkeyroles.yaml": crd(
             ValkeyRole,
@@ -284,15 +292,24 @@ def all_crds() -> dict[str, Doc]:
             columns=[
                 column("Categories", ".status.summary", "Summary of the role's category and command rules.")
             ],
+            short_names=("vkrole",),
         ),
         "valkeyclusters.yaml": crd(
             ValkeyCluster,
             singular="valkeycluster",
             columns=[
                 column("State", ".status.state", "Lifecycle state."),
+                column(
+                    "Ready", ".status.ready", "Ready nodes / desired nodes (shards x (1 + replicasPerShard))."
+                ),
                 column("Shards", ".spec.shards", "Desired number of shards.", type_="integer"),
                 column("Replicas", ".spec.replicasPerShard", "Desired replicas per shard.", type_="integer"),
                 column("Config", ".spec.configRef", "The ValkeyConfig the cluster is built from."),
+            ],
+            wide_columns=[
+                column("Endpoint", ".status.endpoint", "The seed address clients connect to."),
+                column("Image", ".status.currentImage", "The image every node runs."),
+                column("Message", ".status.message", "Why the cluster is in its state."),
             ],
             short_names=("vkc",),
             max_name=MAX_CLUSTER_NAME,

@@ -2,9 +2,10 @@
 
 There is no Docker engine or image registry here, so the real kube-apiserver,
 kube-controller-manager, kube-scheduler, kubectl, etcd, helm, prometheus and
-promtool are compiled from the Go module proxy. Each artifact is stamped with what built it; a
-build whose stamp matches is skipped, so the command is idempotent and cheap
-when warm. Builds run under a file lock so concurrent callers wait, not race.
+promtool are compiled from the Go module proxy, and so is the kstatus checker
+(testing/kstatus). Each artifact is stamped with what built it; a build whose
+stamp matches is skipped, so the command is idempotent and cheap when warm.
+Builds run under a file lock so concurrent callers wait, not race.
 """
 
 from __future__ import annotations
@@ -373,6 +374,11 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
             _build_missing(bins, _kube_artifacts(release), progress)
             for tool in TOOLS:
                 _link(bins.path(tool), str(shared.path(tool)))
+        # The kstatus checker the status tests ask (release-independent; imported here as it builds on
+        # this module).
+        from valkey_operator.testing.kstatus import build_checker
+
+        build_checker(progress)
     size = sum(
         path.stat().st_size for path in bins.bin_dir.iterdir() if path.is_file() and not path.is_symlink()
     )

@@ -58,7 +58,7 @@ from controllers.cluster.render.template import template_hash
 from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, AclUser, ClusterState, ValkeyCluster
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, AclUser, ClusterState, ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.conditions import find_condition
@@ -382,16 +382,30 @@ def failover_counts(actions: Sequence[Action], failures: Sequence[Failure]) -> d
 
 
 def _transition(current: Obj, status: Obj, planned: PlannedStatus) -> tuple[tuple[Event, ...], bool]:
-    """The Event of a state change, and whether it is a version-floor rejection."""
+    """The Events of a state change or of a roll that stopped on a failure, and whether a
+    version-floor rejection appeared."""
     before, after = current.get("state"), status["state"]
-    if before == after:
-        return (), False
-    if planned.state is ClusterState.FAILED:
-        reason = planned.condition(READY).reason
-        return (Event(WARNING, reason, planned.message),), reason == Reason.VERSION_BELOW_FLOOR
+    events: list[Event] = []
+    stopped = _stopped(status)
+    rejected = False
+    if stopped is not None and stopped != _stopped(current):
+        rejected = stopped == Reason.VERSION_BELOW_FLOOR
+        events.append(Event(WARNING, stopped, planned.message))
+    if before == after or planned.state is ClusterState.FAILED:
+        return tuple(events), rejected
     if planned.state is ClusterState.ACTIVE:
-        return (Event(NORMAL, "Active", planned.message),), False
-    return (Event(NORMAL, after, planned.message),), False
+        events.append(Event(NORMAL, "Active", planned.message))
+    else:
+        events.append(Event(NORMAL, after, planned.message))
+    return tuple(events), rejected
+
+
+def _stopped(status: Obj) -> str | None:
+    """Why the cluster stopped progressing on a failure (Failed, or a roll its old pods outlive)."""
+    progressing = find_condition(status.get("conditions"), PROGRESSING) or {}
+    reason = progressing.get("reason")
+    failures = {Reason.VERSION_BELOW_FLOOR, Reason.PODS_FAILING}
+    return reason if progressing.get("status") == "False" and reason in failures else None
 
 
 def _rollout(current: Obj, status: Obj, now: float) -> tuple[tuple[Event, ...], MetricChanges]:
@@ -418,7 +432,7 @@ def _rollout(current: Obj, status: Obj, now: float) -> tuple[tuple[Event, ...], 
                 f"{after['shardsUpdated']} of {after['shards']} shard(s) run the new pod template",
             )
         )
-    if before is not None and status.get("state") == ClusterState.FAILED.value != current.get("state"):
+    if before is not None and _stopped(status) is not None and _stopped(current) is None:
         failed = True
     if before is not None and after is None:
         finished = True

@@ -28,7 +28,7 @@ from controllers.cluster.decision.rebalance import (
 from controllers.cluster.decision.rollout import FAILOVER_TIMEOUT_S, Rollout
 from controllers.cluster.decision.versions import format_version, meets_floor
 from controllers.cluster.decision.view import Node, View
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeStatus
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, STALLED, ClusterState, NodeStatus
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 from valkey_operator.valkey.slots import (
     ALL_SLOTS,
@@ -86,6 +86,7 @@ class Reason(enum.StrEnum):
     CERTIFICATE_EXPIRING = "CertificateExpiring"
     TLS_REJECTED = "TlsRejected"
     BALANCING_PRIMARIES = "BalancingPrimaries"
+    CLUSTER_STATE_FAIL = "ClusterStateFail"
 
 
 @attrs.frozen
@@ -133,6 +134,8 @@ class PlannedStatus:
     shards: int
     ready_shards: int
     ready_nodes: int
+    desired_nodes: int
+    """shards x (1 + replicasPerShard): status.ready reads ready_nodes/desired_nodes."""
     nodes: tuple[NodeStatus, ...]
     conditions: tuple[PlannedCondition, ...]
     uncovered: SlotRanges
@@ -162,12 +165,23 @@ def report(
     advisories = tuple(_advisories(view))
     ready_shards = sum(1 for shard in range(view.desired.shards) if _shard_ready(view, shard))
     loops = view.crash_loops
-    if view.rejected:
+    impact = _client_impact(view, uncovered)
+    stopped = (
+        Finding(Reason.VERSION_BELOW_FLOOR, _version_message(view), problem=True)
+        if view.rejected
+        else Finding(Reason.PODS_FAILING, loops.message(view.desired.image), problem=True)
+        if loops.blocked
+        else None
+    )
+    if stopped is not None and (impact is not None or not view.formed_before()):
         state = ClusterState.FAILED
-        message = _version_message(view)
-    elif loops.blocked:
-        state = ClusterState.FAILED
-        message = loops.message(view.desired.image)
+        message = stopped.message
+    elif stopped is not None:
+        # A roll the operator cannot finish (a new binary below the floor, new pods failing) while
+        # the old pods keep serving: clients are not affected, so not Failed (SPEC 1.8).
+        state = ClusterState.UPDATING
+        message = f"{stopped.message}; the cluster keeps serving on its current pods"
+        blocking = (attrs.evolve(stopped, message=message), *blocking)
     elif not blocking:
         state = ClusterState.ACTIVE
         message = (
@@ -186,11 +200,12 @@ def report(
         shards=view.desired.shards,
         ready_shards=ready_shards,
         ready_nodes=sum(1 for node in view.members.values() if _node_ready(view, node)),
+        desired_nodes=view.desired.shards * view.desired.pods_per_shard,
         # An ended pod is kept as evidence of how it ended, but runs no node: not listed as one.
         nodes=tuple(
             _node_status(view, pod, pod.shard) for pod in view.pods if pod.shard is not None and not pod.ended
         ),
-        conditions=_conditions(view, state, message, findings),
+        conditions=_conditions(view, state, message, findings, impact),
         uncovered=uncovered,
         findings=findings,
         config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
@@ -614,23 +629,54 @@ def _version_message(view: View) -> str:
     )
 
 
+def _client_impact(view: View, uncovered: SlotRanges) -> Finding | None:
+    """What keeps clients from reading and writing every slot (SPEC 1.8: only this makes Ready
+    False once the cluster has served): slots no reachable primary serves, or a primary serving
+    slots whose cluster_state is fail (it answers CLUSTERDOWN)."""
+    if uncovered:
+        return Finding(
+            Reason.SLOTS_UNCOVERED, f"slots {_ranges_text(uncovered)} are not served by any primary", True
+        )
+    down = sorted(
+        node.pod.name
+        for node in view.members.values()
+        if node.is_primary and node.obs.slots and node.obs.cluster_ok is False
+    )
+    if down:
+        return Finding(
+            Reason.CLUSTER_STATE_FAIL, f"cluster_state is fail on primaries {', '.join(down)}", True
+        )
+    return None
+
+
 def _conditions(
-    view: View, state: ClusterState, message: str, findings: Sequence[Finding]
+    view: View, state: ClusterState, message: str, findings: Sequence[Finding], impact: Finding | None
 ) -> tuple[PlannedCondition, ...]:
+    """Ready says whether clients are served, Progressing whether the operator is changing something,
+    Degraded whether something needs attention, Stalled (kstatus: Failed) whether clients are
+    affected and the operator cannot go on by itself (SPEC 1.8)."""
     problems = [finding for finding in findings if finding.problem]
     if state is ClusterState.FAILED:
         reason = Reason.VERSION_BELOW_FLOOR if view.rejected else Reason.PODS_FAILING
         ready = PlannedCondition(READY, False, reason, message)
         progressing = PlannedCondition(PROGRESSING, False, reason, message)
         degraded = PlannedCondition(DEGRADED, True, reason, message)
-        return (ready, progressing, degraded)
+        return (ready, progressing, degraded, PlannedCondition(STALLED, True, reason, message))
     if state is ClusterState.ACTIVE:
         ready = PlannedCondition(READY, True, Reason.READY, message)
         progressing = PlannedCondition(PROGRESSING, False, Reason.RECONCILED, message)
     else:
         first = findings[0]
-        ready = PlannedCondition(READY, False, first.reason, message)
-        progressing = PlannedCondition(PROGRESSING, True, first.reason, message)
+        if state is ClusterState.CREATING:
+            ready = PlannedCondition(READY, False, first.reason, message)
+        elif impact is not None:
+            ready = PlannedCondition(READY, False, impact.reason, impact.message)
+        else:
+            # Updating while every slot is served: scaling, rolling, settings, ACLs, spread moves.
+            ready = PlannedCondition(READY, True, Reason.READY, f"every slot is served; updating: {message}")
+        # A roll that cannot go on stops progressing (the Deployment convention), old pods serving.
+        stuck = first.reason in {Reason.VERSION_BELOW_FLOOR, Reason.PODS_FAILING}
+        progressing = PlannedCondition(PROGRESSING, not stuck, first.reason, message)
     if view.desired.paused:
         progressing = PlannedCondition(PROGRESSING, False, Reason.PAUSED, message)
     if problems:
@@ -638,7 +684,7 @@ def _conditions(
         degraded = PlannedCondition(DEGRADED, True, problems[0].reason, degraded_message)
     else:
         degraded = PlannedCondition(DEGRADED, False, Reason.AS_EXPECTED, "")
-    return (ready, progressing, degraded)
+    return (ready, progressing, degraded, PlannedCondition(STALLED, False, Reason.AS_EXPECTED, ""))
 
 
 def _ranges_text(ranges: SlotRanges, limit: int = 4) -> str:

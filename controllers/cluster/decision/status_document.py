@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from controllers.cluster.decision.report import PlannedStatus
 from controllers.cluster.render import layout
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState
-from valkey_operator.core.conditions import set_condition
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, STALLED, ClusterState
+from valkey_operator.core.conditions import find_condition, set_condition
 from valkey_operator.core.rest import Obj
 
 
@@ -36,6 +36,7 @@ def planned_status(
         "shards": status.shards,
         "readyShards": status.ready_shards,
         "readyNodes": status.ready_nodes,
+        "ready": f"{status.ready_nodes}/{status.desired_nodes}",
         "nodes": [node.to_dict() for node in status.nodes],
         "conditions": conditions,
     }
@@ -65,12 +66,23 @@ def planned_status(
 def blocked_status(
     current: Obj, generation: int | None, reason: str, message: str, endpoint_text: str, now: str
 ) -> Obj:
-    """The cluster cannot progress (nothing is created or changed): say why (pure)."""
+    """The cluster cannot progress (nothing is created or changed): say why (pure).
+
+    Nothing is observed, so Ready keeps what the last pass saw: a cluster that served keeps
+    serving on its pods (Ready stays True, kstatus Current); one that never served is not Ready.
+    Not Stalled: what blocks it (a ValkeyConfig, image, role or Secret) may appear at any time."""
     recorded = current.get("state") or ClusterState.CREATING.value
     conditions = current.get("conditions")
-    conditions = set_condition(conditions, READY, False, reason, message, generation, now)
+    ready = find_condition(conditions, READY)
+    if ready is not None and ready.get("status") == "True":
+        conditions = set_condition(
+            conditions, READY, True, ready.get("reason", ""), ready.get("message", ""), generation, now
+        )
+    else:
+        conditions = set_condition(conditions, READY, False, reason, message, generation, now)
     conditions = set_condition(conditions, PROGRESSING, False, reason, message, generation, now)
     conditions = set_condition(conditions, DEGRADED, True, reason, message, generation, now)
+    conditions = set_condition(conditions, STALLED, False, "AsExpected", "", generation, now)
     result = {
         key: value
         for key, value in current.items()
@@ -79,6 +91,7 @@ def blocked_status(
             "shards",
             "readyShards",
             "readyNodes",
+            "ready",
             "nodes",
             "currentImage",
             "configHash",

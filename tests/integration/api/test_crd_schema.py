@@ -120,11 +120,17 @@ def test_printer_columns_follow_the_spec() -> None:
     assert columns("valkeyroles.yaml") == [("Categories", ".status.summary"), age]
     assert columns("valkeyclusters.yaml") == [
         ("State", ".status.state"),
+        ("Ready", ".status.ready"),
         ("Shards", ".spec.shards"),
         ("Replicas", ".spec.replicasPerShard"),
         ("Config", ".spec.configRef"),
         age,
+        ("Endpoint", ".status.endpoint"),
+        ("Image", ".status.currentImage"),
+        ("Message", ".status.message"),
     ]
+    wide = load("valkeyclusters.yaml")["spec"]["versions"][0]["additionalPrinterColumns"][-3:]
+    assert [column.get("priority") for column in wide] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("file_name", RESOURCES)

@@ -93,7 +93,7 @@ async def get_table(kubectl: Any, *args: str) -> tuple[list[str], list[dict[str,
 async def test_image_printer_columns(api: Client, kubectl: Any, created: Any, namespace: str) -> None:
     name = f"valkey-9-0-{namespace}"
     await created.create(VALKEY_IMAGES, image(name))
-    header, rows = await get_table(kubectl, "valkeyimages", name)
+    header, rows = await get_table(kubectl, "vkimg", name)  # the short name
     assert header == ["NAME", "REPOSITORY", "TAG", "VERSION", "AGE"]
     assert len(rows) == 1
     row = rows[0]
@@ -140,7 +140,7 @@ async def test_config_printer_columns(api: Client, kubectl: Any, created: Any, n
         base,
         {"status": {"conditions": [condition("Resolved", "False", "ImageNotFound", "no such image")]}},
     )
-    _, rows = await get_table(kubectl, "valkeyconfigs", base)
+    _, rows = await get_table(kubectl, "vkcfg", base)
     assert rows[0]["RESOLVED"] == "False"
 
 
@@ -150,7 +150,7 @@ async def test_role_printer_columns(api: Client, kubectl: Any, created: Any, nam
     await api.patch_status(
         VALKEY_ROLES, name, {"status": {"summary": "+@read -@dangerous", "observedGeneration": 1}}
     )
-    header, rows = await get_table(kubectl, "valkeyroles", name)
+    header, rows = await get_table(kubectl, "vkrole", name)
     assert header == ["NAME", "CATEGORIES", "AGE"]
     assert (rows[0]["NAME"], rows[0]["CATEGORIES"]) == (name, "+@read -@dangerous")
 
@@ -159,19 +159,30 @@ async def test_cluster_printer_columns_short_name_and_category(
     api: Client, kubectl: Any, namespace: str
 ) -> None:
     await api.create(VALKEY_CLUSTERS, cluster("cache", namespace))
-    await api.patch_status(VALKEY_CLUSTERS, "cache", {"status": {"state": "Active"}}, namespace)
+    status = {
+        "state": "Active",
+        "ready": "12/12",
+        "endpoint": "e:6379",
+        "currentImage": "v:1",
+        "message": "ok",
+    }
+    await api.patch_status(VALKEY_CLUSTERS, "cache", {"status": status}, namespace)
     for kind in ("valkeyclusters", "valkeycluster", "vkc"):
         header, rows = await get_table(kubectl, kind, "-n", namespace)
-        assert header == ["NAME", "STATE", "SHARDS", "REPLICAS", "CONFIG", "AGE"]
+        assert header == ["NAME", "STATE", "READY", "SHARDS", "REPLICAS", "CONFIG", "AGE"]
         assert len(rows) == 1
         row = rows[0]
-        assert (row["NAME"], row["STATE"], row["SHARDS"], row["REPLICAS"], row["CONFIG"]) == (
+        assert (row["NAME"], row["STATE"], row["READY"], row["SHARDS"], row["REPLICAS"], row["CONFIG"]) == (
             "cache",
             "Active",
+            "12/12",
             "4",
             "2",
             "standard",
         )
+    header, rows = await get_table(kubectl, "vkc", "-n", namespace, "-o", "wide")
+    assert header[-3:] == ["ENDPOINT", "IMAGE", "MESSAGE"]
+    assert (rows[0]["ENDPOINT"], rows[0]["IMAGE"], rows[0]["MESSAGE"]) == ("e:6379", "v:1", "ok")
     code, out, err = await kubectl("get", "valkey", "-n", namespace, "-o", "name")
     assert code == 0, err
     assert f"valkeycluster.{GROUP}/cache" in out.split()

@@ -45,7 +45,8 @@ def test_role_in_use_names_at_most_five_clusters_and_keeps_its_transition_time()
     role = {"metadata": {"name": "reader", "generation": 3}, "spec": {"categories": [{"name": "read"}]}}
     clusters = [f"ns/c{index}" for index in range(7)]
     status = desired_status(role, clusters)
-    (condition,) = status["conditions"]
+    condition, ready = status["conditions"]
+    assert (ready["type"], ready["status"], ready["observedGeneration"]) == ("Ready", "True", 3)
     assert (condition["type"], condition["status"], condition["reason"]) == (
         "InUse",
         "True",

@@ -408,13 +408,25 @@ def check_status(sim: SimulatedCluster, observation: Observation, planned: Plan,
         assert status.uncovered == ()
         assert status.ready_shards == desired.shards
         assert status.condition("Ready").status
+    elif status.state is ClusterState.UPDATING:
+        # SPEC 1.8: Ready while every slot is served (scaling, rolling, settings, spread moves).
+        assert status.condition("Ready").status == (not status.uncovered and not _primary_down(observation))
     else:
         assert not status.condition("Ready").status
+    assert status.condition("Stalled").status == (status.state is ClusterState.FAILED)
     if status.uncovered:
         named = {Reason.ASSIGNING_SLOTS, Reason.SLOTS_UNCOVERED}
         first = format_slot_ranges(status.uncovered[:1]).split("-")[0]
         assert any(f.reason in named and first in f.message for f in status.findings), status.findings
     assert len(status.nodes) == sum(1 for pod in observation.pods if pod.shard is not None and not pod.ended)
+
+
+def _primary_down(observation: Observation) -> bool:
+    """A primary serving slots reports cluster_state fail (its clients get CLUSTERDOWN)."""
+    return any(
+        node.role is NodeRole.PRIMARY and node.slots and node.cluster_ok is False
+        for node in observation.nodes.values()
+    )
 
 
 def check_active_truth(sim: SimulatedCluster, desired: Desired) -> None:

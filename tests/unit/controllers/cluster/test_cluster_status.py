@@ -20,7 +20,7 @@ def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
     assert status["state"] == "Creating"
     assert status["endpoint"] == "c.ns.svc.cluster.local:6379"
     assert status["observedGeneration"] == 3
-    assert {c["type"] for c in status["conditions"]} == {"Ready", "Progressing", "Degraded"}
+    assert {c["type"] for c in status["conditions"]} == {"Ready", "Progressing", "Degraded", "Stalled"}
     assert all(c["observedGeneration"] == 3 for c in status["conditions"])
     assert status["currentImage"] == "valkey/valkey:9.1.2" and status["configHash"] == "abc"
 

@@ -243,6 +243,21 @@ def hands_on_the_cluster(rng: random.Random) -> World:
     return found
 
 
+def a_primary_sees_the_cluster_down(rng: random.Random) -> World:
+    """Every slot has a reachable primary, but one of them reports cluster_state:fail (it lost
+    sight of its peers): its clients get CLUSTERDOWN, so the cluster is not Ready."""
+    found = active(rng.randint(2, 3), rng.randint(0, 1), rng)
+    down = pod_of(found, rng, primary=True)
+
+    def partitioned(observation: Observation) -> Observation:
+        nodes = dict(observation.nodes)
+        nodes[down] = attrs.evolve(nodes[down], cluster_ok=False)
+        return attrs.evolve(observation, nodes=nodes)
+
+    step(found, hands=partitioned)
+    return found
+
+
 def certificates_rotate(rng: random.Random) -> World:
     """A TLS cluster whose nodes present an old leaf that expires soon, and refuse to reload."""
     found = world(1, 0, SimSettings(cluster="vk", refuse_tls=True), tls={"secretRef": "vk-tls"})
@@ -353,6 +368,7 @@ STORIES: dict[Story, frozenset[str]] = {
         }
     ),
     primaries_share_a_node: frozenset({Reason.BALANCING_PRIMARIES}),
+    a_primary_sees_the_cluster_down: frozenset({Reason.CLUSTER_STATE_FAIL}),
     hands_on_the_cluster: frozenset(
         {Reason.UNLABELLED_PODS, Reason.PODS_UNSCHEDULABLE, Reason.SHARD_CONFLICT, Reason.SLOTS_CONTESTED}
     ),

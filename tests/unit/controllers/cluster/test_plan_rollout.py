@@ -98,6 +98,9 @@ def test_shards_roll_one_at_a_time_and_the_status_says_where_it_is() -> None:
     assert any("failing over to" in message for message in seen_messages)
     updating = [p.status.state for p in result.plans[start:-1]]
     assert set(updating) == {ClusterState.UPDATING}
+    # SPEC 1.8: the cluster serves every slot throughout, so Ready stays True while Progressing says why.
+    assert all(p.status.condition("Ready").status for p in result.plans[start:])
+    assert all(p.status.condition("Progressing").status for p in result.plans[start:-1])
 
 
 def test_a_replica_less_shard_hands_over_to_a_surge_replica() -> None:
@@ -144,8 +147,14 @@ def test_a_new_binary_below_the_floor_stops_at_the_surge_pod_and_a_revert_resume
     result = active(2, 1, world)
     start = result.passes
     roll(result, passes=20)
-    assert result.last.status.state is ClusterState.FAILED
-    assert "below the supported version floor" in result.last.status.message
+    # The old pods keep serving: not Failed (SPEC 1.8); the roll stops and says why.
+    status = result.last.status
+    assert status.state is ClusterState.UPDATING
+    assert "below the supported version floor" in status.message
+    assert status.condition("Ready").status and not status.condition("Stalled").status
+    progressing, degraded = status.condition("Progressing"), status.condition("Degraded")
+    assert not progressing.status and progressing.reason == Reason.VERSION_BELOW_FLOOR
+    assert degraded.status and degraded.reason == Reason.VERSION_BELOW_FLOOR
     assert actions_since(result, start)["Failover"] == 0
     old_pods = [pod for pod in result.sim.pods.values() if pod.template_hash == "t1"]
     assert len(old_pods) == 4 and all(result.sim.node_of(pod.name) is not None for pod in old_pods)
