@@ -105,23 +105,38 @@ class Permission:
 
 @attrs.frozen(kw_only=True)
 class AclUser:
-    """`password_hashes` are lowercase hex SHA-256; listing old and new rotates without downtime."""
+    """Where the user's passwords come from: at most one of two sources, or a generated Secret.
+
+    `password_hashes` are lowercase hex SHA-256 (listing old and new rotates without downtime);
+    `password_secret_name` names a Secret whose values are the passwords; with neither, the
+    operator generates the `<cluster>-<username>` Secret (SPEC 1.9).
+    """
 
     username: str
     password_hashes: tuple[str, ...] = ()
+    password_secret_name: str | None = None
     permissions: tuple[Permission, ...] = ()
+
+    @property
+    def generated_password(self) -> bool:
+        """Whether the operator generates this user's password Secret."""
+        return not self.password_hashes and self.password_secret_name is None
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
         return cls(
             username=obj["username"],
             password_hashes=tuple(obj.get("passwordHashes") or ()),
+            password_secret_name=obj.get("passwordSecretName"),
             permissions=parse_list(obj, "permissions", Permission.from_dict),
         )
 
     def to_dict(self) -> Obj:
         return omitempty(
-            username=self.username, passwordHashes=self.password_hashes, permissions=self.permissions
+            username=self.username,
+            passwordHashes=self.password_hashes,
+            passwordSecretName=self.password_secret_name,
+            permissions=self.permissions,
         )
 
 
@@ -204,6 +219,8 @@ class ValkeyClusterSpec:
     tls: Tls | None = None
     placement: Placement | None = None
     pod_annotations: Mapping[str, str] = attrs.field(factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+    """Names of Secrets in the cluster's namespace, passed to every Valkey pod's imagePullSecrets."""
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
@@ -215,6 +232,7 @@ class ValkeyClusterSpec:
             tls=parse_optional(obj, "tls", Tls.from_dict),
             placement=parse_optional(obj, "placement", Placement.from_dict),
             pod_annotations=parse_map(obj, "podAnnotations"),
+            image_pull_secrets=tuple(obj.get("imagePullSecrets") or ()),
         )
 
     def to_dict(self) -> Obj:
@@ -226,6 +244,7 @@ class ValkeyClusterSpec:
             tls=self.tls,
             placement=self.placement,
             podAnnotations=self.pod_annotations,
+            imagePullSecrets=self.image_pull_secrets,
         )
 
 

@@ -34,7 +34,9 @@ def quantity(value: str | int | None) -> str | None:
 
 
 @attrs.frozen(kw_only=True)
-class Resources:
+class ResourceLimits:
+    """Container limits; memory defaults to the memory request, cpu to none (SPEC 1.9)."""
+
     cpu: str | None = None
     memory: str | None = None
 
@@ -44,6 +46,26 @@ class Resources:
 
     def to_dict(self) -> Obj:
         return omitempty(cpu=self.cpu, memory=self.memory)
+
+
+@attrs.frozen(kw_only=True)
+class Resources:
+    """`cpu` and `memory` are requests; `limits` overrides the derived limits."""
+
+    cpu: str | None = None
+    memory: str | None = None
+    limits: ResourceLimits | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Obj) -> Self:
+        return cls(
+            cpu=quantity(obj.get("cpu")),
+            memory=quantity(obj.get("memory")),
+            limits=parse_optional(obj, "limits", ResourceLimits.from_dict),
+        )
+
+    def to_dict(self) -> Obj:
+        return omitempty(cpu=self.cpu, memory=self.memory, limits=self.limits)
 
 
 @attrs.frozen(kw_only=True)
@@ -100,13 +122,22 @@ class ResolvedImage:
     repository: str
     tag: str
     version: str
+    digest: str | None = None
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
-        return cls(name=obj["name"], repository=obj["repository"], tag=obj["tag"], version=obj["version"])
+        return cls(
+            name=obj["name"],
+            repository=obj["repository"],
+            tag=obj["tag"],
+            version=obj["version"],
+            digest=obj.get("digest"),
+        )
 
     def to_dict(self) -> Obj:
-        return omitempty(name=self.name, repository=self.repository, tag=self.tag, version=self.version)
+        return omitempty(
+            name=self.name, repository=self.repository, tag=self.tag, version=self.version, digest=self.digest
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -33,6 +33,7 @@ import yaml
 from valkey_operator.api import tunables
 from valkey_operator.api.resources import (
     GROUP,
+    INTERNAL_SECRET_SUFFIX,
     RESERVED_ANNOTATION_PREFIX,
     RESERVED_USERNAMES,
     VALKEY_CLUSTERS,
@@ -54,7 +55,7 @@ CRD rules from 1.34). The minors tested and claimed are those of docs/kubernetes
 CEL_FUNCTIONS: Mapping[str, str] = {
     "has, size, all, filter, matches, startsWith, contains, type, string": "CEL standard (1.25+)",
     "lowerAscii": "CEL strings extension (1.25+)",
-    "isQuantity, quantity, isGreaterThan": "Kubernetes quantity library (1.28+)",
+    "isQuantity, quantity, isGreaterThan, isLessThan": "Kubernetes quantity library (1.28+)",
     "semver, compareTo": "Kubernetes semver library (1.33+; usable in new CRDs from 1.34)",
 }
 """Every CEL function the rules call, with the Kubernetes version that introduced it."""
@@ -72,6 +73,7 @@ MAX_SHARDS = 64
 MAX_REPLICAS_PER_SHARD = 5
 MAX_ACL_USERS = 64
 MAX_PASSWORD_HASHES = 8
+MAX_PULL_SECRETS = 16
 MAX_PERMISSIONS = 16
 MAX_PATTERNS = 16
 MAX_PATTERN = 128
@@ -89,6 +91,9 @@ MAX_MESSAGE = 32768
 MAX_LABEL_VALUE = 63
 MAX_QUALIFIED_NAME = 317  # 253-char DNS prefix + "/" + 63-char name
 
+GENERATED_CLASH = INTERNAL_SECRET_SUFFIX
+"""The one username a generated user Secret cannot have (it would be the internal Secret's name)."""
+
 ACL_CATEGORIES = tuple(category.value for category in AclCategory)
 """Valkey's ACL command categories (`ACL CAT`), without the leading '@'."""
 
@@ -104,6 +109,7 @@ DNS_LABEL_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 RELEASE_VERSION = r"^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$"
 USERNAME = r"^[A-Za-z0-9._-]+$"
 PASSWORD_HASH = r"^[0-9a-f]{64}$"
+IMAGE_DIGEST = r"^sha256:[0-9a-f]{64}$"
 ACL_PATTERN = r"^[^\s()[:cntrl:]]+$"
 COMMAND = r"^[a-z0-9_-]+(\|[a-z0-9_-]+)?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
@@ -424,6 +430,22 @@ def valkey_image() -> Schema:
                 max_length=32,
                 rules=[version_rule],
             ),
+            "digest": string(
+                "Optional content digest of the image, sha256:<64 lowercase hex>. When set, pods run "
+                "repository@digest (the tag is then informational), so a moved tag never changes what "
+                "runs. A change of digest rolls the clusters that use the image.",
+                max_length=71,
+                rules=[
+                    rule(
+                        f"self.matches({raw(IMAGE_DIGEST)})",
+                        "a digest is sha256: followed by exactly 64 lowercase hex characters",
+                        message_expression=lit(
+                            "a digest is sha256: followed by exactly 64 lowercase hex characters; got "
+                        )
+                        + " + self",
+                    )
+                ],
+            ),
         },
         required=("repository", "tag", "version"),
     )
@@ -518,19 +540,34 @@ def valkey_config() -> Schema:
                 "ValkeyConfig",
             ),
             "resources": obj(
-                "Container resources of the Valkey container. Requests equal limits (Guaranteed QoS for "
-                "the container). Merged key by key over the base config's resources.",
+                "Container resources of the Valkey container. cpu and memory are requests; the memory "
+                "limit defaults to the memory request and there is no CPU limit unless limits.cpu is set "
+                "(a CPU limit throttles a latency-sensitive server). Merged key by key over the base "
+                "config's resources (limits too).",
                 {
                     "cpu": quantity(
-                        "CPU for the Valkey container as a Kubernetes quantity, for example 500m or 2.",
+                        "CPU request of the Valkey container as a Kubernetes quantity, for example 500m "
+                        "or 2. No CPU limit follows from it.",
                         "500m or 2",
                     ),
                     "memory": quantity(
-                        "Memory for the Valkey container as a Kubernetes quantity, for example 1Gi. "
-                        "Unless the chain sets maxmemory, the operator sets maxmemory to about 75% of it.",
+                        "Memory request of the Valkey container as a Kubernetes quantity, for example 1Gi; "
+                        "also the memory limit unless limits.memory is set.",
                         "512Mi or 2Gi",
                     ),
+                    "limits": obj(
+                        "Container limits, each at least its request.",
+                        {
+                            "cpu": quantity("CPU limit. Unset (the default): no CPU limit.", "500m or 2"),
+                            "memory": quantity(
+                                "Memory limit. Unset: the memory request. Unless the chain sets maxmemory, "
+                                "the operator sets maxmemory to about 75% of the memory limit.",
+                                "512Mi or 2Gi",
+                            ),
+                        },
+                    ),
                 },
+                rules=[limit_rule("cpu"), limit_rule("memory")],
             ),
             "valkey": valkey,
             "podSecurity": obj(
@@ -576,6 +613,7 @@ def valkey_config() -> Schema:
                     "repository": string("Its container image repository.", max_length=512),
                     "tag": string("Its container image tag.", max_length=128),
                     "version": string("Its declared Valkey version.", max_length=32),
+                    "digest": string("Its declared digest, when it has one.", max_length=71),
                 },
             ),
             "settingsHash": string(
@@ -611,6 +649,23 @@ def valkey_config() -> Schema:
                 "Whether the base chain and the image resolve.",
             ),
         ],
+    )
+
+
+def limit_rule(resource: str) -> Schema:
+    """A limit below its request is rejected here rather than by the API server at pod creation."""
+    request, limit = f"self.{resource}", f"self.limits.{resource}"
+    both = f"has({request}) && has(self.limits) && has({limit})"
+    valid = f"isQuantity(string({request})) && isQuantity(string({limit}))"
+    below = f"quantity(string({limit})).isLessThan(quantity(string({request})))"
+    return rule(
+        f"!({both} && {valid} && {below})",
+        f"limits.{resource} must be at least the {resource} request",
+        message_expression=lit(f"limits.{resource} ")
+        + f" + string({limit}) + "
+        + lit(f" is below the {resource} request ")
+        + f" + string({request})",
+        field_path=f".limits.{resource}",
     )
 
 
@@ -829,6 +884,14 @@ def valkey_cluster() -> Schema:
                 max_items=MAX_PASSWORD_HASHES,
                 list_type="set",
             ),
+            "passwordSecretName": object_name(
+                "Name of a Secret in the cluster's namespace whose values are the user's passwords (any "
+                "key names, one password per key; several keys during a rotation). The operator hashes "
+                "them and watches the Secret: a changed Secret is applied to every node with ACL SETUSER, "
+                "without restarts. A missing or empty Secret holds the cluster with reason "
+                "PasswordSecretInvalid. Not with passwordHashes.",
+                "Secret",
+            ),
             "permissions": array(
                 "What the user may do. Each entry becomes its own ACL selector, pairing one role's "
                 "commands with that entry's keys and channels, so one entry's keys never gain another "
@@ -870,7 +933,31 @@ def valkey_cluster() -> Schema:
                 max_items=MAX_PERMISSIONS,
             ),
         },
-        required=("username", "passwordHashes", "permissions"),
+        required=("username", "permissions"),
+        rules=[
+            rule(
+                "!(has(self.passwordHashes) && has(self.passwordSecretName))",
+                "set passwordHashes or passwordSecretName, not both",
+                reason="FieldValueForbidden",
+                field_path=".passwordSecretName",
+            ),
+            rule(
+                "has(self.passwordHashes) || has(self.passwordSecretName) || "
+                f"(self.username.matches({raw(DNS_SUBDOMAIN)}) && self.username != {lit(GENERATED_CLASH)})",
+                "a user without passwordHashes or passwordSecretName gets a generated Secret named "
+                "<cluster>-<username>, so its username must be lowercase letters, digits, '-' and '.', "
+                f"starting and ending with a letter or digit, and not {GENERATED_CLASH}",
+                message_expression=lit("user ")
+                + " + self.username + "
+                + lit(
+                    " has neither passwordHashes nor passwordSecretName, so the operator generates the "
+                    "Secret <cluster>-<username>: the username must then be lowercase letters, digits, "
+                    f"'-' and '.', starting and ending with a letter or digit, and not {GENERATED_CLASH}; "
+                    "rename the user or set a password source"
+                ),
+                field_path=".username",
+            ),
+        ],
     )
     prefix = RESERVED_ANNOTATION_PREFIX
     spec = obj(
@@ -977,6 +1064,15 @@ def valkey_cluster() -> Schema:
                     ),
                     "priorityClassName": object_name("PriorityClass of the pods.", "PriorityClass"),
                 },
+            ),
+            "imagePullSecrets": array(
+                "Names of Secrets (kubernetes.io/dockerconfigjson) in the cluster's namespace used to pull "
+                "the Valkey image from a private registry; copied to every Valkey pod's "
+                "spec.imagePullSecrets. A change applies to pods created later (it does not roll the "
+                "cluster: running pods have already pulled their image).",
+                object_name("Name of an image pull Secret.", "Secret"),
+                max_items=MAX_PULL_SECRETS,
+                list_type="set",
             ),
             "podAnnotations": string_map(
                 f"Annotations added to every Valkey pod. Keys under {prefix} are the operator's and are "

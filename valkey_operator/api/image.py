@@ -39,13 +39,22 @@ class ValkeyImageSpec:
     repository: str
     tag: str
     version: str
+    digest: str | None = None
+    """`sha256:<64 hex>`: when set, pods run `repository@digest` and the tag is informational."""
 
     @classmethod
     def from_dict(cls, obj: Obj) -> Self:
-        return cls(repository=obj["repository"], tag=obj["tag"], version=obj["version"])
+        return cls(
+            repository=obj["repository"], tag=obj["tag"], version=obj["version"], digest=obj.get("digest")
+        )
 
     def to_dict(self) -> Obj:
-        return omitempty(repository=self.repository, tag=self.tag, version=self.version)
+        return omitempty(repository=self.repository, tag=self.tag, version=self.version, digest=self.digest)
+
+
+def image_reference(repository: str, tag: str, digest: str | None) -> str:
+    """The reference pods run: pinned by digest when one is declared, else by tag."""
+    return f"{repository}@{digest}" if digest else f"{repository}:{tag}"
 
 
 @attrs.frozen
@@ -71,7 +80,7 @@ class ValkeyImage:
     @property
     def reference(self) -> str:
         """The container image reference pods run."""
-        return f"{self.spec.repository}:{self.spec.tag}"
+        return image_reference(self.spec.repository, self.spec.tag, self.spec.digest)
 
     @property
     def parsed_version(self) -> Version | None:
