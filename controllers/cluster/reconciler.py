@@ -5,7 +5,9 @@ One pass:
    (a missing config, broken chain or missing image: status says why, the
    cluster does not progress, nothing is created);
 2. the internal credentials: read back from the owned Secret, generated once
-   (created, never applied over an existing Secret); then the ACL users;
+   (created, never applied over an existing Secret); then the ACL users, their
+   passwords read from their Secrets (generated ones created once, see
+   password_secrets.py);
 3. render what is desired: owned objects, pod template hash, runtime
    settings, users, podAnnotations;
 4. observe: owned pods and owned objects from the cache, each Ready node
@@ -35,6 +37,7 @@ from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
 from controllers.cluster.observe import TlsRecord
 from controllers.cluster.observer import observe, owned_pods
+from controllers.cluster.password_secrets import gather_password_secrets
 from controllers.cluster.plan import finish, plan
 from controllers.cluster.render import layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
@@ -54,6 +57,7 @@ from controllers.cluster.render.objects import (
 )
 from controllers.cluster.render.placement import ZONE_KEY
 from controllers.cluster.render.template import template_hash
+from controllers.cluster.render.user_passwords import PasswordProblem, with_passwords
 from controllers.cluster.report import PlannedStatus, Reason
 from controllers.cluster.rollout_gate import RolloutGate
 from controllers.cluster.secrets import ReferencedSecrets
@@ -63,7 +67,14 @@ from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from controllers.status import status_patch
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, ValkeyCluster
+from valkey_operator.api.cluster import (
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    AclUser,
+    ClusterState,
+    ValkeyCluster,
+)
 from valkey_operator.api.resources import (
     ADMIN_USER,
     API_VERSION,
@@ -116,6 +127,7 @@ EVENT_REASONS = frozenset(
 CONTROLLER_NAME = "valkeycluster"
 PODS_BY_CLUSTER = "pods-by-valkeycluster"
 TLS_SECRET_INVALID = "TlsSecretInvalid"
+PASSWORD_SECRET_INVALID = "PasswordSecretInvalid"
 REQUEUE_BLOCKED = 60.0
 """A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""
 
@@ -297,7 +309,10 @@ class ClusterReconciler:
             *(OwnedObject(POD_DISRUPTION_BUDGETS, pdb) for pdb in render_pdbs(ctx)),
         ]
         if credentials is not None:
-            rendered = render_acl(cluster.spec.acl, self._role, credentials)
+            users = await self._users(ctx, endpoint_text, create=not paused)
+            if isinstance(users, PasswordProblem):
+                return await self._blocked(obj, current, PASSWORD_SECRET_INVALID, users.message)
+            rendered = render_acl(users, self._role, credentials)
             if isinstance(rendered, AclError):
                 return await self._blocked(obj, current, rendered.reason, rendered.message)
             internal = internal_users(credentials)
@@ -405,6 +420,21 @@ class ClusterReconciler:
                     raise
                 secret = await self.client.get_or_none(SECRETS, secret_name, ctx.namespace)
         return read_credentials(secret)
+
+    async def _users(
+        self, ctx: RenderContext, endpoint_text: str, *, create: bool
+    ) -> tuple[AclUser, ...] | PasswordProblem:
+        """The spec users with the hashes of the passwords in their Secrets (SPEC 1.9)."""
+        secrets = await gather_password_secrets(
+            ctx,
+            client=self.client,
+            cached=self.cached,
+            referenced=self.secrets,
+            endpoint=endpoint_text,
+            create=create,
+            rng=_RNG,
+        )
+        return with_passwords(ctx.name, ctx.cluster.spec.acl, secrets.get)
 
     def _admin(self, credentials: InternalCredentials, tls: TlsMaterial | None) -> AdminClient:
         return AdminClient(
@@ -567,8 +597,11 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         return requests(index.clusters_using_role(role["metadata"]["name"]))
 
     def clusters_of_secret(secret: Obj) -> list[Request]:
-        meta = secret["metadata"]
-        return requests(index.clusters_using_tls_secret(meta.get("namespace", ""), meta["name"]))
+        namespace, name = secret["metadata"].get("namespace", ""), secret["metadata"]["name"]
+        return requests(
+            index.clusters_using_tls_secret(namespace, name)
+            + index.clusters_using_password_secret(namespace, name)
+        )
 
     def secret_meta(namespace: str, name: str) -> Obj | None:
         return manager.cache.get(SECRETS, name, namespace, metadata_only=True)
