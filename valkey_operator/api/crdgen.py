@@ -624,7 +624,7 @@ def valkey_config() -> Schema:
             ),
             "conditions": conditions(
                 "Conditions: Resolved (True when the base chain and image resolve; False with reason "
-                "ImageNotFound, BaseNotFound, BaseCycle or TooDeep)."
+                "ImageNotFound, BaseNotFound, BaseCycle, TooDeep or LimitBelowRequest)."
             ),
         },
     )
@@ -857,7 +857,8 @@ def valkey_cluster() -> Schema:
             "passwordHashes": array(
                 "SHA-256 hashes of the user's passwords as lowercase hex (the first field printed by "
                 'printf %s "$PASSWORD" | sha256sum). Any listed password works, so rotate by listing old '
-                "and new, then removing the old.",
+                "and new, then removing the old. Not with passwordSecretName; with neither, the operator "
+                "generates the Secret <cluster>-<username> (keys username, password and uri) once.",
                 string(
                     "SHA-256 of a password: exactly 64 lowercase hex characters.",
                     max_length=64,
