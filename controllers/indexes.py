@@ -21,6 +21,7 @@ CLUSTERS_BY_CONFIG = "clusters-by-configRef"
 CLUSTERS_BY_ROLE = "clusters-by-roleRef"
 CLUSTERS_ROLLING = "clusters-rolling"
 CLUSTERS_BY_TLS_SECRET = "clusters-by-tls-secret"
+CLUSTERS_BY_PASSWORD_SECRET = "clusters-by-password-secret"
 ROLLING = "rolling"
 
 
@@ -48,6 +49,18 @@ def cluster_tls_secret(cluster: Obj) -> list[str]:
     """namespace/name of the Secret spec.tls.secretRef names (in the cluster's namespace)."""
     ref = (cluster.get("spec", {}).get("tls") or {}).get("secretRef")
     return [f"{cluster['metadata'].get('namespace', '')}/{ref}"] if ref else []
+
+
+def cluster_password_secrets(cluster: Obj) -> list[str]:
+    """namespace/name of every Secret a spec.acl user's passwordSecretName names (generated user
+    Secrets are owned by the cluster, so their events reach it without an index)."""
+    namespace = cluster["metadata"].get("namespace", "")
+    names = {
+        user["passwordSecretName"]
+        for user in cluster.get("spec", {}).get("acl") or []
+        if user.get("passwordSecretName")
+    }
+    return [f"{namespace}/{name}" for name in sorted(names)]
 
 
 def cluster_role_refs(cluster: Obj) -> list[str]:
@@ -85,6 +98,7 @@ class ReferenceIndex:
                 CLUSTERS_BY_ROLE: cluster_role_refs,
                 CLUSTERS_ROLLING: cluster_rolling,
                 CLUSTERS_BY_TLS_SECRET: cluster_tls_secret,
+                CLUSTERS_BY_PASSWORD_SECRET: cluster_password_secrets,
             }
         )
         return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters)
@@ -115,6 +129,9 @@ class ReferenceIndex:
 
     def clusters_using_tls_secret(self, namespace: str, secret: str) -> list[str]:
         return self.clusters.store.index_keys(CLUSTERS_BY_TLS_SECRET, f"{namespace}/{secret}")
+
+    def clusters_using_password_secret(self, namespace: str, secret: str) -> list[str]:
+        return self.clusters.store.index_keys(CLUSTERS_BY_PASSWORD_SECRET, f"{namespace}/{secret}")
 
     def clusters_rolling(self) -> list[str]:
         """namespace/name keys of the clusters whose status shows a rolling update under way."""

@@ -4,7 +4,8 @@ One pass:
 1. gather (decide.Facts): the cluster from the shared cache and its recorded
    status; its config chain and image resolved; the TLS Secret checked against
    the pass's `now`; the internal Secret as read (with fresh passwords drawn in
-   case it is missing); the ValkeyRoles spec.acl names; the owned pods and
+   case it is missing); the users' password Secrets as read (a password drawn
+   for each generated one that is missing); the ValkeyRoles spec.acl names; the owned pods and
    objects from the cache, each Ready node probed (bounded), the pod writes the
    cache has not shown yet, the CONFIG SETs the nodes refused before; the
    rollout slots held; a seed for new pod names. Gathering stops at a fact
@@ -45,8 +46,14 @@ from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
 from controllers.cluster.observer import NodeExtras, observe, owned_pods
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render import names
-from controllers.cluster.render.credentials import InternalCredentials, generate_credentials, read_credentials
+from controllers.cluster.render.credentials import (
+    InternalCredentials,
+    generate_credentials,
+    generate_password,
+    read_credentials,
+)
 from controllers.cluster.render.placement import ZONE_KEY
+from controllers.cluster.render.user_passwords import missing_generated, password_secret
 from controllers.cluster.rollout_gate import RolloutGate
 from controllers.cluster.secrets import ReferencedSecrets
 from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
@@ -220,6 +227,15 @@ class ClusterReconciler:
         )
         if not isinstance(credentials, InternalCredentials | None):
             return Gathered(facts=facts)
+        user_secrets = await self._user_secrets(cluster)
+        facts = attrs.evolve(
+            facts,
+            user_secrets=user_secrets,
+            fresh_user_passwords={
+                username: generate_password(_RNG)
+                for username in missing_generated(name, cluster.spec.acl, user_secrets.get)
+            },
+        )
         roles = {
             permission.role_ref: self._role(permission.role_ref)
             for user in cluster.spec.acl
@@ -272,6 +288,23 @@ class ClusterReconciler:
         if secret is None:
             secret = await self.client.get_or_none(SECRETS, secret_name, namespace)
         return secret
+
+    async def _user_secrets(self, cluster: ValkeyCluster) -> dict[str, Obj | None]:
+        """Secret name -> the Secret (None: absent) for every user whose passwords live in one.
+
+        Caches only in the steady state, never a list: a generated Secret is owned, so the full
+        Secret cache holds it; a passwordSecretName Secret is the user's, read through
+        ReferencedSecrets (the metadata-only watch, one GET when its resourceVersion changes). The
+        named index `clusters-by-password-secret` maps a changed Secret back to its clusters."""
+        namespace, name = cluster.metadata.namespace or "", cluster.metadata.name
+        found: dict[str, Obj | None] = {}
+        for user in cluster.spec.acl:
+            secret_name = password_secret(name, user)
+            if secret_name is None or secret_name in found:
+                continue
+            owned = self.cached(SECRETS, namespace, secret_name) if user.generated_password else None
+            found[secret_name] = owned or await self.secrets.get(namespace, secret_name)
+        return found
 
     def _admin(self, credentials: InternalCredentials, tls: TlsMaterial | None) -> AdminClient:
         return AdminClient(
@@ -340,8 +373,11 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         return requests(index.clusters_using_role(role["metadata"]["name"]))
 
     def clusters_of_secret(secret: Obj) -> list[Request]:
-        meta = secret["metadata"]
-        return requests(index.clusters_using_tls_secret(meta.get("namespace", ""), meta["name"]))
+        namespace, name = secret["metadata"].get("namespace", ""), secret["metadata"]["name"]
+        return requests(
+            index.clusters_using_tls_secret(namespace, name)
+            + index.clusters_using_password_secret(namespace, name)
+        )
 
     def secret_meta(namespace: str, name: str) -> Obj | None:
         return manager.cache.get(SECRETS, name, namespace, metadata_only=True)

@@ -1,8 +1,8 @@
 """Resolve a ValkeyConfig's baseRef chain into the effective settings (pure).
 
 The effective config is the chain merged child over parent: imageRef from the
-nearest config that sets it; resources, valkey and podSecurity key by key
-(valkey directive names case-insensitively). A missing base, a cycle, a chain
+nearest config that sets it; resources (requests and limits), valkey and
+podSecurity key by key (valkey directive names case-insensitively). A missing base, a cycle, a chain
 deeper than MAX_BASE_CHAIN_DEPTH, or a missing image is a resolution failure
 with a reason the status reports (SPEC 1.2).
 """
@@ -16,11 +16,15 @@ from typing import Literal
 
 import attrs
 
+from controllers.cluster.render.quantity import parse_quantity
+from valkey_operator.api.image import image_reference
 from valkey_operator.api.resources import MAX_BASE_CHAIN_DEPTH
 from valkey_operator.core.rest import Obj
 
 Lookup = Callable[[str], Obj | None]
-FailureReason = Literal["ConfigNotFound", "ImageNotFound", "BaseNotFound", "BaseCycle", "TooDeep"]
+FailureReason = Literal[
+    "ConfigNotFound", "ImageNotFound", "BaseNotFound", "BaseCycle", "TooDeep", "LimitBelowRequest"
+]
 
 DEFAULT_POD_SECURITY = {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999}
 
@@ -31,13 +35,17 @@ class ResolvedImage:
     repository: str
     tag: str
     version: str
+    digest: str | None = None
 
     def to_status(self) -> Obj:
-        return {"name": self.name, "repository": self.repository, "tag": self.tag, "version": self.version}
+        status = {"name": self.name, "repository": self.repository, "tag": self.tag, "version": self.version}
+        if self.digest:
+            status["digest"] = self.digest
+        return status
 
     @property
     def reference(self) -> str:
-        return f"{self.repository}:{self.tag}"
+        return image_reference(self.repository, self.tag, self.digest)
 
 
 @attrs.frozen
@@ -47,18 +55,32 @@ class ResolvedConfig:
     chain: tuple[str, ...]
     image: ResolvedImage
     resources: dict[str, str]
+    """The requests: cpu and memory."""
     valkey: dict[str, str]
     pod_security: dict[str, int]
+    limits: dict[str, str] = attrs.field(factory=dict)
+    """The limits the chain sets (resources.limits); see memory_limit for the default."""
+
+    @property
+    def memory_limit(self) -> str | None:
+        """limits.memory, else the memory request (SPEC 1.9); maxmemory is derived from it."""
+        return self.limits.get("memory", self.resources.get("memory"))
 
     @property
     def settings_hash(self) -> str:
-        """Changes exactly when something that shapes the pods or valkey.conf changes."""
-        content = {
-            "image": [self.image.repository, self.image.tag, self.image.version],
+        """Changes exactly when something that shapes the pods or valkey.conf changes.
+
+        A digest and limits enter only when set, so configs without them keep the hash they had.
+        """
+        image = [self.image.repository, self.image.tag, self.image.version]
+        content: Obj = {
+            "image": [*image, self.image.digest] if self.image.digest else image,
             "resources": self.resources,
             "valkey": self.valkey,
             "podSecurity": self.pod_security,
         }
+        if self.limits:
+            content["limits"] = self.limits
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -105,14 +127,37 @@ def _merge(names: tuple[str, ...], chain: list[Obj], get_image: Lookup) -> Resol
     if image is None:
         return ResolutionFailure("ImageNotFound", f"ValkeyImage {image_ref} not found", names)
     resources: dict[str, str] = {}
+    limits: dict[str, str] = {}
     valkey: dict[str, str] = {}
     pod_security: dict[str, int] = dict(DEFAULT_POD_SECURITY)
     for spec in reversed(specs):  # root first, so children override
-        resources.update({key: str(value) for key, value in spec.get("resources", {}).items()})
+        own = spec.get("resources") or {}
+        resources.update({key: str(value) for key, value in own.items() if key != "limits"})
+        limits.update({key: str(value) for key, value in (own.get("limits") or {}).items()})
         valkey.update({key.lower(): value for key, value in spec.get("valkey", {}).items()})
         pod_security.update(spec.get("podSecurity", {}))
     image_spec = image.get("spec", {})
     resolved_image = ResolvedImage(
-        image_ref, image_spec.get("repository", ""), image_spec.get("tag", ""), image_spec.get("version", "")
+        image_ref,
+        image_spec.get("repository", ""),
+        image_spec.get("tag", ""),
+        image_spec.get("version", ""),
+        image_spec.get("digest") or None,
     )
-    return ResolvedConfig(names, resolved_image, resources, valkey, pod_security)
+    below = _limits_below_requests(resources, limits)
+    if below:
+        return ResolutionFailure("LimitBelowRequest", f"in {' -> '.join(names)}: {below}", names)
+    return ResolvedConfig(names, resolved_image, resources, valkey, pod_security, limits)
+
+
+def _limits_below_requests(requests: dict[str, str], limits: dict[str, str]) -> str:
+    """Admission checks each config alone; merged over a base, a limit may end up below a request,
+    which the API server would refuse at pod creation. Empty when every limit is at least its request."""
+    problems = []
+    for key in sorted(requests.keys() & limits.keys()):
+        try:
+            if parse_quantity(limits[key]) < parse_quantity(requests[key]):
+                problems.append(f"limits.{key} {limits[key]} is below the {key} request {requests[key]}")
+        except ValueError:
+            continue  # admission rejects a malformed quantity; the API server would at pod creation
+    return "; ".join(problems)

@@ -124,40 +124,6 @@ NOT_YET: tuple[NotYet, ...] = (
             ("charts/**/*.yaml", r"redis_exporter|redis_memory_used_bytes"),
         ),
     ),
-    NotYet(
-        "ACL passwords from a Secret, or generated per user",
-        (
-            r"\bpasswordSecret(?:Name|Ref)?\b",
-            r"\bpasswords? (?:from|in) (?:a|the user's|its own) Secret\b",
-            r"\bconnection URI\b",
-        ),
-        (
-            "Give a user passwordSecretName instead of hashes.",
-            "The operator creates a Secret with a connection URI for each user.",
-            "Users read their passwords from a Secret the operator watches.",
-        ),
-        issue=22,
-        built_if=(("crds/valkeyclusters.yaml", r"passwordSecret"),),
-    ),
-    NotYet(
-        "imagePullSecrets for the Valkey pods, and Valkey images pinned by digest",
-        (
-            r"\b(?:ValkeyCluster\.)?spec\.imagePullSecrets\b",
-            r"\b(?:ValkeyImage\.)?spec\.digest\b",
-            r"\bValkey (?:pods?|images?) (?:\w+ ){0,4}(?:private registry|imagePullSecrets|by digest)\b",
-        ),
-        (
-            "Set spec.imagePullSecrets so the Valkey pods pull from a private registry.",
-            "Pin the Valkey image by digest with ValkeyImage.spec.digest.",
-            "Valkey pods pull from a private registry with your pull secrets.",
-        ),
-        issue=22,
-        built_if=(
-            ("crds/valkeyclusters.yaml", r"imagePullSecrets"),
-            ("controllers/cluster/render/*.py", r"imagePullSecrets"),
-            ("crds/valkeyimages.yaml", r"^\s+digest:"),
-        ),
-    ),
 )
 
 

@@ -28,6 +28,7 @@ from valkey_operator.api.fields import (
 from valkey_operator.api.limits import (
     ACL_PATTERN,
     DNS_LABEL_1035,
+    DNS_SUBDOMAIN,
     LABEL_VALUE,
     MAX_ACL_USERS,
     MAX_ANNOTATION_VALUE,
@@ -41,6 +42,7 @@ from valkey_operator.api.limits import (
     MAX_PATTERN,
     MAX_PATTERNS,
     MAX_PERMISSIONS,
+    MAX_PULL_SECRETS,
     MAX_QUALIFIED_NAME,
     MAX_REPLICAS_PER_SHARD,
     MAX_SHARDS,
@@ -53,7 +55,12 @@ from valkey_operator.api.limits import (
     USERNAME,
 )
 from valkey_operator.api.meta import Condition, ObjectMeta
-from valkey_operator.api.resources import RESERVED_ANNOTATION_PREFIX, RESERVED_USERNAMES, VALKEY_CLUSTERS
+from valkey_operator.api.resources import (
+    INTERNAL_SECRET_SUFFIX,
+    RESERVED_ANNOTATION_PREFIX,
+    RESERVED_USERNAMES,
+    VALKEY_CLUSTERS,
+)
 from valkey_operator.core.resource import Resource
 
 # Schema defaults; repeated here so a model built in code means what the server would store.
@@ -164,10 +171,46 @@ _HASH_MESSAGE = (
 )
 
 
-@described("One Valkey ACL user.")
+_GENERATED_NAME = (
+    "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, and not "
+    + INTERNAL_SECRET_SUFFIX
+)
+
+
+@described(
+    "One Valkey ACL user.",
+    rules=[
+        rule(
+            "!(has(self.passwordHashes) && has(self.passwordSecretName))",
+            "set passwordHashes or passwordSecretName, not both",
+            reason="FieldValueForbidden",
+            field_path=".passwordSecretName",
+        ),
+        rule(
+            "has(self.passwordHashes) || has(self.passwordSecretName) || "
+            f"(self.username.matches({raw(DNS_SUBDOMAIN)}) && "
+            f"self.username != {lit(INTERNAL_SECRET_SUFFIX)})",
+            "a user without passwordHashes or passwordSecretName gets a generated Secret named "
+            f"<cluster>-<username>, so its username must be {_GENERATED_NAME}",
+            message_expression=lit("user ")
+            + " + self.username + "
+            + lit(
+                " has neither passwordHashes nor passwordSecretName, so the operator generates the "
+                f"Secret <cluster>-<username>: the username must then be {_GENERATED_NAME}; "
+                "rename the user or set a password source"
+            ),
+            field_path=".username",
+        ),
+    ],
+)
 @attrs.frozen(kw_only=True)
 class AclUser(Model):
-    """`password_hashes` are lowercase hex SHA-256; listing old and new rotates without downtime."""
+    """Where the user's passwords come from: at most one of two sources, or a generated Secret.
+
+    `password_hashes` are lowercase hex SHA-256 (listing old and new rotates without downtime);
+    `password_secret_name` names a Secret whose values are the passwords; with neither, the
+    operator generates the `<cluster>-<username>` Secret (SPEC 1.9).
+    """
 
     username: str = attrs.field(
         metadata=schema(
@@ -199,8 +242,8 @@ class AclUser(Model):
         metadata=schema(
             "SHA-256 hashes of the user's passwords as lowercase hex (the first field printed by "
             'printf %s "$PASSWORD" | sha256sum). Any listed password works, so rotate by listing old '
-            "and new, then removing the old.",
-            required=True,
+            "and new, then removing the old. Not with passwordSecretName; with neither, the operator "
+            "generates the Secret <cluster>-<username> (keys username, password and uri) once.",
             min_items=1,
             max_items=MAX_PASSWORD_HASHES,
             list_type="set",
@@ -224,6 +267,17 @@ class AclUser(Model):
             ),
         ),
     )
+    password_secret_name: str | None = attrs.field(
+        default=None,
+        metadata=name_ref(
+            "Name of a Secret in the cluster's namespace whose values are the user's passwords (any "
+            "key names, one password per key; several keys during a rotation). The operator hashes "
+            "them and watches the Secret: a changed Secret is applied to every node with ACL SETUSER, "
+            "without restarts. A missing or empty Secret holds the cluster with reason "
+            "PasswordSecretInvalid. Not with passwordHashes.",
+            "Secret",
+        ),
+    )
     permissions: tuple[Permission, ...] = attrs.field(
         default=(),
         metadata=schema(
@@ -235,6 +289,11 @@ class AclUser(Model):
             max_items=MAX_PERMISSIONS,
         ),
     )
+
+    @property
+    def generated_password(self) -> bool:
+        """Whether the operator generates this user's password Secret."""
+        return not self.password_hashes and self.password_secret_name is None
 
 
 @attrs.frozen(kw_only=True)
@@ -454,6 +513,18 @@ class ValkeyClusterSpec(Model):
         metadata=schema(
             "Where the pods run. A change of zones, nodeSelector, tolerations or priorityClassName "
             "rolls the pods (shard by shard, replicas first); a zoneSpread change replaces no pod."
+        ),
+    )
+    image_pull_secrets: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "Names of Secrets (kubernetes.io/dockerconfigjson) in the cluster's namespace used to pull "
+            "the Valkey image from a private registry; copied to every Valkey pod's "
+            "spec.imagePullSecrets. A change applies to pods created later (it does not roll the "
+            "cluster: running pods have already pulled their image).",
+            max_items=MAX_PULL_SECRETS,
+            list_type="set",
+            items=name_ref("Name of an image pull Secret.", "Secret")[KEY],
         ),
     )
     pod_annotations: Mapping[str, str] = attrs.field(

@@ -10,6 +10,7 @@ import attrs
 from valkey_operator.api import tunables
 from valkey_operator.api.convert import Model
 from valkey_operator.api.fields import (
+    Rule,
     cel_list,
     conditions,
     described,
@@ -37,21 +38,65 @@ _MAX_ID = 2147483647
 
 
 @attrs.frozen(kw_only=True)
+class ResourceLimits(Model):
+    """Container limits; memory defaults to the memory request, cpu to none (SPEC 1.9)."""
+
+    cpu: str | None = attrs.field(
+        default=None,
+        metadata=schema("CPU limit. Unset (the default): no CPU limit.", quantity="500m or 2"),
+    )
+    memory: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Memory limit. Unset: the memory request. Unless the chain sets maxmemory, "
+            "the operator sets maxmemory to about 75% of the memory limit.",
+            quantity="512Mi or 2Gi",
+        ),
+    )
+
+
+def _limit_rule(resource: str) -> Rule:
+    """A limit below its request is rejected here rather than by the API server at pod creation."""
+    request, limit = f"self.{resource}", f"self.limits.{resource}"
+    both = f"has({request}) && has(self.limits) && has({limit})"
+    valid = f"isQuantity(string({request})) && isQuantity(string({limit}))"
+    below = f"quantity(string({limit})).isLessThan(quantity(string({request})))"
+    return rule(
+        f"!({both} && {valid} && {below})",
+        f"limits.{resource} must be at least the {resource} request",
+        message_expression=lit(f"limits.{resource} ")
+        + f" + string({limit}) + "
+        + lit(f" is below the {resource} request ")
+        + f" + string({request})",
+        field_path=f".limits.{resource}",
+    )
+
+
+LIMIT_RULES = (_limit_rule("cpu"), _limit_rule("memory"))
+
+
+@attrs.frozen(kw_only=True)
 class Resources(Model):
+    """`cpu` and `memory` are requests; `limits` overrides the derived limits (SPEC 1.9)."""
+
     cpu: str | None = attrs.field(
         default=None,
         metadata=schema(
-            "CPU for the Valkey container as a Kubernetes quantity, for example 500m or 2.",
+            "CPU request of the Valkey container as a Kubernetes quantity, for example 500m "
+            "or 2. No CPU limit follows from it.",
             quantity="500m or 2",
         ),
     )
     memory: str | None = attrs.field(
         default=None,
         metadata=schema(
-            "Memory for the Valkey container as a Kubernetes quantity, for example 1Gi. "
-            "Unless the chain sets maxmemory, the operator sets maxmemory to about 75% of it.",
+            "Memory request of the Valkey container as a Kubernetes quantity, for example 1Gi; "
+            "also the memory limit unless limits.memory is set.",
             quantity="512Mi or 2Gi",
         ),
+    )
+    limits: ResourceLimits | None = attrs.field(
+        default=None, metadata=schema("Container limits, each at least its request.")
     )
 
 
@@ -148,8 +193,11 @@ class ValkeyConfigSpec(Model):
     resources: Resources | None = attrs.field(
         default=None,
         metadata=schema(
-            "Container resources of the Valkey container. Requests equal limits (Guaranteed QoS for "
-            "the container). Merged key by key over the base config's resources."
+            "Container resources of the Valkey container. cpu and memory are requests; the memory "
+            "limit defaults to the memory request and there is no CPU limit unless limits.cpu is set "
+            "(a CPU limit throttles a latency-sensitive server). Merged key by key over the base "
+            "config's resources (limits too).",
+            rules=LIMIT_RULES,
         ),
     )
     valkey: Mapping[str, str] = attrs.field(
@@ -193,6 +241,9 @@ class ResolvedImage(Model):
     )
     tag: str = attrs.field(metadata=schema("Its container image tag.", max_length=128, required=False))
     version: str = attrs.field(metadata=schema("Its declared Valkey version.", max_length=32, required=False))
+    digest: str | None = attrs.field(
+        default=None, metadata=schema("Its declared digest, when it has one.", max_length=71)
+    )
 
 
 @described("ValkeyConfigStatus is the result of resolving the config's base chain, written by the operator.")
@@ -214,7 +265,7 @@ class ValkeyConfigStatus(Model):
     )
     conditions: tuple[Condition, ...] = conditions(
         "Conditions: Resolved (True when the base chain and image resolve; False with reason "
-        "ImageNotFound, BaseNotFound, BaseCycle or TooDeep)."
+        "ImageNotFound, BaseNotFound, BaseCycle, TooDeep or LimitBelowRequest)."
     )
 
 

@@ -46,7 +46,7 @@ CRD rules from 1.34). The minors tested and claimed are those of docs/kubernetes
 CEL_FUNCTIONS: Mapping[str, str] = {
     "has, size, all, filter, matches, startsWith, contains, type, string": "CEL standard (1.25+)",
     "lowerAscii": "CEL strings extension (1.25+)",
-    "isQuantity, quantity, isGreaterThan": "Kubernetes quantity library (1.28+)",
+    "isQuantity, quantity, isGreaterThan, isLessThan": "Kubernetes quantity library (1.28+)",
     "semver, compareTo": "Kubernetes semver library (1.33+; usable in new CRDs from 1.34)",
 }
 """Every CEL function the rules call, with the Kubernetes version that introduced it."""

@@ -9,7 +9,7 @@ import attrs
 
 from valkey_operator.api.convert import Model
 from valkey_operator.api.fields import described, lit, raw, rule, schema
-from valkey_operator.api.limits import RELEASE_VERSION
+from valkey_operator.api.limits import IMAGE_DIGEST, RELEASE_VERSION
 from valkey_operator.api.meta import ObjectMeta
 from valkey_operator.api.resources import VALKEY_IMAGES, VERSION_FLOOR, VERSION_FLOOR_TEXT
 from valkey_operator.core.resource import Resource
@@ -50,6 +50,14 @@ _VERSION_RULE = rule(
 )
 
 
+_DIGEST_MESSAGE = "a digest is sha256: followed by exactly 64 lowercase hex characters"
+
+
+def image_reference(repository: str, tag: str, digest: str | None) -> str:
+    """The reference pods run: pinned by digest when one is declared, else by tag."""
+    return f"{repository}@{digest}" if digest else f"{repository}:{tag}"
+
+
 @described("ValkeyImageSpec names a container image and the Valkey version it provides.")
 @attrs.frozen(kw_only=True)
 class ValkeyImageSpec(Model):
@@ -69,6 +77,22 @@ class ValkeyImageSpec(Model):
             max_length=32,
             rules=[_VERSION_RULE],
         )
+    )
+    digest: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Optional content digest of the image, sha256:<64 lowercase hex>. When set, pods run "
+            "repository@digest (the tag is then informational), so a moved tag never changes what "
+            "runs. A change of digest rolls the clusters that use the image.",
+            max_length=71,
+            rules=[
+                rule(
+                    f"self.matches({raw(IMAGE_DIGEST)})",
+                    _DIGEST_MESSAGE,
+                    message_expression=lit(_DIGEST_MESSAGE + "; got ") + " + self",
+                )
+            ],
+        ),
     )
 
 
@@ -94,7 +118,7 @@ class ValkeyImage(Model):
     @property
     def reference(self) -> str:
         """The container image reference pods run."""
-        return f"{self.spec.repository}:{self.spec.tag}"
+        return image_reference(self.spec.repository, self.spec.tag, self.spec.digest)
 
     @property
     def parsed_version(self) -> Version | None:

@@ -25,6 +25,10 @@ ADMIN_USER = "valkey-operator"
 REPLICATION_USER = "valkey-replication"
 RESERVED_USERNAMES = ("default", ADMIN_USER, REPLICATION_USER)
 
+INTERNAL_SECRET_SUFFIX = "internal"
+"""The operator's own Secret is `<cluster>-internal`; a generated user Secret `<cluster>-<user>` must
+not take that name, so a user with a generated password may not be called this."""
+
 # The oldest Valkey release the operator runs (SPEC 1.1): atomic slot migration et al.
 VERSION_FLOOR = (9, 0, 1)
 VERSION_FLOOR_TEXT = ".".join(map(str, VERSION_FLOOR))

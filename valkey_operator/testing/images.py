@@ -259,10 +259,40 @@ def _valkey_image(version: str, bin_dir: Path) -> ImageEntry:
     )
 
 
+def catalog_digest(entry: ImageEntry) -> str | None:
+    """The digest the test bed gives a catalog image: `sha256:` + the SHA-256 of its component's
+    stamp (what it was built from), so it changes exactly when the installed build does; None when
+    the image is not installed. There is no registry manifest to hash, so this is the test bed's rule;
+    OCI images of the local store have their real manifest digest instead (ocistore)."""
+    try:
+        stamp = (entry.bin_dir.parent / ".stamp").read_bytes()
+    except OSError:
+        return None
+    return "sha256:" + hashlib.sha256(stamp).hexdigest()
+
+
+def image_digest(reference: str, prefix: Path | None = None) -> str:
+    """The digest of an installed catalog image: what a ValkeyImage pinning it declares."""
+    entry = catalog(prefix).get(reference)
+    digest = catalog_digest(entry) if entry is not None else None
+    if digest is None:
+        raise KeyError(f"{reference} is not an installed image of the test bed's catalog")
+    return digest
+
+
+def _by_digest(reference: str, prefix: Path | None = None) -> ImageEntry | None:
+    """`repository@sha256:...`: the catalog image of that repository with that digest, if any."""
+    repository, _, digest = reference.rpartition("@")
+    for entry in catalog(prefix).values():
+        if ocistore.repository(entry.reference) == repository and catalog_digest(entry) == digest:
+            return attrs.evolve(entry, reference=reference)
+    return None
+
+
 def resolve_image(reference: str) -> ImageEntry | None:
-    """The catalog entry for reference, else an OCI image of the local store; None if unknown or
-    not installed (a failed pull)."""
-    entry = catalog().get(reference)
+    """The catalog entry for reference (by tag, or `repository@digest` per catalog_digest), else an
+    OCI image of the local store; None if unknown or not installed (a failed pull)."""
+    entry = catalog().get(reference) or (_by_digest(reference) if "@" in reference else None)
     if entry is None:
         return oci_entry(reference)
     if not (entry.bin_dir.parent / ".stamp").is_file():

@@ -41,7 +41,14 @@ from controllers.cluster.decision.actions import (
     Failure,
     Promote,
 )
-from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredTls, DesiredUser, object_key
+from controllers.cluster.decision.desired import (
+    Desired,
+    DesiredAcl,
+    DesiredTls,
+    DesiredUser,
+    OwnedObject,
+    object_key,
+)
 from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.owned import owned_objects
 from controllers.cluster.decision.plan import Plan, finish, plan_view
@@ -55,6 +62,13 @@ from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.template import template_hash
+from controllers.cluster.render.user_passwords import (
+    PasswordProblem,
+    missing_generated,
+    render_user_secret,
+    user_secret_name,
+    with_passwords,
+)
 from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
@@ -63,6 +77,7 @@ from valkey_operator.api.resources import PAUSED_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.events import NORMAL, WARNING
+from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
 
 EVENT_REASONS = frozenset(
@@ -84,6 +99,7 @@ EVENT_REASONS = frozenset(
 
 TLS_SECRET_INVALID = "TlsSecretInvalid"
 INTERNAL_SECRET_DAMAGED = "InternalSecretDamaged"
+PASSWORD_SECRET_INVALID = "PasswordSecretInvalid"
 REQUEUE_BLOCKED = 60.0
 """A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""
 
@@ -133,6 +149,11 @@ class Facts:
     """The internal Secret as read (None: it does not exist)."""
     fresh_credentials: InternalCredentials | None = None
     """Drawn by the gatherer when the Secret is missing: the passwords of the Secret decided."""
+    user_secrets: Mapping[str, Obj | None] = attrs.field(factory=dict)
+    """Secret name -> the Secret as read (None: absent), for every user whose passwords live in one
+    (passwordSecretName, or the generated `<cluster>-<user>`)."""
+    fresh_user_passwords: Mapping[str, str] = attrs.field(factory=dict)
+    """username -> a password drawn by the gatherer for a generated Secret that is missing."""
     roles: Mapping[str, ValkeyRole | None] = attrs.field(factory=dict)
     """The ValkeyRoles spec.acl names (None: not found)."""
     observation: Observation | None = None
@@ -219,8 +240,13 @@ def decide(facts: Facts, now: float) -> Decision:
         credentials = facts.fresh_credentials
     acl = DesiredAcl()
     internal = None
+    created_users: tuple[OwnedObject, ...] = ()
     if credentials is not None:
-        rendered = render_acl(cluster.spec.acl, facts.roles.get, credentials)
+        with_secrets = _with_passwords(facts, ctx)
+        if isinstance(with_secrets, PasswordProblem):
+            return _blocked(facts, now, PASSWORD_SECRET_INVALID, with_secrets.message, ctx)
+        spec_users, created_users = with_secrets
+        rendered = render_acl(spec_users, facts.roles.get, credentials)
         if isinstance(rendered, AclError):
             return _blocked(facts, now, rendered.reason, rendered.message, ctx)
         users = internal_users(credentials)
@@ -267,8 +293,32 @@ def decide(facts: Facts, now: float) -> Decision:
     view.may_roll, slot = admit(bool(view.outdated), facts.rollout_slots, facts.key)
     planned = plan_view(view)
     actions = tuple(_complete(planned.actions, ctx, observation, facts.name_seed, creating_secret))
+    if not facts.paused:
+        actions = (*(CreateObject(owned) for owned in created_users), *actions)
     planned = attrs.evolve(planned, actions=actions)
     return _conclude(facts, now, ctx, planned, (), slot)
+
+
+def _with_passwords(
+    facts: Facts, ctx: RenderContext
+) -> tuple[tuple[AclUser, ...], tuple[OwnedObject, ...]] | PasswordProblem:
+    """The spec users with the hashes of their Secrets' passwords, and the generated Secrets to
+    create this pass (used at once: a create that loses a race is read back the next pass). A
+    paused cluster creates none, so a new user without its Secret waits (SPEC 1.9)."""
+    name = ctx.name
+    found = dict(facts.user_secrets)
+    created = []
+    if not facts.paused:
+        endpoint_text = endpoint(name, ctx.namespace, facts.options.cluster_domain)
+        for username in missing_generated(name, ctx.cluster.spec.acl, found.get):
+            password = facts.fresh_user_passwords.get(username)
+            if password is None:
+                continue
+            body = render_user_secret(ctx, username, endpoint_text, password)
+            found[user_secret_name(name, username)] = body
+            created.append(OwnedObject(SECRETS, body))
+    users = with_passwords(name, ctx.cluster.spec.acl, found.get)
+    return users if isinstance(users, PasswordProblem) else (users, tuple(created))
 
 
 def commands_to_probe(users: Sequence[AclUser], roles: Mapping[str, ValkeyRole | None]) -> list[str]:

@@ -56,8 +56,9 @@ def quote(value: str) -> str:
 
 
 def default_maxmemory(config: ResolvedConfig) -> int | None:
-    """About 75% of the memory limit in bytes; None without a memory limit (SPEC 1.2)."""
-    memory = config.resources.get("memory")
+    """About 75% of the memory limit in bytes (limits.memory, else the memory request: SPEC 1.9);
+    None without either (SPEC 1.2)."""
+    memory = config.memory_limit
     if memory is None:
         return None
     numerator, denominator = MAXMEMORY_FRACTION

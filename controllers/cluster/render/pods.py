@@ -27,6 +27,8 @@ Choices, and why:
   no privilege escalation, all capabilities dropped, RuntimeDefault seccomp,
   read-only root filesystem (Valkey writes only to its two emptyDirs).
 - No service account token and no service links: Valkey talks to no API.
+- Requests, and a memory limit; a CPU limit only when the config sets one
+  (resources()).
 """
 
 from __future__ import annotations
@@ -87,9 +89,21 @@ def _probes() -> dict[str, Obj]:
 
 
 def resources(ctx: RenderContext) -> Obj:
-    """Requests equal limits (SPEC 1.2): Guaranteed QoS when both cpu and memory are set."""
-    amounts = {key: ctx.config.resources[key] for key in ("cpu", "memory") if key in ctx.config.resources}
-    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+    """cpu and memory are requests; the memory limit defaults to the memory request and there is no
+    CPU limit unless limits.cpu is set (SPEC 1.9): a CPU limit throttles a latency-sensitive server
+    (CFS quota), while a memory limit bounds what maxmemory is derived from."""
+    config = ctx.config
+    requests = {key: config.resources[key] for key in ("cpu", "memory") if key in config.resources}
+    limits = {key: config.limits[key] for key in ("cpu",) if key in config.limits}
+    memory_limit = config.memory_limit
+    if memory_limit is not None:
+        limits["memory"] = memory_limit
+    rendered: Obj = {}
+    if requests:
+        rendered["requests"] = requests
+    if limits:
+        rendered["limits"] = limits
+    return rendered
 
 
 def pod_security_context(ctx: RenderContext) -> Obj:
@@ -174,6 +188,12 @@ def container(ctx: RenderContext) -> Obj:
     return spec
 
 
+def image_pull_secrets(ctx: RenderContext) -> Obj:
+    """spec.imagePullSecrets from the cluster's (SPEC 1.9); absent when it names none."""
+    secrets = ctx.cluster.spec.image_pull_secrets
+    return {"imagePullSecrets": [{"name": name} for name in secrets]} if secrets else {}
+
+
 def render_pod(ctx: RenderContext, shard: int, name: str) -> Obj:
     """A new pod for `shard` named `name` (from names.pod_name); labels carry the template hash."""
     metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx)))
@@ -192,6 +212,7 @@ def render_pod(ctx: RenderContext, shard: int, name: str) -> Obj:
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": TERMINATION_GRACE_PERIOD_S,
             "securityContext": pod_security_context(ctx),
+            **image_pull_secrets(ctx),
             "containers": [container(ctx)],
             "volumes": vols,
             **scheduling(ctx, shard),

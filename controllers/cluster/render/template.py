@@ -3,7 +3,10 @@
 The planner reads progress from the world by comparing each pod's
 `valkey.gomomento.com/template-hash` label with `template_hash(ctx)`.
 
-In the hash: the image (reference and declared version), resources, pod
+In the hash: the image (reference, so a digest too, and declared version), resources
+(requests; limits only when the config sets any, so clusters without them kept their hash when
+the CPU limit stopped being derived from the request: their live pods keep the CPU limit they were
+created with until something else rolls them), pod
 security ids, the startup-only tunables (io-threads), TLS (on/off and the Secret the pods mount),
 placement (zones, nodeSelector, tolerations, priorityClassName: fields of a
 live pod that cannot change in place), and TEMPLATE_VERSION.
@@ -11,7 +14,10 @@ live pod that cannot change in place), and TEMPLATE_VERSION.
 Not in the hash: runtime tunables (CONFIG SET on live nodes, SPEC 1.2; removing
 one sets it back to its default the same way),
 podAnnotations (patched in place) and zoneSpread (applies to pods created
-later), as SPEC 1.4 requires; nor ACLs (ACL SETUSER at runtime).
+later), as SPEC 1.4 requires; nor ACLs (ACL SETUSER at runtime); nor
+imagePullSecrets: the kubelet uses them only to pull, and a running pod has
+pulled its image already, so a change (a renamed or rotated registry
+credential) needs no new pods; pods created later carry the new list.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ def template_inputs(ctx: RenderContext) -> Obj:
         "version": TEMPLATE_VERSION,
         "image": {"reference": image.reference, "version": image.version},
         "resources": dict(sorted(ctx.config.resources.items())),
+        **({"limits": dict(sorted(ctx.config.limits.items()))} if ctx.config.limits else {}),
         "podSecurity": dict(sorted(ctx.config.pod_security.items())),
         "startupSettings": conf.startup_settings(ctx.config),
         "tls": ctx.tls_secret,

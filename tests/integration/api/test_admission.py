@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 HASH = hashlib.sha256(b"correct horse battery staple").hexdigest()
 OTHER_HASH = hashlib.sha256(b"rotated").hexdigest()
+DIGEST = "sha256:" + hashlib.sha256(b"an image").hexdigest()
 FLOOR_MESSAGE = f"at least {VERSION_FLOOR_TEXT}"
 
 
@@ -215,9 +216,51 @@ IMAGE_CASES = [
     bad("image", "version required", "spec.version", "Required value", ("spec.version", DROP)),
     bad("image", "spec required", "spec", "Required value", ("spec", DROP)),
     bad("image", "version too long", "spec.version", "Too long", ("spec.version", "9." * 20 + "0")),
+    ok("image", "digest", ("spec.digest", DIGEST)),
+    *[
+        bad(
+            "image",
+            f"digest {why}",
+            "spec.digest",
+            ("sha256: followed by exactly 64", "got"),
+            ("spec.digest", d),
+        )
+        for why, d in (
+            ("without algorithm", DIGEST.removeprefix("sha256:")),
+            ("uppercase", DIGEST.upper().replace("SHA256", "sha256")),
+            ("short", DIGEST[:-1]),
+            ("sha512", "sha512:" + "0" * 64),
+        )
+    ],
+    bad("image", "digest too long", "spec.digest", "Too long", ("spec.digest", DIGEST + "0")),
 ]
 
 CONFIG_CASES = [
+    ok("config", "limits above requests", ("spec.resources.limits", {"cpu": "2", "memory": "2Gi"})),
+    ok("config", "limits equal to requests", ("spec.resources.limits", {"cpu": "500m", "memory": "1Gi"})),
+    ok("config", "limits without requests", ("spec.resources", {"limits": {"cpu": 1, "memory": "1Gi"}})),
+    ok("config", "integer limit over a string request", ("spec.resources.limits", {"cpu": 1})),
+    bad(
+        "config",
+        "cpu limit below the request",
+        "spec.resources.limits.cpu",
+        ("limits.cpu 250m is below the cpu request 500m",),
+        ("spec.resources.limits", {"cpu": "250m"}),
+    ),
+    bad(
+        "config",
+        "memory limit below the request",
+        "spec.resources.limits.memory",
+        ("limits.memory 512Mi is below the memory request 1Gi",),
+        ("spec.resources.limits", {"memory": "512Mi"}),
+    ),
+    bad(
+        "config",
+        "limit not a quantity",
+        "spec.resources.limits.memory",
+        ("positive Kubernetes quantity", "got lots"),
+        ("spec.resources.limits", {"memory": "lots"}),
+    ),
     ok("config", "imageRef only", ("spec.baseRef", DROP)),
     ok("config", "baseRef only", ("spec.imageRef", DROP), ("spec.baseRef", "standard")),
     ok("config", "imageRef and baseRef", ("spec.baseRef", "standard")),
@@ -492,6 +535,17 @@ def user(username: str) -> dict[str, Any]:
     return {"username": username, "passwordHashes": [HASH], "permissions": [{"roleRef": "reader"}]}
 
 
+def secret_user(username: str, secret: str) -> dict[str, Any]:
+    return {"username": username, "passwordSecretName": secret, "permissions": [{"roleRef": "reader"}]}
+
+
+def generated_user(username: str) -> dict[str, Any]:
+    return {"username": username, "permissions": [{"roleRef": "reader"}]}
+
+
+NEITHER = "has neither passwordHashes nor passwordSecretName"
+
+
 CLUSTER_CASES = [
     ok(
         "cluster",
@@ -578,6 +632,72 @@ CLUSTER_CASES = [
     ),
     bad("cluster", "username empty", "spec.acl[0].username", "at least 1 chars", ("spec.acl.0.username", "")),
     ok("cluster", "rotation with two hashes", ("spec.acl.0.passwordHashes", [HASH, OTHER_HASH])),
+    ok("cluster", "password from a Secret", ("spec.acl", [secret_user("app", "app-passwords")])),
+    ok("cluster", "generated password", ("spec.acl", [generated_user("app.v2-x")])),
+    ok(
+        "cluster",
+        "the three sources side by side",
+        ("spec.acl", [user("a"), secret_user("b", "b-pw"), generated_user("c")]),
+    ),
+    bad(
+        "cluster",
+        "hashes and a Secret",
+        "spec.acl[0].passwordSecretName",
+        "set passwordHashes or passwordSecretName, not both",
+        ("spec.acl.0.passwordSecretName", "app-passwords"),
+    ),
+    bad(
+        "cluster",
+        "password Secret not a name",
+        "spec.acl[0].passwordSecretName",
+        ("name of a Secret", "got App_Passwords"),
+        ("spec.acl", [secret_user("app", "App_Passwords")]),
+    ),
+    bad(
+        "cluster",
+        "generated password for an uppercase username",
+        "spec.acl[0].username",
+        ("user App " + NEITHER, "<cluster>-<username>"),
+        ("spec.acl", [generated_user("App")]),
+    ),
+    bad(
+        "cluster",
+        "generated password for an underscored username",
+        "spec.acl[0].username",
+        ("user app_1 " + NEITHER,),
+        ("spec.acl", [generated_user("app_1")]),
+    ),
+    bad(
+        "cluster",
+        "generated password for the internal Secret's name",
+        "spec.acl[0].username",
+        ("user internal " + NEITHER, "not internal"),
+        ("spec.acl", [generated_user("internal")]),
+    ),
+    ok("cluster", "a user named internal with hashes", ("spec.acl", [user("internal")])),
+    ok("cluster", "uppercase username with a Secret", ("spec.acl", [secret_user("App", "app-pw")])),
+    ok("cluster", "image pull secrets", ("spec.imagePullSecrets", ["registry", "mirror.example"])),
+    bad(
+        "cluster",
+        "image pull secret not a name",
+        "spec.imagePullSecrets[0]",
+        ("name of a Secret", "got Registry"),
+        ("spec.imagePullSecrets", ["Registry"]),
+    ),
+    bad(
+        "cluster",
+        "image pull secret twice",
+        "spec.imagePullSecrets[1]",
+        "Duplicate value",
+        ("spec.imagePullSecrets", ["registry", "registry"]),
+    ),
+    bad(
+        "cluster",
+        "17 image pull secrets",
+        "spec.imagePullSecrets",
+        "at most 16 items",
+        ("spec.imagePullSecrets", [f"r{i}" for i in range(17)]),
+    ),
     bad(
         "cluster",
         "hash uppercase",

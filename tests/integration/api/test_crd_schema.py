@@ -227,6 +227,7 @@ CEL_FUNCTION_INTRODUCED = {
     "isQuantity": (1, 28),
     "quantity": (1, 28),
     "isGreaterThan": (1, 28),
+    "isLessThan": (1, 28),
     # Kubernetes semver library: introduced in 1.33, usable in new CRDs from 1.34
     "semver": (1, 34),
     "compareTo": (1, 34),

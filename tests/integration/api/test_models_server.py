@@ -36,6 +36,7 @@ from valkey_operator.api.cluster import (
 from valkey_operator.api.config import (
     PodSecurity,
     ResolvedImage,
+    ResourceLimits,
     Resources,
     ValkeyConfig,
     ValkeyConfigSpec,
@@ -110,7 +111,9 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
     """One object of each kind with every field the models know populated."""
     image = ValkeyImage(
         metadata=meta(f"image-{suffix}"),
-        spec=ValkeyImageSpec(repository="docker.io/valkey/valkey", tag="9.0.1", version="9.0.1"),
+        spec=ValkeyImageSpec(
+            repository="docker.io/valkey/valkey", tag="9.0.1", version="9.0.1", digest="sha256:" + "c" * 64
+        ),
         status=ValkeyImageStatus(),
     )
     config = ValkeyConfig(
@@ -118,14 +121,18 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
         spec=ValkeyConfigSpec(
             image_ref=image.metadata.name,
             base_ref=f"base-{suffix}",
-            resources=Resources(cpu="500m", memory="1Gi"),
+            resources=Resources(cpu="500m", memory="1Gi", limits=ResourceLimits(cpu="2", memory="2Gi")),
             valkey={"maxmemory-policy": "allkeys-lru", "Maxmemory": "700mb", "io-threads": "2"},
             pod_security=PodSecurity(run_as_user=1000, run_as_group=1001, fs_group=1002),
         ),
         status=ValkeyConfigStatus(
             observed_generation=1,
             resolved_image=ResolvedImage(
-                name=image.metadata.name, repository="docker.io/valkey/valkey", tag="9.0.1", version="9.0.1"
+                name=image.metadata.name,
+                repository="docker.io/valkey/valkey",
+                tag="9.0.1",
+                version="9.0.1",
+                digest="sha256:" + "c" * 64,
             ),
             settings_hash="0123abcd",
             conditions=conditions("Resolved"),
@@ -172,6 +179,11 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                         ),
                     ),
                 ),
+                AclUser(
+                    username="reports",
+                    password_secret_name="reports-passwords",
+                    permissions=(Permission(role_ref=role.metadata.name),),
+                ),
             ),
             tls=Tls(secret_ref="cache-tls"),
             placement=Placement(
@@ -191,6 +203,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 priority_class_name="high-priority",
             ),
             pod_annotations={"example.com/scrape": "true"},
+            image_pull_secrets=("registry",),
         ),
         status=ValkeyClusterStatus(
             state=ClusterState.ACTIVE,

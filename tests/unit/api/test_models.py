@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,7 +28,13 @@ from valkey_operator.api.cluster import (
     ValkeyClusterStatus,
     ZoneSpread,
 )
-from valkey_operator.api.config import PodSecurity, Resources, ValkeyConfig, ValkeyConfigSpec
+from valkey_operator.api.config import (
+    PodSecurity,
+    ResourceLimits,
+    Resources,
+    ValkeyConfig,
+    ValkeyConfigSpec,
+)
 from valkey_operator.api.image import ValkeyImage, ValkeyImageSpec, meets_floor, parse_version
 from valkey_operator.api.meta import Condition, ConditionStatus, ObjectMeta
 from valkey_operator.api.role import Access, AclCategory, CategoryRule, ValkeyRole, ValkeyRoleSpec
@@ -74,7 +81,12 @@ IMAGE: Obj = {
     "apiVersion": API_VERSION,
     "kind": "ValkeyImage",
     "metadata": METADATA,
-    "spec": {"repository": "docker.io/valkey/valkey", "tag": "9.0.1-alpine", "version": "9.0.1"},
+    "spec": {
+        "repository": "docker.io/valkey/valkey",
+        "tag": "9.0.1-alpine",
+        "version": "9.0.1",
+        "digest": "sha256:" + "ab" * 32,
+    },
     "status": {},
 }
 
@@ -85,7 +97,7 @@ CONFIG: Obj = {
     "spec": {
         "imageRef": "valkey-9",
         "baseRef": "defaults",
-        "resources": {"cpu": "500m", "memory": "1Gi"},
+        "resources": {"cpu": "500m", "memory": "1Gi", "limits": {"cpu": "2", "memory": "2Gi"}},
         "valkey": {"maxmemory-policy": "allkeys-lru", "io-threads": "4"},
         "podSecurity": {"runAsUser": 1000, "runAsGroup": 1001, "fsGroup": 1002},
     },
@@ -96,6 +108,7 @@ CONFIG: Obj = {
             "repository": "docker.io/valkey/valkey",
             "tag": "9.0.1",
             "version": "9.0.1",
+            "digest": "sha256:" + "ab" * 32,
         },
         "settingsHash": "deadbeef",
         "conditions": [condition("Resolved")],
@@ -144,7 +157,9 @@ CLUSTER: Obj = {
                     },
                     {"roleRef": "read-only", "keys": [{"pattern": "audit:*", "access": "write"}]},
                 ],
-            }
+            },
+            {"username": "reports", "passwordSecretName": "reports-pw", "permissions": [{"roleRef": "r"}]},
+            {"username": "jobs", "permissions": [{"roleRef": "r"}]},
         ],
         "tls": {"secretRef": "cache-tls"},
         "placement": {
@@ -164,6 +179,7 @@ CLUSTER: Obj = {
             "priorityClassName": "high",
         },
         "podAnnotations": {"example.com/scrape": "true"},
+        "imagePullSecrets": ["registry-a", "registry-b"],
     },
     "status": {
         "state": "Active",
@@ -396,6 +412,7 @@ users = st.builds(
     AclUser,
     username=text,
     password_hashes=small_tuples(st.text("0123456789abcdef", min_size=64, max_size=64)),
+    password_secret_name=st.none() | text,
     permissions=small_tuples(permissions),
 )
 cluster_specs = st.builds(
@@ -407,6 +424,7 @@ cluster_specs = st.builds(
     tls=st.none() | st.builds(Tls, secret_ref=text),
     placement=st.none() | placements,
     pod_annotations=maps,
+    image_pull_secrets=small_tuples(text),
 )
 node_statuses = st.builds(
     NodeStatus,
@@ -466,7 +484,13 @@ def test_cluster_round_trips(
         ValkeyConfigSpec,
         image_ref=st.none() | text,
         base_ref=st.none() | text,
-        resources=st.none() | st.builds(Resources, cpu=st.none() | text, memory=st.none() | text),
+        resources=st.none()
+        | st.builds(
+            Resources,
+            cpu=st.none() | text,
+            memory=st.none() | text,
+            limits=st.none() | st.builds(ResourceLimits, cpu=st.none() | text, memory=st.none() | text),
+        ),
         valkey=maps,
         pod_security=st.none()
         | st.builds(
@@ -481,6 +505,21 @@ def test_config_spec_round_trips(spec: ValkeyConfigSpec) -> None:
     assert ValkeyConfigSpec.from_dict(spec.to_dict()) == spec
 
 
-@given(st.builds(ValkeyImageSpec, repository=text, tag=text, version=text))
+@given(st.builds(ValkeyImageSpec, repository=text, tag=text, version=text, digest=st.none() | text))
 def test_image_spec_round_trips(spec: ValkeyImageSpec) -> None:
     assert ValkeyImageSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_image_reference_pins_the_digest_when_declared() -> None:
+    meta = ObjectMeta(name="v")
+    tagged = ValkeyImage(metadata=meta, spec=ValkeyImageSpec(repository="r/v", tag="9.1.2", version="9.1.2"))
+    digest = "sha256:" + "0" * 64
+    pinned = attrs.evolve(tagged, spec=attrs.evolve(tagged.spec, digest=digest))
+    assert tagged.reference == "r/v:9.1.2"
+    assert pinned.reference == f"r/v@{digest}"
+
+
+def test_a_user_with_no_password_source_gets_a_generated_one() -> None:
+    assert AclUser(username="a").generated_password
+    assert not AclUser(username="a", password_hashes=("0" * 64,)).generated_password
+    assert not AclUser(username="a", password_secret_name="s").generated_password

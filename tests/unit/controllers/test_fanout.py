@@ -9,12 +9,14 @@ from typing import Any
 
 from controllers.indexes import (
     CLUSTERS_BY_CONFIG,
+    CLUSTERS_BY_PASSWORD_SECRET,
     CLUSTERS_BY_ROLE,
     CLUSTERS_ROLLING,
     CONFIGS_BY_BASE,
     CONFIGS_BY_IMAGE,
     ReferenceIndex,
     cluster_config_ref,
+    cluster_password_secrets,
     cluster_role_refs,
     cluster_rolling,
     config_base_ref,
@@ -87,3 +89,22 @@ def test_an_image_edit_enqueues_every_cluster_of_every_config_using_it_through_a
 
 def test_the_rolling_clusters_are_an_index_not_a_list() -> None:
     assert sorted(index().clusters_rolling()) == ["b/on-leaf", "c/on-lone"]
+
+
+def test_a_password_secret_enqueues_the_clusters_whose_users_name_it() -> None:
+    clusters = informer(VALKEY_CLUSTERS, {CLUSTERS_BY_PASSWORD_SECRET: cluster_password_secrets})
+    users = [
+        {"username": "a", "passwordSecretName": "shared"},
+        {"username": "b", "passwordSecretName": "shared"},
+        {"username": "c", "passwordHashes": ["0" * 64]},
+        {"username": "d"},
+    ]
+    for namespace, name, acl in (("x", "one", users), ("x", "two", users[:1]), ("y", "three", users)):
+        body = cluster(namespace, name, "base")
+        body["spec"]["acl"] = acl
+        clusters.store.add(body)
+    refs = ReferenceIndex(informer(VALKEY_IMAGES), informer(VALKEY_CONFIGS), informer(VALKEY_ROLES), clusters)
+    assert cluster_password_secrets(clusters.store.get_by_key("x/one")) == ["x/shared"]
+    assert sorted(refs.clusters_using_password_secret("x", "shared")) == ["x/one", "x/two"]
+    assert refs.clusters_using_password_secret("y", "shared") == ["y/three"]
+    assert refs.clusters_using_password_secret("x", "one-d") == []

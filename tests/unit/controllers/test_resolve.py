@@ -106,3 +106,39 @@ def test_a_missing_root_config_is_not_a_missing_base() -> None:
     outcome = run([], "nowhere")
     assert isinstance(outcome, ResolutionFailure)
     assert outcome.reason == "ConfigNotFound" and "nowhere" in outcome.message
+
+
+def test_limits_merge_key_by_key_apart_from_the_requests() -> None:
+    root = config("root", imageRef="v9", resources={"cpu": "1", "memory": "1Gi", "limits": {"cpu": "4"}})
+    leaf = config("leaf", baseRef="root", resources={"limits": {"memory": "2Gi"}})
+    resolved = run([root, leaf], "leaf")
+    assert isinstance(resolved, ResolvedConfig)
+    assert resolved.resources == {"cpu": "1", "memory": "1Gi"}
+    assert resolved.limits == {"cpu": "4", "memory": "2Gi"}
+    assert resolved.memory_limit == "2Gi"
+
+
+def test_memory_limit_defaults_to_the_request() -> None:
+    resolved = run([config("a", imageRef="v9", resources={"memory": "1Gi"})], "a")
+    assert isinstance(resolved, ResolvedConfig) and resolved.memory_limit == "1Gi" and not resolved.limits
+
+
+def test_a_merged_limit_below_its_request_fails_resolution() -> None:
+    root = config("root", imageRef="v9", resources={"memory": "2Gi", "limits": {"memory": "2Gi"}})
+    leaf = config("leaf", baseRef="root", resources={"memory": "3Gi"})
+    failed = run([root, leaf], "leaf")
+    assert isinstance(failed, ResolutionFailure) and failed.reason == "LimitBelowRequest"
+    assert "limits.memory 2Gi is below the memory request 3Gi" in failed.message
+
+
+def test_a_digest_pins_the_reference_and_enters_the_hash_only_when_set() -> None:
+    digest = "sha256:" + "ab" * 32
+    images = {"v9": IMAGES["v9"], "pinned": {"spec": {**IMAGES["v9"]["spec"], "digest": digest}}}
+    plain = resolve("a", {"a": config("a", imageRef="v9")}.get, images.get)
+    pinned = resolve("a", {"a": config("a", imageRef="pinned")}.get, images.get)
+    assert isinstance(plain, ResolvedConfig) and isinstance(pinned, ResolvedConfig)
+    assert pinned.image.reference == f"valkey/valkey@{digest}"
+    assert pinned.image.to_status()["digest"] == digest and "digest" not in plain.image.to_status()
+    assert pinned.settings_hash != plain.settings_hash
+    # a config without digest or limits keeps the hash it had before either existed
+    assert plain.settings_hash == "f0135f088f6bb814"

@@ -30,6 +30,7 @@ from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, c
 from controllers.cluster.decision.observe import Observation
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.credentials import InternalCredentials, read_credentials
+from controllers.cluster.render.user_passwords import missing_generated, password_secret
 from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.options import ControllerOptions
@@ -129,6 +130,18 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
     )
     if not isinstance(credentials, InternalCredentials | None):
         return facts
+    user_secrets = {
+        name: world.sim.objects.get(f"Secret/{name}")
+        for user in cluster.spec.acl
+        if (name := password_secret(NAME, user)) is not None
+    }
+    facts = attrs.evolve(
+        facts,
+        user_secrets=user_secrets,
+        fresh_user_passwords={
+            username: "u" * 40 for username in missing_generated(NAME, cluster.spec.acl, user_secrets.get)
+        },
+    )
     roles = {
         permission.role_ref: _role(world.roles.get(permission.role_ref))
         for user in cluster.spec.acl

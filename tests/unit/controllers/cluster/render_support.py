@@ -19,13 +19,16 @@ def resolved(
     resources: dict[str, str] | None = None,
     valkey: dict[str, str] | None = None,
     pod_security: dict[str, int] | None = None,
+    limits: dict[str, str] | None = None,
+    digest: str | None = None,
 ) -> ResolvedConfig:
     return ResolvedConfig(
         ("cache",),
-        ResolvedImage("v9", "valkey/valkey", tag, tag),
+        ResolvedImage("v9", "valkey/valkey", tag, tag, digest),
         {"cpu": "1", "memory": "1Gi"} if resources is None else resources,
         dict(valkey or {}),
         pod_security or {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999},
+        dict(limits or {}),
     )
 
 

@@ -21,7 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simulate import SimSettings
 
-from controllers.cluster.decision.decide import INTERNAL_SECRET_DAMAGED, TLS_SECRET_INVALID, RolloutSlots
+from controllers.cluster.decision.decide import (
+    INTERNAL_SECRET_DAMAGED,
+    PASSWORD_SECRET_INVALID,
+    TLS_SECRET_INVALID,
+    RolloutSlots,
+)
 from controllers.cluster.decision.observe import Observation, PodPhase
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.tls import Certificate, TlsMaterial, TlsProblem
@@ -36,6 +41,7 @@ BLOCKED_REASONS = frozenset(
         *typing.get_args(FailureReason),
         TLS_SECRET_INVALID,
         INTERNAL_SECRET_DAMAGED,
+        PASSWORD_SECRET_INVALID,
         "RoleNotFound",
         "InvalidAcl",
     }
@@ -299,7 +305,13 @@ def blocked(rng: random.Random) -> World:
                 f"c{i}": {"metadata": {"name": f"c{i}"}, "spec": {"baseRef": f"c{i + 1}"}}
                 for i in range(1, 20)
             },
-        },
+        },  # TooDeep
+        {
+            "cfg": {
+                "metadata": {"name": "cfg"},
+                "spec": {"imageRef": "v9", "resources": {"cpu": "2", "limits": {"cpu": "1"}}},
+            }
+        },  # LimitBelowRequest
     ):
         found.configs = broken
         step(found)
@@ -309,9 +321,13 @@ def blocked(rng: random.Random) -> World:
     step(found)
     found.tls = None
     found.edit(tls=None)
-    found.edit(acl=[{"username": "app", "permissions": [{"roleRef": "nobody"}]}])
+    found.edit(acl=[{"username": "app", "passwordSecretName": "absent", "permissions": []}])
+    step(found)  # PasswordSecretInvalid
+    found.edit(acl=[{"username": "app", "passwordHashes": [HASH], "permissions": [{"roleRef": "nobody"}]}])
     step(found)
-    found.edit(acl=[{"username": "app"}, {"username": "app"}])
+    found.edit(
+        acl=[{"username": "app", "passwordHashes": [HASH]}, {"username": "app", "passwordHashes": [HASH]}]
+    )
     step(found)
     found.edit(acl=[])
     secret = found.sim.objects[SECRET_KEY]

@@ -61,6 +61,13 @@ def test_maxmemory_defaults_to_three_quarters_of_the_limit() -> None:
     assert conf.runtime_settings(resolved(resources={"memory": "1G"}))["maxmemory"] == "750000000"
 
 
+def test_maxmemory_follows_the_memory_limit_not_the_request() -> None:
+    config = resolved(resources={"memory": "1Gi"}, limits={"memory": "2Gi"})
+    assert conf.runtime_settings(config)["maxmemory"] == str(2 * 805306368)
+    only_limit = resolved(resources={}, limits={"memory": "512Mi"})
+    assert conf.runtime_settings(only_limit)["maxmemory"] == str(402653184)
+
+
 def test_no_memory_limit_means_no_maxmemory_default() -> None:
     assert "maxmemory" not in conf.runtime_settings(resolved(resources={"cpu": "1"}))
 

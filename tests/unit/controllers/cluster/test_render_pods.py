@@ -111,13 +111,35 @@ def test_probes_use_the_pod_ip_port() -> None:
     assert live["periodSeconds"] * live["failureThreshold"] >= 60  # generous: a failure replaces the pod
 
 
-def test_resources_requests_equal_limits() -> None:
+def test_requests_and_a_memory_limit_but_no_cpu_limit_by_default() -> None:
     c = container(pod(config=resolved(resources={"cpu": "500m", "memory": "2Gi"})))
-    assert c["resources"] == {
-        "requests": {"cpu": "500m", "memory": "2Gi"},
-        "limits": {"cpu": "500m", "memory": "2Gi"},
-    }
+    assert c["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
+    assert container(pod(config=resolved(resources={"cpu": "1"})))["resources"] == {"requests": {"cpu": "1"}}
     assert "resources" not in container(pod(config=resolved(resources={})))
+
+
+def test_limits_when_the_config_sets_them() -> None:
+    config = resolved(resources={"cpu": "500m", "memory": "2Gi"}, limits={"cpu": "2", "memory": "3Gi"})
+    assert container(pod(config=config))["resources"] == {
+        "requests": {"cpu": "500m", "memory": "2Gi"},
+        "limits": {"cpu": "2", "memory": "3Gi"},
+    }
+    only_cpu = resolved(resources={"cpu": "500m", "memory": "2Gi"}, limits={"cpu": "1"})
+    assert container(pod(config=only_cpu))["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
+    limits_only = resolved(resources={}, limits={"memory": "1Gi"})
+    assert container(pod(config=limits_only))["resources"] == {"limits": {"memory": "1Gi"}}
+
+
+def test_image_pull_secrets_reach_the_pod() -> None:
+    p = pod(imagePullSecrets=["registry", "mirror"])
+    assert p["spec"]["imagePullSecrets"] == [{"name": "registry"}, {"name": "mirror"}]
+    assert "imagePullSecrets" not in pod()["spec"]
+
+
+def test_a_digest_pins_the_image() -> None:
+    digest = "sha256:" + "ab" * 32
+    assert container(pod(config=resolved(digest=digest)))["image"] == f"valkey/valkey@{digest}"
+    assert container(pod())["image"] == "valkey/valkey:9.1.2"
 
 
 def test_volumes_plain() -> None:
@@ -249,6 +271,9 @@ def hash_of(config: Any = None, **spec: Any) -> str:
         {"config": resolved(tag="9.1.0")},
         {"config": resolved(resources={"cpu": "2", "memory": "1Gi"})},
         {"config": resolved(resources={"cpu": "1", "memory": "2Gi"})},
+        {"config": resolved(limits={"cpu": "2"})},
+        {"config": resolved(limits={"memory": "2Gi"})},
+        {"config": resolved(digest="sha256:" + "ab" * 32)},
         {"config": resolved(pod_security={"runAsUser": 1000, "runAsGroup": 999, "fsGroup": 999})},
         {"tls": {"secretRef": "cache-tls"}},
         {"placement": {"zones": ["a", "b"]}},
@@ -268,6 +293,7 @@ def test_template_hash_rolls_on(changed: dict[str, Any]) -> None:
         {"placement": {"zones": ["a"], "zoneSpread": "required"}},
         {"placement": {"zones": ["a", "a"]}},
         {"shards": 7, "replicasPerShard": 3},
+        {"imagePullSecrets": ["registry"]},
         {"acl": [{"username": "u", "passwordHashes": ["0" * 64], "permissions": [{"roleRef": "r"}]}]},
         {
             "config": resolved(
@@ -297,3 +323,8 @@ def test_template_hash_ignores_default_zone_spread() -> None:
     b = template_hash(context(default_zone_spread=ZoneSpread.REQUIRED))
     assert a == b
     assert len(a) == 16 and int(a, 16) >= 0
+
+
+def test_template_hash_of_a_config_without_limits_or_digest_is_unchanged() -> None:
+    """The hash before limits, digests and pull secrets existed: upgrading the operator rolls nothing."""
+    assert template_hash(context()) == "68c4f487d83dacc8"
