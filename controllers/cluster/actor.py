@@ -4,6 +4,7 @@ Thin and idempotent; nothing here decides. Per action:
 - ApplyObject: server-side apply of the rendered owned object.
 - PatchPodMetadata: a merge patch of the listed annotations, with the pod's uid
   as a precondition (another incarnation of the name is left alone).
+- MarkMember: a merge patch of the member label (null removes it), uid as precondition.
 - CreatePod: a fresh unique name (names.pod_name) and the rendered template.
 - DeletePod / PruneFailedPod: with a uid precondition, so only the incarnation
   the plan saw goes.
@@ -46,6 +47,7 @@ from controllers.cluster.actions import (
     Failover,
     Failure,
     Forget,
+    MarkMember,
     Meet,
     MigrateSlots,
     PatchPodMetadata,
@@ -139,6 +141,10 @@ class Actor:
                 patch = {"metadata": {"uid": action.uid, "annotations": dict(action.annotations)}}
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
                 self.annotated.setdefault(action.pod, {}).update(action.annotations)
+            case MarkMember():
+                label = names.MEMBER if action.member else None
+                patch = {"metadata": {"uid": action.uid, "labels": {names.MEMBER_LABEL: label}}}
+                await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
             case CreatePod():
                 await self._create_pod(action.shard, action.annotations)
             case DeletePod() | PruneFailedPod():
@@ -306,7 +312,7 @@ def _describe(action: Action) -> str:
             return f"apply {action.object.key}"
         case CreatePod():
             return f"create a pod for shard {action.shard}"
-        case DeletePod() | PruneFailedPod() | PatchPodMetadata():
+        case DeletePod() | PruneFailedPod() | PatchPodMetadata() | MarkMember():
             return f"{type(action).__name__} {action.pod}"
         case Forget():
             return f"forget {action.node_id[:8]}"

@@ -10,6 +10,8 @@ rebalancing in rebalance.py.
 
 Each pass, for the nodes observed in it (docs/cluster-internals.md), in the
 order the actor carries the actions out:
+0. set or remove the member label the client Service selects (membership.py),
+   so a pod leaves it before this pass removes the pod;
 1. apply the owned objects (Service, ConfigMap, internal Secret with the
    startup ACL file, PDBs) that drifted from their rendering; patch new or
    changed podAnnotations onto live pods (upkeep.py);
@@ -46,7 +48,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster import certificates, spread, upkeep
+from controllers.cluster import certificates, membership, spread, upkeep
 from controllers.cluster.actions import (
     Action,
     ApplyObject,
@@ -113,7 +115,7 @@ class Plan:
 def plan(observation: Observation, desired: Desired) -> Plan:
     """The next actions toward desired, and the status the observation implies."""
     view = View(observation, desired)
-    actions = () if desired.paused else _actions(view)
+    actions = () if desired.paused else membership.first(view, _actions(view))
     status = report(view, actions)
     return Plan(actions=actions, status=status, requeue_after=_requeue(view, status, actions), view=view)
 

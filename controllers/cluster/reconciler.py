@@ -47,6 +47,7 @@ from controllers.cluster.render.credentials import (
     read_credentials,
 )
 from controllers.cluster.render.objects import (
+    render_client_service,
     render_config_map,
     render_internal_secret,
     render_pdbs,
@@ -132,7 +133,8 @@ def pod_cluster_key(pod: Obj) -> list[str]:
 
 
 def endpoint(cluster: str, namespace: str, domain: str) -> str:
-    return f"{cluster}.{namespace}.svc.{domain}:{layout.VALKEY_PORT}"
+    """The client Service's name: it resolves to serving members only (membership.py)."""
+    return f"{names.client_service_name(cluster)}.{namespace}.svc.{domain}:{layout.VALKEY_PORT}"
 
 
 def planned_status(
@@ -293,6 +295,7 @@ class ClusterReconciler:
         acl = DesiredAcl()
         objects = [
             OwnedObject(SERVICES, render_service(ctx)),
+            OwnedObject(SERVICES, render_client_service(ctx)),
             OwnedObject(CONFIG_MAPS, render_config_map(ctx)),
             *(OwnedObject(POD_DISRUPTION_BUDGETS, pdb) for pdb in render_pdbs(ctx)),
         ]

@@ -319,7 +319,7 @@ class ValkeyClusterStatus:
     state: ClusterState | None = None
     message: str | None = None
     endpoint: str | None = None
-    """The seed address clients connect to."""
+    """The seed address clients connect to: the client Service, serving members only."""
     observed_generation: int | None = None
     shards: int | None = None
     ready_shards: int | None = None

@@ -1047,8 +1047,9 @@ def valkey_cluster() -> Schema:
             ),
             "message": string("Human-readable explanation of the state.", max_length=MAX_MESSAGE),
             "endpoint": string(
-                "The seed address clients connect to: <cluster>.<namespace>.svc.<domain>:<port>, the "
-                "domain being the operator's --cluster-domain (default cluster.local).",
+                "The seed address clients connect to: <cluster>-client.<namespace>.svc.<domain>:<port>, "
+                "the domain being the operator's --cluster-domain (default cluster.local). It resolves "
+                "only to nodes that are cluster members and serve.",
                 max_length=512,
             ),
             "observedGeneration": observed_generation(),
