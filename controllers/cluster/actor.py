@@ -7,6 +7,7 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
 - PatchPodMetadata: a merge patch of the listed annotations, with the pod's uid
   as a precondition (another incarnation of the name is left alone); one
   `after` a reload is skipped when that reload failed this pass.
+- MarkMember: a merge patch of the member label (null removes it), uid as precondition.
 - CreatePod: the body decide rendered, under the name it drew.
 - DeletePod / PruneFailedPod: with a uid precondition, so only the incarnation
   the plan saw goes.
@@ -50,6 +51,7 @@ from controllers.cluster.decision.actions import (
     Failover,
     Failure,
     Forget,
+    MarkMember,
     Meet,
     MigrateSlots,
     PatchPodMetadata,
@@ -60,7 +62,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.render import layout
+from controllers.cluster.render import layout, names
 from controllers.cluster.render.context import RenderContext
 from valkey_operator import failpoints
 from valkey_operator.core.client import ApiError, Client
@@ -146,6 +148,10 @@ class Actor:
                 patch = {"metadata": {"uid": action.uid, "annotations": dict(action.annotations)}}
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
                 self.annotated.setdefault(action.pod, {}).update(action.annotations)
+            case MarkMember():
+                label = names.MEMBER if action.member else None
+                patch = {"metadata": {"uid": action.uid, "labels": {names.MEMBER_LABEL: label}}}
+                await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
             case CreatePod():
                 await self._create_pod(action)
             case DeletePod() | PruneFailedPod():
@@ -292,7 +298,7 @@ def _describe(action: Action) -> str:
             return f"create {action.object.key}"
         case CreatePod():
             return f"create a pod for shard {action.shard}"
-        case DeletePod() | PruneFailedPod() | PatchPodMetadata():
+        case DeletePod() | PruneFailedPod() | PatchPodMetadata() | MarkMember():
             return f"{type(action).__name__} {action.pod}"
         case Forget():
             return f"forget {action.node_id[:8]}"

@@ -67,7 +67,7 @@ async def test_one_shard_without_replicas_reaches_active(
     await create_cluster(kube, namespace, "solo", config, shards=1, replicas=0)
     status = await wait_for_state(kube, namespace, "solo", "Active", 180)
     print(f"1x0 Active after {time.monotonic() - started:.1f}s")
-    assert status["endpoint"] == f"solo.{namespace}.svc.cluster.local:6379"
+    assert status["endpoint"] == f"solo-client.{namespace}.svc.cluster.local:6379"
     assert status["readyShards"] == 1
     assert [node["slots"] for node in status["nodes"]] == ["0-16383"]
     assert status["currentImage"] == image
@@ -77,6 +77,7 @@ async def test_one_shard_without_replicas_reaches_active(
     assert status["observedGeneration"] == cluster["metadata"]["generation"]
     for resource, name in [
         (SERVICES, "solo"),
+        (SERVICES, "solo-client"),
         (CONFIG_MAPS, "solo-config"),
         (SECRETS, "solo-internal"),
         (POD_DISRUPTION_BUDGETS, "solo-0"),
@@ -218,6 +219,7 @@ async def test_unresolvable_config_does_not_progress_and_creates_nothing(
     assert await owned_pods(kube, namespace, "blocked") == []
     for resource, name in [
         (SERVICES, "blocked"),
+        (SERVICES, "blocked-client"),
         (CONFIG_MAPS, "blocked-config"),
         (SECRETS, "blocked-internal"),
     ]:
@@ -237,6 +239,7 @@ async def test_deleting_the_cluster_removes_what_it_owns_and_releases_the_config
     await kube.delete(VALKEY_CLUSTERS, "doomed", namespace)
     owned = [
         (SERVICES, "doomed"),
+        (SERVICES, "doomed-client"),
         (CONFIG_MAPS, "doomed-config"),
         (SECRETS, "doomed-internal"),
         (POD_DISRUPTION_BUDGETS, "doomed-0"),

@@ -627,11 +627,12 @@ class ValkeyClusterStatus(Model):
     )
     message: str | None = _status("Human-readable explanation of the state.", MAX_MESSAGE)
     endpoint: str | None = _status(
-        "The seed address clients connect to: <cluster>.<namespace>.svc.<domain>:<port>, the "
-        "domain being the operator's --cluster-domain (default cluster.local).",
+        "The seed address clients connect to: <cluster>-client.<namespace>.svc.<domain>:<port>, "
+        "the domain being the operator's --cluster-domain (default cluster.local). It resolves "
+        "only to nodes that are cluster members and serve.",
         512,
     )
-    """The seed address clients connect to."""
+    """The seed address clients connect to: the client Service, serving members only."""
     observed_generation: int | None = observed_generation()
     shards: int | None = _count("Shards that exist.")
     ready_shards: int | None = _count("Shards whose primary and replicas are ready and in sync.")

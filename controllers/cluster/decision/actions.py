@@ -79,6 +79,16 @@ class PatchPodMetadata:
 
 
 @attrs.frozen
+class MarkMember:
+    """Set (member) or remove the member label on a live pod: the client Service selects it."""
+
+    pod: str
+    uid: str
+    member: bool
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
 class SetConfig:
     """CONFIG SET of every listed directive on the server in pod `node`, in one call."""
 
@@ -190,6 +200,7 @@ Action = (
     CreateObject
     | ApplyObject
     | PatchPodMetadata
+    | MarkMember
     | CreatePod
     | DeletePod
     | PruneFailedPod

@@ -22,7 +22,7 @@ from typing import Self
 import attrs
 
 from controllers.cluster.decision.versions import Version
-from controllers.cluster.render.names import TEMPLATE_HASH_LABEL, shard_of
+from controllers.cluster.render.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH_LABEL, shard_of
 from controllers.cluster.tls import Certificate
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.core.rest import Obj
@@ -141,6 +141,8 @@ class PodObservation:
     """Why the scheduler cannot place this pod (its PodScheduled condition), while it cannot."""
     node_name: str | None = None
     """The Kubernetes node the pod is bound to (spec.nodeName); None before it is scheduled."""
+    member: bool = False
+    """Carries the member label: the client Service hands it to clients (membership.py)."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -189,6 +191,7 @@ class PodObservation:
             failure=_termination(status) if ended else None,
             found_version=_printed_version(status) if ended else None,
             node_name=(pod.get("spec") or {}).get("nodeName") or None,
+            member=labels.get(MEMBER_LABEL) == MEMBER,
             unschedulable=next(
                 (
                     str(c.get("message") or c.get("reason") or "unschedulable")

@@ -12,6 +12,7 @@ from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import InternalCredentials
 from controllers.cluster.render.objects import (
+    render_client_service,
     render_config_map,
     render_internal_secret,
     render_pdbs,
@@ -30,9 +31,11 @@ from valkey_operator.core.resource import (
 def owned_objects(
     ctx: RenderContext, internal: tuple[InternalCredentials, RenderedAcl] | None
 ) -> tuple[OwnedObject, ...]:
-    """Service, ConfigMap, PDBs, and (once the passwords are known) the internal Secret, first."""
+    """The peer and client Services, ConfigMap, PDBs, and (once the passwords are known) the
+    internal Secret, first."""
     objects = [
         OwnedObject(SERVICES, render_service(ctx)),
+        OwnedObject(SERVICES, render_client_service(ctx)),
         OwnedObject(CONFIG_MAPS, render_config_map(ctx)),
         *(OwnedObject(POD_DISRUPTION_BUDGETS, pdb) for pdb in render_pdbs(ctx)),
     ]
@@ -47,6 +50,7 @@ def owned_names(cluster: ValkeyCluster) -> tuple[tuple[Resource, str], ...]:
     return (
         (SECRETS, names.secret_name(name)),
         (SERVICES, names.service_name(name)),
+        (SERVICES, names.client_service_name(name)),
         (CONFIG_MAPS, names.config_map_name(name)),
         *((POD_DISRUPTION_BUDGETS, names.pdb_name(name, shard)) for shard in range(cluster.spec.shards)),
     )

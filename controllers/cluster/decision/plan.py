@@ -10,6 +10,8 @@ rebalancing in rebalance.py.
 
 Each pass, for the nodes observed in it (docs/cluster-internals.md), in the
 order the actor carries the actions out:
+0. set or remove the member label the client Service selects (membership.py),
+   so a pod leaves it before this pass removes the pod;
 1. apply the owned objects (Service, ConfigMap, internal Secret with the
    startup ACL file, PDBs) that drifted from their rendering; patch new or
    changed podAnnotations onto live pods (upkeep.py);
@@ -46,7 +48,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, spread, upkeep
+from controllers.cluster.decision import certificates, membership, spread, upkeep
 from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
@@ -120,7 +122,7 @@ def plan(observation: Observation, desired: Desired) -> Plan:
 def plan_view(view: View) -> Plan:
     """plan() for a View already built (decide builds it once, to admit the roll first)."""
     rolling = plan_rollout(view)
-    actions = () if view.desired.paused else _actions(view, rolling)
+    actions = () if view.desired.paused else membership.first(view, _actions(view, rolling))
     status = report(view, actions, rolling)
     return Plan(
         actions=actions,

@@ -7,14 +7,15 @@ pass's `now` (RFC 3339), never the real clock, so the same facts give the same d
 from __future__ import annotations
 
 from controllers.cluster.decision.report import PlannedStatus
-from controllers.cluster.render import layout
+from controllers.cluster.render import layout, names
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, STALLED, ClusterState
 from valkey_operator.core.conditions import find_condition, set_condition
 from valkey_operator.core.rest import Obj
 
 
 def endpoint(cluster: str, namespace: str, domain: str) -> str:
-    return f"{cluster}.{namespace}.svc.{domain}:{layout.VALKEY_PORT}"
+    """The client Service's name: it resolves to serving members only (membership.py)."""
+    return f"{names.client_service_name(cluster)}.{namespace}.svc.{domain}:{layout.VALKEY_PORT}"
 
 
 def planned_status(

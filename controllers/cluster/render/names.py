@@ -23,6 +23,10 @@ CLUSTER_LABEL = f"{GROUP}/cluster"
 SHARD_LABEL = f"{GROUP}/shard"
 TEMPLATE_HASH_LABEL = f"{GROUP}/template-hash"
 """Hash of what a change must roll (see template.py); the planner compares it, pod by pod."""
+MEMBER_LABEL = f"{GROUP}/member"
+""""true" on a pod whose node is a cluster member that serves (membership.py); the client Service
+selects it, so clients are never handed a node that has not joined or is leaving."""
+MEMBER = "true"
 
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """Kubernetes' own generateName alphabet: lowercase alphanumerics without vowels or look-alikes."""
@@ -30,8 +34,13 @@ SUFFIX_LENGTH = 5
 
 
 def service_name(cluster: str) -> str:
-    """The headless Service: per-pod DNS via hostname/subdomain and the seed name clients use."""
+    """The peer Service: every pod's DNS name via hostname/subdomain, ready or not."""
     return cluster
+
+
+def client_service_name(cluster: str) -> str:
+    """The client Service (`status.endpoint`): resolves only to member pods that serve."""
+    return f"{cluster}-client"
 
 
 def config_map_name(cluster: str) -> str:
@@ -61,6 +70,11 @@ def pod_name(cluster: str, shard: int, rng: random.Random, taken: Collection[str
 def cluster_selector(cluster: str) -> dict[str, str]:
     """Matches every Valkey pod of the cluster (the Service's selector)."""
     return {NAME_LABEL: APP_NAME, CLUSTER_LABEL: cluster}
+
+
+def client_selector(cluster: str) -> dict[str, str]:
+    """Matches the cluster's pods the operator marked as serving members (the client Service)."""
+    return {**cluster_selector(cluster), MEMBER_LABEL: MEMBER}
 
 
 def shard_selector(cluster: str, shard: int) -> dict[str, str]:

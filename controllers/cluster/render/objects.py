@@ -1,4 +1,4 @@
-"""The other objects a ValkeyCluster owns: headless Service, ConfigMap, internal Secret, PDBs.
+"""The other objects a ValkeyCluster owns: peer and client Services, ConfigMap, internal Secret, PDBs.
 
 All carry the cluster's labels and a controller ownerReference, so deleting
 the cluster garbage-collects them (SPEC 1.4: the cluster has no finalizer).
@@ -17,25 +17,39 @@ from valkey_operator.api.resources import REPLICATION_USER
 from valkey_operator.core.rest import Obj
 
 
-def render_service(ctx: RenderContext) -> Obj:
-    """Headless, named after the cluster: `<pod>.<cluster>.<ns>.svc` per pod and the seed name.
-
-    publishNotReadyAddresses so pods resolve before they are Ready: nodes and clients need the
-    names while the cluster forms.
-    """
+def _headless(ctx: RenderContext, name: str, selector: dict[str, str], not_ready: bool) -> Obj:
+    """publishNotReadyAddresses only when true: the API server drops a false one (omitempty), and a
+    rendered field the stored object lacks would count as drift on every pass."""
+    spec: Obj = {"clusterIP": "None", **({"publishNotReadyAddresses": True} if not_ready else {})}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": ctx.metadata(names.service_name(ctx.name)),
+        "metadata": ctx.metadata(name),
         "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": names.cluster_selector(ctx.name),
+            **spec,
+            "selector": selector,
             "ports": [
                 {"name": "valkey", "port": layout.VALKEY_PORT, "targetPort": "valkey", "protocol": "TCP"}
             ],
         },
     }
+
+
+def render_service(ctx: RenderContext) -> Obj:
+    """The peer Service, named after the cluster (the pods' subdomain): `<pod>.<cluster>.<ns>.svc`.
+
+    Every pod, publishNotReadyAddresses: a node has its name before it is Ready or has joined.
+    """
+    return _headless(ctx, names.service_name(ctx.name), names.cluster_selector(ctx.name), True)
+
+
+def render_client_service(ctx: RenderContext) -> Obj:
+    """The client Service (`status.endpoint`): Ready pods with the member label (membership.py).
+
+    Headless, so a cluster-aware client gets the members' addresses to bootstrap from and then
+    follows the slot map; never a node that has not joined, is below the floor or is leaving.
+    """
+    return _headless(ctx, names.client_service_name(ctx.name), names.client_selector(ctx.name), False)
 
 
 def render_config_map(ctx: RenderContext) -> Obj:

@@ -22,14 +22,17 @@ from controllers.cluster.decision.actions import (
     CreateObject,
     DeletePod,
     Failure,
+    MarkMember,
     Meet,
     PatchPodMetadata,
     ReloadTls,
     SyncAcl,
 )
 from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.observe import PodObservation
 from controllers.cluster.decision.upkeep import config_sets
 from controllers.cluster.refused import RefusalMemory
+from controllers.cluster.render import names
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.config.resolve import ResolvedConfig, ResolvedImage
@@ -212,6 +215,36 @@ async def test_objects_are_applied_and_pods_patched_or_deleted_only_as_the_incar
 
     # No kubelet runs its node, so the pod stays, marked for deletion.
     assert (await kube.get(PODS, "vk-0-abcde", namespace))["metadata"].get("deletionTimestamp")
+
+
+async def test_the_member_label_is_set_and_removed_on_the_incarnation_seen_and_other_labels_stay(
+    namespace: str, kube: Client
+) -> None:
+    pod = await kube.create(
+        PODS,
+        {
+            "metadata": {"name": "vk-0-membr", "namespace": namespace, "labels": {"other.io/x": "kept"}},
+            "spec": {"nodeName": "no-such-node", "containers": [{"name": "c", "image": "none"}]},
+        },
+    )
+    uid = pod["metadata"]["uid"]
+
+    async def labels() -> dict[str, str]:
+        return dict((await kube.get(PODS, "vk-0-membr", namespace))["metadata"].get("labels") or {})
+
+    def actor() -> Actor:
+        return Actor(kube, context(namespace), [pod], None)  # one per pass, as the reconciler makes them
+
+    outcome = await actor().run([MarkMember("vk-0-membr", "not-this-uid", member=True)])
+    assert len(outcome.failures) == 1 and "metadata.uid" in outcome.failures[0].message
+    assert await labels() == {"other.io/x": "kept"}
+    outcome = await actor().run([MarkMember("vk-0-membr", uid, member=True)])
+    assert not outcome.failures
+    assert await labels() == {"other.io/x": "kept", names.MEMBER_LABEL: "true"}
+    assert PodObservation.from_pod(await kube.get(PODS, "vk-0-membr", namespace)).member
+    outcome = await actor().run([MarkMember("vk-0-membr", uid, member=False)])
+    assert not outcome.failures
+    assert await labels() == {"other.io/x": "kept"}
 
 
 async def test_a_node_that_swallows_packets_cannot_hold_the_pass_past_its_deadline(

@@ -44,6 +44,7 @@ from valkey_operator.testing import images
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.kubelet.nodes import NODES
+from valkey_operator.testing.kubelet.pods import STRATEGIC_MERGE_PATCH
 from valkey_operator.testing.plugin import BACKOFF_BASE, SYNC_DELAY
 from valkey_operator.testing.wait import NotYet, eventually
 
@@ -660,3 +661,41 @@ async def test_three_hand_built_valkey_pods_form_a_cluster(
         assert announced == set(ips), "every node announces its own pod IP"
     finally:
         await cluster.aclose()
+
+
+async def test_ready_waits_for_a_readiness_gate_and_the_kubelet_never_writes_over_its_condition(
+    kube: Client, pods: Pods, namespace: str
+) -> None:
+    """As a real kubelet: Ready is ContainersReady and every gate True; the gate's condition belongs
+    to whoever sets it, and the kubelet's own status writes (here: setting Ready back after another
+    writer cleared it) leave it as it is."""
+    gate = "example.com/member"
+    probe = {"exec": {"command": ["true"]}, "periodSeconds": 1}
+    body = pod_body("gated", busybox("exec sleep 3600", readinessProbe=probe))
+    body["spec"]["readinessGates"] = [{"conditionType": gate}]
+    await pods.create(body)
+    pod = await pods.wait(
+        "gated", lambda p: condition(p, "ContainersReady") == "True", 60, "containers ready"
+    )
+    assert condition(pod, "Ready") == "False", pod["status"]
+
+    async def set_gate(status: str) -> None:
+        entry = {"type": gate, "status": status, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        patch = {"status": {"conditions": [entry]}}
+        await kube.patch_status(PODS, "gated", patch, namespace, patch_type=STRATEGIC_MERGE_PATCH)
+
+    await set_gate("True")
+    pod = await pods.ready("gated", timeout=30)
+    for attempt in range(5):
+        cleared = {"type": "Ready", "status": "False", "reason": "NodeNotReady"}
+        await kube.patch_status(
+            PODS, "gated", {"status": {"conditions": [cleared]}}, namespace, patch_type=STRATEGIC_MERGE_PATCH
+        )
+        pod = await pods.ready("gated", timeout=30)
+        assert condition(pod, gate) == "True", (attempt, pod["status"]["conditions"])
+        assert "reason" not in next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+    await set_gate("False")
+    pod = await pods.wait(
+        "gated", lambda p: condition(p, "Ready") == "False", 30, "not Ready without its gate"
+    )
+    assert condition(pod, "ContainersReady") == "True"

@@ -3,8 +3,10 @@
 One PodWorker per pod bound to one of our nodes. It writes status through
 the pods/status subresource as a kubelet does: phase, podIP(s), hostIP(s),
 startTime, the PodReadyToStartContainers / Initialized / ContainersReady /
-Ready conditions (keeping other writers' conditions, such as PodScheduled or
-DisruptionTarget), and init and app containerStatuses. Status is recomputed
+Ready conditions (Ready also waits for every readinessGates condition to be
+True; other writers' conditions, such as PodScheduled, DisruptionTarget or a
+gate's, are never sent: a strategic merge patch by condition type, see
+status_patch), and init and app containerStatuses. Status is recomputed
 on every change and on every informer update, and written only when it
 differs from what the API server has: whatever overwrote it (the node
 lifecycle controller marking pods not ready) is corrected.
@@ -49,6 +51,26 @@ log = structlog.get_logger(__name__)
 VOLUME_RETRY_SECONDS = 2.0
 DEFAULT_GRACE = 30.0
 OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+def status_patch(desired: Obj) -> Obj:
+    """The status write as a strategic merge patch, as a real kubelet's status manager sends it.
+
+    Conditions merge by type and only the kubelet's own are sent, so a condition another writer
+    owns (a readiness gate's) is never written over from a stale copy; a reason or message a
+    condition no longer has is removed (null); the IP lists are replaced whole.
+    """
+    patch = dict(desired)
+    patch["conditions"] = [
+        {"reason": None, "message": None, **condition}
+        for condition in desired.get("conditions") or []
+        if condition.get("type") in OUR_CONDITIONS
+    ]
+    for key in ("podIPs", "hostIPs"):
+        if key in patch:
+            patch[key] = [*patch[key], {"$patch": "replace"}]
+    return patch
 
 
 @attrs.define
@@ -480,7 +502,13 @@ class PodWorker:
         if all(current.get(key) == value for key, value in desired.items()):
             return
         written_over = self.pod
-        updated = await self.ctx.client.patch_status(PODS, self.name, {"status": desired}, self.namespace)
+        updated = await self.ctx.client.patch_status(
+            PODS,
+            self.name,
+            {"status": status_patch(desired)},
+            self.namespace,
+            patch_type=STRATEGIC_MERGE_PATCH,
+        )
         # The reply is the newest copy only if the watch brought none meanwhile (update() replaces
         # self.pod): one that did may carry a later write (the node lifecycle controller marking the
         # pod not ready), which the reply must not hide from the next comparison.

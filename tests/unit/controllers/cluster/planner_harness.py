@@ -22,6 +22,7 @@ from controllers.cluster.decision.actions import (
     Failover,
     Failure,
     Forget,
+    MarkMember,
     Meet,
     MigrateSlots,
     PatchPodMetadata,
@@ -254,6 +255,7 @@ def check_step(
     check_reachable_targets(planned, unreachable)
     check_known_facts(observation, planned)
     check_status(sim, observation, planned, desired)
+    check_members(sim, planned, desired)
 
 
 def check_deterministic(observation: Observation, planned: Plan, desired: Desired) -> None:
@@ -427,6 +429,31 @@ def _primary_down(observation: Observation) -> bool:
         node.role is NodeRole.PRIMARY and node.slots and node.cluster_ok is False
         for node in observation.nodes.values()
     )
+
+
+def check_members(sim: SimulatedCluster, planned: Plan, desired: Desired) -> None:
+    """The client Service's label: only on serving members, off a pod before it is deleted, and on
+    every live pod of an Active cluster once the pass acted. Only running pods that are not being
+    deleted count: the Service drops every other pod by itself (not Ready, or terminating)."""
+    live = {
+        name for name, pod in sim.pods.items() if pod.deleting_since is None and pod.phase is PodPhase.RUNNING
+    }
+    labelled = {name for name in live if sim.pods[name].member}
+    for action in planned.actions:
+        if isinstance(action, MarkMember) and action.member:
+            node = sim.node_of(action.pod)
+            assert node is not None and node.alive and sim.cluster_ok(node), action
+            if node.role is NodeRole.PRIMARY:
+                assert node.slots, f"{action.pod}: an empty primary handed to clients"
+            else:
+                primary = sim.nodes.get(node.primary_id or "")
+                assert node.link_up and primary is not None and primary.slots, f"{action.pod}: not in sync"
+        if isinstance(action, MarkMember) and action.pod in live:
+            (labelled.add if action.member else labelled.discard)(action.pod)
+        if isinstance(action, DeletePod):
+            assert action.pod not in labelled, f"{action.pod} deleted while still handed to clients"
+    if planned.status.state is ClusterState.ACTIVE and not desired.paused:
+        assert live <= labelled, f"Active, but not handed to clients: {sorted(live - labelled)}"
 
 
 def check_active_truth(sim: SimulatedCluster, desired: Desired) -> None:

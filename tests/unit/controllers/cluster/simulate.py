@@ -39,6 +39,7 @@ from controllers.cluster.decision.actions import (
     DeletePod,
     Failover,
     Forget,
+    MarkMember,
     Meet,
     MigrateSlots,
     PatchPodMetadata,
@@ -136,6 +137,7 @@ class SimPod:
     node_id: str | None = None
     annotations: dict[str, str] = attrs.field(factory=dict)
     k8s_node: str | None = None
+    member: bool = False
 
     @property
     def uid(self) -> str:
@@ -256,6 +258,7 @@ class SimulatedCluster:
             created_at=created.timestamp(),
             failure="container valkey exited with code 1 (Error)" if pod.phase is PodPhase.FAILED else None,
             node_name=pod.k8s_node,
+            member=pod.member,
         )
 
     def _node_observation(self, node: SimNode, commands: Collection[str] = ()) -> NodeObservation:
@@ -394,6 +397,12 @@ class SimulatedCluster:
                 if current is None or current.uid != uid:
                     return Outcome(action, "Conflict: uid precondition")
                 current.annotations.update(annotations)
+                return Outcome(action)
+            case MarkMember(pod=pod, uid=uid, member=member):
+                current = self.pods.get(pod)
+                if current is None or current.uid != uid:
+                    return Outcome(action, "Conflict: uid precondition")
+                current.member = member
                 return Outcome(action)
             case PruneFailedPod(pod=pod, uid=uid):
                 current = self.pods.get(pod)

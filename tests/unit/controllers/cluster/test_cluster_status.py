@@ -18,7 +18,7 @@ def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
     planned = plan(Observation(pods=()), DESIRED)
     status = planned_status({}, 3, planned.status, endpoint("c", "ns", "cluster.local"), NOW)
     assert status["state"] == "Creating"
-    assert status["endpoint"] == "c.ns.svc.cluster.local:6379"
+    assert status["endpoint"] == "c-client.ns.svc.cluster.local:6379"
     assert status["observedGeneration"] == 3
     assert {c["type"] for c in status["conditions"]} == {"Ready", "Progressing", "Degraded", "Stalled"}
     assert all(c["observedGeneration"] == 3 for c in status["conditions"])

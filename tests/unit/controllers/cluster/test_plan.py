@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
-from controllers.cluster.decision.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
+from controllers.cluster.decision.actions import (
+    AssignSlots,
+    CreatePod,
+    DeletePod,
+    Forget,
+    MarkMember,
+    Meet,
+    Replicate,
+)
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.observe import NodeObservation, Observation
 from controllers.cluster.decision.plan import (
@@ -59,8 +67,13 @@ def world_before(kind: type, wanted: Desired, settings_: SimSettings | None = No
     raise AssertionError(f"never planned {kind.__name__}")
 
 
+def quiet(planned: Plan) -> bool:
+    """Active with nothing left to do (the pass that turns Active may still label members)."""
+    return planned.status.state is ACTIVE and not planned.actions
+
+
 def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
-    result = run(wanted, settings=settings_)
+    result = run(wanted, settings=settings_, until=quiet)
     assert result.last.status.state is ACTIVE
     return result
 
@@ -71,8 +84,17 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
 @pytest.mark.parametrize(
     ("shards", "replicas", "passes"),
     [
-        (1, 0, [{"CreatePod": 1}, {"AssignSlots": 1}, {}]),
-        (1, 1, [{"CreatePod": 2}, {"Meet": 1, "AssignSlots": 1}, {"Replicate": 1}, {}]),
+        (1, 0, [{"CreatePod": 1}, {"AssignSlots": 1}, {"MarkMember": 1}]),
+        (
+            1,
+            1,
+            [
+                {"CreatePod": 2},
+                {"Meet": 1, "AssignSlots": 1},
+                {"MarkMember": 1, "Replicate": 1},
+                {"MarkMember": 1},
+            ],
+        ),
         (
             3,
             1,
@@ -80,8 +102,8 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
                 {"CreatePod": 6},
                 {"Meet": 5, "AssignSlots": 1},
                 {"AssignSlots": 2, "Replicate": 1},
-                {"Replicate": 2},
-                {},
+                {"MarkMember": 4, "Replicate": 2},
+                {"MarkMember": 2},
             ],
         ),
         (
@@ -91,8 +113,8 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
                 {"CreatePod": 6},
                 {"Meet": 5, "AssignSlots": 1},
                 {"AssignSlots": 1, "Replicate": 2},
-                {"Replicate": 2},
-                {},
+                {"MarkMember": 4, "Replicate": 2},
+                {"MarkMember": 2},
             ],
         ),
     ],
@@ -289,7 +311,12 @@ def test_membership_is_read_from_valkey_and_a_misplaced_replica_moves_to_its_sha
     sim.apply([Replicate(replica_1.pod, primaries[0].node_id)])  # Valkey now says it serves shard 0
     planned = plan(sim.observe(recorded_state=ACTIVE), wanted)
     assert planned.status.state is ClusterState.UPDATING
-    assert planned.actions == (Replicate(replica_1.pod, primaries[1].node_id),)
+    uid = sim.pods[replica_1.pod].uid
+    # Syncing from its new primary, it is no longer handed to clients until it is in sync again.
+    assert planned.actions == (
+        MarkMember(replica_1.pod, uid, member=False),
+        Replicate(replica_1.pod, primaries[1].node_id),
+    )
 
 
 def test_a_lagging_replica_is_not_in_sync() -> None:
@@ -502,7 +529,7 @@ def test_any_spec_reaches_active_through_faults_and_restarts(
     scenario: tuple[Desired, SimSettings, Chaos],
 ) -> None:
     wanted, settings_, chaos = scenario
-    result = run(wanted, settings=settings_, chaos=chaos, max_passes=FAULT_PASSES + 80)
+    result = run(wanted, settings=settings_, chaos=chaos, max_passes=FAULT_PASSES + 80, until=quiet)
     assert result.last.status.state is ACTIVE, result.last.status.message
     assert result.last.actions == ()
 

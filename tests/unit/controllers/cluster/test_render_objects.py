@@ -20,6 +20,7 @@ from controllers.cluster.render.credentials import (
     read_credentials,
 )
 from controllers.cluster.render.objects import (
+    render_client_service,
     render_config_map,
     render_internal_secret,
     render_pdb,
@@ -41,7 +42,7 @@ def owned_correctly(obj: Obj) -> None:
     assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
 
 
-def test_headless_service() -> None:
+def test_the_peer_service_names_every_pod_ready_or_not() -> None:
     service = render_service(context())
     owned_correctly(service)
     assert service["metadata"]["name"] == "cache"
@@ -50,6 +51,17 @@ def test_headless_service() -> None:
     assert spec["publishNotReadyAddresses"] is True
     assert spec["selector"] == names.cluster_selector("cache")
     assert spec["ports"] == [{"name": "valkey", "port": 6379, "targetPort": "valkey", "protocol": "TCP"}]
+
+
+def test_the_client_service_selects_ready_members_only() -> None:
+    service = render_client_service(context())
+    owned_correctly(service)
+    assert service["metadata"]["name"] == names.client_service_name("cache") == "cache-client"
+    spec = service["spec"]
+    assert spec["clusterIP"] == "None"
+    assert "publishNotReadyAddresses" not in spec  # false by default; the server drops a false one
+    assert spec["selector"] == {**names.cluster_selector("cache"), "valkey.gomomento.com/member": "true"}
+    assert spec["ports"] == render_service(context())["spec"]["ports"]
 
 
 def test_config_map_holds_the_rendered_conf() -> None:
@@ -130,6 +142,7 @@ def test_objects_do_not_depend_on_the_config_beyond_the_conf() -> None:
     """Service and PDBs never change with the config, so a config edit touches only the ConfigMap."""
     a, b = context(), context(config=resolved(tag="9.1.0", valkey={"timeout": "5"}))
     assert render_service(a) == render_service(b)
+    assert render_client_service(a) == render_client_service(b)
     assert render_pdbs(a) == render_pdbs(b)
 
 
