@@ -217,10 +217,14 @@ async def test_a_running_surge_pod_below_the_version_floor_is_never_handed_to_cl
     await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": liar}})
 
     async def stalled() -> dict[str, Obj] | NotYet:
-        state = (await status_of(kube, namespace, "floor")).get("state")
+        current = await status_of(kube, namespace, "floor")
+        progressing = next((c for c in current.get("conditions") or () if c.get("type") == "Progressing"), {})
+        # SPEC 1.8: the old pods keep serving, so the stalled roll is Updating, not Failed.
+        stopped = progressing.get("status") == "False" and progressing.get("reason") == "VersionBelowFloor"
         pods = {pod["metadata"]["name"]: pod for pod in await owned_pods(kube, namespace, "floor")}
         surge = {name: pod for name, pod in pods.items() if name not in members and _ready(pod)}
-        return surge if state == "Failed" and surge else NotYet((state, sorted(pods)))
+        state = current.get("state")
+        return surge if stopped and surge else NotYet((state, progressing.get("reason"), sorted(pods)))
 
     surge = await eventually(stalled, "the roll stalled at a running surge pod below the floor", 180)
     admin = await admin_client(kube, namespace, "floor")

@@ -71,6 +71,8 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
     ("poddisruptionbudgets.policy", "create"): _APPLY,
     ("valkeyclusters.valkey.gomomento.com/finalizers", "update"): "checked by the "
     "OwnerReferencesPermissionEnforcement admission plugin on blockOwnerDeletion, not requested",
+    ("secrets", "patch"): "server-side apply of the internal Secret when spec.acl or a user's password "
+    "changes; decide() creates it whole, and this scenario's users exist from the cluster's creation",
 }
 """(resource, verb) the chart grants that no request uses, with why each stays."""
 

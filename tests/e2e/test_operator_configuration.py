@@ -137,7 +137,7 @@ async def test_node_networks_decide_which_nodes_the_operator_dials(
     status = await unreachable_condition(kube, namespace, [pod_name], 120)
     unreachable_after = time.monotonic() - begun
     assert status["state"] == "Creating", status
-    assert status["endpoint"] == f"{NAME}.{namespace}.svc.corp.example:{VALKEY_PORT}", status
+    assert status["endpoint"] == f"{NAME}-client.{namespace}.svc.corp.example:{VALKEY_PORT}", status
     assert not any(node.get("nodeId") for node in status.get("nodes", [])), status
     spreads = pod["spec"]["topologySpreadConstraints"]
     zone_spread = [c for c in spreads if c["topologyKey"] == "topology.kubernetes.io/zone"]
@@ -156,7 +156,7 @@ async def test_node_networks_decide_which_nodes_the_operator_dials(
     restarted = time.monotonic()
     status = await settled(kube, namespace, NAME, 240)
     active_after = time.monotonic() - restarted
-    assert status["endpoint"] == f"{NAME}.{namespace}.svc.corp.example:{VALKEY_PORT}", status
+    assert status["endpoint"] == f"{NAME}-client.{namespace}.svc.corp.example:{VALKEY_PORT}", status
     (node_status,) = status["nodes"]
     assert node_status["pod"] == pod_name and node_status["nodeId"], status
     (pod_now,) = await owned_pods(kube, namespace, NAME)

@@ -29,7 +29,7 @@ def test_demo_shows_the_operator_at_work(kube_control_plane: ControlPlane, tmp_p
         assert re.search(r"valkeyconfig\S*/cache-large\s+valkey-9-1\s+cache-base\s+True", out), out
         assert "+@read +@write -@dangerous" in out
         assert '["valkey.gomomento.com/image-protection"]' in out
-        assert re.search(r"default\s+demo\s+Active\s+3\s+1\s+cache-base", out), out
+        assert re.search(r"default\s+demo\s+Active\s+6/6\s+3\s+1\s+cache-base", out), out
         lines = out.splitlines()
         get = next(i for i, line in enumerate(lines) if line.endswith("GET greeting"))
         assert lines[get + 1] == "hello from valkey", lines[get - 3 : get + 2]

@@ -213,6 +213,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             shards=5,
             ready_shards=5,
             ready_nodes=15,
+            ready="15/18",
             current_image="docker.io/valkey/valkey:9.0.1",
             config_hash="0123abcd",
             nodes=(
