@@ -50,27 +50,19 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "persistence: durable nodes on PersistentVolumeClaims (rdb, aof)",
+        "persistence claims: a PersistentVolumeClaim per Valkey pod (the API and valkey.conf are built)",
         (
             r"\bPersistentVolumeClaims?\b",
             r"\bPVCs?\b(?! protection)",
-            r"\bspec\.persistence\b",
-            r"\bpersistence:\s*(?:rdb|aof)\b",
-            r"\b(?:rdb|aof)(?: everysec| always)? (?:mode|persistence)\b",
-            r"\bappendfsync\b",
-            r"\bstorageClassName\b",
+            r"\b(?:comes?|brings?) back (?:\w+ ){0,3}on (?:its|their) (?:own )?claims?\b",
         ),
         (
             "Each node keeps its data on a PersistentVolumeClaim.",
             "A PVC per pod brings the data back after a restart.",
-            "Set persistence: aof in the ValkeyConfig.",
-            "In AOF mode with appendfsync always no acknowledged write is lost.",
+            "A deleted pod comes back on its own claim.",
         ),
         issue=23,
-        built_if=(
-            ("crds/valkeyconfigs.yaml", r"^\s+persistence:"),
-            ("controllers/**/*.py", r"persistentVolumeClaim"),
-        ),
+        built_if=(("controllers/**/*.py", r"persistentVolumeClaim"),),
     ),
     NotYet(
         "backups to object storage and restore into a new cluster",

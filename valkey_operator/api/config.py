@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -124,6 +125,105 @@ class PodSecurity(Model):
     )
 
 
+class PersistenceMode(enum.StrEnum):
+    """What a node keeps across a restart (SPEC 1.6)."""
+
+    NONE = "none"
+    RDB = "rdb"
+    AOF = "aof"
+
+
+class Appendfsync(enum.StrEnum):
+    EVERYSEC = "everysec"
+    ALWAYS = "always"
+
+
+class ReclaimPolicy(enum.StrEnum):
+    """What happens to the claims when their cluster is deleted."""
+
+    DELETE = "Delete"
+    RETAIN = "Retain"
+
+
+_SIZE_SHRINK = rule(
+    "!(isQuantity(string(self)) && isQuantity(string(oldSelf))) || "
+    "!quantity(string(self)).isLessThan(quantity(string(oldSelf)))",
+    "size may grow but never shrink (a volume claim cannot shrink)",
+    message_expression=lit("size may grow but never shrink (a volume claim cannot shrink): was ")
+    + " + string(oldSelf) + "
+    + lit(", got ")
+    + " + string(self)",
+)
+
+
+@attrs.frozen(kw_only=True)
+class PersistenceSpec(Model):
+    """Each field unset inherits from the base config; at the root of the chain: none, Delete, everysec."""
+
+    mode: PersistenceMode | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "none (the default: a cache, nothing survives a restart), rdb (snapshots: a node keeps "
+            "everything up to its last completed save) or aof (an append-only file: a node keeps every "
+            "acknowledged write with appendfsync always, all but at most about one second of them with "
+            "everysec). Unset: the base config's mode, none at the root of the chain. A change rolls "
+            "every cluster that resolves through the config.",
+            max_length=8,
+        ),
+    )
+    size: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Size of each Valkey pod's claim, a Kubernetes quantity such as 10Gi (the claims are "
+            "not yet built). Required for rdb and aof (set here or in the base chain). It may grow, "
+            "never shrink: admission refuses a smaller value on this object.",
+            quantity="10Gi",
+            rules=[_SIZE_SHRINK],
+        ),
+    )
+    storage_class_name: str | None = attrs.field(
+        default=None,
+        metadata=name_ref(
+            "StorageClass of the claims. Unset: the cluster's default StorageClass.", "StorageClass"
+        ),
+    )
+    appendfsync: Appendfsync | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "aof only: everysec (the default; fsync once a second) or always (fsync before each "
+            "write is acknowledged). Refused unless the mode is aof, set here or inherited through "
+            "baseRef; ignored when the resolved mode is not aof.",
+            max_length=16,
+        ),
+    )
+    reclaim_policy: ReclaimPolicy | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Delete (the default): the claims are owned by their ValkeyCluster and deleted with it. "
+            "Retain: they are left behind when the cluster is deleted.",
+            max_length=16,
+        ),
+    )
+
+
+_PERSISTENCE_RULES = (
+    rule(
+        "!has(self.persistence) || !has(self.persistence.mode) || self.persistence.mode == 'none' || "
+        "has(self.persistence.size) || has(self.baseRef)",
+        "persistence.size is required when persistence.mode is rdb or aof (a config with baseRef may "
+        "inherit it from its base)",
+        field_path=".persistence.size",
+    ),
+    rule(
+        "!has(self.persistence) || !has(self.persistence.appendfsync) || "
+        "(has(self.persistence.mode) ? self.persistence.mode == 'aof' : has(self.baseRef))",
+        "persistence.appendfsync applies only to persistence.mode aof: set mode aof (a config with "
+        "baseRef may inherit it from its base) or remove appendfsync",
+        field_path=".persistence.appendfsync",
+    ),
+)
+
+
 _VALKEY_RULES = (
     rule(
         f"self.all(k, k.lowerAscii() in {_ALLOWED})",
@@ -167,7 +267,8 @@ _VALKEY_RULES = (
         rule(
             "has(self.imageRef) || has(self.baseRef)",
             "must set imageRef (the ValkeyImage to run), baseRef (a ValkeyConfig to inherit from), or both",
-        )
+        ),
+        *_PERSISTENCE_RULES,
     ],
 )
 @attrs.frozen(kw_only=True)
@@ -229,6 +330,18 @@ class ValkeyConfigSpec(Model):
             "Standard either way."
         ),
     )
+    persistence: PersistenceSpec | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Whether the nodes keep their data and cluster identity across restarts. Unset (or mode "
+            "none): a cache, nothing is kept. Merged field by field over the base config's "
+            "persistence. A change of mode, appendfsync or storageClassName rolls every cluster that "
+            "resolves through the config; a size change does not. Not yet built: the "
+            "PersistentVolumeClaim of each Valkey pod; today the setting is validated, resolved "
+            "(status.persistence) and written into valkey.conf, and the pods get no claim.",
+            empty_is_none=True,
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -243,6 +356,25 @@ class ResolvedImage(Model):
     version: str = attrs.field(metadata=schema("Its declared Valkey version.", max_length=32, required=False))
     digest: str | None = attrs.field(
         default=None, metadata=schema("Its declared digest, when it has one.", max_length=71)
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ResolvedPersistence(Model):
+    """The persistence the chain resolved to (defaults filled in), for readers and the cluster side."""
+
+    mode: PersistenceMode = attrs.field(
+        metadata=schema("rdb or aof (a config resolving to none shows no persistence).", max_length=8)
+    )
+    size: str = attrs.field(metadata=schema("Size of each claim.", max_length=64))
+    storage_class_name: str | None = attrs.field(
+        default=None, metadata=schema("StorageClass of the claims; unset: the default.", max_length=MAX_NAME)
+    )
+    appendfsync: Appendfsync | None = attrs.field(
+        default=None, metadata=schema("The fsync policy (aof only).", max_length=16)
+    )
+    reclaim_policy: ReclaimPolicy = attrs.field(
+        metadata=schema("Delete or Retain: what happens to the claims with their cluster.", max_length=16)
     )
 
 
@@ -263,9 +395,19 @@ class ValkeyConfigStatus(Model):
             max_length=128,
         ),
     )
+    persistence: ResolvedPersistence | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "The persistence the chain resolves to, field by field with the defaults filled in; "
+            "absent when it resolves to none (a cache). Admission stops a smaller size on one "
+            "object; a size that shrinks through the base chain (a base edited, or baseRef "
+            "changed) shows here, and the clusters compare it with their claims."
+        ),
+    )
     conditions: tuple[Condition, ...] = conditions(
         "Conditions: Resolved (True when the base chain and image resolve; False with reason "
-        "ImageNotFound, BaseNotFound, BaseCycle, TooDeep or LimitBelowRequest)."
+        "ImageNotFound, BaseNotFound, BaseCycle, TooDeep, LimitBelowRequest or "
+        "PersistenceInvalid)."
     )
 
 

@@ -82,7 +82,8 @@ def _string(s: Schema, choices: list[str] | None = None, default: Any = None) ->
 
 
 def _quantity(s: Schema) -> Doc:
-    """A Kubernetes resource quantity (int-or-string), positive, checked with the quantity library."""
+    """A Kubernetes resource quantity (int-or-string), positive, checked with the quantity library;
+    then the field's own rules (a transition rule, for example)."""
     message = f"must be a positive Kubernetes quantity, for example {s.quantity}"
     check = rule(
         "type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",
@@ -94,7 +95,7 @@ def _quantity(s: Schema) -> Doc:
         "anyOf": [{"type": "integer"}, {"type": "string"}],
         "maxLength": 64,
         "x-kubernetes-int-or-string": True,
-        "x-kubernetes-validations": [check],
+        "x-kubernetes-validations": [check, *s.rules],
     }
 
 

@@ -399,6 +399,110 @@ CONFIG_CASES = [
     ),
 ]
 
+# ---- persistence (SPEC 1.6): each config alone; the chain is resolve.py's -------------------------------
+P = "spec.persistence"
+SIZE_REQUIRED = "persistence.size is required when persistence.mode is rdb or aof"
+AOF_ONLY = "persistence.appendfsync applies only to persistence.mode aof"
+PERSISTENCE_CASES = [
+    ok("config", "persistence rdb", (P, {"mode": "rdb", "size": "10Gi"})),
+    ok(
+        "config",
+        "persistence aof with every field",
+        (
+            P,
+            {
+                "mode": "aof",
+                "size": "1Gi",
+                "appendfsync": "always",
+                "storageClassName": "local-path",
+                "reclaimPolicy": "Retain",
+            },
+        ),
+    ),
+    ok("config", "persistence size as an integer", (P, {"mode": "rdb", "size": 10737418240})),
+    ok("config", "persistence none with a size", (P, {"mode": "none", "size": "1Gi"})),
+    ok(
+        "config",
+        "persistence fields are stored as sent, no default is written (a child inherits)",
+        (P, {"size": "5Gi"}),
+        expect={f"{P}.mode": DROP, f"{P}.appendfsync": DROP, f"{P}.reclaimPolicy": DROP},
+    ),
+    ok(
+        "config",
+        "persistence mode without size, inherited through baseRef",
+        ("spec.baseRef", "base"),
+        (P, {"mode": "aof"}),
+    ),
+    ok(
+        "config",
+        "persistence appendfsync alone, the mode inherited through baseRef",
+        ("spec.baseRef", "base"),
+        (P, {"appendfsync": "always"}),
+    ),
+    bad("config", "persistence rdb without size", f"{P}.size", SIZE_REQUIRED, (P, {"mode": "rdb"})),
+    bad(
+        "config",
+        "persistence aof without size",
+        f"{P}.size",
+        SIZE_REQUIRED,
+        (P, {"mode": "aof", "appendfsync": "always"}),
+    ),
+    bad(
+        "config",
+        "persistence appendfsync with rdb",
+        f"{P}.appendfsync",
+        AOF_ONLY,
+        (P, {"mode": "rdb", "size": "1Gi", "appendfsync": "always"}),
+    ),
+    bad(
+        "config",
+        "persistence appendfsync with rdb, even with baseRef",
+        f"{P}.appendfsync",
+        AOF_ONLY,
+        ("spec.baseRef", "base"),
+        (P, {"mode": "rdb", "appendfsync": "everysec"}),
+    ),
+    bad(
+        "config",
+        "persistence appendfsync without a mode and without a base (mode none)",
+        f"{P}.appendfsync",
+        AOF_ONLY,
+        (P, {"size": "1Gi", "appendfsync": "everysec"}),
+    ),
+    bad("config", "persistence mode unknown", f"{P}.mode", "Unsupported value", (P, {"mode": "both"})),
+    bad(
+        "config",
+        "persistence appendfsync no is not offered",
+        f"{P}.appendfsync",
+        "Unsupported value",
+        (P, {"mode": "aof", "size": "1Gi", "appendfsync": "no"}),
+    ),
+    bad(
+        "config",
+        "persistence reclaimPolicy is case-sensitive",
+        f"{P}.reclaimPolicy",
+        "Unsupported value",
+        (P, {"mode": "rdb", "size": "1Gi", "reclaimPolicy": "retain"}),
+    ),
+    *[
+        bad(
+            "config",
+            f"persistence size {size!r}",
+            f"{P}.size",
+            ("must be a positive Kubernetes quantity, for example 10Gi", f"got {size}"),
+            (P, {"mode": "rdb", "size": size}),
+        )
+        for size in ("10GB", "0", "-1Gi", "lots", 0)
+    ],
+    bad(
+        "config",
+        "persistence storageClassName is a name",
+        f"{P}.storageClassName",
+        ("must be the name of a StorageClass", "got Fast_SSD"),
+        (P, {"mode": "rdb", "size": "1Gi", "storageClassName": "Fast_SSD"}),
+    ),
+]
+
 # Directives the operator owns (SPEC 1.2): every one is rejected, and the message names it.
 OPERATOR_OWNED_DIRECTIVES = (
     "port",
@@ -927,7 +1031,7 @@ CLUSTER_CASES = [
     ),
 ]
 
-CASES = IMAGE_CASES + CONFIG_CASES + ROLE_CASES + CLUSTER_CASES
+CASES = IMAGE_CASES + CONFIG_CASES + PERSISTENCE_CASES + ROLE_CASES + CLUSTER_CASES
 
 
 def build(case: Case, namespace: str) -> Obj:
@@ -1019,6 +1123,31 @@ async def test_rules_also_apply_on_update(api: Client, namespace: str, created: 
     assert_cause(causes(error.value), "spec.version", FLOOR_MESSAGE, "got 8.1.8")
     patched = await api.patch(VALKEY_IMAGES, name, {"spec": {"version": "9.1.0", "tag": "9.1.0"}})
     assert patched["spec"]["version"] == "9.1.0"
+
+
+# ---- persistence size: may grow, never shrink (transition rule on the field) --------------------------
+async def test_persistence_size_may_grow_but_never_shrink(api: Client, namespace: str, created: Any) -> None:
+    """Compared as quantities, whatever the spelling: 20Gi may become 21474836480 (equal) or 25Gi,
+    never 19Gi or 20000Mi; the refusal names both sizes and the stored size is unchanged."""
+    name = f"grow-{namespace}"
+    await created.create(VALKEY_CONFIGS, put(config(name), P, {"mode": "rdb", "size": "20Gi"}))
+    for smaller in ("19Gi", "20000Mi", 1024):
+        with pytest.raises(ApiError) as error:
+            await api.patch(VALKEY_CONFIGS, name, {"spec": {"persistence": {"size": smaller}}})
+        assert error.value.status == 422
+        assert_cause(causes(error.value), f"{P}.size", "may grow but never shrink", f"got {smaller}")
+    assert (await api.get(VALKEY_CONFIGS, name))["spec"]["persistence"]["size"] == "20Gi"
+    for larger_or_equal in (21474836480, "25Gi", "25Gi"):
+        patched = await api.patch(VALKEY_CONFIGS, name, {"spec": {"persistence": {"size": larger_or_equal}}})
+        assert patched["spec"]["persistence"]["size"] == larger_or_equal
+    with pytest.raises(ApiError) as error:
+        await api.patch(VALKEY_CONFIGS, name, {"spec": {"persistence": {"size": "24Gi"}}})
+    assert_cause(causes(error.value), f"{P}.size", "was 25Gi, got 24Gi")
+    # Other persistence edits pass: the rule only compares sizes.
+    patched = await api.patch(
+        VALKEY_CONFIGS, name, {"spec": {"persistence": {"mode": "aof", "appendfsync": "always"}}}
+    )
+    assert patched["spec"]["persistence"] == {"mode": "aof", "size": "25Gi", "appendfsync": "always"}
 
 
 # ---- TLS: fixed at creation (transition rule on spec) ------------------------------------------------
