@@ -40,6 +40,8 @@ def desired_status(config: Obj, outcome: ResolvedConfig | ResolutionFailure) -> 
     if isinstance(outcome, ResolvedConfig):
         status["resolvedImage"] = outcome.image.to_status()
         status["settingsHash"] = outcome.settings_hash
+        if outcome.persistence.enabled:
+            status["persistence"] = outcome.persistence.to_json()
         chain = " -> ".join(outcome.chain)
         message = f"image {outcome.image.reference} (version {outcome.image.version}) via {chain}"
         conditions = set_condition(current.get("conditions"), RESOLVED, True, "Resolved", message, generation)

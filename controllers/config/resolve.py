@@ -1,9 +1,10 @@
 """Resolve a ValkeyConfig's baseRef chain into the effective settings (pure).
 
 The effective config is the chain merged child over parent: imageRef from the
-nearest config that sets it; resources (requests and limits), valkey and
-podSecurity key by key (valkey directive names case-insensitively). A missing base, a cycle, a chain
-deeper than MAX_BASE_CHAIN_DEPTH, or a missing image is a resolution failure
+nearest config that sets it; resources (requests and limits), valkey,
+podSecurity and persistence key by key (valkey directive names
+case-insensitively; persistence in persistence.py). A missing base, a cycle, a chain
+deeper than MAX_BASE_CHAIN_DEPTH, a missing image, or rdb/aof without a size is a resolution failure
 with a reason the status reports (SPEC 1.2).
 """
 
@@ -17,13 +18,20 @@ from typing import Literal
 import attrs
 
 from controllers.cluster.render.quantity import parse_quantity
+from controllers.config.persistence import NONE, Persistence, merge_persistence
 from valkey_operator.api.image import image_reference
 from valkey_operator.api.resources import MAX_BASE_CHAIN_DEPTH
 from valkey_operator.core.rest import Obj
 
 Lookup = Callable[[str], Obj | None]
 FailureReason = Literal[
-    "ConfigNotFound", "ImageNotFound", "BaseNotFound", "BaseCycle", "TooDeep", "LimitBelowRequest"
+    "ConfigNotFound",
+    "ImageNotFound",
+    "BaseNotFound",
+    "BaseCycle",
+    "TooDeep",
+    "LimitBelowRequest",
+    "PersistenceInvalid",
 ]
 
 DEFAULT_POD_SECURITY = {"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999}
@@ -60,6 +68,8 @@ class ResolvedConfig:
     pod_security: dict[str, int]
     limits: dict[str, str] = attrs.field(factory=dict)
     """The limits the chain sets (resources.limits); see memory_limit for the default."""
+    persistence: Persistence = NONE
+    """What the nodes keep, and on what claims (SPEC 1.6); a cache unless the chain says otherwise."""
 
     @property
     def memory_limit(self) -> str | None:
@@ -70,7 +80,8 @@ class ResolvedConfig:
     def settings_hash(self) -> str:
         """Changes exactly when something that shapes the pods or valkey.conf changes.
 
-        A digest and limits enter only when set, so configs without them keep the hash they had.
+        A digest, limits and persistence enter only when set, so configs without them keep the hash
+        they had.
         """
         image = [self.image.repository, self.image.tag, self.image.version]
         content: Obj = {
@@ -81,6 +92,8 @@ class ResolvedConfig:
         }
         if self.limits:
             content["limits"] = self.limits
+        if self.persistence.enabled:
+            content["persistence"] = self.persistence.to_json()
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -147,7 +160,10 @@ def _merge(names: tuple[str, ...], chain: list[Obj], get_image: Lookup) -> Resol
     below = _limits_below_requests(resources, limits)
     if below:
         return ResolutionFailure("LimitBelowRequest", f"in {' -> '.join(names)}: {below}", names)
-    return ResolvedConfig(names, resolved_image, resources, valkey, pod_security, limits)
+    persistence = merge_persistence(specs)
+    if isinstance(persistence, str):
+        return ResolutionFailure("PersistenceInvalid", f"in {' -> '.join(names)}: {persistence}", names)
+    return ResolvedConfig(names, resolved_image, resources, valkey, pod_security, limits, persistence)
 
 
 def _limits_below_requests(requests: dict[str, str], limits: dict[str, str]) -> str:

@@ -6,10 +6,12 @@ file is shared by every pod through one ConfigMap and cannot read the
 environment, so the pod passes `--bind $(POD_IP) --cluster-announce-ip
 $(POD_IP)` on the command line, expanded by the kubelet (see pods.py).
 
-Restart safety (SPEC 1.4): nodes.conf lives on a tmpfs emptyDir of its own
-and no replication RDB is kept in `dir`, so a node never starts with its identity
-but without its data, nor with stale data but without its identity
-(docs/cluster-internals.md "Restart safety").
+Restart safety (SPEC 1.4): nodes.conf lives wherever the data does, so a node
+never starts with its identity but without its data, nor with stale data but
+without its identity (docs/cluster-internals.md "Restart safety"). Persistence
+none (a cache): nodes.conf on a tmpfs emptyDir of its own and no replication
+RDB kept in `dir`. Persistence rdb or aof (SPEC 1.6): `dir` and nodes.conf both
+on the pod's claim, mounted at /data (`persistence_directives`).
 
 Settings split in two (SPEC 1.2). Runtime tunables (valkey_operator.api.tunables.
 RUNTIME_TUNABLES) are not in the file at all: the planner CONFIG SETs them on
@@ -26,7 +28,9 @@ from collections.abc import Mapping
 
 from controllers.cluster.render import layout
 from controllers.cluster.render.quantity import quantity_bytes
+from controllers.config.persistence import NONE, Persistence
 from controllers.config.resolve import ResolvedConfig
+from valkey_operator.api.config import PersistenceMode
 from valkey_operator.api.tunables import RUNTIME_TUNABLES, is_tunable
 
 DEFAULT_CLUSTER_NODE_TIMEOUT_MS = 15000
@@ -36,6 +40,9 @@ MAXMEMORY_FRACTION = (3, 4)
 """maxmemory = 75% of the memory limit: headroom for replication buffers, fork copy-on-write, clients."""
 SHUTDOWN_TIMEOUT_S = 10
 """How long a shutting-down primary waits for replicas to catch up (Valkey's default, stated)."""
+RDB_SAVE_POINTS = "3600 1 300 100 60 10000"
+"""Valkey's default save points (after 1 hour and 1 change, 5 minutes and 100, 1 minute and 10000).
+One argument: Valkey splits a multi-argument directive's single value on spaces."""
 
 _BARE = re.compile(r"[A-Za-z0-9_.,:/@%+=*-]+")
 
@@ -91,7 +98,56 @@ def startup_settings(config: ResolvedConfig) -> dict[str, str]:
     return {key: value for key, value in tunables(config).items() if key not in RUNTIME_TUNABLES}
 
 
-def owned_directives(tls: bool) -> list[tuple[str, str]]:
+def persistence_directives(persistence: Persistence) -> list[tuple[str, str]]:
+    """Where the identity and the data live, and what is written to disk (in file order).
+
+    none: nothing is persisted, nodes.conf on tmpfs; nothing in `dir` may outlive the data either:
+    Valkey loads dir/dump.rdb at start even with persistence off, and a replica's full sync leaves
+    one there by default. An empty replica (every new one) loads straight from the socket; a re-sync
+    that keeps the old data while it downloads goes through disk, and the file is deleted once loaded.
+
+    rdb and aof: nodes.conf beside the data on the claim. rdb loads a full sync through disk
+    (`repl-diskless-load disabled`): the synced RDB becomes the replica's dump.rdb at once, where a
+    socket load would leave it without one until its next save point (up to an hour). aof keeps
+    loading an empty replica from the socket: Valkey rewrites the AOF right after the sync, and an
+    RDB on disk would never be read with appendonly yes. rdb-del-sync-files is left out: Valkey
+    only acts on it with persistence off, and with persistence on the synced RDB is the data.
+    aof takes no save points: at start Valkey reads the AOF (its base has an RDB preamble,
+    aof-use-rdb-preamble's default) and never dump.rdb, so snapshots would only cost forks.
+    """
+    if persistence.mode is PersistenceMode.NONE:
+        return [
+            # On a tmpfs emptyDir: the identity dies with the in-memory data (layout.CLUSTER_STATE_DIR).
+            ("cluster-config-file", layout.NODES_FILE),
+            ("cluster-allow-replica-migration", "no"),
+            ("dir", layout.DATA_DIR),
+            ("save", ""),
+            ("appendonly", "no"),
+            ("repl-diskless-load", "on-empty-db"),
+            ("rdb-del-sync-files", "yes"),
+        ]
+    on_claim = [
+        ("cluster-config-file", layout.PERSISTENT_NODES_FILE),
+        ("cluster-allow-replica-migration", "no"),
+        ("dir", layout.DATA_DIR),
+    ]
+    if persistence.mode is PersistenceMode.RDB:
+        return [
+            *on_claim,
+            ("save", RDB_SAVE_POINTS),
+            ("appendonly", "no"),
+            ("repl-diskless-load", "disabled"),
+        ]
+    return [
+        *on_claim,
+        ("save", ""),
+        ("appendonly", "yes"),
+        ("appendfsync", str(persistence.appendfsync)),
+        ("repl-diskless-load", "on-empty-db"),
+    ]
+
+
+def owned_directives(tls: bool, persistence: Persistence = NONE) -> list[tuple[str, str]]:
     """The directives the operator owns, in file order (admission rejects them in a ValkeyConfig)."""
     if tls:
         network = [
@@ -110,18 +166,7 @@ def owned_directives(tls: bool) -> list[tuple[str, str]]:
         *network,
         ("cluster-port", str(layout.CLUSTER_BUS_PORT)),
         ("cluster-enabled", "yes"),
-        # On a tmpfs emptyDir: the identity dies with the in-memory data (layout.CLUSTER_STATE_DIR).
-        ("cluster-config-file", layout.NODES_FILE),
-        ("cluster-allow-replica-migration", "no"),
-        ("dir", layout.DATA_DIR),
-        ("save", ""),
-        ("appendonly", "no"),
-        # Nothing on disk may outlive the data either: Valkey loads dir/dump.rdb at start even with
-        # persistence off, and a replica's full sync leaves one there by default. An empty replica
-        # (every new one) loads straight from the socket; a re-sync that keeps the old data while it
-        # downloads goes through disk, and the file is deleted once loaded.
-        ("repl-diskless-load", "on-empty-db"),
-        ("rdb-del-sync-files", "yes"),
+        *persistence_directives(persistence),
         ("aclfile", layout.ACL_FILE),
         ("acl-pubsub-default", "resetchannels"),
         ("include", layout.REPLICATION_AUTH_FILE),
@@ -141,7 +186,7 @@ def render_valkey_conf(config: ResolvedConfig, *, tls: bool) -> str:
         "# Rendered by valkey-operator; edits are overwritten.",
         "# bind and cluster-announce-ip are passed on the command line ($(POD_IP)).",
         "# Owned by the operator:",
-        *_lines(owned_directives(tls)),
+        *_lines(owned_directives(tls, config.persistence)),
         "# Startup-only tunables (operator defaults, overridden by the ValkeyConfig chain);",
         "# runtime tunables are applied by the operator with CONFIG SET:",
         *_lines(startup_settings(config)),

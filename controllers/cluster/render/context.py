@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from controllers.cluster.render import names
+from controllers.config.persistence import Persistence
 from controllers.config.resolve import ResolvedConfig
 from valkey_operator.api.cluster import Placement, ValkeyCluster, ZoneSpread
 from valkey_operator.api.resources import API_VERSION
@@ -32,6 +33,11 @@ class RenderContext:
     @property
     def namespace(self) -> str:
         return self.cluster.metadata.namespace or ""
+
+    @property
+    def persistence(self) -> Persistence:
+        """What the nodes keep and on what claims (SPEC 1.6): the config chain's, mode none by default."""
+        return self.config.persistence
 
     @property
     def placement(self) -> Placement:

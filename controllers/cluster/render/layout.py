@@ -13,10 +13,12 @@ CLUSTER_BUS_PORT = VALKEY_PORT + 10000
 CONTAINER_NAME = "valkey"
 
 DATA_DIR = "/data"
-"""Valkey's working directory, a disk emptyDir (the root filesystem is read-only).
+"""Valkey's working directory (the root filesystem is read-only).
 
-Persistence is off, so it normally holds nothing: a replica's re-sync
-downloads its RDB here and deletes it once loaded (rdb-del-sync-files).
+Persistence none: a disk emptyDir that normally holds nothing (a replica's
+re-sync downloads its RDB here and deletes it once loaded: rdb-del-sync-files).
+Persistence rdb or aof: the pod's PersistentVolumeClaim, holding the data files
+and nodes.conf (PERSISTENT_NODES_FILE) together.
 """
 CLUSTER_STATE_DIR = "/var/lib/valkey/cluster"
 """nodes.conf alone, on an emptyDir with medium Memory (tmpfs, a few KiB).
@@ -49,6 +51,9 @@ CONFIG_FILE = f"{CONFIG_DIR}/{CONFIG_KEY}"
 ACL_FILE = f"{INTERNAL_DIR}/{ACL_KEY}"
 REPLICATION_AUTH_FILE = f"{INTERNAL_DIR}/{REPLICATION_AUTH_KEY}"
 NODES_FILE = f"{CLUSTER_STATE_DIR}/nodes.conf"
+"""nodes.conf of a cache (persistence none): on tmpfs, dies with the in-memory data."""
+PERSISTENT_NODES_FILE = f"{DATA_DIR}/nodes.conf"
+"""nodes.conf with persistence rdb or aof: on the claim, beside the data it describes."""
 TLS_CERT_FILE = f"{TLS_DIR}/{TLS_CERT_KEY}"
 TLS_KEY_FILE = f"{TLS_DIR}/{TLS_KEY_KEY}"
 TLS_CA_FILE = f"{TLS_DIR}/{TLS_CA_KEY}"

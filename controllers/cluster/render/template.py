@@ -9,12 +9,16 @@ the CPU limit stopped being derived from the request: their live pods keep the C
 created with until something else rolls them), pod
 security ids, the startup-only tunables (io-threads), TLS (on/off and the Secret the pods mount),
 placement (zones, nodeSelector, tolerations, priorityClassName: fields of a
-live pod that cannot change in place), and TEMPLATE_VERSION.
+live pod that cannot change in place), persistence when it is on (its mode,
+appendfsync and storageClassName: a mode change changes valkey.conf and the
+pod's volumes, and a claim's class cannot change, so a new class needs new
+claims), and TEMPLATE_VERSION.
 
 Not in the hash: runtime tunables (CONFIG SET on live nodes, SPEC 1.2; removing
 one sets it back to its default the same way),
 podAnnotations (patched in place) and zoneSpread (applies to pods created
-later), as SPEC 1.4 requires; nor ACLs (ACL SETUSER at runtime); nor
+later), as SPEC 1.4 requires; nor ACLs (ACL SETUSER at runtime); nor the persistence size (claims grow in
+place, SPEC 1.6) or reclaimPolicy (the claims' owner references); nor
 imagePullSecrets: the kubelet uses them only to pull, and a running pod has
 pulled its image already, so a change (a renamed or rotated registry
 credential) needs no new pods; pods created later carry the new list.
@@ -37,11 +41,26 @@ keeps it on disk and, after the ConfigMap change, could not even start again.
 """
 
 
+def persistence_inputs(ctx: RenderContext) -> Obj:
+    """What of persistence only new pods can change; empty with mode none, so caches keep their hash."""
+    persistence = ctx.persistence
+    if not persistence.enabled:
+        return {}
+    return {
+        "persistence": {
+            "mode": str(persistence.mode),
+            "appendfsync": str(persistence.appendfsync) if persistence.appendfsync else None,
+            "storageClassName": persistence.storage_class_name,
+        }
+    }
+
+
 def template_inputs(ctx: RenderContext) -> Obj:
     """Everything the hash covers, as plain JSON (also handy for explaining a rollout)."""
     image = ctx.config.image
     placement = ctx.placement
     return {
+        **persistence_inputs(ctx),
         "version": TEMPLATE_VERSION,
         "image": {"reference": image.reference, "version": image.version},
         "resources": dict(sorted(ctx.config.resources.items())),

@@ -312,6 +312,9 @@ def blocked(rng: random.Random) -> World:
                 "spec": {"imageRef": "v9", "resources": {"cpu": "2", "limits": {"cpu": "1"}}},
             }
         },  # LimitBelowRequest
+        {
+            "cfg": {"metadata": {"name": "cfg"}, "spec": {"imageRef": "v9", "persistence": {"mode": "rdb"}}}
+        },  # PersistenceInvalid
     ):
         found.configs = broken
         step(found)
