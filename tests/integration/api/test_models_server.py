@@ -34,8 +34,13 @@ from valkey_operator.api.cluster import (
     ZoneSpread,
 )
 from valkey_operator.api.config import (
+    Appendfsync,
+    PersistenceMode,
+    PersistenceSpec,
     PodSecurity,
+    ReclaimPolicy,
     ResolvedImage,
+    ResolvedPersistence,
     ResourceLimits,
     Resources,
     ValkeyConfig,
@@ -124,6 +129,13 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             resources=Resources(cpu="500m", memory="1Gi", limits=ResourceLimits(cpu="2", memory="2Gi")),
             valkey={"maxmemory-policy": "allkeys-lru", "Maxmemory": "700mb", "io-threads": "2"},
             pod_security=PodSecurity(run_as_user=1000, run_as_group=1001, fs_group=1002),
+            persistence=PersistenceSpec(
+                mode=PersistenceMode.AOF,
+                size="10Gi",
+                storage_class_name="local-path",
+                appendfsync=Appendfsync.ALWAYS,
+                reclaim_policy=ReclaimPolicy.RETAIN,
+            ),
         ),
         status=ValkeyConfigStatus(
             observed_generation=1,
@@ -135,6 +147,13 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 digest="sha256:" + "c" * 64,
             ),
             settings_hash="0123abcd",
+            persistence=ResolvedPersistence(
+                mode=PersistenceMode.AOF,
+                size="10Gi",
+                storage_class_name="local-path",
+                appendfsync=Appendfsync.ALWAYS,
+                reclaim_policy=ReclaimPolicy.RETAIN,
+            ),
             conditions=conditions("Resolved"),
         ),
     )
@@ -535,6 +554,10 @@ def test_schema_fields_and_enums_are_exactly_the_models() -> None:
     acl_keys = ("spec", "acl", "[]", "permissions", "[]", "keys", "[]", "access")
     assert enum_at("ValkeyCluster", *acl_keys) == set(KeyAccess)
     assert enum_at("ValkeyCluster", "spec", "placement", "zoneSpread") == set(ZoneSpread)
+    for part in ("spec", "status"):
+        assert enum_at("ValkeyConfig", part, "persistence", "mode") == set(PersistenceMode)
+        assert enum_at("ValkeyConfig", part, "persistence", "appendfsync") == set(Appendfsync)
+        assert enum_at("ValkeyConfig", part, "persistence", "reclaimPolicy") == set(ReclaimPolicy)
     tolerations = ("spec", "placement", "tolerations", "[]")
     assert enum_at("ValkeyCluster", *tolerations, "operator") == set(TolerationOperator)
     assert enum_at("ValkeyCluster", *tolerations, "effect") == set(TaintEffect)

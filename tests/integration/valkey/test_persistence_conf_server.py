@@ -13,8 +13,10 @@ keep what its mode promises across a restart:
 - aof (everysec and always): appendonlydir and nodes.conf in dir; even a
   SIGKILL keeps every acknowledged write (the process died, the kernel kept
   its page cache: the fsync policy only matters when the machine dies);
-and for rdb a replica's full sync leaves the synced RDB in the replica's dir
-(`repl-diskless-load disabled`), its persistence before any save point fires.
+for rdb a replica's full sync leaves the synced RDB in the replica's dir
+(`repl-diskless-load disabled`), its persistence before any save point fires;
+and a claim written in one mode is not read in the other (why a mode change
+needs new pods on fresh claims).
 
 Valkey 8.1.8 in the catalog is the below-the-floor image; the operator renders
 for Valkey 9 (`shutdown-on-sigterm failover` is a 9.0 flag), so every 9.x
@@ -287,3 +289,22 @@ def test_an_rdb_replica_keeps_its_full_sync_as_its_dump(started: Started, releas
     dump = replica_pod.data / "dump.rdb"
     assert dump.is_file() and dump.stat().st_size > 0, sorted(p.name for p in replica_pod.data.iterdir())
     assert replica.info("persistence")["rdb_saves"] == "0"  # no save made it: the sync did
+
+
+def test_a_claim_written_in_one_mode_is_not_read_in_the_other(started: Started) -> None:
+    """Why a mode change needs new pods on fresh claims (docs/cluster-internals.md): restarted in aof
+    mode, an rdb node ignores its dump.rdb and comes back empty with its identity and slots;
+    restarted in rdb mode, an aof node loads whatever stale dump.rdb lies in dir."""
+    [pod] = pods_of(RELEASES[-1], 1)
+    rdb, aof = config_of(MODES["rdb"]), config_of(MODES["aof-everysec"])
+    server = started.track(pod.start(rdb, HOSTS[0]))
+    identity = own_all_slots(server)
+    write(server, 0, KEYS)
+    server.stop(grace=30)  # SIGTERM saves: dump.rdb holds every key
+    as_aof = started.track(pod.start(aof, HOSTS[0]))
+    assert as_aof.command("DBSIZE") == 0
+    assert myid(wait_serving(as_aof)) == identity  # an empty node that still owns every slot
+    write(as_aof, KEYS, KEYS)
+    as_aof.stop(grace=30)
+    as_rdb = started.track(pod.start(rdb, HOSTS[0]))
+    assert keys_present(wait_serving(as_rdb)) == set(range(KEYS))  # the stale snapshot, not the AOF
