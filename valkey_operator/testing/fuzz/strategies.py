@@ -16,6 +16,7 @@ import attrs
 from hypothesis import strategies as st
 
 from valkey_operator.api.cluster import KeyAccess, TaintEffect, TolerationOperator, ZoneSpread
+from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPolicy
 from valkey_operator.api.resources import (
     PAUSED_ANNOTATION,
     RESERVED_USERNAMES,
@@ -257,6 +258,23 @@ def pod_ids() -> Draw:
     return st.fixed_dictionaries({}, optional={"runAsUser": ids, "runAsGroup": ids, "fsGroup": ids})
 
 
+def persistence() -> Draw:
+    """Each field maybe present: modes with and without a size, appendfsync with the wrong mode,
+    sizes that grow, shrink or break on the next write of the same name (the transition rule)."""
+
+    def valid(enum: type[PersistenceMode] | type[Appendfsync] | type[ReclaimPolicy]) -> Draw:
+        return st.sampled_from([member.value for member in enum])
+
+    optional = {
+        "mode": sometimes(valid(PersistenceMode), st.sampled_from(["RDB", "both", ""]), wrong_type()),
+        "size": quantity(),
+        "storageClassName": sometimes(st.sampled_from(["local-path", "fast"]), hostile_text()),
+        "appendfsync": sometimes(valid(Appendfsync), st.sampled_from(["no", "Always"])),
+        "reclaimPolicy": sometimes(valid(ReclaimPolicy), st.sampled_from(["delete", "Recycle"])),
+    }
+    return sometimes(st.fixed_dictionaries({}, optional=optional), wrong_type())
+
+
 def config_spec(pool: Pool) -> Draw:
     """imageRef, baseRef or both (now and then neither, which admission refuses), and the rest."""
     resources = st.fixed_dictionaries({}, optional={"cpu": quantity(), "memory": quantity()})
@@ -264,6 +282,7 @@ def config_spec(pool: Pool) -> Draw:
         "resources": sometimes(resources, wrong_type()),
         "valkey": valkey_settings(),
         "podSecurity": sometimes(pod_ids(), wrong_type()),
+        "persistence": persistence(),
     }
     image, base = ref(pool.images, pool.run), ref(pool.configs, pool.run)
     return sometimes(
