@@ -259,20 +259,28 @@ def pod_ids() -> Draw:
 
 
 def persistence() -> Draw:
-    """Each field maybe present: modes with and without a size, appendfsync with the wrong mode,
-    sizes that grow, shrink or break on the next write of the same name (the transition rule)."""
+    """Mostly a valid shape (none, rdb with a size, aof with a size and maybe appendfsync); now and
+    then any mix (aof-only fields with the wrong mode, a mode without a size) or another type. The
+    same name written again grows, shrinks or breaks its size (the transition rule)."""
 
     def valid(enum: type[PersistenceMode] | type[Appendfsync] | type[ReclaimPolicy]) -> Draw:
         return st.sampled_from([member.value for member in enum])
 
-    optional = {
-        "mode": sometimes(valid(PersistenceMode), st.sampled_from(["RDB", "both", ""]), wrong_type()),
-        "size": quantity(),
+    mode = sometimes(valid(PersistenceMode), st.sampled_from(["RDB", "both", ""]), wrong_type())
+    fsync = sometimes(valid(Appendfsync), st.sampled_from(["no", "Always"]))
+    claims = {
         "storageClassName": sometimes(st.sampled_from(["local-path", "fast"]), hostile_text()),
-        "appendfsync": sometimes(valid(Appendfsync), st.sampled_from(["no", "Always"])),
         "reclaimPolicy": sometimes(valid(ReclaimPolicy), st.sampled_from(["delete", "Recycle"])),
     }
-    return sometimes(st.fixed_dictionaries({}, optional=optional), wrong_type())
+    shapes = choose(
+        fields({}, {"mode": st.just("none"), "size": quantity()}),
+        fields({"mode": st.just("rdb"), "size": quantity()}, claims),
+        fields({"mode": st.just("aof"), "size": quantity()}, {"appendfsync": fsync, **claims}),
+    )
+    mixed = st.fixed_dictionaries(
+        {}, optional={"mode": mode, "size": quantity(), "appendfsync": fsync, **claims}
+    )
+    return sometimes(shapes, mixed, wrong_type())
 
 
 def config_spec(pool: Pool) -> Draw:
