@@ -247,6 +247,40 @@ async def test_chain_resolution_and_every_failure_reason(
     assert condition is not None and condition["status"] == "False"
 
 
+async def test_persistence_resolves_through_the_chain_into_status(
+    operator: Operator, kube: Client, names: Names
+) -> None:
+    """Field by field over the base, defaults filled in; a size that shrinks through the chain
+    (baseRef moved to a smaller base: admission cannot see it) shows in status; rdb with no size
+    anywhere in the chain does not resolve."""
+    await names.image("img")
+    await names.config("big", imageRef="img", persistence={"mode": "rdb", "size": "10Gi"})
+    await names.config("small", imageRef="img", persistence={"mode": "rdb", "size": "5Gi"})
+    await names.config("leaf", baseRef="big", persistence={"mode": "aof", "appendfsync": "always"})
+
+    async def shows(name: str, wanted: Obj | None) -> bool:
+        """The status of the current generation says wanted (None: no persistence, a cache)."""
+        config = await kube.get(VALKEY_CONFIGS, names(name))
+        status = config.get("status", {})
+        current = status.get("observedGeneration") == config["metadata"]["generation"]
+        return current and "conditions" in status and status.get("persistence") == wanted
+
+    aof = {"mode": "aof", "size": "10Gi", "appendfsync": "always", "reclaimPolicy": "Delete"}
+    await eventually(lambda: shows("leaf", aof), "leaf: aof over its base's size")
+    await kube.patch(VALKEY_CONFIGS, names("leaf"), {"spec": {"baseRef": names("small")}})
+    await eventually(lambda: shows("leaf", {**aof, "size": "5Gi"}), "the smaller base's size")
+
+    await names.config("sizeless", imageRef="img")
+    await names.config("rdb", baseRef="sizeless", persistence={"mode": "rdb"})
+    await eventually(lambda: resolution_is(kube, names("rdb"), "PersistenceInvalid"), "PersistenceInvalid")
+    condition = await resolved(kube, names("rdb"))
+    assert condition is not None and "persistence.size" in condition["message"], condition
+    await kube.patch(VALKEY_CONFIGS, names("sizeless"), {"spec": {"persistence": {"size": "1Gi"}}})
+    rdb = {"mode": "rdb", "size": "1Gi", "reclaimPolicy": "Delete"}
+    await eventually(lambda: shows("rdb", rdb), "resolved once the base has a size")
+    await eventually(lambda: shows("sizeless", None), "a base with only a size is a cache")
+
+
 async def test_configs_and_roles_are_protected_while_referenced(
     operator: Operator, kube: Client, names: Names, namespace: str
 ) -> None:
