@@ -204,8 +204,9 @@ async def test_a_pod_waits_for_its_claim_and_deleting_the_claim_deletes_the_volu
 
     async def volume_deleted() -> bool | NotYet:
         left = await kube.get_or_none(VOLUMES, pv["metadata"]["name"])
-        if left is not None or host_mode(host_dir) is not None:
-            return NotYet(left and left.get("status"))
+        directory = host_mode(host_dir)
+        if left is not None or directory is not None:
+            return NotYet({"pv": left and left.get("status"), "directory": directory})
         return True
 
     await eventually(volume_deleted, "the PV and its directory deleted (reclaim Delete, teardown pod)", 90)
