@@ -183,6 +183,7 @@ class ControlPlane:
                     f"{self.state_dir} runs the control plane of {recorded}, not {self.bins.bin_dir}: "
                     "run `down` first"
                 )
+            self._ensure_provisioner()
             self._ensure_kubelet(timeout)
             return
         self.down()
@@ -235,6 +236,13 @@ class ControlPlane:
         if self._state_file.exists():
             self._state_file.unlink()
         shutil.rmtree(self.etcd_data, ignore_errors=True)
+
+    def _ensure_provisioner(self) -> None:
+        """Start the provisioner in a running plane that lacks it (one an older checkout started)."""
+        endpoints = self.endpoints()
+        records = self.records()
+        if self.nodes and endpoints and not any(r.name == localpath.BINARY for r in records):
+            self._save(endpoints, [*records, self._start_provisioner(endpoints)])
 
     def _ensure_kubelet(self, timeout: float) -> None:
         """Start the kubelet if nodes are wanted and it is not running; wait for its nodes."""
