@@ -1,8 +1,8 @@
 """Build the test bed's control-plane binaries from Go modules, once, into a cache.
 
 There is no Docker engine or image registry here, so the real kube-apiserver,
-kube-controller-manager, kube-scheduler, kubectl, etcd, helm, prometheus and
-promtool are compiled from the Go module proxy, and so is the kstatus checker
+kube-controller-manager, kube-scheduler, kubectl, etcd, helm, prometheus,
+promtool and local-path-provisioner are compiled from the Go module proxy, and so is the kstatus checker
 (testing/kstatus). Each artifact is stamped with what built it; a build whose
 stamp matches is skipped, so the command is idempotent and cheap when warm.
 Builds run under a file lock so concurrent callers wait, not race.
@@ -31,7 +31,7 @@ from valkey_operator.testing.kubeversion import KubeRelease, default_release, se
 Progress = Callable[[str], None]
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-TOOLS = ("helm", "prometheus", "promtool")
+TOOLS = ("helm", "prometheus", "promtool", "local-path-provisioner")
 """Built once, in the default release's directory; another release's directory links to them."""
 
 _KUBE_MAIN = """\
@@ -142,6 +142,10 @@ class Binaries:
     @property
     def promtool(self) -> Path:
         return self.path("promtool")
+
+    @property
+    def local_path_provisioner(self) -> Path:
+        return self.path("local-path-provisioner")
 
 
 def binaries(release: KubeRelease | None = None) -> Binaries:
@@ -329,11 +333,18 @@ def _tool_artifacts() -> list[_Artifact]:
         stamp = f"{command} {versions.PROMETHEUS} ({PROMETHEUS_TAGS})"
         return _Artifact(command, stamp, _build_prometheus_command(command))
 
+    from valkey_operator.testing import localpath  # builds on this module
+
     return [
         _Artifact("helm", f"helm {versions.HELM}", _build_helm),
         # Two builds of one module: the second reuses the first's compiled packages (one GOCACHE).
         prometheus("prometheus"),
         prometheus("promtool"),
+        _Artifact(
+            localpath.BINARY,
+            f"local-path-provisioner {versions.LOCAL_PATH_PROVISIONER}",
+            localpath.build_provisioner,
+        ),
     ]
 
 

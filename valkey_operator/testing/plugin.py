@@ -5,7 +5,8 @@ project that installs this package (with the `testing` extra) gets these
 fixtures. Nothing starts until a test asks for one of them.
 
 - `kube_control_plane` (session): the running ControlPlane, with the process
-  kubelet's three zoned nodes (pods really run; see docs/testing.md).
+  kubelet's three zoned nodes (pods really run; see docs/testing.md) and the
+  local-path-provisioner behind the default StorageClass `local-path`.
 - `kubelet` (session): a KubeletControl for that kubelet: node failure and
   recovery, pod pids and log paths, exec in a container.
 - `kubeconfig_path` (session): path of its admin kubeconfig.

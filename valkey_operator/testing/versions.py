@@ -26,6 +26,9 @@ HELM = "v3.22.0"
 # Prometheus and promtool, for the metrics, dashboard and alert tests. The Go module
 # github.com/prometheus/prometheus publishes Prometheus 3.X.Y as v0.3XX.Y (v0.316.0 is 3.16.0).
 PROMETHEUS = "v0.316.0"
+# rancher's local-path-provisioner, the test bed's dynamic provisioner (StorageClass `local-path`, as
+# kind ships it): built from its Go module, the only version the Go module proxy served on 2026-12-02.
+LOCAL_PATH_PROVISIONER = "v0.0.30"
 # sigs.k8s.io/cli-utils, whose kstatus library the status tests ask (testing/kstatus): the newest
 # version the Go module proxy served on 2026-12-02; `go mod tidy` picks the k8s.io modules it needs.
 CLI_UTILS = "v0.37.2"

@@ -571,14 +571,16 @@ async def test_cli_up_runs_nodes_and_down_stops_pods_even_after_a_kubelet_crash(
     state = tmp_path / "bed"
     await asyncio.to_thread(_testbed, "up", "--state-dir", str(state), "--nodes", "1")
     plane = ControlPlane(state)
+    started = plane.records()
     try:
         kubelet_record = plane.kubelet_record()
         assert kubelet_record is not None and kubelet_record.alive()
-        assert {r.name for r in plane.records()} == {
+        assert {r.name for r in started} == {
             "etcd",
             "kube-apiserver",
             "kube-controller-manager",
             "kube-scheduler",
+            "local-path-provisioner",  # with nodes: the default StorageClass's provisioner
         }
         configuration = k8s.Configuration()
         await k8s_config.load_kube_config(
@@ -604,6 +606,7 @@ async def test_cli_up_runs_nodes_and_down_stops_pods_even_after_a_kubelet_crash(
         await asyncio.to_thread(_testbed, "down", "--state-dir", str(state))
     assert not alive(pid), "down must stop pod processes from their records"
     assert plane.kubelet_record() is None
+    assert not [r.name for r in started if r.alive()], "down stops the control plane and the provisioner"
 
 
 async def test_three_hand_built_valkey_pods_form_a_cluster(

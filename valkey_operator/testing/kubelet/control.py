@@ -5,6 +5,7 @@ answers one line of JSON:
 
     {"op": "status"}                                -> {"nodes": [...], "pods": [...]}
     {"op": "fail_node", "node": "node-2"}           -> {"ok": true}
+    {"op": "fail_node", "node": "node-2", "loseDisk": true} -> {"ok": true}
     {"op": "recover_node", "node": "node-2"}        -> {"ok": true}
     {"op": "exec", "namespace": ..., "pod": ..., "container": ..., "argv": [...], "execTimeout": 30}
                                                     -> {"exitCode": 0, "output": "<base64>"}
@@ -14,6 +15,7 @@ the pytest fixture `kubelet`); from a shell:
 
     python -m valkey_operator.testing.kubelet.ctl --state-dir DIR status
     python -m valkey_operator.testing.kubelet.ctl --state-dir DIR fail-node node-2
+    python -m valkey_operator.testing.kubelet.ctl --state-dir DIR fail-node --lose-disk node-2
     python -m valkey_operator.testing.kubelet.ctl --state-dir DIR recover-node node-2
 """
 
@@ -98,7 +100,7 @@ class ControlServer:
         if op == "status":
             return self.kubelet.snapshot()
         if op == "fail_node":
-            await self.kubelet.fail_node(request["node"])
+            await self.kubelet.fail_node(request["node"], bool(request.get("loseDisk", False)))
             return {"ok": True}
         if op == "recover_node":
             await self.kubelet.recover_node(request["node"])
@@ -163,8 +165,10 @@ class KubeletControl:
     async def status(self) -> Obj:
         return await self.request("status")
 
-    async def fail_node(self, node: str) -> None:
-        await self.request("fail_node", node=node)
+    async def fail_node(self, node: str, lose_disk: bool = False) -> None:
+        """Fail the node like a power loss (a reboot once recovered: its disk is kept); with lose_disk
+        its disk is lost too: its local-path volumes and its pods' emptyDirs are wiped."""
+        await self.request("fail_node", node=node, loseDisk=lose_disk)
 
     async def recover_node(self, node: str) -> None:
         await self.request("recover_node", node=node)

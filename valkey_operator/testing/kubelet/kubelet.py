@@ -5,7 +5,10 @@
     await kubelet.start()
     await kubelet.fail_node("node-2")     # heartbeats stop, its processes die, pods stay in the API
     await kubelet.recover_node("node-2")  # heartbeats resume, same pods, new pod IPs
-    # like a reboot: disk emptyDirs keep their contents, Memory (tmpfs) emptyDirs come back empty
+    # like a reboot: disk emptyDirs and local-path volumes keep their contents, Memory (tmpfs)
+    # emptyDirs come back empty
+    await kubelet.fail_node("node-2", lose_disk=True)  # as above, and the node's disk is wiped:
+    # its local-path volume directories and every emptyDir of its pods are gone
     await kubelet.stop()
 
 Pods bound to our nodes come from one informer per node (fieldSelector
@@ -29,6 +32,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import CONFIG_MAPS, PODS, SECRETS
 from valkey_operator.core.store import DeletedFinalStateUnknown
+from valkey_operator.testing import localpath
 from valkey_operator.testing.images import ImageEntry, resolve_image
 from valkey_operator.testing.kubelet import podprocs
 from valkey_operator.testing.kubelet.ipam import IPAllocator
@@ -70,6 +74,7 @@ class Kubelet:
     ) -> None:
         self.client = client
         self.sync_delay = sync_delay
+        self.state_dir = state_dir
         self.dir = kubelet_dir(state_dir)
         self.agents = {
             name: NodeAgent(client, name, zones[index % len(zones)], node_ip(index), lease_interval)
@@ -230,15 +235,21 @@ class Kubelet:
 
     # -- node failure ----------------------------------------------------------------------
 
-    async def fail_node(self, name: str) -> None:
+    async def fail_node(self, name: str, lose_disk: bool = False) -> None:
         """Stop the node's heartbeats and kill its processes; its pods stay as the API shows them.
 
-        Like a power loss: Memory (tmpfs) emptyDirs of its pods lose their contents, disk ones keep them.
+        Like a power loss: Memory (tmpfs) emptyDirs of its pods lose their contents, disk ones and the
+        node's local-path volumes keep them. With lose_disk the node's disk is gone as well (a node
+        replaced under the same name with a blank disk): its directory, holding its local-path
+        volumes, is removed and so is every emptyDir of its pods.
         """
         agent = self.agents[name]
         await agent.fail()
-        await asyncio.gather(*(w.suspend() for w in self.workers.values() if w.node == name))
-        log.info("node_failed", node=name)
+        workers = [w for w in self.workers.values() if w.node == name]
+        await asyncio.gather(*(w.suspend(lose_disk) for w in workers))
+        if lose_disk:
+            await asyncio.to_thread(shutil.rmtree, localpath.node_dir(self.state_dir, name), True)
+        log.info("node_failed", node=name, lose_disk=lose_disk)
 
     async def recover_node(self, name: str) -> None:
         """Heartbeats again; the node's pods start again on new pod IPs, disk emptyDirs intact."""

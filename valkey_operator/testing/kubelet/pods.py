@@ -18,7 +18,8 @@ the pod's uid as precondition.
 
 Node failure (`suspend`): every process is killed at once and nothing is
 written any more; the pod stays as the API shows it; emptyDirs with `medium:
-Memory` (tmpfs) lose their contents, disk emptyDirs keep theirs. Recovery
+Memory` (tmpfs) lose their contents, disk emptyDirs keep theirs (all are
+emptied when the failure loses the disk). Recovery
 (`resume`) starts the same pod again in a new sandbox (a new pod IP), with
 restartCount incremented, like a rebooted node.
 """
@@ -308,18 +309,25 @@ class PodWorker:
                     source.mkdir(parents=True, exist_ok=True)
             else:
                 source = self.volumes.path(mount["name"])
+            claim_read_only = bool((volume.get("persistentVolumeClaim") or {}).get("readOnly"))
             sub_path = mount.get("subPath") or envvars.expand(mount.get("subPathExpr", ""), env)
             if sub_path:
                 source = source / sub_path
                 if "emptyDir" in volume:
                     source.mkdir(parents=True, exist_ok=True)
                     source.chmod(0o777)
+                elif "persistentVolumeClaim" in volume and not source.exists():
+                    # As the kubelet's SafeMakeDir: missing subPath directories get the volume root's mode.
+                    root_mode = self.volumes.path(mount["name"]).stat().st_mode & 0o7777
+                    source.mkdir(parents=True)
+                    source.chmod(root_mode)
                 elif not source.exists():
                     raise runtime.ConfigError(
                         f"subPath {sub_path!r} of volume {mount['name']!r} does not exist"
                     )
                 source = source.resolve()
-            mounts.append(runtime.Mount(source, mount["mountPath"], bool(mount.get("readOnly"))))
+            read_only = bool(mount.get("readOnly")) or claim_read_only
+            mounts.append(runtime.Mount(source, mount["mountPath"], read_only))
         if not any(m.target == "/etc/hosts" for m in mounts):
             mounts.append(runtime.Mount(self.dir / "etc-hosts", "/etc/hosts", False))
         return mounts
@@ -448,17 +456,19 @@ class PodWorker:
                 runner.state = before["state"]
                 runner.mark_restarted_after_node_failure()
 
-    async def suspend(self) -> None:
+    async def suspend(self, lose_disk: bool = False) -> None:
         """The node died: kill every process now and stop writing status (the pod stays in the API).
 
-        Memory emptyDirs go with the node's memory; disk emptyDirs stay (volumes.drop_memory).
+        Memory emptyDirs go with the node's memory; disk emptyDirs stay (volumes.drop_memory), unless
+        the disk is lost too (volumes.drop_disk).
         """
         self.suspended = True
         await self._kill_all()
         await self._stop_status_writer()
-        dropped = await asyncio.to_thread(self.volumes.drop_memory, self.pod)
+        drop = self.volumes.drop_disk if lose_disk else self.volumes.drop_memory
+        dropped = await asyncio.to_thread(drop, self.pod)
         if dropped:
-            self._log.info("memory_volumes_lost", volumes=dropped)
+            self._log.info("disk_volumes_lost" if lose_disk else "memory_volumes_lost", volumes=dropped)
         self._release_ip()
         self.ip = None
         self.terminating = False
@@ -598,8 +608,9 @@ class PodWorker:
         if self.ip:
             status["podIP"] = self.ip
             status["podIPs"] = [{"ip": self.ip}]
-        # A volume that cannot be set up yet is explained here; None clears an old explanation.
-        status["message"] = self.volume_message if self.volume_message and not self.initialized else None
+        # A volume that cannot be set up yet (a claim not bound yet) is explained here, where a real
+        # kubelet posts a FailedMount Event; None clears an old explanation.
+        status["message"] = self.volume_message or None
         return status
 
     def snapshot(self) -> Obj:

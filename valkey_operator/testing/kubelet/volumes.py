@@ -10,16 +10,27 @@ directory, one symlink per top-level key), so a process reading a file sees
 the old or the new content, never half of either. `refresh` rewrites them
 when their sources changed; the caller decides when (the sync delay).
 
+persistentVolumeClaim: the claim must be Bound (else VolumeError: the pod
+waits and retries, as a real kubelet's volume manager does); its PV's
+hostPath or local path is bind-mounted at each mountPath (readOnly from the
+mount or the claim source). A hostPath DirectoryOrCreate path that is
+missing is created as the kubelet creates it (root, 0755); a local path
+must exist, and gets the pod's fsGroup (group-owned, group-writable,
+setgid directories) as the kubelet's ownership management gives local
+volumes. local-path-provisioner volumes are hostPath directories its helper
+pod made with mode 0777 (localpath.py), so any user can write them.
+
 Node failure models a reboot (`drop_memory`): a disk emptyDir keeps its
 contents, as a real kubelet's directory under /var/lib/kubelet does, while
 an emptyDir with `medium: Memory` is emptied, since a real one is a tmpfs
 and does not survive the reboot. Here a Memory emptyDir is a plain host
 directory (no tmpfs mount, `sizeLimit` not enforced); only its lifetime is
-modelled.
+modelled. A failure with data loss (`drop_disk`) empties every emptyDir.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import os
@@ -65,9 +76,11 @@ class PodVolumes:
     clock: Callable[[], float] = time.time
     _payloads: dict[str, Payload] = attrs.field(init=False, factory=dict)
     _tokens: dict[tuple[str, str, int], _Token] = attrs.field(init=False, factory=dict)
+    _claims: dict[str, Path] = attrs.field(init=False, factory=dict)
 
     def path(self, volume: str) -> Path:
-        return self.root / volume
+        """Where a volume's content is on the host: a claim's volume path, else under root."""
+        return self._claims.get(volume) or self.root / volume
 
     @staticmethod
     def fs_group(pod: Obj) -> int | None:
@@ -104,8 +117,38 @@ class PodVolumes:
                 _own_dir(target, fs_group, 0o2777 if fs_group is not None else 0o777)
             elif "hostPath" in volume:
                 continue  # mounted straight from the host path
+            elif "persistentVolumeClaim" in volume:
+                namespace = pod["metadata"]["namespace"]
+                claim = volume["persistentVolumeClaim"]["claimName"]
+                self._claims[name] = await self._claim_path(namespace, claim, fs_group)
             else:
                 await self._write(pod, volume, pod_ip, host_ip, fs_group)
+
+    async def _claim_path(self, namespace: str, claim: str, fs_group: int | None) -> Path:
+        """The host path of the volume bound to a claim; VolumeError while there is none yet."""
+        pvc = await self._get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}")
+        volume_name = (pvc.get("spec") or {}).get("volumeName")
+        phase = (pvc.get("status") or {}).get("phase")
+        if phase != "Bound" or not volume_name:
+            raise VolumeError(f'persistentvolumeclaim "{claim}" is not bound (phase {phase})')
+        pv = await self._get(f"/api/v1/persistentvolumes/{volume_name}")
+        return await asyncio.to_thread(_volume_path, volume_name, pv.get("spec") or {}, fs_group)
+
+    async def _get(self, path: str) -> Obj:
+        try:
+            found: Obj = await self.client.rest.request("GET", path)
+        except Exception as exc:
+            raise VolumeError(f"GET {path} failed: {exc}") from exc
+        return found
+
+    def drop_disk(self, pod: Obj) -> list[str]:
+        """The node's disk is lost: remove every emptyDir (`setup` recreates them empty)."""
+        dropped = []
+        for volume in pod["spec"].get("volumes") or []:
+            if "emptyDir" in volume:
+                shutil.rmtree(self.root / volume["name"], ignore_errors=True)
+                dropped.append(volume["name"])
+        return dropped
 
     def drop_memory(self, pod: Obj) -> list[str]:
         """The node went down: tmpfs contents are lost. Remove every `medium: Memory` emptyDir
@@ -122,7 +165,7 @@ class PodVolumes:
         changed = False
         fs_group = self.fs_group(pod)
         for volume in pod["spec"].get("volumes") or []:
-            if "emptyDir" in volume or "hostPath" in volume:
+            if "emptyDir" in volume or "hostPath" in volume or "persistentVolumeClaim" in volume:
                 continue
             with contextlib.suppress(VolumeError):  # keep the last good content, like the kubelet
                 changed |= await self._write(pod, volume, pod_ip, host_ip, fs_group)
@@ -256,6 +299,34 @@ def _own_dir(path: Path, fs_group: int | None, mode: int) -> None:
     if fs_group is not None:
         os.chown(path, 0, fs_group)
     path.chmod(mode)
+
+
+def _volume_path(volume_name: str, spec: Obj, fs_group: int | None) -> Path:
+    """The host directory of a PV (hostPath or local), made or owned as the kubelet would."""
+    if "hostPath" in spec:
+        path = Path(spec["hostPath"]["path"])
+        if not path.exists() and spec["hostPath"].get("type") == "DirectoryOrCreate":
+            path.mkdir(mode=0o755, parents=True)
+            path.chmod(0o755)  # whatever the umask: what the kubelet's MakeDir gives
+    elif "local" in spec:
+        path = Path(spec["local"]["path"])
+        if path.is_dir() and fs_group is not None:
+            _own_tree(path, fs_group)
+    else:
+        raise VolumeError(f'persistentvolume "{volume_name}": only hostPath and local are supported')
+    if not path.is_dir():
+        raise VolumeError(f'persistentvolume "{volume_name}": path {path} does not exist on the node')
+    return path
+
+
+def _own_tree(root: Path, fs_group: int) -> None:
+    """The kubelet's volume ownership for fsGroup: group-owned, group rw, setgid directories."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        os.chown(path, -1, fs_group)
+        mode = path.stat().st_mode & 0o7777
+        path.chmod(mode | (0o2070 if path.is_dir() else 0o060))
 
 
 def _atomic_write(target: Path, payload: Payload, fs_group: int | None) -> None:
