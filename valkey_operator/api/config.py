@@ -402,8 +402,9 @@ class ValkeyConfigStatus(Model):
         metadata=schema(
             "The persistence the chain resolves to, field by field with the defaults filled in; "
             "absent when it resolves to none (a cache). Admission stops a smaller size on one "
-            "object; a size that shrinks through the base chain (a base edited, or baseRef "
-            "changed) shows here, and the clusters compare it with their claims."
+            "object, not a size that shrinks through the chain (baseRef pointed at a smaller base, "
+            "or a size removed so a smaller one shows through): that shows here, and comparing it "
+            "with the claims is the cluster side's (not yet built)."
         ),
     )
     conditions: tuple[Condition, ...] = conditions(
