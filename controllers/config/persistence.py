@@ -10,9 +10,10 @@ Admission checks each config alone; two things only the chain can show:
 - an appendfsync inherited by a child that switched the mode to rdb or none:
   ignored (the child cannot unset a field its base sets), so `appendfsync`
   is None unless the mode is aof.
-A size that shrinks through the chain (a base edited, a baseRef changed) is
+A size that shrinks through the chain (baseRef pointed at a smaller base, a size
+removed so that a smaller one shows through) is
 not caught here either: the resolved size is what the chain says, and the
-cluster side compares it with its claims.
+cluster side is to compare it with its claims.
 """
 
 from __future__ import annotations

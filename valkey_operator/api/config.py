@@ -167,7 +167,8 @@ class PersistenceSpec(Model):
             "everything up to its last completed save) or aof (an append-only file: a node keeps every "
             "acknowledged write with appendfsync always, all but at most about one second of them with "
             "everysec). Unset: the base config's mode, none at the root of the chain. A change rolls "
-            "every cluster that resolves through the config.",
+            "every cluster that resolves through the config. Not yet durable across pod replacement: "
+            "the per-pod claims are not yet built.",
             max_length=8,
         ),
     )
@@ -184,7 +185,8 @@ class PersistenceSpec(Model):
     storage_class_name: str | None = attrs.field(
         default=None,
         metadata=name_ref(
-            "StorageClass of the claims. Unset: the cluster's default StorageClass.", "StorageClass"
+            "StorageClass of the claims (not yet built). Unset: the cluster's default StorageClass.",
+            "StorageClass",
         ),
     )
     appendfsync: Appendfsync | None = attrs.field(
@@ -199,8 +201,8 @@ class PersistenceSpec(Model):
     reclaim_policy: ReclaimPolicy | None = attrs.field(
         default=None,
         metadata=schema(
-            "Delete (the default): the claims are owned by their ValkeyCluster and deleted with it. "
-            "Retain: they are left behind when the cluster is deleted.",
+            "Delete (the default): the claims are to be owned by their ValkeyCluster and deleted with "
+            "it; Retain: left behind when the cluster is deleted. Not yet built: the claims.",
             max_length=16,
         ),
     )
@@ -400,8 +402,9 @@ class ValkeyConfigStatus(Model):
         metadata=schema(
             "The persistence the chain resolves to, field by field with the defaults filled in; "
             "absent when it resolves to none (a cache). Admission stops a smaller size on one "
-            "object; a size that shrinks through the base chain (a base edited, or baseRef "
-            "changed) shows here, and the clusters compare it with their claims."
+            "object, not a size that shrinks through the chain (baseRef pointed at a smaller base, "
+            "or a size removed so a smaller one shows through): that shows here, and comparing it "
+            "with the claims is the cluster side's (not yet built)."
         ),
     )
     conditions: tuple[Condition, ...] = conditions(
