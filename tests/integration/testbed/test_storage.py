@@ -11,6 +11,8 @@ failure that loses the disk, the claim's deletion).
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -211,3 +213,53 @@ async def test_a_pod_waits_for_its_claim_and_deleting_the_claim_deletes_the_volu
 
     await eventually(volume_deleted, "the PV and its directory deleted (reclaim Delete, teardown pod)", 90)
     assert await kube.get_or_none(CLAIMS, "data", namespace) is None
+
+
+def make_dir(path: Path, content: str) -> None:
+    """A root-owned 0755 directory holding one root-owned 0644 file, as an admin prepared it."""
+    path.mkdir(parents=True)
+    path.chmod(0o755)
+    (path / "old").write_text(content)
+    (path / "old").chmod(0o644)
+
+
+async def test_a_static_local_volume_is_bound_and_given_the_pods_fsgroup(
+    kube: Client, kubelet: KubeletControl, pods: Pods, namespace: str, kube_control_plane: ControlPlane
+) -> None:
+    """A hand-made `local` PV: the PV controller binds a class-less claim to it, and the kubelet gives
+    the volume the pod's fsGroup (a real kubelet manages ownership of local volumes, not hostPath)."""
+    node = "node-2"
+    directory = localpath.node_dir(kube_control_plane.state_dir, node) / f"static-{namespace}"
+    await asyncio.to_thread(make_dir, directory, "prepared\n")
+    name = f"static-{namespace}"
+    affinity = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "64Mi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "local": {"path": str(directory)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [affinity]}]}},
+        },
+    }
+    await kube.create(VOLUMES, volume)
+    try:
+        await kube.create(CLAIMS, claim_body("data", namespace, storageClassName="", volumeName=name))
+        await pods.create(claim_pod("owner", "data", "echo new > /data/new; exec sleep 3600"))
+        owner = await pods.ready("owner", 90)
+        assert owner["spec"]["nodeName"] == node, "the local volume's node affinity places the pod"
+        assert host_mode(directory) == (0o2775, 0, 999), "group-owned by fsGroup, setgid, group-writable"
+        assert host_mode(directory / "old") == (0o664, 0, 999), "existing files join the group"
+        assert host_mode(directory / "new") == (0o644, 999, 999), "the non-root pod wrote a new file"
+        code, text = await read(kubelet, namespace, "owner", "cat", "/data/old")
+        assert (code, text) == (0, "prepared\n")
+    finally:
+        await kube.delete(Resource("", "v1", "pods", "Pod"), "owner", namespace, grace_period_seconds=0)
+        await eventually(lambda: pods_gone(kube, namespace, "owner"), "owner gone", 60)
+        await kube.delete(CLAIMS, "data", namespace)
+        await kube.delete(VOLUMES, name)
+        await asyncio.to_thread(shutil.rmtree, directory, True)
