@@ -22,6 +22,7 @@ from kubelet_support import POD_IP_ENV, Pods, busybox, condition, container_stat
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import ApiError
 from valkey_operator.testing import localpath
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
@@ -126,6 +127,14 @@ async def test_claim_is_provisioned_bound_mounted_and_outlives_its_pod(
     assert host_mode(host_dir) == (0o777, 0, 0), "the setup script's mode: any user writes"
     assert read_text(host_dir / "first").split() == [writer["status"]["podIP"]], "the pod wrote on the volume"
     assert host_mode(host_dir / "first") == (0o644, 999, 999), "written by the pod's non-root user"
+    assert "kubernetes.io/pvc-protection" in pvc["metadata"]["finalizers"], "claim protection"
+    assert "kubernetes.io/pv-protection" in pv["metadata"]["finalizers"], "volume protection"
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(
+            CLAIMS, "data", {"spec": {"resources": {"requests": {"storage": "128Mi"}}}}, namespace
+        )
+    assert refused.value.status == 403, "the class does not allow expansion: the API server says so"
+    assert "must support resize" in refused.value.message
 
     await kube.delete(Resource("", "v1", "pods", "Pod"), "writer", namespace, grace_period_seconds=0)
     await eventually(lambda: pods_gone(kube, namespace, "writer"), "writer gone", 60)
