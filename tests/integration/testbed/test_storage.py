@@ -11,6 +11,8 @@ failure that loses the disk, the claim's deletion).
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from kubelet_support import POD_IP_ENV, Pods, busybox, condition, container_stat
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
+from valkey_operator.core.rest import ApiError
 from valkey_operator.testing import localpath
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
@@ -124,6 +127,14 @@ async def test_claim_is_provisioned_bound_mounted_and_outlives_its_pod(
     assert host_mode(host_dir) == (0o777, 0, 0), "the setup script's mode: any user writes"
     assert read_text(host_dir / "first").split() == [writer["status"]["podIP"]], "the pod wrote on the volume"
     assert host_mode(host_dir / "first") == (0o644, 999, 999), "written by the pod's non-root user"
+    assert "kubernetes.io/pvc-protection" in pvc["metadata"]["finalizers"], "claim protection"
+    assert "kubernetes.io/pv-protection" in pv["metadata"]["finalizers"], "volume protection"
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(
+            CLAIMS, "data", {"spec": {"resources": {"requests": {"storage": "128Mi"}}}}, namespace
+        )
+    assert refused.value.status == 403, "the class does not allow expansion: the API server says so"
+    assert "must support resize" in refused.value.message
 
     await kube.delete(Resource("", "v1", "pods", "Pod"), "writer", namespace, grace_period_seconds=0)
     await eventually(lambda: pods_gone(kube, namespace, "writer"), "writer gone", 60)
@@ -211,3 +222,53 @@ async def test_a_pod_waits_for_its_claim_and_deleting_the_claim_deletes_the_volu
 
     await eventually(volume_deleted, "the PV and its directory deleted (reclaim Delete, teardown pod)", 90)
     assert await kube.get_or_none(CLAIMS, "data", namespace) is None
+
+
+def make_dir(path: Path, content: str) -> None:
+    """A root-owned 0755 directory holding one root-owned 0644 file, as an admin prepared it."""
+    path.mkdir(parents=True)
+    path.chmod(0o755)
+    (path / "old").write_text(content)
+    (path / "old").chmod(0o644)
+
+
+async def test_a_static_local_volume_is_bound_and_given_the_pods_fsgroup(
+    kube: Client, kubelet: KubeletControl, pods: Pods, namespace: str, kube_control_plane: ControlPlane
+) -> None:
+    """A hand-made `local` PV: the PV controller binds a class-less claim to it, and the kubelet gives
+    the volume the pod's fsGroup (a real kubelet manages ownership of local volumes, not hostPath)."""
+    node = "node-2"
+    directory = localpath.node_dir(kube_control_plane.state_dir, node) / f"static-{namespace}"
+    await asyncio.to_thread(make_dir, directory, "prepared\n")
+    name = f"static-{namespace}"
+    affinity = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "64Mi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "local": {"path": str(directory)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [affinity]}]}},
+        },
+    }
+    await kube.create(VOLUMES, volume)
+    try:
+        await kube.create(CLAIMS, claim_body("data", namespace, storageClassName="", volumeName=name))
+        await pods.create(claim_pod("owner", "data", "echo new > /data/new; exec sleep 3600"))
+        owner = await pods.ready("owner", 90)
+        assert owner["spec"]["nodeName"] == node, "the local volume's node affinity places the pod"
+        assert host_mode(directory) == (0o2775, 0, 999), "group-owned by fsGroup, setgid, group-writable"
+        assert host_mode(directory / "old") == (0o664, 0, 999), "existing files join the group"
+        assert host_mode(directory / "new") == (0o644, 999, 999), "the non-root pod wrote a new file"
+        code, text = await read(kubelet, namespace, "owner", "cat", "/data/old")
+        assert (code, text) == (0, "prepared\n")
+    finally:
+        await kube.delete(Resource("", "v1", "pods", "Pod"), "owner", namespace, grace_period_seconds=0)
+        await eventually(lambda: pods_gone(kube, namespace, "owner"), "owner gone", 60)
+        await kube.delete(CLAIMS, "data", namespace)
+        await kube.delete(VOLUMES, name)
+        await asyncio.to_thread(shutil.rmtree, directory, True)
