@@ -8,9 +8,12 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
   as a precondition (another incarnation of the name is left alone); one
   `after` a reload is skipped when that reload failed this pass.
 - MarkMember: a merge patch of the member label (null removes it), uid as precondition.
-- CreatePod: the body decide rendered, under the name it drew.
+- CreatePod: the body decide rendered, under the name it drew; a new data claim
+  (persistence) is created first (a conflict: created by an earlier try).
 - DeletePod / PruneFailedPod: with a uid precondition, so only the incarnation
-  the plan saw goes.
+  the plan saw goes; a planned DeletePod deletes the pod's data claim first.
+- DeleteClaim / PatchClaim: a claim nobody needs goes (uid precondition); the
+  node id its server reported and a larger size are merge-patched onto it.
 - SetConfig: one CONFIG SET of every listed directive, as decided. A refusal is
   reported as `Failure.refused`: the directive Valkey's error names (or the only
   one sent), "" when it names none. The reconciler remembers it for the next
@@ -47,6 +50,7 @@ from controllers.cluster.decision.actions import (
     AssignSlots,
     CreateObject,
     CreatePod,
+    DeleteClaim,
     DeletePod,
     Failover,
     Failure,
@@ -54,6 +58,7 @@ from controllers.cluster.decision.actions import (
     MarkMember,
     Meet,
     MigrateSlots,
+    PatchClaim,
     PatchPodMetadata,
     Promote,
     PruneFailedPod,
@@ -66,7 +71,7 @@ from controllers.cluster.render import layout, names
 from controllers.cluster.render.context import RenderContext
 from valkey_operator import failpoints
 from valkey_operator.core.client import ApiError, Client
-from valkey_operator.core.resource import PODS
+from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS, PODS
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError, ValkeyCommandError
 
@@ -154,8 +159,16 @@ class Actor:
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
             case CreatePod():
                 await self._create_pod(action)
-            case DeletePod() | PruneFailedPod():
+            case DeletePod():
+                if action.claim:
+                    await self._delete_claim(action.claim, None)
                 await self._delete_pod(action.pod, action.uid)
+            case PruneFailedPod():
+                await self._delete_pod(action.pod, action.uid)
+            case DeleteClaim():
+                await self._delete_claim(action.claim, action.uid)
+            case PatchClaim():
+                await self._patch_claim(action)
             case SetConfig():
                 await self._set_config(action)
             case ReloadTls():
@@ -183,6 +196,13 @@ class Actor:
     async def _create_pod(self, action: CreatePod) -> None:
         if action.body is None or not action.name:
             raise ValkeyAdminError(f"a pod for shard {action.shard} was planned without a rendering")
+        if action.claim_body is not None:
+            try:
+                await self.client.create(PERSISTENT_VOLUME_CLAIMS, action.claim_body)
+            except ApiError as exc:
+                if not exc.conflict:  # it exists: a retry of a pass that created it
+                    raise
+            log.info("created claim", claim=action.claim, shard=action.shard, cluster=self._key())
         self.created.append(action.name)  # even if the create fails half-way: the cache is then waited for
         await self.client.create(PODS, action.body)
         log.info("created pod", pod=action.name, shard=action.shard, cluster=self._key())
@@ -196,6 +216,24 @@ class Actor:
             raise
         self.deleted.append(pod)
         log.info("deleted pod", pod=pod, cluster=self._key())
+
+    async def _delete_claim(self, claim: str, uid: str | None) -> None:
+        """Delete a data claim; the pvc-protection finalizer keeps it until no pod runs on it."""
+        try:
+            await self.client.delete(PERSISTENT_VOLUME_CLAIMS, claim, self.ctx.namespace, uid=uid or None)
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:  # gone already, or another claim by that name
+                return
+            raise
+        log.info("deleted claim", claim=claim, cluster=self._key())
+
+    async def _patch_claim(self, action: PatchClaim) -> None:
+        patch: Obj = {"metadata": {"uid": action.uid}}
+        if action.annotations:
+            patch["metadata"]["annotations"] = dict(action.annotations)
+        if action.storage is not None:
+            patch["spec"] = {"resources": {"requests": {"storage": action.storage}}}
+        await self.client.patch(PERSISTENT_VOLUME_CLAIMS, action.claim, patch, self.ctx.namespace)
 
     async def _set_config(self, action: SetConfig) -> None:
         settings = dict(action.settings)
@@ -300,6 +338,11 @@ def _describe(action: Action) -> str:
             return f"create a pod for shard {action.shard}"
         case DeletePod() | PruneFailedPod() | PatchPodMetadata() | MarkMember():
             return f"{type(action).__name__} {action.pod}"
+        case DeleteClaim():
+            return f"delete claim {action.claim}"
+        case PatchClaim():
+            grow = f" to {action.storage}" if action.storage else ""
+            return f"patch claim {action.claim}{grow}"
         case Forget():
             return f"forget {action.node_id[:8]}"
         case _:

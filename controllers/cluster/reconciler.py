@@ -39,7 +39,7 @@ from controllers.cluster.decision.decide import (
     commands_to_probe,
     decide,
 )
-from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.observe import ClaimObservation, Observation
 from controllers.cluster.decision.owned import owned_names
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
@@ -81,6 +81,7 @@ from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
     PODS,
     SECRETS,
@@ -95,6 +96,7 @@ log = structlog.get_logger(__name__)
 
 CONTROLLER_NAME = "valkeycluster"
 PODS_BY_CLUSTER = "pods-by-valkeycluster"
+CLAIMS_BY_CLUSTER = "claims-by-valkeycluster"
 
 CachedLookup = Callable[[Resource, str, str], Obj | None]
 """(resource, namespace, name) -> the cached object, or None."""
@@ -110,6 +112,17 @@ class Gathered:
     pods: list[Obj] = attrs.field(factory=list)
     admin: AdminClient | None = None
     extras: dict[str, NodeExtras] = attrs.field(factory=dict)
+
+
+def cluster_claims(claims: list[Obj], cluster_uid: str) -> list[Obj]:
+    """The cluster's data claims: labelled for it (the index) and owned by this incarnation, or by
+    none (reclaimPolicy Retain: a new cluster of the same name starts on them)."""
+    found = []
+    for claim in claims:
+        owners = [ref for ref in claim["metadata"].get("ownerReferences") or [] if ref.get("controller")]
+        if not owners or any(ref.get("uid") == cluster_uid for ref in owners):
+            found.append(claim)
+    return found
 
 
 def pod_cluster_key(pod: Obj) -> list[str]:
@@ -128,6 +141,7 @@ class ClusterReconciler:
         cached: CachedLookup,
         pods_of: Callable[[str, str], list[Obj]],
         *,
+        claims_of: Callable[[str, str], list[Obj]] = lambda _namespace, _cluster: [],
         options: ControllerOptions,
         secrets: ReferencedSecrets,
         zone_of: Callable[[str], str | None] = lambda _node: None,
@@ -138,6 +152,7 @@ class ClusterReconciler:
         self.metrics = metrics
         self.cached = cached
         self.pods_of = pods_of
+        self.claims_of = claims_of
         self.options = options
         self.secrets = secrets
         self.zone_of = zone_of
@@ -254,6 +269,10 @@ class ClusterReconciler:
             awaiting=self.expectations.awaiting(key, pods),
             node_zones=self._zones(pods),
             refusals=self.refusals.of(key, (pod["metadata"]["name"] for pod in pods)),
+            claims=tuple(
+                ClaimObservation.from_claim(claim)
+                for claim in cluster_claims(self.claims_of(namespace, name), meta.uid or "")
+            ),
         )
         limit = self.options.max_concurrent_rollouts
         facts = attrs.evolve(
@@ -354,6 +373,15 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     def pods_of(namespace: str, cluster: str) -> list[Obj]:
         return manager.cache.by_index(PODS, PODS_BY_CLUSTER, f"{namespace}/{cluster}")
 
+    # Data claims (persistence) by cluster label: retained claims have no owner to map them by.
+    manager.informer(PERSISTENT_VOLUME_CLAIMS).add_indexers({CLAIMS_BY_CLUSTER: pod_cluster_key})
+
+    def claims_of(namespace: str, cluster: str) -> list[Obj]:
+        return manager.cache.by_index(PERSISTENT_VOLUME_CLAIMS, CLAIMS_BY_CLUSTER, f"{namespace}/{cluster}")
+
+    def clusters_of_claim(claim: Obj) -> list[Request]:
+        return requests(pod_cluster_key(claim))
+
     def requests(keys: list[str]) -> list[Request]:
         found = []
         for key in sorted(set(keys)):
@@ -398,6 +426,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         metrics,
         cached,
         pods_of,
+        claims_of=claims_of,
         options=options,
         secrets=ReferencedSecrets(manager.client, secret_meta),
         zone_of=zone_of,
@@ -414,6 +443,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         .watches(VALKEY_IMAGES, clusters_of_image)
         .watches(VALKEY_ROLES, clusters_of_role)
         .watches(SECRETS, clusters_of_secret, metadata_only=True)
+        .watches(PERSISTENT_VOLUME_CLAIMS, clusters_of_claim)
         .with_workers(workers)
         .complete(reconciler)
     )

@@ -73,6 +73,11 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
     "OwnerReferencesPermissionEnforcement admission plugin on blockOwnerDeletion, not requested",
     ("secrets", "patch"): "server-side apply of the internal Secret when spec.acl or a user's password "
     "changes; decide() creates it whole, and this scenario's users exist from the cluster's creation",
+    **{
+        ("persistentvolumeclaims", verb): "data claims of clusters with persistence; this scenario's "
+        "clusters are caches"
+        for verb in ("create", "patch", "delete")
+    },
 }
 """(resource, verb) the chart grants that no request uses, with why each stays."""
 

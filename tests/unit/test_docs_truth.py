@@ -50,21 +50,6 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "persistence claims: a PersistentVolumeClaim per Valkey pod (the API and valkey.conf are built)",
-        (
-            r"\bPersistentVolumeClaims?\b",
-            r"\bPVCs?\b(?! protection)",
-            r"\b(?:comes?|brings?) back (?:\w+ ){0,3}on (?:its|their) (?:own )?claims?\b",
-        ),
-        (
-            "Each node keeps its data on a PersistentVolumeClaim.",
-            "A PVC per pod brings the data back after a restart.",
-            "A deleted pod comes back on its own claim.",
-        ),
-        issue=23,
-        built_if=(("controllers/**/*.py", r"persistentVolumeClaim"),),
-    ),
-    NotYet(
         "backups to object storage and restore into a new cluster",
         (
             r"\bValkeyBackups?\b",

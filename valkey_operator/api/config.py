@@ -167,17 +167,19 @@ class PersistenceSpec(Model):
             "everything up to its last completed save) or aof (an append-only file: a node keeps every "
             "acknowledged write with appendfsync always, all but at most about one second of them with "
             "everysec). Unset: the base config's mode, none at the root of the chain. A change rolls "
-            "every cluster that resolves through the config. Not yet durable across pod replacement: "
-            "the per-pod claims are not yet built.",
+            "every cluster that resolves through the config, onto new claims (a claim written in one "
+            "mode is never started in the other). With rdb or aof each Valkey pod has a "
+            "PersistentVolumeClaim of its own holding its data and nodes.conf.",
             max_length=8,
         ),
     )
     size: str | None = attrs.field(
         default=None,
         metadata=schema(
-            "Size of each Valkey pod's claim, a Kubernetes quantity such as 10Gi (the claims are "
-            "not yet built). Required for rdb and aof (set here or in the base chain). It may grow, "
-            "never shrink: admission refuses a smaller value on this object.",
+            "Size of each Valkey pod's claim, a Kubernetes quantity such as 10Gi. Required for rdb "
+            "and aof (set here or in the base chain). It may grow (the claims are patched; whether "
+            "they grow is the StorageClass's), never shrink: admission refuses a smaller value on "
+            "this object, and a cluster reports ClaimShrinkRefused for one through the chain.",
             quantity="10Gi",
             rules=[_SIZE_SHRINK],
         ),
@@ -185,7 +187,7 @@ class PersistenceSpec(Model):
     storage_class_name: str | None = attrs.field(
         default=None,
         metadata=name_ref(
-            "StorageClass of the claims (not yet built). Unset: the cluster's default StorageClass.",
+            "StorageClass of the claims. Unset: the cluster's default StorageClass.",
             "StorageClass",
         ),
     )
@@ -201,8 +203,10 @@ class PersistenceSpec(Model):
     reclaim_policy: ReclaimPolicy | None = attrs.field(
         default=None,
         metadata=schema(
-            "Delete (the default): the claims are to be owned by their ValkeyCluster and deleted with "
-            "it; Retain: left behind when the cluster is deleted. Not yet built: the claims.",
+            "Delete (the default): the claims are owned by their ValkeyCluster and deleted with it; "
+            "Retain: they have no owner and are left behind when the cluster is deleted (a new "
+            "cluster of the same name and namespace starts on them). Applies to claims created "
+            "after a change.",
             max_length=16,
         ),
     )
@@ -338,9 +342,9 @@ class ValkeyConfigSpec(Model):
             "Whether the nodes keep their data and cluster identity across restarts. Unset (or mode "
             "none): a cache, nothing is kept. Merged field by field over the base config's "
             "persistence. A change of mode, appendfsync or storageClassName rolls every cluster that "
-            "resolves through the config; a size change does not. Not yet built: the "
-            "PersistentVolumeClaim of each Valkey pod; today the setting is validated, resolved "
-            "(status.persistence) and written into valkey.conf, and the pods get no claim.",
+            "resolves through the config; a size change does not. With rdb or aof every Valkey pod "
+            "runs on a PersistentVolumeClaim of its own, and a pod lost without being planned comes "
+            "back on it as the same node.",
             empty_is_none=True,
         ),
     )
@@ -403,8 +407,8 @@ class ValkeyConfigStatus(Model):
             "The persistence the chain resolves to, field by field with the defaults filled in; "
             "absent when it resolves to none (a cache). Admission stops a smaller size on one "
             "object, not a size that shrinks through the chain (baseRef pointed at a smaller base, "
-            "or a size removed so a smaller one shows through): that shows here, and comparing it "
-            "with the claims is the cluster side's (not yet built)."
+            "or a size removed so a smaller one shows through): that shows here, and a cluster whose "
+            "claims are larger reports ClaimShrinkRefused and keeps them."
         ),
     )
     conditions: tuple[Condition, ...] = conditions(

@@ -19,24 +19,54 @@ from valkey_operator.valkey.slots import SlotRanges
 
 @attrs.frozen
 class CreatePod:
-    """Create one pod for shard, with these extra annotations. The planner names the shard; decide
-    completes it with the pod's fresh unique `name` and its whole rendered `body` (what is sent)."""
+    """Create one pod for shard, with these extra annotations. The planner names the shard and, with
+    persistence, the existing `claim` the pod comes back on (a node lost without being planned);
+    decide completes it with the pod's fresh unique `name`, its whole rendered `body` (what is
+    sent) and, for a pod on a new claim, that claim's name and `claim_body` (created first)."""
 
     shard: int
     annotations: tuple[tuple[str, str], ...] = ()
+    claim: str = ""
     name: str = ""
     body: Obj | None = attrs.field(default=None, eq=False, repr=False)
+    claim_body: Obj | None = attrs.field(default=None, eq=False, repr=False)
     disruptive: ClassVar[bool] = False
 
 
 @attrs.frozen
 class DeletePod:
-    """Delete a pod that holds no slots and is not the last copy of its shard (that incarnation only)."""
+    """Delete a pod that holds no slots and is not the last copy of its shard (that incarnation only).
+
+    A planned removal: with persistence decide names the pod's `claim`, deleted first (the
+    pvc-protection finalizer keeps it until the pod is gone), so no later pod comes back on it."""
 
     pod: str
     reason: str
     uid: str = ""
+    claim: str = ""
     disruptive: ClassVar[bool] = True
+
+
+@attrs.frozen
+class DeleteClaim:
+    """Delete a data claim no pod runs on that no pod will need: its shard left the spec, or the
+    shard has all its pods on other claims."""
+
+    claim: str
+    uid: str
+    reason: str
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class PatchClaim:
+    """Record the node id a server on the claim reported, and/or grow its storage request."""
+
+    claim: str
+    uid: str
+    annotations: tuple[tuple[str, str], ...] = ()
+    storage: str | None = None
+    disruptive: ClassVar[bool] = False
 
 
 @attrs.frozen
@@ -204,6 +234,8 @@ Action = (
     | CreatePod
     | DeletePod
     | PruneFailedPod
+    | DeleteClaim
+    | PatchClaim
     | SetConfig
     | ReloadTls
     | SyncAcl

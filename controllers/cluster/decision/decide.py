@@ -37,6 +37,7 @@ from controllers.cluster.decision.actions import (
     ApplyObject,
     CreateObject,
     CreatePod,
+    DeletePod,
     Failover,
     Failure,
     Promote,
@@ -57,6 +58,7 @@ from controllers.cluster.decision.status_document import blocked_status, endpoin
 from controllers.cluster.decision.view import View
 from controllers.cluster.render import layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
+from controllers.cluster.render.claims import claim_bytes, claim_mode, claim_size, persistent, render_claim
 from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
@@ -93,6 +95,8 @@ EVENT_REASONS = frozenset(
         Reason.PODS_UNSCHEDULABLE,
         Reason.CERTIFICATE_EXPIRING,
         Reason.TLS_REJECTED,
+        Reason.CLAIM_SHRINK_REFUSED,
+        Reason.VOLUME_LOST,
     }
 )
 """Findings that also become a Warning Event when they first show up."""
@@ -278,6 +282,9 @@ def decide(facts: Facts, now: float) -> Decision:
         )
         if tls is not None
         else None,
+        claim_size=claim_size(ctx) if persistent(ctx) else None,
+        claim_bytes=claim_bytes(ctx) if persistent(ctx) else None,
+        claim_mode=claim_mode(ctx) if persistent(ctx) else None,
     )
     recorded = facts.recorded
     state = recorded.get("state")
@@ -332,17 +339,23 @@ def _complete(
     """The planner's actions as sent: each new pod named and rendered, the missing internal Secret
     created rather than applied."""
     rng = random.Random(seed)
-    taken = {pod.name for pod in observation.pods}
+    taken = {pod.name for pod in observation.pods} | {claim.name for claim in observation.claims}
+    claims = {pod.name: pod.claim for pod in observation.pods if pod.claim}
     secret = object_key("Secret", names.secret_name(ctx.name))
     for action in actions:
         if isinstance(action, CreatePod):
             name = names.pod_name(ctx.name, action.shard, rng, taken)
             taken.add(name)
-            body = render_pod(ctx, action.shard, name)
+            claim, claim_body = action.claim or None, None
+            if claim is None and persistent(ctx):
+                claim, claim_body = name, render_claim(ctx, action.shard, name)
+            body = render_pod(ctx, action.shard, name, claim)
             if action.annotations:
                 metadata = body["metadata"]
                 metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(action.annotations)}
-            yield attrs.evolve(action, name=name, body=body)
+            yield attrs.evolve(action, name=name, body=body, claim=claim or "", claim_body=claim_body)
+        elif isinstance(action, DeletePod) and action.pod in claims:
+            yield attrs.evolve(action, claim=claims[action.pod])
         elif creating_secret and isinstance(action, ApplyObject) and action.object.key == secret:
             yield CreateObject(action.object)
         else:

@@ -85,6 +85,14 @@ class Desired:
     objects: tuple[OwnedObject, ...] = ()
     tls: DesiredTls | None = None
     """TLS clusters: the Secret every node must serve (checked; a bad one never reaches the planner)."""
+    persistent: bool = False
+    """The config asks for durable nodes: every pod runs on a data claim of its own."""
+    claim_size: str | None = None
+    """persistence.size as written (persistent clusters)."""
+    claim_bytes: int | None = None
+    """persistence.size in bytes."""
+    claim_mode: str | None = None
+    """persistence.mode: only claims written in it are started on again."""
 
     @property
     def pods_per_shard(self) -> int:
@@ -102,6 +110,9 @@ class Desired:
         acl: DesiredAcl | None = None,
         objects: tuple[OwnedObject, ...] = (),
         tls: DesiredTls | None = None,
+        claim_size: str | None = None,
+        claim_bytes: int | None = None,
+        claim_mode: str | None = None,
     ) -> Self:
         return cls(
             shards=cluster.spec.shards,
@@ -115,4 +126,8 @@ class Desired:
             acl=acl or DesiredAcl(),
             objects=objects,
             tls=tls,
+            persistent=claim_size is not None,
+            claim_size=claim_size,
+            claim_bytes=claim_bytes,
+            claim_mode=claim_mode,
         )

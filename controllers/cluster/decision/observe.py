@@ -22,7 +22,9 @@ from typing import Self
 import attrs
 
 from controllers.cluster.decision.versions import Version
+from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION, claim_of
 from controllers.cluster.render.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH_LABEL, shard_of
+from controllers.cluster.render.quantity import quantity_bytes
 from controllers.cluster.tls import Certificate
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.core.rest import Obj
@@ -143,6 +145,8 @@ class PodObservation:
     """The Kubernetes node the pod is bound to (spec.nodeName); None before it is scheduled."""
     member: bool = False
     """Carries the member label: the client Service hands it to clients (membership.py)."""
+    claim: str | None = None
+    """The data claim the pod runs on (persistence), else None (claims.py)."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -192,6 +196,7 @@ class PodObservation:
             found_version=_printed_version(status) if ended else None,
             node_name=(pod.get("spec") or {}).get("nodeName") or None,
             member=labels.get(MEMBER_LABEL) == MEMBER,
+            claim=claim_of(pod),
             unschedulable=next(
                 (
                     str(c.get("message") or c.get("reason") or "unschedulable")
@@ -200,6 +205,48 @@ class PodObservation:
                 ),
                 None,
             ),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ClaimObservation:
+    """A data claim of the cluster (persistence) as the informer cache shows it."""
+
+    name: str
+    shard: int | None
+    uid: str = ""
+    deleting: bool = False
+    created: str = ""
+    node_id: str | None = None
+    """The node id a server on this claim last reported (NODE_ID_ANNOTATION)."""
+    requested: int | None = None
+    """spec.resources.requests.storage in bytes (None when absent or unreadable)."""
+    bound: bool = False
+    mode: str | None = None
+    """The persistence mode its files were written in (MODE_ANNOTATION)."""
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.created, self.name)
+
+    @classmethod
+    def from_claim(cls, claim: Obj) -> Self:
+        metadata = claim.get("metadata", {})
+        storage = (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+        try:
+            requested = quantity_bytes(str(storage)) if storage is not None else None
+        except ValueError:
+            requested = None
+        return cls(
+            name=metadata["name"],
+            shard=shard_of(metadata.get("labels") or {}),
+            uid=metadata.get("uid", ""),
+            deleting=metadata.get("deletionTimestamp") is not None,
+            created=metadata.get("creationTimestamp", ""),
+            node_id=(metadata.get("annotations") or {}).get(NODE_ID_ANNOTATION) or None,
+            requested=requested,
+            bound=(claim.get("status") or {}).get("phase") == "Bound",
+            mode=(metadata.get("annotations") or {}).get(MODE_ANNOTATION) or None,
         )
 
 
@@ -307,6 +354,8 @@ class Observation:
     """Kubernetes node name -> its topology.kubernetes.io/zone label, for the nodes hosting pods."""
     refusals: Refusals = Refusals()
     """CONFIG SETs the servers refused in earlier passes (a Failure the next pass sees)."""
+    claims: tuple[ClaimObservation, ...] = ()
+    """The cluster's data claims (persistence; none for a cache), by label, owned or retained."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

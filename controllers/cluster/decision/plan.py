@@ -48,7 +48,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, membership, spread, upkeep
+from controllers.cluster.decision import certificates, data_claims, membership, spread, upkeep
 from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
@@ -157,6 +157,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     removal = _removal(view, rolling)
     leaving = {removal.pod} if removal is not None else set()
     actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.patch_metadata(view)]
+    actions += data_claims.upkeep(view)
     actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
     actions += certificates.reload_tls(view)
@@ -188,7 +189,8 @@ _UPKEEP = (ApplyObject, PatchPodMetadata, SetConfig, SyncAcl)
 
 def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
     """One pod per missing member, and the rolling shard's surge pod; none for a shard in a crash
-    loop, none while the cache lags."""
+    loop, none while the cache lags. With persistence a missing pod starts on its shard's free
+    claim first (a node lost without being planned comes back), else on a new one."""
     if view.awaiting:
         return
     annotations = certificates.created_annotations(view)
@@ -196,9 +198,14 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
         if shard in view.crash_loops.blocked:
             continue
         wanted = view.desired.pods_per_shard + (1 if rolling.surge and shard == rolling.shard else 0)
-        missing = wanted - len(view.shard_pods(shard))
-        for _ in range(max(missing, 0)):
-            yield CreatePod(shard, annotations)
+        missing = max(wanted - len(view.shard_pods(shard)), 0)
+        if not view.desired.persistent:
+            yield from (CreatePod(shard, annotations) for _ in range(missing))
+            continue
+        free = [claim.name for claim in data_claims.free_claims(view, shard)]
+        new = max(missing - len(free) - data_claims.returning(view, shard), 0)
+        yield from (CreatePod(shard, annotations, claim=claim) for claim in free[:missing])
+        yield from (CreatePod(shard, annotations) for _ in range(new))
 
 
 def _prune(view: View) -> Iterable[PruneFailedPod]:
@@ -250,9 +257,10 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     """Unowned slots of each shard's share go to its primary, or to its oldest empty member primary.
 
     Only when every pod that may run a server answered: a slot owner that did not answer this
-    pass makes its slots look unowned, and assigning them again would give them two owners.
+    pass makes its slots look unowned, and assigning them again would give them two owners. The
+    same holds for a durable node away from its claim (view.dormant): it comes back with its slots.
     """
-    if view.unidentified:
+    if view.unidentified or view.dormant:
         return
     for shard in range(view.desired.shards):
         unowned = subtract(view.layout[shard], view.claimed)

@@ -9,13 +9,14 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, spread, upkeep
+from controllers.cluster.decision import certificates, data_claims, spread, upkeep
 from controllers.cluster.decision.actions import (
     Action,
     CreatePod,
     DeletePod,
     Failover,
     Failure,
+    MarkMember,
     Promote,
     ReloadTls,
     SetConfig,
@@ -87,6 +88,8 @@ class Reason(enum.StrEnum):
     TLS_REJECTED = "TlsRejected"
     BALANCING_PRIMARIES = "BalancingPrimaries"
     CLUSTER_STATE_FAIL = "ClusterStateFail"
+    CLAIM_SHRINK_REFUSED = "ClaimShrinkRefused"
+    VOLUME_LOST = "VolumeLost"
 
 
 @attrs.frozen
@@ -293,6 +296,7 @@ def _tls_findings(view: View) -> Iterable[Finding]:
 
 def _advisories(view: View) -> Iterable[Finding]:
     """Problems that do not keep the cluster from Active: they only raise Degraded and an Event."""
+    yield from _claim_findings(view)
     tls = view.desired.tls
     earliest = certificates.earliest_expiry(view)
     if tls is None or earliest is None:
@@ -303,6 +307,25 @@ def _advisories(view: View) -> Iterable[Finding]:
             Reason.CERTIFICATE_EXPIRING,
             f"the certificate {node.pod.name} presents expires at {certificates.rfc3339(not_after)}: "
             f"renew Secret {tls.material.secret}",
+            problem=True,
+        )
+
+
+def _claim_findings(view: View) -> Iterable[Finding]:
+    """A size that would shrink the claims; servers that came back on a claim without its data."""
+    smaller = data_claims.shrinking(view)
+    if smaller:
+        yield Finding(
+            Reason.CLAIM_SHRINK_REFUSED,
+            f"persistence.size {view.desired.claim_size} is smaller than {len(smaller)} claim(s) "
+            f"({', '.join(smaller[:3])}): a claim never shrinks, the size is not applied",
+            problem=True,
+        )
+    for claim, recorded, reported in data_claims.identity_lost(view):
+        yield Finding(
+            Reason.VOLUME_LOST,
+            f"claim {claim} came back without its data (node {recorded[:8]} is now {reported[:8]}): "
+            f"it rejoins as a new replica",
             problem=True,
         )
 
@@ -373,6 +396,10 @@ def _findings(
 ) -> Iterable[Finding]:
     """What keeps the cluster from Active, in bootstrap order; problems are marked."""
     yield from _pod_findings(view, actions, rolling)
+    joining_clients = [action.pod for action in actions if isinstance(action, MarkMember) and action.member]
+    if joining_clients:
+        # Active means the client Service hands out every serving node (membership.py).
+        yield Finding(Reason.PATCHING_PODS, f"{len(joining_clients)} pod(s) to add to the client Service")
     if view.unreachable:
         names = ", ".join(pod.name for pod in view.unreachable)
         yield Finding(Reason.NODES_UNREACHABLE, f"unreachable: {names}", problem=True)
@@ -423,7 +450,7 @@ def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRange
             f"they are served again empty and the data in them is lost",
             problem=True,
         )
-    elif view.formed_before() and subtract(uncovered, view.claimed):
+    elif view.formed_before() and subtract(uncovered, view.claimed) and not view.dormant:
         rebuilt = subtract(uncovered, view.claimed)
         yield Finding(
             Reason.DATA_LOST,

@@ -98,6 +98,8 @@ class View:
             elif obs is not None or pod.ready:
                 self.unreachable.append(pod)
         self.by_id = {node.node_id: node for node in self.nodes.values()}
+        self.data_claims = {claim.name: claim for claim in observation.claims}
+        """The cluster's data claims by name (persistence; none for a cache: data_claims.py)."""
         self.rejected += [node for node in self.nodes.values() if not meets_floor(node.obs.version)]
         self.rejected.sort(key=lambda node: node.pod.order)
         eligible = [node for node in self.nodes.values() if meets_floor(node.obs.version)]
@@ -208,13 +210,29 @@ class View:
         return not any(pod.shard == shard for pod in self.unidentified)
 
     def ghosts(self) -> list[str]:
-        """Node ids the members know that no existing pod's server claims as its own (sorted)."""
+        """Node ids the members know that no existing pod's server claims as its own, and no data
+        claim waits to bring back (sorted)."""
         return self._ghosts
 
     @functools.cached_property
     def _ghosts(self) -> list[str]:
         known = {peer.node_id for node in self.members.values() for peer in node.obs.peers}
-        return sorted(known - self.by_id.keys())
+        return sorted(known - self.by_id.keys() - self.dormant)
+
+    @functools.cached_property
+    def dormant(self) -> frozenset[str]:
+        """Node ids recorded on data claims whose server is away (no pod on the claim answers with
+        another id): a node coming back on its claim, not a departed one (data_claims.py)."""
+        reported = {node.pod.claim: node.node_id for node in self.nodes.values() if node.pod.claim}
+        return frozenset(
+            claim.node_id
+            for claim in self.data_claims.values()
+            if claim.node_id
+            and not claim.deleting
+            and claim.mode == self.desired.claim_mode  # a claim of another mode is never started on
+            and claim.node_id not in self.by_id
+            and reported.get(claim.name, claim.node_id) == claim.node_id
+        )
 
     def migrations_active(self) -> bool:
         """Some job is under way, or some node's jobs could not be read (one may be)."""

@@ -96,6 +96,11 @@ def pod_labels(cluster: str, shard: int, template_hash: str) -> dict[str, str]:
     return {**common_labels(cluster), SHARD_LABEL: str(shard), TEMPLATE_HASH_LABEL: template_hash}
 
 
+def claim_labels(cluster: str, shard: int) -> dict[str, str]:
+    """A data claim's labels: found by cluster and shard, also without an owner (reclaimPolicy Retain)."""
+    return {**common_labels(cluster), SHARD_LABEL: str(shard)}
+
+
 def shard_of(labels: Mapping[str, str]) -> int | None:
     """The shard index a pod's labels claim, or None when absent or malformed."""
     value = labels.get(SHARD_LABEL)

@@ -34,6 +34,7 @@ Choices, and why:
 from __future__ import annotations
 
 from controllers.cluster.render import layout, names
+from controllers.cluster.render.claims import DATA_VOLUME, claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
 from controllers.cluster.render.template import template_hash
@@ -133,12 +134,22 @@ def _secret_volume(name: str, secret: str, keys: list[str]) -> Obj:
     return {"name": name, "secret": {"secretName": secret, "defaultMode": READ_ONLY_MODE, "items": items}}
 
 
-def volumes(ctx: RenderContext) -> tuple[list[Obj], list[Obj]]:
-    """(volumes, volumeMounts). The internal Secret is mounted without the admin password."""
-    vols: list[Obj] = [
-        {"name": "data", "emptyDir": {}},
+def volumes(ctx: RenderContext, claim: str | None = None) -> tuple[list[Obj], list[Obj]]:
+    """(volumes, volumeMounts). The internal Secret is mounted without the admin password.
+
+    With a claim (persistence), data and nodes.conf are both on it (claims.py); without one, the
+    data is on a disk emptyDir and nodes.conf on a tmpfs of its own (module docstring)."""
+    state: list[Obj] = []
+    state_mounts: list[Obj] = []
+    if claim is None:
         # tmpfs: nodes.conf (a few KiB) must not outlive the in-memory dataset (module docstring).
-        {"name": "cluster-state", "emptyDir": {"medium": "Memory", "sizeLimit": CLUSTER_STATE_SIZE_LIMIT}},
+        state = [
+            {"name": "cluster-state", "emptyDir": {"medium": "Memory", "sizeLimit": CLUSTER_STATE_SIZE_LIMIT}}
+        ]
+        state_mounts = [{"name": "cluster-state", "mountPath": layout.CLUSTER_STATE_DIR}]
+    vols: list[Obj] = [
+        claim_volume(claim) if claim is not None else {"name": DATA_VOLUME, "emptyDir": {}},
+        *state,
         {
             "name": "config",
             "configMap": {
@@ -152,8 +163,8 @@ def volumes(ctx: RenderContext) -> tuple[list[Obj], list[Obj]]:
         ),
     ]
     mounts: list[Obj] = [
-        {"name": "data", "mountPath": layout.DATA_DIR},
-        {"name": "cluster-state", "mountPath": layout.CLUSTER_STATE_DIR},
+        {"name": DATA_VOLUME, "mountPath": layout.DATA_DIR},
+        *state_mounts,
         {"name": "config", "mountPath": layout.CONFIG_DIR, "readOnly": True},
         {"name": "internal", "mountPath": layout.INTERNAL_DIR, "readOnly": True},
     ]
@@ -164,8 +175,8 @@ def volumes(ctx: RenderContext) -> tuple[list[Obj], list[Obj]]:
     return vols, mounts
 
 
-def container(ctx: RenderContext) -> Obj:
-    _, mounts = volumes(ctx)
+def container(ctx: RenderContext, claim: str | None = None) -> Obj:
+    _, mounts = volumes(ctx, claim)
     spec: Obj = {
         "name": layout.CONTAINER_NAME,
         "image": ctx.config.image.reference,
@@ -194,12 +205,13 @@ def image_pull_secrets(ctx: RenderContext) -> Obj:
     return {"imagePullSecrets": [{"name": name} for name in secrets]} if secrets else {}
 
 
-def render_pod(ctx: RenderContext, shard: int, name: str) -> Obj:
-    """A new pod for `shard` named `name` (from names.pod_name); labels carry the template hash."""
+def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = None) -> Obj:
+    """A new pod for `shard` named `name` (from names.pod_name), on `claim` when the config asks for
+    persistence; labels carry the template hash."""
     metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx)))
     if ctx.cluster.spec.pod_annotations:
         metadata["annotations"] = dict(ctx.cluster.spec.pod_annotations)
-    vols, _ = volumes(ctx)
+    vols, _ = volumes(ctx, claim)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -213,7 +225,7 @@ def render_pod(ctx: RenderContext, shard: int, name: str) -> Obj:
             "terminationGracePeriodSeconds": TERMINATION_GRACE_PERIOD_S,
             "securityContext": pod_security_context(ctx),
             **image_pull_secrets(ctx),
-            "containers": [container(ctx)],
+            "containers": [container(ctx, claim)],
             "volumes": vols,
             **scheduling(ctx, shard),
         },

@@ -537,9 +537,11 @@ class PodWorker:
             elif "terminated" in runner.state:
                 stopped += 1
                 succeeded += runner.state["terminated"].get("exitCode") == 0
-            elif runner.last_state.get("terminated"):
-                stopped += 1
+            elif runner.last_state.get("terminated") and self.restart_policy != "Never":
+                stopped += 1  # backing off before its restart: the pod still runs (Running)
             else:
+                # Waiting to start; under Never also a container that runs again after its node came
+                # back: a real kubelet never reports such a pod Failed and then runs it again.
                 waiting += 1
         if self.terminated:  # deleted, and every container has stopped
             return "Succeeded" if waiting == 0 and stopped == succeeded else "Failed"

@@ -64,10 +64,17 @@ def cluster_dict(shards: int = 1, replicas: int = 0, **spec: object) -> Obj:
     }
 
 
-def config(valkey: Mapping[str, str] | None = None, image: str = "v9", base: str | None = None) -> Obj:
+def config(
+    valkey: Mapping[str, str] | None = None,
+    image: str = "v9",
+    base: str | None = None,
+    persistence: Obj | None = None,
+) -> Obj:
     spec: Obj = {"imageRef": image, "valkey": dict(valkey or {})}
     if base is not None:
         spec = {"baseRef": base}
+    if persistence is not None:
+        spec["persistence"] = persistence
     return {"metadata": {"name": "cfg"}, "spec": spec}
 
 

@@ -36,12 +36,14 @@ from controllers.cluster.decision.actions import (
     AssignSlots,
     CreateObject,
     CreatePod,
+    DeleteClaim,
     DeletePod,
     Failover,
     Forget,
     MarkMember,
     Meet,
     MigrateSlots,
+    PatchClaim,
     PatchPodMetadata,
     Promote,
     PruneFailedPod,
@@ -50,8 +52,16 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.cluster.decision.observe import (
+    ClaimObservation,
+    NodeObservation,
+    Observation,
+    PodObservation,
+    PodPhase,
+)
 from controllers.cluster.decision.versions import Version, format_version
+from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION
+from controllers.cluster.render.quantity import quantity_bytes
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import canonical, desired_runtime
@@ -107,6 +117,8 @@ class SimSettings:
     """Users whose rules every server refuses at ACL SETUSER (a rule this build does not take)."""
     refuse_tls: bool = False
     """Every server refuses to load its certificate files again (a bad file in the Secret)."""
+    expandable: bool = True
+    """The claims' storage class allows volume expansion (a larger request is accepted)."""
 
 
 @attrs.define
@@ -138,10 +150,29 @@ class SimPod:
     annotations: dict[str, str] = attrs.field(factory=dict)
     k8s_node: str | None = None
     member: bool = False
+    claim: str | None = None
 
     @property
     def uid(self) -> str:
         return _hex_id("uid", self.name, self.seq)[:16]
+
+
+@attrs.define
+class SimClaim:
+    """A data claim: what survives its pod is the node persisted on it (its id, data and view)."""
+
+    name: str
+    shard: int
+    created_tick: int
+    requested: int
+    annotations: dict[str, str] = attrs.field(factory=dict)
+    deleting: bool = False
+    persisted: str | None = None
+    """The node id whose nodes.conf and data are on the volume (None: an empty volume)."""
+
+    @property
+    def uid(self) -> str:
+        return _hex_id("claim", self.name, self.created_tick)[:16]
 
 
 @attrs.define
@@ -197,6 +228,8 @@ class SimulatedCluster:
         """Coordinated failovers requested so far (their sequence numbers)."""
         self.objects: dict[str, Obj] = {}
         """Owned objects as the API server holds them, by OwnedObject.key."""
+        self.claims: dict[str, SimClaim] = {}
+        """Data claims (persistence), by name."""
 
     # --- observing -------------------------------------------------------------------------------
 
@@ -237,6 +270,21 @@ class SimulatedCluster:
             now=now,
             objects=dict(self.objects),
             node_zones=dict(self.settings.k8s_nodes),
+            claims=tuple(self._claim_observation(claim) for _, claim in sorted(self.claims.items())),
+        )
+
+    def _claim_observation(self, claim: SimClaim) -> ClaimObservation:
+        created = EPOCH + datetime.timedelta(seconds=claim.created_tick)
+        return ClaimObservation(
+            name=claim.name,
+            shard=claim.shard,
+            uid=claim.uid,
+            deleting=claim.deleting,
+            created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            node_id=claim.annotations.get(NODE_ID_ANNOTATION),
+            requested=claim.requested,
+            bound=True,
+            mode=claim.annotations.get(MODE_ANNOTATION),
         )
 
     def _ready(self, pod: SimPod) -> bool:
@@ -258,6 +306,7 @@ class SimulatedCluster:
             created_at=created.timestamp(),
             failure="container valkey exited with code 1 (Error)" if pod.phase is PodPhase.FAILED else None,
             node_name=pod.k8s_node,
+            claim=pod.claim,
             member=pod.member,
         )
 
@@ -351,7 +400,33 @@ class SimulatedCluster:
             case CreatePod(shard=shard, name=name):
                 if name in self.pods:
                     return Outcome(action, "AlreadyExists")
-                self.create_pod(shard, name or None)
+                if action.claim_body is not None and action.claim not in self.claims:
+                    storage = action.claim_body["spec"]["resources"]["requests"]["storage"]
+                    annotations = dict(action.claim_body["metadata"].get("annotations") or {})
+                    self.claims[action.claim] = SimClaim(
+                        action.claim, shard, self.tick, quantity_bytes(storage), annotations
+                    )
+                self.create_pod(shard, name or None, claim=action.claim or None)
+                return Outcome(action)
+            case DeleteClaim(claim=name, uid=uid):
+                claim = self.claims.get(name)
+                if claim is None or claim.uid != uid:
+                    return Outcome(action, "NotFound")
+                claim.deleting = True
+                return Outcome(action)
+            case PatchClaim(claim=name, uid=uid):
+                claim = self.claims.get(name)
+                if claim is None or claim.uid != uid:
+                    return Outcome(action, "Conflict: uid precondition")
+                claim.annotations.update(action.annotations)
+                if action.storage is not None:
+                    if not self.settings.expandable:
+                        return Outcome(
+                            action,
+                            "Forbidden: only dynamically provisioned pvc can be resized "
+                            "and the storageclass that provisions the pvc must support resize",
+                        )
+                    claim.requested = quantity_bytes(action.storage)
                 return Outcome(action)
             case CreateObject(object=owned):
                 if owned.key in self.objects:
@@ -359,6 +434,8 @@ class SimulatedCluster:
                 self.objects[owned.key] = owned.body
                 return Outcome(action)
             case DeletePod(pod=pod):
+                if action.claim in self.claims:
+                    self.claims[action.claim].deleting = True
                 if pod not in self.pods:
                     return Outcome(action, "NotFound")
                 self.delete_pod(pod)
@@ -570,8 +647,8 @@ class SimulatedCluster:
 
     # --- the world outside the operator -----------------------------------------------------------------
 
-    def create_pod(self, shard: int, name: str | None = None) -> SimPod:
-        """A pod by the name the operator chose (the simulator's own when none)."""
+    def create_pod(self, shard: int, name: str | None = None, claim: str | None = None) -> SimPod:
+        """A pod by the name the operator chose (the simulator's own when none), on `claim` if any."""
         seq = self._seq
         self._seq += 1
         delays = self.settings.ready_delays or (0,)
@@ -582,6 +659,7 @@ class SimulatedCluster:
             seq=seq,
             created_tick=self.tick,
             ready_tick=self.tick + delays[seq % len(delays)],
+            claim=claim,
         )
         hosts = self.settings.k8s_nodes
         if hosts:
@@ -643,6 +721,10 @@ class SimulatedCluster:
         self.ip_generation += 1
         self._start(pod)
 
+    def lose_volume(self, claim: str) -> None:
+        """The claim's volume died with its node: the next server on it starts empty, as a new node."""
+        self.claims[claim].persisted = None
+
     def _pods_lifecycle(self) -> None:
         for pod in list(self.pods.values()):
             if (
@@ -653,11 +735,21 @@ class SimulatedCluster:
                 del self.pods[pod.name]
             elif pod.phase is PodPhase.PENDING and self.tick >= pod.ready_tick and pod.deleting_since is None:
                 self._start(pod)
+        used = {pod.claim for pod in self.pods.values()}
+        for name, claim in list(self.claims.items()):
+            if claim.deleting and name not in used:  # the pvc-protection finalizer lets it go
+                del self.claims[name]
 
     def _start(self, pod: SimPod) -> None:
         pod.phase = PodPhase.RUNNING
         pod.ip = f"10.{self.ip_generation % 250}.{pod.seq // 200}.{pod.seq % 200 + 10}"
+        claim = self.claims.get(pod.claim or "")
+        if claim is not None and claim.persisted is not None:
+            self._resume(pod, self.nodes[claim.persisted])
+            return
         node_id = _hex_id("node", pod.name, self.tick)
+        if claim is not None:
+            claim.persisted = node_id
         version = self.settings.versions.get(pod.template_hash, VERSION_FLOOR)
         version = self.settings.version_overrides.get(pod.seq, version)
         if self._startup_file_refused():
@@ -673,6 +765,15 @@ class SimulatedCluster:
             acl=self._startup_acl(),
         )
         pod.node_id = node_id
+
+    def _resume(self, pod: SimPod, node: SimNode) -> None:
+        """A server starting from its claim: its node id, slots, role and peers, at the pod's IP; a
+        replica re-syncs from its primary."""
+        assert pod.ip is not None
+        node.alive, node.dead_since, node.pod, node.ip = True, None, pod.name, pod.ip
+        if node.role is NodeRole.REPLICA:
+            node.link_up, node.sync_left = False, self.settings.sync_delay
+        pod.node_id = node.node_id
 
     def _startup_file(self) -> dict[str, list[str]]:
         secret = self.objects.get(f"Secret/{self.settings.acl_secret}")

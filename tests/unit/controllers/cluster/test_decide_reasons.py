@@ -340,6 +340,21 @@ def blocked(rng: random.Random) -> World:
     return found
 
 
+def durable_nodes_lose_a_volume_and_the_size_shrinks(rng: random.Random) -> World:
+    """Persistence: a volume comes back empty under its node; then the config asks for smaller claims."""
+    found = world(rng.randint(1, 2), 1, SimSettings(cluster="vk", ready_delays=(1, 2)))
+    found.configs["cfg"] = config(persistence={"mode": "aof", "size": "2Gi"})
+    run(found, passes=120)
+    run(found, passes=2, until=lambda w: False)
+    victim = rng.choice(sorted(found.sim.pods))
+    found.sim.lose_volume(found.sim.pods[victim].claim or "")
+    found.sim.crash_pod(victim)
+    run(found, passes=200)
+    found.configs["cfg"] = config(persistence={"mode": "aof", "size": "1Gi"})
+    step(found)
+    return found
+
+
 Story = Callable[[random.Random], World]
 STORIES: dict[Story, frozenset[str]] = {
     bootstrap_and_pause: frozenset(
@@ -393,6 +408,9 @@ STORIES: dict[Story, frozenset[str]] = {
     ),
     certificates_rotate: frozenset({Reason.RELOADING_TLS, Reason.CERTIFICATE_EXPIRING, Reason.TLS_REJECTED}),
     blocked: BLOCKED_REASONS,
+    durable_nodes_lose_a_volume_and_the_size_shrinks: frozenset(
+        {Reason.VOLUME_LOST, Reason.CLAIM_SHRINK_REFUSED}
+    ),
 }
 
 

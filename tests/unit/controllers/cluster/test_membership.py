@@ -55,7 +55,7 @@ def test_a_replica_is_handed_out_only_once_in_sync_with_a_serving_primary() -> N
             if isinstance(action, MarkMember) and action.member:
                 labelled_at[action.pod] = index
     primary, replica = sorted(result.sim.pods, key=lambda pod: result.sim.pods[pod].seq)
-    assert labelled_at[primary] < labelled_at[replica] == len(result.plans) - 1
+    assert labelled_at[primary] < labelled_at[replica] == len(result.plans) - 2  # then Active
 
 
 def test_cluster_state_fail_takes_a_node_from_clients() -> None:

@@ -68,7 +68,7 @@ def world_before(kind: type, wanted: Desired, settings_: SimSettings | None = No
 
 
 def quiet(planned: Plan) -> bool:
-    """Active with nothing left to do (the pass that turns Active may still label members)."""
+    """Active with nothing left to do."""
     return planned.status.state is ACTIVE and not planned.actions
 
 
@@ -84,7 +84,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
 @pytest.mark.parametrize(
     ("shards", "replicas", "passes"),
     [
-        (1, 0, [{"CreatePod": 1}, {"AssignSlots": 1}, {"MarkMember": 1}]),
+        (1, 0, [{"CreatePod": 1}, {"AssignSlots": 1}, {"MarkMember": 1}, {}]),
         (
             1,
             1,
@@ -93,6 +93,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
                 {"Meet": 1, "AssignSlots": 1},
                 {"MarkMember": 1, "Replicate": 1},
                 {"MarkMember": 1},
+                {},
             ],
         ),
         (
@@ -104,6 +105,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
                 {"AssignSlots": 2, "Replicate": 1},
                 {"MarkMember": 4, "Replicate": 2},
                 {"MarkMember": 2},
+                {},
             ],
         ),
         (
@@ -115,11 +117,13 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
                 {"AssignSlots": 1, "Replicate": 2},
                 {"MarkMember": 4, "Replicate": 2},
                 {"MarkMember": 2},
+                {},
             ],
         ),
     ],
 )
 def test_bootstrap_sequence(shards: int, replicas: int, passes: list[dict[str, int]]) -> None:
+    """Active only once the client Service hands out every serving node: the pass after the labels."""
     result = run(desired(shards, replicas))
     assert [kinds(planned) for planned in result.plans] == passes
     assert [planned.status.state for planned in result.plans][-1] is ACTIVE

@@ -1,0 +1,144 @@
+"""The data claims of a persistent cluster (SPEC 1.6): which claim a new pod starts on, and the
+claims' upkeep (pure, read by the planner and the report).
+
+A claim belongs to one node identity: the node id its server reported
+(render/claims.py NODE_ID_ANNOTATION). Rules:
+- a claim no running pod uses ("free") is a node away: the next pod its
+  shard misses starts on it and comes back as that node, with its data;
+- its id is "dormant", not departed: never forgotten, never taken over for,
+  while the claim waits (the pod coming back is the repair);
+- a planned removal deletes the pod's claim with the pod (decide.py), so only
+  unplanned losses leave free claims;
+- a server on a claim that reports another id than the claim records started
+  without its data (the volume died with its node): the claim records the new
+  id, the old one becomes an ordinary departed node, and an Event says so;
+- a claim written in another persistence mode is never started on again
+  (an rdb claim started in aof mode comes back empty under its old id and
+  slots): its node is departed, and the claim goes once free;
+- free claims nobody will need (their shard left the spec, another mode, or
+  the shard has its pods on other claims and all of them serve) are deleted;
+- a larger size is patched onto the claims (the storage class decides whether
+  it can grow: a refusal is a failed action in status); a smaller one is
+  reported and never applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controllers.cluster.decision.actions import DeleteClaim, PatchClaim
+from controllers.cluster.decision.observe import ClaimObservation
+from controllers.cluster.decision.view import View
+from controllers.cluster.render.claims import NODE_ID_ANNOTATION
+
+
+def in_use(view: View) -> set[str]:
+    """Claims a pod that may still run a server mounts (an ended pod's server is gone)."""
+    return {pod.claim for pod in view.pods if pod.claim and not pod.ended}
+
+
+def usable(view: View, claim: ClaimObservation) -> bool:
+    """A claim a pod may start on: not going away, and written in the mode the config asks for."""
+    return not claim.deleting and claim.mode == view.desired.claim_mode
+
+
+def free_claims(view: View, shard: int) -> list[ClaimObservation]:
+    """The shard's claims waiting for a pod, oldest first."""
+    used = in_use(view)
+    return sorted(
+        (
+            claim
+            for claim in view.data_claims.values()
+            if claim.shard == shard and usable(view, claim) and claim.name not in used
+        ),
+        key=lambda claim: claim.order,
+    )
+
+
+def returning(view: View, shard: int) -> int:
+    """The shard's claims whose pod is going away without them (deleted by someone else, not by a
+    planned removal, which deletes the claim too): their node comes back on them once the pod is
+    gone, so no pod is created on a new claim in their place meanwhile."""
+    staying = {pod.claim for pod in view.pods if pod.claim and not pod.ended and not pod.deleting}
+    going = {pod.claim for pod in view.pods if pod.claim and not pod.ended and pod.deleting}
+    return sum(
+        1
+        for claim in view.data_claims.values()
+        if claim.shard == shard and usable(view, claim) and claim.name in going - staying
+    )
+
+
+def identity_lost(view: View) -> list[tuple[str, str, str]]:
+    """(claim, recorded id, reported id) for servers that came up on a claim without its data."""
+    lost = []
+    for node in view.nodes.values():
+        claim = view.data_claims.get(node.pod.claim or "")
+        if claim is not None and claim.node_id and claim.node_id != node.node_id:
+            lost.append((claim.name, claim.node_id, node.node_id))
+    return lost
+
+
+def upkeep(view: View) -> Iterable[PatchClaim | DeleteClaim]:
+    """Record reported node ids, grow the claims to the desired size, delete unneeded free claims."""
+    wanted = view.desired.claim_bytes
+    for claim in sorted(view.data_claims.values(), key=lambda claim: claim.name):
+        if claim.deleting:
+            continue
+        annotations: tuple[tuple[str, str], ...] = ()
+        reported = _reported_id(view, claim)
+        if reported is not None and reported != claim.node_id:
+            annotations = ((NODE_ID_ANNOTATION, reported),)
+        grow = wanted is not None and claim.requested is not None and wanted > claim.requested
+        if annotations or grow:
+            yield PatchClaim(claim.name, claim.uid, annotations, view.desired.claim_size if grow else None)
+    if view.awaiting or view.unidentified:
+        return
+    for claim in _unneeded(view):
+        yield DeleteClaim(claim.name, claim.uid, _why_unneeded(view, claim))
+
+
+def shrinking(view: View) -> list[str]:
+    """Claims larger than the desired size (a claim never shrinks: reported, not applied)."""
+    wanted = view.desired.claim_bytes
+    return sorted(
+        claim.name
+        for claim in view.data_claims.values()
+        if wanted is not None
+        and claim.requested is not None
+        and wanted < claim.requested
+        and not claim.deleting
+    )
+
+
+def _reported_id(view: View, claim: ClaimObservation) -> str | None:
+    for node in view.nodes.values():
+        if node.pod.claim == claim.name and not node.pod.deleting:
+            return node.node_id
+    return None
+
+
+def _unneeded(view: View) -> Iterable[ClaimObservation]:
+    used = in_use(view)
+    for claim in view.data_claims.values():
+        if claim.deleting or claim.name in used:
+            continue
+        if not usable(view, claim) or claim.shard is None or not 0 <= claim.shard < view.desired.shards:
+            yield claim  # no pod will start on it: its node (if any) is departed
+            continue
+        serving = [
+            pod
+            for pod in view.shard_pods(claim.shard)
+            if pod.claim and pod.claim != claim.name and pod.name in view.members and pod.ready
+        ]
+        if len(serving) >= view.desired.pods_per_shard:
+            yield claim
+
+
+def _why_unneeded(view: View, claim: ClaimObservation) -> str:
+    if not view.desired.persistent:
+        return "the config no longer asks for persistence"
+    if claim.mode != view.desired.claim_mode:
+        return f"written in persistence mode {claim.mode}, the config asks for {view.desired.claim_mode}"
+    if claim.shard is None or not 0 <= claim.shard < view.desired.shards:
+        return f"shard {claim.shard} is beyond spec.shards"
+    return f"shard {claim.shard} serves from its pods' own claims"
