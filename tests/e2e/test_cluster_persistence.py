@@ -35,6 +35,7 @@ from cluster_support import (
     require_image,
     settled,
     status_of,
+    warnings,
 )
 from inprocess_operator import Operator
 from load_support import Load, checker_for
@@ -292,3 +293,48 @@ async def test_durable_nodes_come_back_as_themselves_with_what_their_mode_promis
     status = await lose_and_return(kube, admin, namespace, name, status, "delete", kubelet)
     status = await lose_and_return(kube, admin, namespace, name, status, "kill", kubelet)
     await blackout(kube, admin, namespace, name, status, mode, kubelet)
+
+
+@pytest.mark.timeout(600)
+async def test_a_node_whose_disk_died_comes_back_as_new_replicas_on_new_claims_losing_no_write(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+) -> None:
+    name = "disk-lost"
+    status, admin = await persistent_cluster(kube, catalog, namespace, name, MODES["aof-everysec"])
+    identities = await recorded_identities(kube, namespace, name)
+    primary = primary_of(status, 0)
+    host = (await kube.get(PODS, primary["pod"], namespace))["spec"]["nodeName"]
+    on_host = {
+        claim_of(pod) for pod in await live_pods(kube, namespace, name) if pod["spec"]["nodeName"] == host
+    }
+    async with checker_for(status, admin, replicas=1) as durable:
+        written = await durable.write(PREFILL)
+        assert written.acknowledged == PREFILL, written
+        acknowledged = dict(durable.acknowledged)
+    started = time.monotonic()
+    await kubelet.fail_node(host, lose_disk=True)
+    try:
+
+        async def noticed() -> bool:
+            return (await status_of(kube, namespace, name)).get("state") != "Active"
+
+        await eventually(noticed, "the operator to see the cluster degraded", 60)
+    finally:
+        await kubelet.recover_node(host)
+    status = await repaired(kube, namespace, name, pods=6, timeout=300)
+    took = time.monotonic() - started
+    after = await recorded_identities(kube, namespace, name)
+    assert not on_host & set(after), f"the claims of {host} are replaced: {on_host} -> {sorted(after)}"
+    kept = {claim: node_id for claim, node_id in identities.items() if claim not in on_host}
+    assert kept.items() <= after.items(), "the other nodes keep their claims and ids"
+    assert not {identities[claim] for claim in on_host} & set(after.values()), "the lost nodes are new"
+    await check_topology(admin, kube, namespace, name, status, [identities[claim] for claim in on_host])
+    missing = await read_back(status, admin.credentials.password, acknowledged)
+    assert not missing, f"{len(missing)} acknowledged keys lost, e.g. {missing[:5]}"
+    events = await warnings(kube, namespace, "VolumeLost")
+    assert events, "a VolumeLost Warning says the claims were replaced"
+    print(
+        f"[persistence] {name}: {host} lost its disk ({len(on_host)} claims); Active again at {took:.1f}s "
+        f"with new replicas on new claims; {len(acknowledged)} acknowledged keys read back; "
+        f"events: {[event.get('note') for event in events]}"
+    )

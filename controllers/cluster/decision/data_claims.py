@@ -12,6 +12,10 @@ A claim belongs to one node identity: the node id its server reported
 - a server on a claim that reports another id than the claim records started
   without its data (the volume died with its node): the claim records the new
   id, the old one becomes an ordinary departed node, and an Event says so;
+- a claim no server can start on (every recent failure of a shard in a crash
+  loop ran on it: a volume that came back unusable) holds no dormant node: its
+  node is departed (its replica is promoted), and once nothing needs its data
+  the claim is deleted, so the next pod starts on a new one as a new replica;
 - a claim written in another persistence mode is never started on again
   (an rdb claim started in aof mode comes back empty under its old id and
   slots): its node is departed, and the claim goes once free;
@@ -30,6 +34,7 @@ from controllers.cluster.decision.actions import DeleteClaim, PatchClaim
 from controllers.cluster.decision.observe import ClaimObservation
 from controllers.cluster.decision.view import View
 from controllers.cluster.render.claims import NODE_ID_ANNOTATION
+from valkey_operator.valkey.slots import subtract
 
 
 def in_use(view: View) -> set[str]:
@@ -68,6 +73,23 @@ def returning(view: View, shard: int) -> int:
     )
 
 
+def replaceable(view: View) -> list[ClaimObservation]:
+    """Failing claims (view.failing_claims) whose data the cluster does not need: the node recorded
+    on it is not the only holder of any slot (its replica serves them now, or it served none). One
+    still holding the only copy stays, its shard reported PodsFailing, for a person to decide."""
+    found = []
+    for name in sorted(view.failing_claims):
+        claim = view.data_claims.get(name)
+        if claim is None or claim.deleting:
+            continue
+        owned = view.claims.get(claim.node_id or "", ())
+        if not subtract(owned, view.served) and not any(
+            node.obs.primary_id == claim.node_id for node in view.nodes.values() if claim.node_id
+        ):
+            found.append(claim)
+    return found
+
+
 def identity_lost(view: View) -> list[tuple[str, str, str]]:
     """(claim, recorded id, reported id) for servers that came up on a claim without its data."""
     lost = []
@@ -95,6 +117,8 @@ def upkeep(view: View) -> Iterable[PatchClaim | DeleteClaim]:
         return
     for claim in _unneeded(view):
         yield DeleteClaim(claim.name, claim.uid, _why_unneeded(view, claim))
+    for claim in replaceable(view):
+        yield DeleteClaim(claim.name, claim.uid, "no server starts on it and its data is served elsewhere")
 
 
 def shrinking(view: View) -> list[str]:

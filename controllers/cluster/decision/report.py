@@ -321,6 +321,13 @@ def _claim_findings(view: View) -> Iterable[Finding]:
             f"({', '.join(smaller[:3])}): a claim never shrinks, the size is not applied",
             problem=True,
         )
+    for failing in data_claims.replaceable(view):
+        yield Finding(
+            Reason.VOLUME_LOST,
+            f"no server starts on claim {failing.name} (its pods keep failing) and its data is served "
+            f"elsewhere: it is replaced by a new claim, and the node rejoins as a new replica",
+            problem=True,
+        )
     for claim, recorded, reported in data_claims.identity_lost(view):
         yield Finding(
             Reason.VOLUME_LOST,

@@ -230,6 +230,7 @@ class View:
             if claim.node_id
             and not claim.deleting
             and claim.mode == self.desired.claim_mode  # a claim of another mode is never started on
+            and claim.name not in self.failing_claims
             and claim.node_id not in self.by_id
             and reported.get(claim.name, claim.node_id) == claim.node_id
         )
@@ -352,8 +353,23 @@ class View:
 
     @functools.cached_property
     def crash_loops(self) -> CrashLoops:
-        """Shards whose pods keep failing before they serve (failures.py)."""
-        return crash_loops(self.pods, self.desired.template_hash, self.now)
+        """Shards whose pods keep failing before they serve (failures.py). Failures on a data claim
+        that is gone or going away do not count: the claim was the cause, not the template."""
+        claims = {name for name, claim in self.data_claims.items() if not claim.deleting}
+        counted = [pod for pod in self.pods if not (pod.ended and pod.claim and pod.claim not in claims)]
+        return crash_loops(counted, self.desired.template_hash, self.now)
+
+    @functools.cached_property
+    def failing_claims(self) -> frozenset[str]:
+        """Data claims that cannot run a server: every recent failure of a shard in a crash loop ran
+        on the same claim (a volume that came back unusable, say), so the template is not the cause.
+        A node id on such a claim is not coming back: it is not dormant."""
+        failing = set()
+        for failures in self.crash_loops.blocked.values():
+            claims = {pod.claim for pod in failures}
+            if len(claims) == 1 and None not in claims:
+                failing |= claims
+        return frozenset(name for name in failing if name is not None)
 
     def in_spec(self, pod: PodObservation) -> bool:
         """Created for a shard that spec.shards still has."""

@@ -169,6 +169,8 @@ class SimClaim:
     deleting: bool = False
     persisted: str | None = None
     """The node id whose nodes.conf and data are on the volume (None: an empty volume)."""
+    unusable: bool = False
+    """No server can start on it (a volume that came back root-owned after its node lost its disk)."""
 
     @property
     def uid(self) -> str:
@@ -721,9 +723,11 @@ class SimulatedCluster:
         self.ip_generation += 1
         self._start(pod)
 
-    def lose_volume(self, claim: str) -> None:
-        """The claim's volume died with its node: the next server on it starts empty, as a new node."""
+    def lose_volume(self, claim: str, *, unusable: bool = False) -> None:
+        """The claim's volume died with its node: the next server on it starts empty, as a new node
+        (unusable: it cannot start at all, its pods end Failed)."""
         self.claims[claim].persisted = None
+        self.claims[claim].unusable = unusable
 
     def _pods_lifecycle(self) -> None:
         for pod in list(self.pods.values()):
@@ -735,15 +739,20 @@ class SimulatedCluster:
                 del self.pods[pod.name]
             elif pod.phase is PodPhase.PENDING and self.tick >= pod.ready_tick and pod.deleting_since is None:
                 self._start(pod)
-        used = {pod.claim for pod in self.pods.values()}
+        used = {
+            pod.claim for pod in self.pods.values() if pod.phase not in {PodPhase.FAILED, PodPhase.SUCCEEDED}
+        }
         for name, claim in list(self.claims.items()):
-            if claim.deleting and name not in used:  # the pvc-protection finalizer lets it go
+            if claim.deleting and name not in used:  # pvc-protection waits for running pods only
                 del self.claims[name]
 
     def _start(self, pod: SimPod) -> None:
         pod.phase = PodPhase.RUNNING
         pod.ip = f"10.{self.ip_generation % 250}.{pod.seq // 200}.{pod.seq % 200 + 10}"
         claim = self.claims.get(pod.claim or "")
+        if claim is not None and claim.unusable:
+            pod.phase = PodPhase.FAILED  # Valkey cannot open nodes.conf on the volume
+            return
         if claim is not None and claim.persisted is not None:
             self._resume(pod, self.nodes[claim.persisted])
             return

@@ -190,3 +190,23 @@ def test_after_a_mode_change_no_pod_starts_on_a_claim_written_in_the_other_mode(
     assert not aof_claims & set(found.sim.claims), "the aof claims are gone"
     modes = {claim.annotations.get(MODE_ANNOTATION) for claim in found.sim.claims.values()}
     assert modes == {"rdb"}
+
+
+def test_a_claim_no_server_can_start_on_is_replaced_once_its_data_is_served_elsewhere() -> None:
+    found = durable(shards=1, replicas=1)
+    primary = next(name for name, pod in found.sim.pods.items() if found.sim.nodes[pod.node_id or ""].slots)
+    claim = found.sim.pods[primary].claim or ""
+    old_id = found.sim.pods[primary].node_id
+    old_uid = found.sim.claims[claim].uid
+    found.sim.lose_volume(claim, unusable=True)
+    found.sim.crash_pod(primary)
+    since = len(found.decisions)
+    run(found, passes=3, until=lambda w: False)
+    run(found, passes=300)
+    assert found.state == ACTIVE, found.status.get("message")
+    uids = {claim.uid for claim in found.sim.claims.values()}
+    assert old_uid not in uids, "the unusable claim is replaced"
+    assert len(found.sim.claims) == 2 and old_id in forgotten(found, since)
+    assert Reason.VOLUME_LOST in found.reasons
+    promoted = [a for d in found.decisions[since:] for a in d.actions if type(a).__name__ == "Promote"]
+    assert promoted, "a single shard has no vote: the operator promotes the replica"
