@@ -1,169 +1,36 @@
-"""Persistence end to end (SPEC 1.6): durable nodes on their own claims, for rdb, aof everysec and
-aof always.
+"""Persistence end to end (SPEC 1.6): a durable node lost without being planned comes back as itself.
 
-A 3x1 cluster whose config asks for persistence runs every Valkey pod on a
-PersistentVolumeClaim of its own, provisioned by the test bed's real
-local-path-provisioner and bound by the real PV controller. Each test loses
-nodes the way production does and checks that they come back as themselves
-(the same Valkey node ids) with what the mode promises, key by key:
-- a primary's pod deleted (graceful: it hands its slots over first) and a
-  primary's server SIGKILLed (its pod ends Failed): a new pod starts on the
-  same claim, and every acknowledged write (WAIT 1) is there;
-- every test-bed node failed at once and recovered (every server restarts at
-  a new IP from its claim): the operator re-introduces the nodes by id, and
-  what survives is the mode's promise: rdb everything before the last
-  completed save, aof everysec everything acknowledged more than a second
-  before, aof always every acknowledged write, even one no replica saw.
-Reads go through the valkey-py cluster client, as an application's would.
+A 3x1 cluster whose config asks for persistence (rdb, aof everysec, aof
+always) runs every Valkey pod on a PersistentVolumeClaim of its own,
+provisioned by the test bed's real local-path-provisioner and bound by the
+real PV controller. A primary's pod is deleted (graceful: it hands its slots
+over first), then a primary's server is SIGKILLed (its pod ends Failed): each
+time a new pod starts on the same claim as the same Valkey node (same id),
+and every acknowledged write (WAIT 1) under the load is there. The whole
+cluster lost at once is test_cluster_persistence_blackout.py.
 
 Lines starting with `[persistence]` report the measured times (run with -s).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Mapping
 
 import pytest
-from cluster_support import (
-    NODE_TIMEOUT_MS,
-    Catalog,
-    admin_client,
-    create_cluster,
-    owned_pods,
-    require_image,
-    settled,
-    status_of,
-    warnings,
-)
+from cluster_support import Catalog, owned_pods
 from inprocess_operator import Operator
-from load_support import Load, checker_for
-from repair_support import (
-    PREFILL,
-    check_topology,
-    checkers,
-    kill_server,
-    live_pods,
-    primary_of,
-    repaired,
-)
-from valkey.asyncio.cluster import ValkeyCluster
+from load_support import Load
+from persistence_support import MODES, claim_of, claims_of, persistent_cluster, recorded_identities
+from repair_support import PREFILL, check_topology, checkers, kill_server, primary_of, repaired
 
-from controllers.cluster.render.claims import NODE_ID_ANNOTATION
-from controllers.cluster.render.names import CLUSTER_LABEL
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS, PODS
+from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
 from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 
-# Fails every node: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
-
-MODES: Mapping[str, Obj] = {
-    "rdb": {"mode": "rdb"},
-    "aof-everysec": {"mode": "aof", "appendfsync": "everysec"},
-    "aof-always": {"mode": "aof", "appendfsync": "always"},
-}
-SIZE = "64Mi"
-FORMED = 240.0
-EVERYSEC_MARGIN = 2.5
-"""Seconds between the last acknowledged write and the failure for aof everysec: its promise is all
-but about the last second."""
-
-
-async def persistent_cluster(
-    kube: Client, catalog: Catalog, namespace: str, name: str, persistence: Obj
-) -> tuple[Obj, AdminClient]:
-    reference = images.newest_image()
-    require_image(reference)
-    image = await catalog.image("img", images.valkey_version(reference))
-    spec = {
-        "imageRef": image,
-        "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS},
-        "persistence": {**persistence, "size": SIZE},
-    }
-    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": catalog("cfg")}, "spec": spec})
-    started = time.monotonic()
-    await create_cluster(kube, namespace, name, catalog("cfg"), shards=3, replicas=1)
-    status = await settled(kube, namespace, name, FORMED)
-    print(f"[persistence] {name}: 3x1 with {persistence} Active after {time.monotonic() - started:.1f}s")
-    return status, await admin_client(kube, namespace, name)
-
-
-async def claims_of(kube: Client, namespace: str, name: str) -> dict[str, Obj]:
-    found = await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace, label_selector=f"{CLUSTER_LABEL}={name}")
-    return {claim["metadata"]["name"]: claim for claim in found}
-
-
-def claim_of(pod: Obj) -> str:
-    (claim,) = [
-        v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data"
-    ]
-    return str(claim)
-
-
-async def ids_on_claims(kube: Client, namespace: str, name: str) -> dict[str, str]:
-    """claim -> the node id its live pod's server reports (status), once the claims record it too."""
-    status = await status_of(kube, namespace, name)
-    ids = {node["pod"]: node.get("nodeId") for node in status.get("nodes") or []}
-    pods = await live_pods(kube, namespace, name)
-    claims = await claims_of(kube, namespace, name)
-    on_claims = {claim_of(pod): ids.get(pod["metadata"]["name"]) for pod in pods}
-    for claim, node_id in on_claims.items():
-        recorded = (claims[claim]["metadata"].get("annotations") or {}).get(NODE_ID_ANNOTATION)
-        assert node_id and recorded == node_id, (claim, node_id, recorded)
-    return {claim: str(node_id) for claim, node_id in on_claims.items()}
-
-
-async def recorded_identities(kube: Client, namespace: str, name: str, pods: int = 6) -> dict[str, str]:
-    async def recorded() -> dict[str, str] | None:
-        try:
-            found = await ids_on_claims(kube, namespace, name)
-        except AssertionError:
-            return None
-        return found if len(found) == pods else None
-
-    return await eventually(recorded, f"{name}: each claim records its server's node id", 60)
-
-
-async def read_back(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> list[bytes]:
-    """The keys the valkey-py cluster client cannot read back as written."""
-    node = primary_of(status, 0)
-    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
-    missing = []
-    try:
-        items = list(keys.items())
-        for start in range(0, len(items), 500):
-            batch = items[start : start + 500]
-            values = await client.mget_nonatomic([key for key, _ in batch])
-            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
-    finally:
-        await client.aclose()
-    return missing
-
-
-async def bgsave_everywhere(admin: AdminClient, status: Obj) -> None:
-    """A completed save on every node: what rdb promises to keep."""
-    for node in status["nodes"]:
-        async with admin.connect(node["ip"]) as conn:
-            before = int((await conn.info("persistence"))["rdb_last_save_time"])
-            await conn.command("BGSAVE")
-
-        async def saved(ip: str = node["ip"], before: int = before) -> bool:
-            async with admin.connect(ip) as conn:
-                info = await conn.info("persistence")
-            return (
-                info["rdb_bgsave_in_progress"] == "0"
-                and info["rdb_last_bgsave_status"] == "ok"
-                and int(info["rdb_last_save_time"]) >= before
-            )
-
-        await eventually(saved, f"BGSAVE on {node['pod']}", 30)
+# Loses only its own pods: runs beside the other modules.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 
 async def full_syncs(admin: AdminClient, status: Obj) -> dict[str, int]:
@@ -218,70 +85,9 @@ async def lose_and_return(
     return status
 
 
-async def blackout(
-    kube: Client,
-    admin: AdminClient,
-    namespace: str,
-    name: str,
-    status: Obj,
-    mode: str,
-    kubelet: KubeletControl,
-) -> None:
-    """Every test-bed node fails and recovers: every server restarts from its claim at a new IP."""
-    identities = await recorded_identities(kube, namespace, name)
-    before_ips = {node["nodeId"]: node["ip"] for node in status["nodes"]}
-    promised: dict[bytes, bytes] = {}
-    async with checker_for(status, admin, replicas=1) as durable:
-        written = await durable.write(PREFILL)
-        assert written.acknowledged == PREFILL, written
-        if mode == "rdb":
-            await bgsave_everywhere(admin, status)
-            promised.update(durable.acknowledged)
-            await durable.write(500)  # after the save: rdb promises nothing about these
-        elif mode == "aof-everysec":
-            promised.update(durable.acknowledged)
-            await asyncio.sleep(EVERYSEC_MARGIN)
-        else:
-            promised.update(durable.acknowledged)
-    if mode == "aof-always":
-        async with checker_for(status, admin, replicas=0, prefix="always") as unreplicated:
-            written = await unreplicated.write(1000)  # acknowledged by the primary alone, then the failure
-            promised.update(unreplicated.acknowledged)
-    hosts = sorted(node["name"] for node in (await kubelet.status())["nodes"])
-    started = time.monotonic()
-    failed: list[str] = []
-    try:
-        for host in hosts:
-            await kubelet.fail_node(host)
-            failed.append(host)
-
-        async def noticed() -> bool:
-            return (await status_of(kube, namespace, name)).get("state") != "Active"
-
-        await eventually(noticed, "the operator to see the cluster down", 60)
-    finally:  # the session's test bed keeps its nodes, whatever happens here
-        for host in failed:
-            await kubelet.recover_node(host)
-    recovered = time.monotonic() - started
-    status = await repaired(kube, namespace, name, pods=6)
-    took = time.monotonic() - started
-    after = await recorded_identities(kube, namespace, name)
-    assert after == identities, f"every node back with its id: {identities} -> {after}"
-    moved = [node_id for node_id, ip in before_ips.items() if ip not in {n["ip"] for n in status["nodes"]}]
-    assert moved, "the servers restarted at new IPs"
-    await check_topology(admin, kube, namespace, name, status, [])
-    missing = await read_back(status, admin.credentials.password, promised)
-    assert not missing, f"{len(missing)} of {len(promised)} promised keys lost, e.g. {missing[:5]}"
-    print(
-        f"[persistence] {name} ({mode}): every node failed; recovered at {recovered:.1f}s, every slot "
-        f"served by the same {len(after)} node ids at new IPs at {took:.1f}s; {len(promised)} promised "
-        f"keys read back through valkey-py"
-    )
-
-
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("mode", sorted(MODES))
-async def test_durable_nodes_come_back_as_themselves_with_what_their_mode_promises(
+async def test_a_lost_durable_node_comes_back_on_its_claim_as_itself(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl, mode: str
 ) -> None:
     name = f"durable-{mode}"
@@ -291,50 +97,4 @@ async def test_durable_nodes_come_back_as_themselves_with_what_their_mode_promis
     assert len(claims) == 6 and {claim_of(pod) for pod in pods} == set(claims), (claims, pods)
     assert all(claim["status"]["phase"] == "Bound" for claim in claims.values()), claims
     status = await lose_and_return(kube, admin, namespace, name, status, "delete", kubelet)
-    status = await lose_and_return(kube, admin, namespace, name, status, "kill", kubelet)
-    await blackout(kube, admin, namespace, name, status, mode, kubelet)
-
-
-@pytest.mark.timeout(600)
-async def test_a_node_whose_disk_died_comes_back_as_new_replicas_on_new_claims_losing_no_write(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
-) -> None:
-    name = "disk-lost"
-    status, admin = await persistent_cluster(kube, catalog, namespace, name, MODES["aof-everysec"])
-    identities = await recorded_identities(kube, namespace, name)
-    primary = primary_of(status, 0)
-    host = (await kube.get(PODS, primary["pod"], namespace))["spec"]["nodeName"]
-    on_host = {
-        claim_of(pod) for pod in await live_pods(kube, namespace, name) if pod["spec"]["nodeName"] == host
-    }
-    async with checker_for(status, admin, replicas=1) as durable:
-        written = await durable.write(PREFILL)
-        assert written.acknowledged == PREFILL, written
-        acknowledged = dict(durable.acknowledged)
-    started = time.monotonic()
-    await kubelet.fail_node(host, lose_disk=True)
-    try:
-
-        async def noticed() -> bool:
-            return (await status_of(kube, namespace, name)).get("state") != "Active"
-
-        await eventually(noticed, "the operator to see the cluster degraded", 60)
-    finally:
-        await kubelet.recover_node(host)
-    status = await repaired(kube, namespace, name, pods=6, timeout=300)
-    took = time.monotonic() - started
-    after = await recorded_identities(kube, namespace, name)
-    assert not on_host & set(after), f"the claims of {host} are replaced: {on_host} -> {sorted(after)}"
-    kept = {claim: node_id for claim, node_id in identities.items() if claim not in on_host}
-    assert kept.items() <= after.items(), "the other nodes keep their claims and ids"
-    assert not {identities[claim] for claim in on_host} & set(after.values()), "the lost nodes are new"
-    await check_topology(admin, kube, namespace, name, status, [identities[claim] for claim in on_host])
-    missing = await read_back(status, admin.credentials.password, acknowledged)
-    assert not missing, f"{len(missing)} acknowledged keys lost, e.g. {missing[:5]}"
-    events = await warnings(kube, namespace, "VolumeLost")
-    assert events, "a VolumeLost Warning says the claims were replaced"
-    print(
-        f"[persistence] {name}: {host} lost its disk ({len(on_host)} claims); Active again at {took:.1f}s "
-        f"with new replicas on new claims; {len(acknowledged)} acknowledged keys read back; "
-        f"events: {[event.get('note') for event in events]}"
-    )
+    await lose_and_return(kube, admin, namespace, name, status, "kill", kubelet)

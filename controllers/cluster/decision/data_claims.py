@@ -60,6 +60,16 @@ def free_claims(view: View, shard: int) -> list[ClaimObservation]:
     )
 
 
+def startable(view: View, shard: int) -> list[str]:
+    """The shard's free claims a pod may start on now: not those of a held primary (view.held)."""
+    return [claim.name for claim in free_claims(view, shard) if claim.node_id not in view.held]
+
+
+def waiting(view: View, shard: int) -> int:
+    """Free claims of held primaries: no pod on a new claim is created in their place meanwhile."""
+    return sum(1 for claim in free_claims(view, shard) if claim.node_id in view.held)
+
+
 def returning(view: View, shard: int) -> int:
     """The shard's claims whose pod is going away without them (deleted by someone else, not by a
     planned removal, which deletes the claim too): their node comes back on them once the pod is

@@ -58,7 +58,14 @@ from controllers.cluster.decision.status_document import blocked_status, endpoin
 from controllers.cluster.decision.view import View
 from controllers.cluster.render import layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
-from controllers.cluster.render.claims import claim_bytes, claim_mode, claim_size, persistent, render_claim
+from controllers.cluster.render.claims import (
+    claim_bytes,
+    claim_mode,
+    claim_size,
+    complete_log,
+    persistent,
+    render_claim,
+)
 from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
@@ -285,6 +292,7 @@ def decide(facts: Facts, now: float) -> Decision:
         claim_size=claim_size(ctx) if persistent(ctx) else None,
         claim_bytes=claim_bytes(ctx) if persistent(ctx) else None,
         claim_mode=claim_mode(ctx) if persistent(ctx) else None,
+        complete_log=complete_log(ctx),
     )
     recorded = facts.recorded
     state = recorded.get("state")

@@ -93,6 +93,8 @@ class Desired:
     """persistence.size in bytes."""
     claim_mode: str | None = None
     """persistence.mode: only claims written in it are started on again."""
+    complete_log: bool = False
+    """aof always: a restarting node's own file holds every write it acknowledged."""
 
     @property
     def pods_per_shard(self) -> int:
@@ -113,6 +115,7 @@ class Desired:
         claim_size: str | None = None,
         claim_bytes: int | None = None,
         claim_mode: str | None = None,
+        complete_log: bool = False,
     ) -> Self:
         return cls(
             shards=cluster.spec.shards,
@@ -130,4 +133,5 @@ class Desired:
             claim_size=claim_size,
             claim_bytes=claim_bytes,
             claim_mode=claim_mode,
+            complete_log=complete_log,
         )

@@ -202,8 +202,9 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
         if not view.desired.persistent:
             yield from (CreatePod(shard, annotations) for _ in range(missing))
             continue
-        free = [claim.name for claim in data_claims.free_claims(view, shard)]
-        new = max(missing - len(free) - data_claims.returning(view, shard), 0)
+        free = data_claims.startable(view, shard)
+        later = data_claims.returning(view, shard) + data_claims.waiting(view, shard)
+        new = max(missing - len(free) - later, 0)
         yield from (CreatePod(shard, annotations, claim=claim) for claim in free[:missing])
         yield from (CreatePod(shard, annotations) for _ in range(new))
 

@@ -217,7 +217,7 @@ class View:
     @functools.cached_property
     def _ghosts(self) -> list[str]:
         known = {peer.node_id for node in self.members.values() for peer in node.obs.peers}
-        return sorted(known - self.by_id.keys() - self.dormant)
+        return sorted(known - self.by_id.keys() - (self.dormant - self.held))
 
     @functools.cached_property
     def dormant(self) -> frozenset[str]:
@@ -358,6 +358,27 @@ class View:
         claims = {name for name, claim in self.data_claims.items() if not claim.deleting}
         counted = [pod for pod in self.pods if not (pod.ended and pod.claim and pod.claim not in claims)]
         return crash_loops(counted, self.desired.template_hash, self.now)
+
+    @functools.cached_property
+    def held(self) -> frozenset[str]:
+        """Dormant primaries that must not come back as primaries: they own slots nobody serves while
+        a replica of theirs is a live member. Restarting from an rdb snapshot or an everysec log, such
+        a node could hold less than its replica (every write the replica acknowledged with WAIT), and
+        its replica would then copy the older data. So its claim waits and it counts as departed for
+        the promotion (Valkey's vote, else TAKEOVER), never for FORGET; once the replica serves its
+        slots it comes back, as that replica's replica. Not with aof always: its own file has every
+        write it acknowledged, more than any replica."""
+        if self.desired.complete_log:
+            return frozenset()
+        return frozenset(
+            node_id
+            for node_id in self.dormant
+            if subtract(self.claims.get(node_id, ()), self.served)
+            and any(
+                node.obs.primary_id == node_id and node.active and node.obs.role is NodeRole.REPLICA
+                for node in self.members.values()
+            )
+        )
 
     @functools.cached_property
     def failing_claims(self) -> frozenset[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from controllers.cluster.render import names
 from controllers.cluster.render.context import RenderContext
-from valkey_operator.api.config import ReclaimPolicy
+from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPolicy
 from valkey_operator.api.resources import GROUP
 from valkey_operator.core.rest import Obj
 
@@ -47,6 +47,12 @@ def claim_bytes(ctx: RenderContext) -> int:
 
 def claim_mode(ctx: RenderContext) -> str:
     return str(ctx.persistence.mode)
+
+
+def complete_log(ctx: RenderContext) -> bool:
+    """aof with appendfsync always: a node's own file holds every write it acknowledged, so it is the
+    best copy of its shard when it restarts (with rdb or everysec a live replica may hold more)."""
+    return ctx.persistence.mode is PersistenceMode.AOF and ctx.persistence.appendfsync is Appendfsync.ALWAYS
 
 
 def retained(ctx: RenderContext) -> bool:

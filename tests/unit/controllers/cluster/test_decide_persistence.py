@@ -17,6 +17,7 @@ from controllers.cluster.decision.actions import CreatePod, DeleteClaim, DeleteP
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION
 from valkey_operator.api.cluster import ClusterState
+from valkey_operator.valkey.slots import subtract
 
 ACTIVE = ClusterState.ACTIVE.value
 
@@ -210,3 +211,49 @@ def test_a_claim_no_server_can_start_on_is_replaced_once_its_data_is_served_else
     assert Reason.VOLUME_LOST in found.reasons
     promoted = [a for d in found.decisions[since:] for a in d.actions if type(a).__name__ == "Promote"]
     assert promoted, "a single shard has no vote: the operator promotes the replica"
+
+
+def _first_pass_starting_on(found: World, claim: str, since: int) -> int | None:
+    for index, decision in enumerate(found.decisions[since:]):
+        if any(isinstance(a, CreatePod) and a.claim == claim for a in decision.actions):
+            return index
+    return None
+
+
+def test_a_crashed_primary_comes_back_only_once_its_replica_serves_its_slots() -> None:
+    """rdb and aof everysec: its files may hold less than its replica acknowledged."""
+    found = world(2, 1, SimSettings(cluster="vk", node_timeout=4))
+    found.configs["cfg"] = config(persistence={"mode": "aof", "appendfsync": "everysec", "size": "1Gi"})
+    run(found, passes=120)
+    run(found, passes=3, until=lambda w: False)
+    primary = next(name for name, pod in found.sim.pods.items() if found.sim.nodes[pod.node_id or ""].slots)
+    claim, node_id = found.sim.pods[primary].claim or "", found.sim.pods[primary].node_id or ""
+    found.sim.crash_pod(primary)
+    since = len(found.decisions)
+    run(found, passes=2, until=lambda w: False)
+    run(found, passes=120)
+    assert found.state == ACTIVE, found.status.get("message")
+    started = _first_pass_starting_on(found, claim, since)
+    assert started is not None
+    view = found.decisions[since + started].plan.view  # type: ignore[union-attr]
+    assert not subtract(view.claims.get(node_id, ()), view.served), "its slots were served by its replica"
+    unserved = [d for d in found.decisions[since : since + started] if d.plan and d.plan.view.stranded]
+    assert unserved, "its slots were unserved for a while, and no pod started on its claim meanwhile"
+    assert found.sim.nodes[node_id].role.value == "replica" and not found.sim.nodes[node_id].slots
+    assert identities(found)[claim] == node_id
+
+
+def test_with_aof_always_a_crashed_primary_comes_back_at_once() -> None:
+    """Its own file holds every write it acknowledged: the best copy of its shard."""
+    found = world(2, 1, SimSettings(cluster="vk", node_timeout=4))
+    found.configs["cfg"] = config(persistence={"mode": "aof", "appendfsync": "always", "size": "1Gi"})
+    run(found, passes=120)
+    run(found, passes=3, until=lambda w: False)
+    primary = next(name for name, pod in found.sim.pods.items() if found.sim.nodes[pod.node_id or ""].slots)
+    claim = found.sim.pods[primary].claim or ""
+    found.sim.crash_pod(primary)
+    since = len(found.decisions)
+    run(found, passes=2, until=lambda w: False)
+    run(found, passes=120)
+    assert found.state == ACTIVE, found.status.get("message")
+    assert _first_pass_starting_on(found, claim, since) == 0

@@ -1,0 +1,130 @@
+"""What the persistence tests share: a persistent 3x1 cluster, its claims and the node ids they
+record, reading keys back through the valkey-py cluster client, and the promise of each mode."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from cluster_support import (
+    NODE_TIMEOUT_MS,
+    Catalog,
+    admin_client,
+    create_cluster,
+    require_image,
+    settled,
+    status_of,
+)
+from repair_support import live_pods, primary_of
+from valkey.asyncio.cluster import ValkeyCluster
+
+from controllers.cluster.render.claims import NODE_ID_ANNOTATION
+from controllers.cluster.render.names import CLUSTER_LABEL
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CONFIGS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import images
+from valkey_operator.testing.wait import eventually
+from valkey_operator.valkey.admin import AdminClient
+
+MODES: Mapping[str, Obj] = {
+    "rdb": {"mode": "rdb"},
+    "aof-everysec": {"mode": "aof", "appendfsync": "everysec"},
+    "aof-always": {"mode": "aof", "appendfsync": "always"},
+}
+SIZE = "64Mi"
+FORMED = 240.0
+
+
+async def persistent_cluster(
+    kube: Client, catalog: Catalog, namespace: str, name: str, persistence: Obj
+) -> tuple[Obj, AdminClient]:
+    """A 3x1 cluster of the newest Valkey whose config (named after the cluster) asks for persistence,
+    Active: its status and an admin client."""
+    reference = images.newest_image()
+    require_image(reference)
+    image = await catalog.image(f"img-{name}", images.valkey_version(reference))
+    spec = {
+        "imageRef": image,
+        "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS},
+        "persistence": {**persistence, "size": SIZE},
+    }
+    config = catalog(f"cfg-{name}")
+    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": config}, "spec": spec})
+    started = time.monotonic()
+    await create_cluster(kube, namespace, name, config, shards=3, replicas=1)
+    status = await settled(kube, namespace, name, FORMED)
+    print(f"[persistence] {name}: 3x1 with {persistence} Active after {time.monotonic() - started:.1f}s")
+    return status, await admin_client(kube, namespace, name)
+
+
+async def claims_of(kube: Client, namespace: str, name: str) -> dict[str, Obj]:
+    found = await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace, label_selector=f"{CLUSTER_LABEL}={name}")
+    return {claim["metadata"]["name"]: claim for claim in found}
+
+
+def claim_of(pod: Obj) -> str:
+    (claim,) = [
+        v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data"
+    ]
+    return str(claim)
+
+
+async def ids_on_claims(kube: Client, namespace: str, name: str) -> dict[str, str]:
+    """claim -> the node id its live pod's server reports (status), once the claims record it too."""
+    status = await status_of(kube, namespace, name)
+    ids = {node["pod"]: node.get("nodeId") for node in status.get("nodes") or []}
+    pods = await live_pods(kube, namespace, name)
+    claims = await claims_of(kube, namespace, name)
+    on_claims = {claim_of(pod): ids.get(pod["metadata"]["name"]) for pod in pods}
+    for claim, node_id in on_claims.items():
+        recorded = (claims[claim]["metadata"].get("annotations") or {}).get(NODE_ID_ANNOTATION)
+        assert node_id and recorded == node_id, (claim, node_id, recorded)
+    return {claim: str(node_id) for claim, node_id in on_claims.items()}
+
+
+async def recorded_identities(kube: Client, namespace: str, name: str, pods: int = 6) -> dict[str, str]:
+    async def recorded() -> dict[str, str] | None:
+        try:
+            found = await ids_on_claims(kube, namespace, name)
+        except AssertionError:
+            return None
+        return found if len(found) == pods else None
+
+    return await eventually(recorded, f"{name}: each claim records its server's node id", 60)
+
+
+async def read_back(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> list[bytes]:
+    """The keys the valkey-py cluster client cannot read back as written."""
+    node = primary_of(status, 0)
+    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
+    missing = []
+    try:
+        items = list(keys.items())
+        for start in range(0, len(items), 500):
+            batch = items[start : start + 500]
+            values = await client.mget_nonatomic([key for key, _ in batch])
+            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
+    finally:
+        await client.aclose()
+    return missing
+
+
+async def bgsave_everywhere(admin: AdminClient, status: Obj) -> None:
+    """A completed save on every node: what rdb promises to keep."""
+    for node in status["nodes"]:
+        async with admin.connect(node["ip"]) as conn:
+            before = int((await conn.info("persistence"))["rdb_last_save_time"])
+            await conn.command("BGSAVE")
+
+        async def saved(ip: str = node["ip"], before: int = before) -> bool:
+            async with admin.connect(ip) as conn:
+                info = await conn.info("persistence")
+            return (
+                info["rdb_bgsave_in_progress"] == "0"
+                and info["rdb_last_bgsave_status"] == "ok"
+                and int(info["rdb_last_save_time"]) >= before
+            )
+
+        await eventually(saved, f"BGSAVE on {node['pod']}", 30)
