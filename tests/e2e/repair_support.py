@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 
-from cluster_support import node_reports, owned_pods, warnings
+from cluster_support import node_reports, owned_pods, status_of, warnings
 from load_support import checker_for
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
@@ -216,3 +216,25 @@ async def checkers(status: Obj, admin: AdminClient) -> AsyncIterator[tuple[DataC
     ):
         await prefilled(durable)
         yield durable, probe
+
+
+async def fail_every_node(kube: Client, kubelet: KubeletControl, namespace: str, names: list[str]) -> float:
+    """Every test-bed node fails, the operator sees each cluster down, every node recovers: seconds
+    from the failure to the recovery."""
+    hosts = sorted(node["name"] for node in (await kubelet.status())["nodes"])
+    started = time.monotonic()
+    failed: list[str] = []
+    try:
+        for host in hosts:
+            await kubelet.fail_node(host)
+            failed.append(host)
+        for name in names:
+
+            async def noticed(name: str = name) -> bool:
+                return (await status_of(kube, namespace, name)).get("state") != "Active"
+
+            await eventually(noticed, f"the operator to see {name} down", 60)
+    finally:  # the session's test bed keeps its nodes, whatever happens here
+        for host in failed:
+            await kubelet.recover_node(host)
+    return time.monotonic() - started

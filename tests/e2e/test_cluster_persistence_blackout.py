@@ -36,7 +36,7 @@ from persistence_support import (
     read_back,
     recorded_identities,
 )
-from repair_support import PREFILL, check_topology, live_pods, primary_of, repaired
+from repair_support import PREFILL, check_topology, fail_every_node, live_pods, primary_of, repaired
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
@@ -86,28 +86,6 @@ async def write_last(durable: Durable) -> None:
         written = await checker.write(1000)
         assert written.acknowledged == 1000, written
         durable.promised.update(checker.acknowledged)
-
-
-async def fail_every_node(kube: Client, kubelet: KubeletControl, namespace: str, names: list[str]) -> float:
-    """Every test-bed node fails, the operator sees each cluster down, every node recovers: seconds
-    from the failure to the recovery."""
-    hosts = sorted(node["name"] for node in (await kubelet.status())["nodes"])
-    started = time.monotonic()
-    failed: list[str] = []
-    try:
-        for host in hosts:
-            await kubelet.fail_node(host)
-            failed.append(host)
-        for name in names:
-
-            async def noticed(name: str = name) -> bool:
-                return (await status_of(kube, namespace, name)).get("state") != "Active"
-
-            await eventually(noticed, f"the operator to see {name} down", 60)
-    finally:  # the session's test bed keeps its nodes, whatever happens here
-        for host in failed:
-            await kubelet.recover_node(host)
-    return time.monotonic() - started
 
 
 @pytest.mark.timeout(900)

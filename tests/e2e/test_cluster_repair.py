@@ -41,6 +41,7 @@ from repair_support import (
     check_topology,
     checkers,
     cluster_nodes,
+    fail_every_node,
     kill_server,
     no_data_lost_reported,
     prefilled,
@@ -359,22 +360,8 @@ async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so
     async with checker_for(status, admin, replicas=1) as checker:
         await prefilled(checker)
         acknowledged = dict(checker.acknowledged)
-    hosts = sorted(node["name"] for node in (await kubelet.status())["nodes"])
     started = time.monotonic()
-    failed: list[str] = []
-    try:
-        for host in hosts:
-            await kubelet.fail_node(host)
-            failed.append(host)
-
-        async def noticed() -> bool:
-            return (await status_of(kube, namespace, "blackout")).get("state") != "Active"
-
-        await eventually(noticed, "the operator to see the cluster down", 60)
-    finally:  # the session's test bed keeps its nodes, whatever happens here
-        for host in failed:
-            await kubelet.recover_node(host)
-    recovered = time.monotonic() - started
+    recovered = await fail_every_node(kube, kubelet, namespace, ["blackout"])
     status = await repaired(kube, namespace, "blackout", pods=6, old_ids=old_ids)
     print(
         f"[repair] every node failed: the operator saw it and the nodes recovered at {recovered:.1f}s, "

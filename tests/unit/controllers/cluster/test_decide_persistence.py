@@ -220,10 +220,11 @@ def _first_pass_starting_on(found: World, claim: str, since: int) -> int | None:
     return None
 
 
-def test_a_crashed_primary_comes_back_only_once_its_replica_serves_its_slots() -> None:
-    """rdb and aof everysec: its files may hold less than its replica acknowledged."""
+def crash_a_primary(appendfsync: str) -> tuple[World, str, str, int]:
+    """A 2x1 aof cluster whose primary's server crashed, run until Active again: the world, the
+    primary's claim and node id, and the index of the first decision after the crash."""
     found = world(2, 1, SimSettings(cluster="vk", node_timeout=4))
-    found.configs["cfg"] = config(persistence={"mode": "aof", "appendfsync": "everysec", "size": "1Gi"})
+    found.configs["cfg"] = config(persistence={"mode": "aof", "appendfsync": appendfsync, "size": "1Gi"})
     run(found, passes=120)
     run(found, passes=3, until=lambda w: False)
     primary = next(name for name, pod in found.sim.pods.items() if found.sim.nodes[pod.node_id or ""].slots)
@@ -233,6 +234,12 @@ def test_a_crashed_primary_comes_back_only_once_its_replica_serves_its_slots() -
     run(found, passes=2, until=lambda w: False)
     run(found, passes=120)
     assert found.state == ACTIVE, found.status.get("message")
+    return found, claim, node_id, since
+
+
+def test_a_crashed_primary_comes_back_only_once_its_replica_serves_its_slots() -> None:
+    """rdb and aof everysec: its files may hold less than its replica acknowledged."""
+    found, claim, node_id, since = crash_a_primary("everysec")
     started = _first_pass_starting_on(found, claim, since)
     assert started is not None
     view = found.decisions[since + started].plan.view  # type: ignore[union-attr]
@@ -245,15 +252,5 @@ def test_a_crashed_primary_comes_back_only_once_its_replica_serves_its_slots() -
 
 def test_with_aof_always_a_crashed_primary_comes_back_at_once() -> None:
     """Its own file holds every write it acknowledged: the best copy of its shard."""
-    found = world(2, 1, SimSettings(cluster="vk", node_timeout=4))
-    found.configs["cfg"] = config(persistence={"mode": "aof", "appendfsync": "always", "size": "1Gi"})
-    run(found, passes=120)
-    run(found, passes=3, until=lambda w: False)
-    primary = next(name for name, pod in found.sim.pods.items() if found.sim.nodes[pod.node_id or ""].slots)
-    claim = found.sim.pods[primary].claim or ""
-    found.sim.crash_pod(primary)
-    since = len(found.decisions)
-    run(found, passes=2, until=lambda w: False)
-    run(found, passes=120)
-    assert found.state == ACTIVE, found.status.get("message")
+    found, claim, _, since = crash_a_primary("always")
     assert _first_pass_starting_on(found, claim, since) == 0
