@@ -86,6 +86,7 @@ from valkey_operator.core.resource import (
     PODS,
     SECRETS,
     SERVICES,
+    STORAGE_CLASSES,
     Resource,
 )
 from valkey_operator.core.rest import Obj
@@ -258,6 +259,10 @@ class ClusterReconciler:
         }
         admin = self._admin(credentials, tls) if credentials is not None else None
         pods = owned_pods(self.pods_of(namespace, name), name, meta.uid or "")
+        claims = tuple(
+            ClaimObservation.from_claim(claim)
+            for claim in cluster_claims(self.claims_of(namespace, name), meta.uid or "")
+        )
         commands = commands_to_probe(cluster.spec.acl, roles) if credentials is not None else []
         observed = await observe(pods, admin, None, commands=commands)
         observation: Observation = attrs.evolve(
@@ -269,10 +274,8 @@ class ClusterReconciler:
             awaiting=self.expectations.awaiting(key, pods),
             node_zones=self._zones(pods),
             refusals=self.refusals.of(key, (pod["metadata"]["name"] for pod in pods)),
-            claims=tuple(
-                ClaimObservation.from_claim(claim)
-                for claim in cluster_claims(self.claims_of(namespace, name), meta.uid or "")
-            ),
+            claims=claims,
+            expandable=self._expandable(claims),
         )
         limit = self.options.max_concurrent_rollouts
         facts = attrs.evolve(
@@ -285,6 +288,15 @@ class ClusterReconciler:
             name_seed=_RNG.getrandbits(64),
         )
         return Gathered(facts=facts, pods=pods, admin=admin, extras=dict(observed.extras))
+
+    def _expandable(self, claims: tuple[ClaimObservation, ...]) -> dict[str, bool]:
+        """allowVolumeExpansion of each StorageClass the claims use, from the cache (absent: not found)."""
+        found = {}
+        for name in sorted({claim.storage_class for claim in claims if claim.storage_class}):
+            storage_class = self.cached(STORAGE_CLASSES, "", name)
+            if storage_class is not None:
+                found[name] = bool(storage_class.get("allowVolumeExpansion"))
+        return found
 
     def _zones(self, pods: list[Obj]) -> dict[str, str]:
         zones = {}
@@ -375,6 +387,8 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
 
     # Data claims (persistence) by cluster label: retained claims have no owner to map them by.
     manager.informer(PERSISTENT_VOLUME_CLAIMS).add_indexers({CLAIMS_BY_CLUSTER: pod_cluster_key})
+
+    manager.informer(STORAGE_CLASSES)  # allowVolumeExpansion of the claims' classes
 
     def claims_of(namespace: str, cluster: str) -> list[Obj]:
         return manager.cache.by_index(PERSISTENT_VOLUME_CLAIMS, CLAIMS_BY_CLUSTER, f"{namespace}/{cluster}")

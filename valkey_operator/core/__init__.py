@@ -30,6 +30,7 @@ from valkey_operator.core.resource import (
     PODS,
     SECRETS,
     SERVICES,
+    STORAGE_CLASSES,
     Resource,
 )
 from valkey_operator.core.rest import ApiError
@@ -49,6 +50,7 @@ __all__ = [
     "POD_DISRUPTION_BUDGETS",
     "SECRETS",
     "SERVICES",
+    "STORAGE_CLASSES",
     "WARNING",
     "ApiError",
     "CacheReader",

@@ -55,6 +55,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
 CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )

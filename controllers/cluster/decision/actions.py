@@ -60,7 +60,8 @@ class DeleteClaim:
 
 @attrs.frozen
 class PatchClaim:
-    """Record the node id a server on the claim reported, and/or grow its storage request."""
+    """Record the node id a server on the claim reported, or grow its storage request (two separate
+    patches: a growth the API server refuses must not keep the id from being recorded)."""
 
     claim: str
     uid: str

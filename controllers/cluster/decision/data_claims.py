@@ -112,23 +112,47 @@ def identity_lost(view: View) -> list[tuple[str, str, str]]:
 
 def upkeep(view: View) -> Iterable[PatchClaim | DeleteClaim]:
     """Record reported node ids, grow the claims to the desired size, delete unneeded free claims."""
-    wanted = view.desired.claim_bytes
     for claim in sorted(view.data_claims.values(), key=lambda claim: claim.name):
         if claim.deleting:
             continue
-        annotations: tuple[tuple[str, str], ...] = ()
         reported = _reported_id(view, claim)
         if reported is not None and reported != claim.node_id:
-            annotations = ((NODE_ID_ANNOTATION, reported),)
-        grow = wanted is not None and claim.requested is not None and wanted > claim.requested
-        if annotations or grow:
-            yield PatchClaim(claim.name, claim.uid, annotations, view.desired.claim_size if grow else None)
+            yield PatchClaim(claim.name, claim.uid, ((NODE_ID_ANNOTATION, reported),))
+        if claim in growing(view):
+            yield PatchClaim(claim.name, claim.uid, storage=view.desired.claim_size)
     if view.awaiting or view.unidentified:
         return
     for claim in _unneeded(view):
         yield DeleteClaim(claim.name, claim.uid, _why_unneeded(view, claim))
     for claim in replaceable(view):
         yield DeleteClaim(claim.name, claim.uid, "no server starts on it and its data is served elsewhere")
+
+
+def smaller(view: View) -> list[ClaimObservation]:
+    """Claims that would grow to persistence.size."""
+    wanted = view.desired.claim_bytes
+    return [
+        claim
+        for claim in view.data_claims.values()
+        if not claim.deleting
+        and wanted is not None
+        and claim.requested is not None
+        and wanted > claim.requested
+    ]
+
+
+def growing(view: View) -> list[ClaimObservation]:
+    """Smaller claims whose StorageClass allows expansion (or was not found: the API server decides)."""
+    return [claim for claim in smaller(view) if view.expandable.get(claim.storage_class or "", True)]
+
+
+def fixed_size(view: View) -> dict[str, list[str]]:
+    """StorageClass -> the smaller claims it will not expand (allowVolumeExpansion false or unset)."""
+    found: dict[str, list[str]] = {}
+    for claim in smaller(view):
+        if not view.expandable.get(claim.storage_class or "", True):
+            found.setdefault(claim.storage_class or "", []).append(claim.name)
+    return found
 
 
 def shrinking(view: View) -> list[str]:

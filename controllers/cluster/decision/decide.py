@@ -103,6 +103,7 @@ EVENT_REASONS = frozenset(
         Reason.CERTIFICATE_EXPIRING,
         Reason.TLS_REJECTED,
         Reason.CLAIM_SHRINK_REFUSED,
+        Reason.CLAIM_GROWTH_REFUSED,
         Reason.VOLUME_LOST,
     }
 )

@@ -224,6 +224,8 @@ class ClaimObservation:
     bound: bool = False
     mode: str | None = None
     """The persistence mode its files were written in (MODE_ANNOTATION)."""
+    storage_class: str | None = None
+    """spec.storageClassName (the default class's name once the API server filled it in)."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -247,6 +249,7 @@ class ClaimObservation:
             requested=requested,
             bound=(claim.get("status") or {}).get("phase") == "Bound",
             mode=(metadata.get("annotations") or {}).get(MODE_ANNOTATION) or None,
+            storage_class=(claim.get("spec") or {}).get("storageClassName") or None,
         )
 
 
@@ -356,6 +359,9 @@ class Observation:
     """CONFIG SETs the servers refused in earlier passes (a Failure the next pass sees)."""
     claims: tuple[ClaimObservation, ...] = ()
     """The cluster's data claims (persistence; none for a cache), by label, owned or retained."""
+    expandable: Mapping[str, bool] = attrs.field(factory=dict)
+    """StorageClass name -> its allowVolumeExpansion, for the classes the claims use (absent: the
+    class was not found, and the API server decides)."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

@@ -89,6 +89,7 @@ class Reason(enum.StrEnum):
     BALANCING_PRIMARIES = "BalancingPrimaries"
     CLUSTER_STATE_FAIL = "ClusterStateFail"
     CLAIM_SHRINK_REFUSED = "ClaimShrinkRefused"
+    CLAIM_GROWTH_REFUSED = "ClaimGrowthRefused"
     VOLUME_LOST = "VolumeLost"
 
 
@@ -319,6 +320,13 @@ def _claim_findings(view: View) -> Iterable[Finding]:
             Reason.CLAIM_SHRINK_REFUSED,
             f"persistence.size {view.desired.claim_size} is smaller than {len(smaller)} claim(s) "
             f"({', '.join(smaller[:3])}): a claim never shrinks, the size is not applied",
+            problem=True,
+        )
+    for storage_class, claims in sorted(data_claims.fixed_size(view).items()):
+        yield Finding(
+            Reason.CLAIM_GROWTH_REFUSED,
+            f"persistence.size {view.desired.claim_size}: StorageClass {storage_class} does not allow "
+            f"volume expansion, {len(claims)} claim(s) keep their size ({', '.join(sorted(claims)[:3])})",
             problem=True,
         )
     for failing in data_claims.replaceable(view):

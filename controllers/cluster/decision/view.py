@@ -99,6 +99,7 @@ class View:
                 self.unreachable.append(pod)
         self.by_id = {node.node_id: node for node in self.nodes.values()}
         self.data_claims = {claim.name: claim for claim in observation.claims}
+        self.expandable = observation.expandable
         """The cluster's data claims by name (persistence; none for a cache: data_claims.py)."""
         self.rejected += [node for node in self.nodes.values() if not meets_floor(node.obs.version)]
         self.rejected.sort(key=lambda node: node.pod.order)

@@ -71,6 +71,8 @@ from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFl
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, intersect, subtract, union
 
 EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+SIM_CLASS = "sim-local"
+"""The StorageClass every simulated claim is provisioned by."""
 
 
 @attrs.frozen(kw_only=True)
@@ -273,6 +275,7 @@ class SimulatedCluster:
             objects=dict(self.objects),
             node_zones=dict(self.settings.k8s_nodes),
             claims=tuple(self._claim_observation(claim) for _, claim in sorted(self.claims.items())),
+            expandable={SIM_CLASS: self.settings.expandable},
         )
 
     def _claim_observation(self, claim: SimClaim) -> ClaimObservation:
@@ -287,6 +290,7 @@ class SimulatedCluster:
             requested=claim.requested,
             bound=True,
             mode=claim.annotations.get(MODE_ANNOTATION),
+            storage_class=SIM_CLASS,
         )
 
     def _ready(self, pod: SimPod) -> bool:

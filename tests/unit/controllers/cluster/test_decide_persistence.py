@@ -166,13 +166,19 @@ def test_a_larger_size_grows_the_claims_and_a_smaller_one_is_reported_not_applie
     assert {claim.requested for claim in found.sim.claims.values()} == {2 << 30}
 
 
-def test_a_class_that_cannot_expand_is_reported_and_the_cluster_keeps_serving() -> None:
+def test_a_class_that_cannot_expand_is_reported_and_the_cluster_stays_active() -> None:
+    """No patch the API server would refuse, no roll, nothing in progress: only the reason (a GitOps
+    tool must not see the cluster progressing forever)."""
     found = durable(shards=1, replicas=1, expandable=False)
     found.configs["cfg"] = config(persistence={"mode": "aof", "size": "2Gi"})
     step(found)
-    message = found.status.get("message", "")
-    assert "must support resize" in str(found.status), found.status
-    assert Reason.ACTION_FAILED in found.reasons, message
+    step(found)
+    assert found.state == ACTIVE, found.status
+    assert Reason.CLAIM_GROWTH_REFUSED in found.reasons
+    assert "does not allow volume expansion" in found.status.get("message", "") or any(
+        "does not allow volume expansion" in str(c.get("message")) for c in found.status.get("conditions", [])
+    )
+    assert not [a for a in found.decisions[-1].actions if isinstance(a, PatchClaim)]
     assert {claim.requested for claim in found.sim.claims.values()} == {1 << 30}
 
 

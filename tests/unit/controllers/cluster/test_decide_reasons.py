@@ -340,8 +340,9 @@ def blocked(rng: random.Random) -> World:
     return found
 
 
-def durable_nodes_lose_a_volume_and_the_size_shrinks(rng: random.Random) -> World:
-    """Persistence: a volume comes back empty under its node; then the config asks for smaller claims."""
+def durable_nodes_lose_a_volume_and_the_size_changes(rng: random.Random) -> World:
+    """Persistence: a volume comes back empty under its node; then the config asks for smaller claims,
+    then for larger ones on a class that cannot expand."""
     found = world(rng.randint(1, 2), 1, SimSettings(cluster="vk", ready_delays=(1, 2)))
     found.configs["cfg"] = config(persistence={"mode": "aof", "size": "2Gi"})
     run(found, passes=120)
@@ -351,6 +352,9 @@ def durable_nodes_lose_a_volume_and_the_size_shrinks(rng: random.Random) -> Worl
     found.sim.crash_pod(victim)
     run(found, passes=200)
     found.configs["cfg"] = config(persistence={"mode": "aof", "size": "1Gi"})
+    step(found)
+    found.sim.settings = attrs.evolve(found.sim.settings, expandable=False)
+    found.configs["cfg"] = config(persistence={"mode": "aof", "size": "4Gi"})
     step(found)
     return found
 
@@ -408,8 +412,8 @@ STORIES: dict[Story, frozenset[str]] = {
     ),
     certificates_rotate: frozenset({Reason.RELOADING_TLS, Reason.CERTIFICATE_EXPIRING, Reason.TLS_REJECTED}),
     blocked: BLOCKED_REASONS,
-    durable_nodes_lose_a_volume_and_the_size_shrinks: frozenset(
-        {Reason.VOLUME_LOST, Reason.CLAIM_SHRINK_REFUSED}
+    durable_nodes_lose_a_volume_and_the_size_changes: frozenset(
+        {Reason.VOLUME_LOST, Reason.CLAIM_SHRINK_REFUSED, Reason.CLAIM_GROWTH_REFUSED}
     ),
 }
 
