@@ -1,0 +1,156 @@
+"""What the persistence end-to-end tests share: persistent configs and clusters, their data claims
+and the node id each claim records, and reading keys back through the valkey-py cluster client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from cluster_support import (
+    NODE_TIMEOUT_MS,
+    Catalog,
+    admin_client,
+    create_cluster,
+    require_image,
+    settled,
+    status_of,
+)
+from repair_support import live_pods, primary_of
+from valkey.asyncio.cluster import ValkeyCluster
+
+from controllers.cluster.render.claims import NODE_ID_ANNOTATION
+from controllers.cluster.render.names import CLUSTER_LABEL
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CONFIGS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing import images
+from valkey_operator.testing.wait import NotYet, eventually
+from valkey_operator.valkey.admin import AdminClient
+
+SIZE = "64Mi"
+FORMED = 240.0
+
+
+async def persistent_config(
+    catalog: Catalog, persistence: Obj, *, name: str = "cfg", image: str | None = None
+) -> str:
+    """A ValkeyConfig asking for persistence (size SIZE unless given) on `image` (a ValkeyImage of
+    this catalog), or on a new ValkeyImage of the newest Valkey."""
+    if image is None:
+        reference = images.newest_image()
+        require_image(reference)
+        image = await catalog.image("img", images.valkey_version(reference))
+    spec = {
+        "imageRef": image,
+        "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS},
+        "persistence": {"size": SIZE, **persistence},
+    }
+    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": catalog(name)}, "spec": spec})
+    return catalog(name)
+
+
+async def persistent_cluster(
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    name: str,
+    persistence: Obj,
+    *,
+    config: str | None = None,
+    shards: int = 3,
+    replicas: int = 1,
+) -> tuple[Obj, AdminClient]:
+    """A cluster Active on a persistent config (`config`, else a new one asking for `persistence`)."""
+    if config is None:
+        config = await persistent_config(catalog, persistence)
+    started = time.monotonic()
+    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
+    status = await settled(kube, namespace, name, FORMED)
+    print(
+        f"[persistence] {name}: {shards}x{replicas} with {persistence} Active after "
+        f"{time.monotonic() - started:.1f}s"
+    )
+    return status, await admin_client(kube, namespace, name)
+
+
+async def claims_of(kube: Client, namespace: str, name: str) -> dict[str, Obj]:
+    """The cluster's data claims (found by label, as the operator finds them: also without an owner)."""
+    found = await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace, label_selector=f"{CLUSTER_LABEL}={name}")
+    return {claim["metadata"]["name"]: claim for claim in found}
+
+
+def claim_of(pod: Obj) -> str:
+    (claim,) = [
+        v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data"
+    ]
+    return str(claim)
+
+
+def recorded_id(claim: Obj) -> str | None:
+    return (claim["metadata"].get("annotations") or {}).get(NODE_ID_ANNOTATION)
+
+
+async def ids_on_claims(kube: Client, namespace: str, name: str) -> dict[str, str]:
+    """claim -> the node id its live pod's server reports (status), once the claims record it too."""
+    status = await status_of(kube, namespace, name)
+    ids = {node["pod"]: node.get("nodeId") for node in status.get("nodes") or []}
+    pods = await live_pods(kube, namespace, name)
+    claims = await claims_of(kube, namespace, name)
+    on_claims = {claim_of(pod): ids.get(pod["metadata"]["name"]) for pod in pods}
+    for claim, node_id in on_claims.items():
+        recorded = recorded_id(claims[claim]) if claim in claims else None
+        assert node_id and recorded == node_id, (claim, node_id, recorded)
+    return {claim: str(node_id) for claim, node_id in on_claims.items()}
+
+
+async def recorded_identities(kube: Client, namespace: str, name: str, pods: int = 6) -> dict[str, str]:
+    async def recorded() -> dict[str, str] | None:
+        try:
+            found = await ids_on_claims(kube, namespace, name)
+        except AssertionError:
+            return None
+        return found if len(found) == pods else None
+
+    return await eventually(recorded, f"{name}: each claim records its server's node id", 60)
+
+
+async def claims_follow_pods(
+    kube: Client, namespace: str, name: str, pods: int, timeout: float = 120.0
+) -> tuple[dict[str, Obj], list[Obj]]:
+    """Wait until the cluster has exactly one claim per live pod (`pods` of them): every other claim,
+    Terminating ones included, is gone. Returns (claims, live pods)."""
+
+    async def matched() -> tuple[dict[str, Obj], list[Obj]] | NotYet:
+        running = await live_pods(kube, namespace, name)
+        claims = await claims_of(kube, namespace, name)
+        used = {claim_of(pod) for pod in running}
+        deleting = sorted(c for c, claim in claims.items() if claim["metadata"].get("deletionTimestamp"))
+        if len(running) == pods and set(claims) == used and not deleting:
+            return claims, running
+        return NotYet(
+            {
+                "live pods": len(running),
+                "claims without a live pod": sorted(set(claims) - used),
+                "pods without a claim": sorted(used - set(claims)),
+                "claims deleting": deleting,
+            }
+        )
+
+    return await eventually(matched, f"{name}: one claim per live pod, {pods} of them", timeout)
+
+
+async def read_back(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> list[bytes]:
+    """The keys the valkey-py cluster client cannot read back as written."""
+    node = primary_of(status, 0)
+    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
+    missing = []
+    try:
+        items = list(keys.items())
+        for start in range(0, len(items), 500):
+            batch = items[start : start + 500]
+            values = await client.mget_nonatomic([key for key, _ in batch])
+            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
+    finally:
+        await client.aclose()
+    return missing
