@@ -27,35 +27,25 @@ from collections.abc import Mapping
 
 import pytest
 from cluster_support import (
-    NODE_TIMEOUT_MS,
     Catalog,
-    admin_client,
-    create_cluster,
     owned_pods,
-    require_image,
-    settled,
     status_of,
 )
 from inprocess_operator import Operator
 from load_support import Load, checker_for
+from persistence_support import claim_of, claims_of, persistent_cluster, read_back, recorded_identities
 from repair_support import (
     PREFILL,
     check_topology,
     checkers,
     kill_server,
-    live_pods,
     primary_of,
     repaired,
 )
-from valkey.asyncio.cluster import ValkeyCluster
 
-from controllers.cluster.render.claims import NODE_ID_ANNOTATION
-from controllers.cluster.render.names import CLUSTER_LABEL
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS, PODS
+from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
@@ -68,82 +58,9 @@ MODES: Mapping[str, Obj] = {
     "aof-everysec": {"mode": "aof", "appendfsync": "everysec"},
     "aof-always": {"mode": "aof", "appendfsync": "always"},
 }
-SIZE = "64Mi"
-FORMED = 240.0
 EVERYSEC_MARGIN = 2.5
 """Seconds between the last acknowledged write and the failure for aof everysec: its promise is all
 but about the last second."""
-
-
-async def persistent_cluster(
-    kube: Client, catalog: Catalog, namespace: str, name: str, persistence: Obj
-) -> tuple[Obj, AdminClient]:
-    reference = images.newest_image()
-    require_image(reference)
-    image = await catalog.image("img", images.valkey_version(reference))
-    spec = {
-        "imageRef": image,
-        "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS},
-        "persistence": {**persistence, "size": SIZE},
-    }
-    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": catalog("cfg")}, "spec": spec})
-    started = time.monotonic()
-    await create_cluster(kube, namespace, name, catalog("cfg"), shards=3, replicas=1)
-    status = await settled(kube, namespace, name, FORMED)
-    print(f"[persistence] {name}: 3x1 with {persistence} Active after {time.monotonic() - started:.1f}s")
-    return status, await admin_client(kube, namespace, name)
-
-
-async def claims_of(kube: Client, namespace: str, name: str) -> dict[str, Obj]:
-    found = await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace, label_selector=f"{CLUSTER_LABEL}={name}")
-    return {claim["metadata"]["name"]: claim for claim in found}
-
-
-def claim_of(pod: Obj) -> str:
-    (claim,) = [
-        v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data"
-    ]
-    return str(claim)
-
-
-async def ids_on_claims(kube: Client, namespace: str, name: str) -> dict[str, str]:
-    """claim -> the node id its live pod's server reports (status), once the claims record it too."""
-    status = await status_of(kube, namespace, name)
-    ids = {node["pod"]: node.get("nodeId") for node in status.get("nodes") or []}
-    pods = await live_pods(kube, namespace, name)
-    claims = await claims_of(kube, namespace, name)
-    on_claims = {claim_of(pod): ids.get(pod["metadata"]["name"]) for pod in pods}
-    for claim, node_id in on_claims.items():
-        recorded = (claims[claim]["metadata"].get("annotations") or {}).get(NODE_ID_ANNOTATION)
-        assert node_id and recorded == node_id, (claim, node_id, recorded)
-    return {claim: str(node_id) for claim, node_id in on_claims.items()}
-
-
-async def recorded_identities(kube: Client, namespace: str, name: str, pods: int = 6) -> dict[str, str]:
-    async def recorded() -> dict[str, str] | None:
-        try:
-            found = await ids_on_claims(kube, namespace, name)
-        except AssertionError:
-            return None
-        return found if len(found) == pods else None
-
-    return await eventually(recorded, f"{name}: each claim records its server's node id", 60)
-
-
-async def read_back(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> list[bytes]:
-    """The keys the valkey-py cluster client cannot read back as written."""
-    node = primary_of(status, 0)
-    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
-    missing = []
-    try:
-        items = list(keys.items())
-        for start in range(0, len(items), 500):
-            batch = items[start : start + 500]
-            values = await client.mget_nonatomic([key for key, _ in batch])
-            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
-    finally:
-        await client.aclose()
-    return missing
 
 
 async def bgsave_everywhere(admin: AdminClient, status: Obj) -> None:
