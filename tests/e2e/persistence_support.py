@@ -1,5 +1,5 @@
-"""What the persistence tests share: a persistent 3x1 cluster, its claims and the node ids they
-record, reading keys back through the valkey-py cluster client, and the promise of each mode."""
+"""What the persistence end-to-end tests share: persistent configs and clusters, their data claims
+and the node id each claim records, and reading keys back through the valkey-py cluster client."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
-from valkey_operator.testing.wait import eventually
+from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient
 
 MODES: Mapping[str, Obj] = {
@@ -37,29 +37,50 @@ SIZE = "64Mi"
 FORMED = 240.0
 
 
-async def persistent_cluster(
-    kube: Client, catalog: Catalog, namespace: str, name: str, persistence: Obj
-) -> tuple[Obj, AdminClient]:
-    """A 3x1 cluster of the newest Valkey whose config (named after the cluster) asks for persistence,
-    Active: its status and an admin client."""
-    reference = images.newest_image()
-    require_image(reference)
-    image = await catalog.image(f"img-{name}", images.valkey_version(reference))
+async def persistent_config(
+    catalog: Catalog, persistence: Obj, *, name: str = "cfg", image: str | None = None
+) -> str:
+    """A ValkeyConfig asking for persistence (size SIZE unless given) on `image` (a ValkeyImage of
+    this catalog), or on a new ValkeyImage of the newest Valkey."""
+    if image is None:
+        reference = images.newest_image()
+        require_image(reference)
+        image = await catalog.image(f"img-{name}", images.valkey_version(reference))
     spec = {
         "imageRef": image,
         "valkey": {"cluster-node-timeout": NODE_TIMEOUT_MS},
-        "persistence": {**persistence, "size": SIZE},
+        "persistence": {"size": SIZE, **persistence},
     }
-    config = catalog(f"cfg-{name}")
-    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": config}, "spec": spec})
+    await catalog.create(VALKEY_CONFIGS, {"metadata": {"name": catalog(name)}, "spec": spec})
+    return catalog(name)
+
+
+async def persistent_cluster(
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    name: str,
+    persistence: Obj,
+    *,
+    config: str | None = None,
+    shards: int = 3,
+    replicas: int = 1,
+) -> tuple[Obj, AdminClient]:
+    """A cluster Active on a persistent config (`config`, else a new one asking for `persistence`)."""
+    if config is None:
+        config = await persistent_config(catalog, persistence, name=f"cfg-{name}")
     started = time.monotonic()
-    await create_cluster(kube, namespace, name, config, shards=3, replicas=1)
+    await create_cluster(kube, namespace, name, config, shards=shards, replicas=replicas)
     status = await settled(kube, namespace, name, FORMED)
-    print(f"[persistence] {name}: 3x1 with {persistence} Active after {time.monotonic() - started:.1f}s")
+    print(
+        f"[persistence] {name}: {shards}x{replicas} with {persistence} Active after "
+        f"{time.monotonic() - started:.1f}s"
+    )
     return status, await admin_client(kube, namespace, name)
 
 
 async def claims_of(kube: Client, namespace: str, name: str) -> dict[str, Obj]:
+    """The cluster's data claims (found by label, as the operator finds them: also without an owner)."""
     found = await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace, label_selector=f"{CLUSTER_LABEL}={name}")
     return {claim["metadata"]["name"]: claim for claim in found}
 
@@ -71,6 +92,10 @@ def claim_of(pod: Obj) -> str:
     return str(claim)
 
 
+def recorded_id(claim: Obj) -> str | None:
+    return (claim["metadata"].get("annotations") or {}).get(NODE_ID_ANNOTATION)
+
+
 async def ids_on_claims(kube: Client, namespace: str, name: str) -> dict[str, str]:
     """claim -> the node id its live pod's server reports (status), once the claims record it too."""
     status = await status_of(kube, namespace, name)
@@ -79,7 +104,7 @@ async def ids_on_claims(kube: Client, namespace: str, name: str) -> dict[str, st
     claims = await claims_of(kube, namespace, name)
     on_claims = {claim_of(pod): ids.get(pod["metadata"]["name"]) for pod in pods}
     for claim, node_id in on_claims.items():
-        recorded = (claims[claim]["metadata"].get("annotations") or {}).get(NODE_ID_ANNOTATION)
+        recorded = recorded_id(claims[claim]) if claim in claims else None
         assert node_id and recorded == node_id, (claim, node_id, recorded)
     return {claim: str(node_id) for claim, node_id in on_claims.items()}
 
@@ -93,6 +118,31 @@ async def recorded_identities(kube: Client, namespace: str, name: str, pods: int
         return found if len(found) == pods else None
 
     return await eventually(recorded, f"{name}: each claim records its server's node id", 60)
+
+
+async def claims_follow_pods(
+    kube: Client, namespace: str, name: str, pods: int, timeout: float = 120.0
+) -> tuple[dict[str, Obj], list[Obj]]:
+    """Wait until the cluster has exactly one claim per live pod (`pods` of them): every other claim,
+    Terminating ones included, is gone. Returns (claims, live pods)."""
+
+    async def matched() -> tuple[dict[str, Obj], list[Obj]] | NotYet:
+        running = await live_pods(kube, namespace, name)
+        claims = await claims_of(kube, namespace, name)
+        used = {claim_of(pod) for pod in running}
+        deleting = sorted(c for c, claim in claims.items() if claim["metadata"].get("deletionTimestamp"))
+        if len(running) == pods and set(claims) == used and not deleting:
+            return claims, running
+        return NotYet(
+            {
+                "live pods": len(running),
+                "claims without a live pod": sorted(set(claims) - used),
+                "pods without a claim": sorted(used - set(claims)),
+                "claims deleting": deleting,
+            }
+        )
+
+    return await eventually(matched, f"{name}: one claim per live pod, {pods} of them", timeout)
 
 
 async def read_back(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> list[bytes]:
