@@ -7,9 +7,11 @@ One pass:
    case it is missing); the users' password Secrets as read (a password drawn
    for each generated one that is missing); the ValkeyRoles spec.acl names; the owned pods and
    objects from the cache, each Ready node probed (bounded), the pod writes the
-   cache has not shown yet, the CONFIG SETs the nodes refused before; the
-   rollout slots held; a seed for new pod names. Gathering stops at a fact
-   that blocks the cluster (it cannot render or connect without it);
+   cache has not shown yet, the CONFIG SETs the nodes refused before; the data
+   claims (persistence: by the cluster label, owned or retained) and whether
+   their StorageClasses allow expansion; the rollout slots held; a seed for new
+   pod names. Gathering stops at a fact that blocks the cluster (it cannot render
+   or connect without it);
 2. decide (decide.py, pure: every decision is there): the actions, the whole
    status, the Events and the metric changes;
 3. act: the actor carries the actions out in order under one deadline; the
