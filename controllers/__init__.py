@@ -1,10 +1,11 @@
-"""Reconcilers for ValkeyImage, ValkeyConfig, ValkeyRole and ValkeyCluster."""
+"""Reconcilers for ValkeyImage, ValkeyConfig, ValkeyRole, ValkeyCluster and ValkeyBackup."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from controllers import image, role
+from controllers.backup import reconciler as backup
 from controllers.cluster import reconciler as cluster
 from controllers.cluster.render.names import MANAGED_BY_LABEL, MANAGER
 from controllers.config import reconciler as config
@@ -30,4 +31,5 @@ def setup_all(manager: Manager, workers: Mapping[str, int], options: ControllerO
         config.setup(manager, index, workers.get("config", 2)),
         role.setup(manager, index, workers.get("role", 2)),
         cluster.setup(manager, index, workers.get("cluster", 2), options),
+        backup.setup(manager, workers.get("backup", 2), options),
     ]

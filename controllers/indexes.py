@@ -10,7 +10,13 @@ from collections.abc import Iterable
 
 import attrs
 
-from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES, VALKEY_ROLES
+from valkey_operator.api.resources import (
+    VALKEY_BACKUPS,
+    VALKEY_CLUSTERS,
+    VALKEY_CONFIGS,
+    VALKEY_IMAGES,
+    VALKEY_ROLES,
+)
 from valkey_operator.core.informer import NAMESPACE_ALL, SharedInformer
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.rest import Obj
@@ -22,6 +28,8 @@ CLUSTERS_BY_ROLE = "clusters-by-roleRef"
 CLUSTERS_ROLLING = "clusters-rolling"
 CLUSTERS_BY_TLS_SECRET = "clusters-by-tls-secret"
 CLUSTERS_BY_PASSWORD_SECRET = "clusters-by-password-secret"
+BACKUPS_BY_CLUSTER = "backups-by-valkeycluster"
+CLUSTERS_BY_RESTORE = "clusters-by-restore-backup"
 ROLLING = "rolling"
 
 
@@ -63,6 +71,18 @@ def cluster_password_secrets(cluster: Obj) -> list[str]:
     return [f"{namespace}/{name}" for name in sorted(names)]
 
 
+def backup_cluster(backup: Obj) -> list[str]:
+    """namespace/name of the cluster a ValkeyBackup reads."""
+    cluster = (backup.get("spec") or {}).get("clusterName")
+    return [f"{backup['metadata'].get('namespace', '')}/{cluster}"] if cluster else []
+
+
+def cluster_restore_backup(cluster: Obj) -> list[str]:
+    """namespace/name of the ValkeyBackup spec.restore names."""
+    backup = ((cluster.get("spec") or {}).get("restore") or {}).get("backupName")
+    return [f"{cluster['metadata'].get('namespace', '')}/{backup}"] if backup else []
+
+
 def cluster_role_refs(cluster: Obj) -> list[str]:
     refs = {
         permission["roleRef"]
@@ -85,6 +105,7 @@ class ReferenceIndex:
     configs: SharedInformer
     roles: SharedInformer
     clusters: SharedInformer
+    backups: SharedInformer
 
     @classmethod
     def install(cls, manager: Manager) -> ReferenceIndex:
@@ -99,9 +120,12 @@ class ReferenceIndex:
                 CLUSTERS_ROLLING: cluster_rolling,
                 CLUSTERS_BY_TLS_SECRET: cluster_tls_secret,
                 CLUSTERS_BY_PASSWORD_SECRET: cluster_password_secrets,
+                CLUSTERS_BY_RESTORE: cluster_restore_backup,
             }
         )
-        return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters)
+        backups = manager.informer(VALKEY_BACKUPS)
+        backups.add_indexers({BACKUPS_BY_CLUSTER: backup_cluster})
+        return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters, backups)
 
     # -- lookups -------------------------------------------------------------------
 
@@ -113,6 +137,13 @@ class ReferenceIndex:
 
     def role(self, name: str) -> Obj | None:
         return self.roles.store.get_by_key(name)
+
+    def backup(self, namespace: str, name: str) -> Obj | None:
+        return self.backups.store.get_by_key(f"{namespace}/{name}")
+
+    def backups_of(self, namespace: str, cluster: str) -> list[Obj]:
+        """The ValkeyBackups whose spec.clusterName is cluster, in its namespace."""
+        return self.backups.store.by_index(BACKUPS_BY_CLUSTER, f"{namespace}/{cluster}")
 
     def configs_using_image(self, image: str) -> list[str]:
         return self.configs.store.index_keys(CONFIGS_BY_IMAGE, image)
@@ -132,6 +163,9 @@ class ReferenceIndex:
 
     def clusters_using_password_secret(self, namespace: str, secret: str) -> list[str]:
         return self.clusters.store.index_keys(CLUSTERS_BY_PASSWORD_SECRET, f"{namespace}/{secret}")
+
+    def clusters_restoring_from(self, namespace: str, backup: str) -> list[str]:
+        return self.clusters.store.index_keys(CLUSTERS_BY_RESTORE, f"{namespace}/{backup}")
 
     def clusters_rolling(self) -> list[str]:
         """namespace/name keys of the clusters whose status shows a rolling update under way."""

@@ -26,5 +26,8 @@ class ControllerOptions:
     secret_sync_seconds: float = 120.0
     """How long the kubelet may take to update a pod's mounted Secret files after the Secret changes
     (ConfigMap key secretSyncSeconds; a kubelet's default sync period plus cache TTL is 2 minutes)."""
+    operator_image: str = ""
+    """The operator's own image (--operator-image): a restoring pod's init container runs it. Empty:
+    unknown, and a restore is held until the operator is started with it."""
     tls_expiry_warning_days: float = 7.0
     """A certificate a node presents that expires sooner is reported (ConfigMap key tlsExpiryWarningDays)."""

@@ -1,6 +1,7 @@
 """The operator process: `python -m valkey_operator` (console script `valkey-operator`).
 
-`valkey-operator selftest ...` runs the chart's `helm test` check instead (valkey_operator.selftest).
+`valkey-operator selftest ...` runs the chart's `helm test` check instead (valkey_operator.selftest);
+`valkey-operator restore-fetch ...` a restoring pod's init container (valkey_operator.restore_fetch).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from valkey_operator import operator, selftest, settings
+from valkey_operator import operator, restore_fetch, selftest, settings
 from valkey_operator.validation import InvalidValue, fail
 
 
@@ -18,6 +19,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == [selftest.COMMAND]:
         return selftest.main(args[1:])
+    if args[:1] == [restore_fetch.COMMAND]:
+        return restore_fetch.main(args[1:])
     try:
         parsed = settings.parse(args)
     except (InvalidValue, settings.UsageError) as exc:

@@ -48,6 +48,7 @@ def controller_options(settings: Settings, operator_config: OperatorConfig) -> C
         tls_expiry_warning_days=operator_config.tls_expiry_warning_days,
         node_networks=settings.node_networks,
         cluster_domain=settings.cluster_domain,
+        operator_image=settings.operator_image,
     )
 
 
@@ -84,6 +85,7 @@ async def run(settings: Settings) -> int:
             max_concurrent_rollouts=options.max_concurrent_rollouts,
             node_networks=",".join(str(network) for network in options.node_networks),
             cluster_domain=options.cluster_domain,
+            operator_image=options.operator_image or "<unknown: restores are held>",
         )
         try:
             await manager.run()

@@ -21,11 +21,12 @@ from valkey_operator import validation
 from valkey_operator.validation import InvalidValue
 from valkey_operator.valkey.admin import Network
 
-CONTROLLERS = ("image", "config", "role", "cluster")
+CONTROLLERS = ("image", "config", "role", "cluster", "backup")
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ANY_ADDRESS = "0.0.0.0/0,::/0"
 POD_NAMESPACE_ENV = "POD_NAMESPACE"
+OPERATOR_IMAGE_ENV = "VALKEY_OPERATOR_IMAGE"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -51,6 +52,8 @@ class Settings:
     workers: dict[str, int]
     node_networks: tuple[Network, ...]
     cluster_domain: str
+    operator_image: str = ""
+    """This operator's own image: restoring pods run it as their init container (empty: unknown)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,6 +120,11 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cluster-domain", default="cluster.local", help="the cluster's DNS domain, used in status.endpoint"
     )
+    parser.add_argument(
+        "--operator-image",
+        help=f"this operator's own image reference, which a restoring Valkey pod's init container runs "
+        f"(default: ${OPERATOR_IMAGE_ENV}; the Helm chart sets it)",
+    )
     return parser
 
 
@@ -151,6 +159,7 @@ def parse(
         },
         node_networks=validation.networks("--node-networks", args.node_networks),
         cluster_domain=validation.dns_name("--cluster-domain", args.cluster_domain),
+        operator_image=(args.operator_image or environ.get(OPERATOR_IMAGE_ENV) or "").strip(),
     )
 
 

@@ -149,7 +149,7 @@ async def probe_connection(
 ) -> tuple[NodeObservation, NodeExtras]:
     der = node.peer_certificate()
     served = Certificate.from_der(der) if der else None
-    info = await node.info("server", "replication", "memory")
+    info = await node.info("server", "replication", "memory", "persistence")
     extras = NodeExtras(used_memory=_int(info.get("used_memory")))
     version = version_from_info(info)
     if not meets_floor(version):
@@ -172,6 +172,7 @@ async def probe_connection(
         acl=parse_acl_list(listed) if listed is not None else None,
         commands=await _optional(node.commands_known(commands)),
         served=served,
+        loaded_keys=_loaded_keys(info),
     ), extras
 
 
@@ -215,3 +216,11 @@ async def observe(
         ),
         extras=extras,
     )
+
+
+def _loaded_keys(info: Mapping[str, str]) -> int | None:
+    """Keys read from the RDB at start, expired ones included; None while loading or unreported."""
+    loaded, expired = _int(info.get("rdb_last_load_keys_loaded")), _int(info.get("rdb_last_load_keys_expired"))
+    if info.get("loading") != "0" or loaded is None:
+        return None
+    return loaded + (expired or 0)

@@ -32,6 +32,7 @@ from collections.abc import Callable
 import attrs
 import structlog
 
+from controllers.backup.restore_source import RestoreSources
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.decide import (
     Decision,
@@ -68,6 +69,7 @@ from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.resources import (
     ADMIN_USER,
     API_VERSION,
+    VALKEY_BACKUPS,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
     VALKEY_IMAGES,
@@ -148,6 +150,7 @@ class ClusterReconciler:
         options: ControllerOptions,
         secrets: ReferencedSecrets,
         zone_of: Callable[[str], str | None] = lambda _node: None,
+        restores: RestoreSources | None = None,
     ) -> None:
         self.client = client
         self.index = index
@@ -159,6 +162,7 @@ class ClusterReconciler:
         self.options = options
         self.secrets = secrets
         self.zone_of = zone_of
+        self.restores = restores or RestoreSources(client, index.backup, options.operator_image)
         self.expectations = PodExpectations()
         self.written = WrittenStatuses()
         self.rollouts = RolloutGate(index.clusters_rolling)
@@ -280,8 +284,16 @@ class ClusterReconciler:
             expandable=self._expandable(claims),
         )
         limit = self.options.max_concurrent_rollouts
+        restore = cluster.spec.restore
         facts = attrs.evolve(
             facts,
+            restore=await self.restores.source(namespace, restore.backup_name)
+            if restore is not None and facts.restoring
+            else None,
+            backup_running=any(
+                (backup.get("status") or {}).get("phase") == "Running"
+                for backup in self.index.backups_of(namespace, name)
+            ),
             roles=roles,
             observation=observation,
             rollout_slots=RolloutSlots(
@@ -413,6 +425,13 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     def clusters_of_image(image: Obj) -> list[Request]:
         return requests(index.clusters_through_image(image["metadata"]["name"]))
 
+    def clusters_of_backup(backup: Obj) -> list[Request]:
+        """The backup's own cluster (a running backup holds its slot moves) and those restoring from it."""
+        namespace, name = backup["metadata"].get("namespace", ""), backup["metadata"]["name"]
+        cluster = (backup.get("spec") or {}).get("clusterName")
+        own = [f"{namespace}/{cluster}"] if cluster else []
+        return requests(own + index.clusters_restoring_from(namespace, name))
+
     def clusters_of_role(role: Obj) -> list[Request]:
         return requests(index.clusters_using_role(role["metadata"]["name"]))
 
@@ -460,6 +479,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         .watches(VALKEY_ROLES, clusters_of_role)
         .watches(SECRETS, clusters_of_secret, metadata_only=True)
         .watches(PERSISTENT_VOLUME_CLAIMS, clusters_of_claim)
+        .watches(VALKEY_BACKUPS, clusters_of_backup)
         .with_workers(workers)
         .complete(reconciler)
     )

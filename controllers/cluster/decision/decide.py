@@ -54,6 +54,15 @@ from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.owned import owned_objects
 from controllers.cluster.decision.plan import Plan, finish, plan_view
 from controllers.cluster.decision.report import PlannedStatus, Reason
+from controllers.cluster.decision.restore import (
+    HELD,
+    LOADING,
+    VERIFIED,
+    RestoreHeld,
+    RestoreSource,
+    restore_status,
+    restoring,
+)
 from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
 from controllers.cluster.decision.view import View
 from controllers.cluster.render import layout, names
@@ -70,6 +79,7 @@ from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
 from controllers.cluster.render.pods import render_pod
+from controllers.cluster.render.restore import with_restore
 from controllers.cluster.render.template import template_hash
 from controllers.cluster.render.user_passwords import (
     PasswordProblem,
@@ -105,6 +115,7 @@ EVENT_REASONS = frozenset(
         Reason.CLAIM_SHRINK_REFUSED,
         Reason.CLAIM_GROWTH_REFUSED,
         Reason.VOLUME_LOST,
+        Reason.RESTORE_INCOMPLETE,
     }
 )
 """Findings that also become a Warning Event when they first show up."""
@@ -173,6 +184,10 @@ class Facts:
     rollout_slots: RolloutSlots = RolloutSlots()
     name_seed: int = 0
     """Seeds the pod-name suffixes (the gatherer draws it from a CSPRNG; tests fix it)."""
+    restore: RestoreSource | RestoreHeld | None = None
+    """spec.restore not yet verified: the backup to load, or why it cannot be (restore.py)."""
+    backup_running: bool = False
+    """A ValkeyBackup of this cluster is Running (no slot moves meanwhile)."""
 
     @property
     def key(self) -> str:
@@ -181,6 +196,10 @@ class Facts:
     @property
     def paused(self) -> bool:
         return self.cluster.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true"
+
+    @property
+    def restoring(self) -> bool:
+        return restoring(self.cluster.spec.restore, self.recorded)
 
 
 @attrs.frozen
@@ -244,6 +263,10 @@ def decide(facts: Facts, now: float) -> Decision:
     )
     if isinstance(facts.tls, TlsProblem):
         return _blocked(facts, now, TLS_SECRET_INVALID, facts.tls.message, ctx)
+    restore = facts.restore if facts.restoring else None
+    if facts.restoring and not isinstance(restore, RestoreSource):
+        held = restore or RestoreHeld("RestoreSourceUnknown", "the backup to restore was not read")
+        return _blocked(facts, now, held.reason, held.message, ctx)
     credentials = facts.credentials
     if isinstance(credentials, DamagedSecret):
         return _blocked(facts, now, INTERNAL_SECRET_DAMAGED, credentials.message, ctx)
@@ -295,6 +318,10 @@ def decide(facts: Facts, now: float) -> Decision:
         claim_mode=claim_mode(ctx) if persistent(ctx) else None,
         complete_log=complete_log(ctx),
     )
+    desired = attrs.evolve(desired, backup_running=facts.backup_running)
+    if isinstance(restore, RestoreSource):
+        # The backup's layout first, primaries only (restore.py); spec.shards and replicas after.
+        desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
     recorded = facts.recorded
     state = recorded.get("state")
     observation = attrs.evolve(
@@ -308,7 +335,9 @@ def decide(facts: Facts, now: float) -> Decision:
     view = View(observation, desired)
     view.may_roll, slot = admit(bool(view.outdated), facts.rollout_slots, facts.key)
     planned = plan_view(view)
-    actions = tuple(_complete(planned.actions, ctx, observation, facts.name_seed, creating_secret))
+    actions = tuple(
+        _complete(planned.actions, ctx, observation, facts.name_seed, creating_secret, desired.restore)
+    )
     if not facts.paused:
         actions = (*(CreateObject(owned) for owned in created_users), *actions)
     planned = attrs.evolve(planned, actions=actions)
@@ -343,10 +372,15 @@ def commands_to_probe(users: Sequence[AclUser], roles: Mapping[str, ValkeyRole |
 
 
 def _complete(
-    actions: Iterable[Action], ctx: RenderContext, observation: Observation, seed: int, creating_secret: bool
+    actions: Iterable[Action],
+    ctx: RenderContext,
+    observation: Observation,
+    seed: int,
+    creating_secret: bool,
+    restore: RestoreSource | None = None,
 ) -> Iterable[Action]:
-    """The planner's actions as sent: each new pod named and rendered, the missing internal Secret
-    created rather than applied."""
+    """The planner's actions as sent: each new pod named and rendered (a restoring one with the init
+    container that loads its shard), the missing internal Secret created rather than applied."""
     rng = random.Random(seed)
     taken = {pod.name for pod in observation.pods} | {claim.name for claim in observation.claims}
     claims = {pod.name: pod.claim for pod in observation.pods if pod.claim}
@@ -359,6 +393,8 @@ def _complete(
             if claim is None and persistent(ctx):
                 claim, claim_body = name, render_claim(ctx, action.shard, name)
             body = render_pod(ctx, action.shard, name, claim)
+            if restore is not None:
+                body = with_restore(ctx, body, restore.fetch, restore.shards[action.shard])
             if action.annotations:
                 metadata = body["metadata"]
                 metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(action.annotations)}
@@ -384,6 +420,13 @@ def _blocked(
         endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
         rfc3339(now),
     )
+    restore = facts.cluster.spec.restore
+    if restore is not None:
+        status["restore"] = (
+            restore_status(restore.backup_name, HELD, None, None, reason, message)
+            if facts.restoring
+            else current.get("restore")
+        )
     before = find_condition(current.get("conditions"), PROGRESSING)
     changed = before is None or before.get("reason") != reason or before.get("message") != message
     return Decision(
@@ -414,6 +457,8 @@ def _conclude(
         endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
         rfc3339(now),
     )
+    if facts.cluster.spec.restore is not None:
+        status["restore"] = _restore_status(facts, planned)
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
     problems = tuple(_problems(current, planned.status))
@@ -437,6 +482,30 @@ def _conclude(
         facts=facts,
         now=now,
     )
+
+
+def _restore_status(facts: Facts, planned: Plan) -> Obj | None:
+    """status.restore: Loading until every shard loaded its count and nothing else keeps the cluster
+    from Active, then Verified (and kept as recorded afterwards); Held when a count differs or the
+    restoring pods keep failing (a download or checksum that failed)."""
+    if not facts.restoring:
+        recorded = facts.recorded.get("restore")
+        return recorded if isinstance(recorded, dict) else None
+    progress = planned.view.restore_progress
+    backup = facts.cluster.spec.restore.backup_name if facts.cluster.spec.restore else ""
+    if progress is None:
+        return None
+    findings = planned.status.findings
+    blocked = planned.view.crash_loops.blocked
+    if progress.mismatches() or blocked:
+        reason = findings[0].reason if findings else Reason.PODS_FAILING
+        message = "; ".join(progress.mismatches()) or planned.status.message
+        return restore_status(backup, HELD, progress.source, progress, reason, message)
+    others = [finding for finding in findings if finding.reason is not Reason.RESTORING]
+    if progress.all_loaded and not others:
+        message = f"every shard loaded its keys from backup {backup} and every slot is served"
+        return restore_status(backup, VERIFIED, progress.source, progress, "RestoreVerified", message)
+    return restore_status(backup, LOADING, progress.source, progress, Reason.RESTORING, progress.message())
 
 
 def failover_counts(actions: Sequence[Action], failures: Sequence[Failure]) -> dict[str, int]:

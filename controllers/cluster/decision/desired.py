@@ -8,6 +8,7 @@ from typing import Self
 
 import attrs
 
+from controllers.cluster.decision.restore import RestoreSource
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.tls import TlsMaterial
 from valkey_operator.api.cluster import ValkeyCluster
@@ -95,6 +96,11 @@ class Desired:
     """persistence.mode: only claims written in it are started on again."""
     complete_log: bool = False
     """aof always: a restarting node's own file holds every write it acknowledged."""
+    backup_running: bool = False
+    """A ValkeyBackup of the cluster is Running: no slot moves until it ends, or a slot's keys could
+    be in two shards' files, or in none (the backup checks the layout again at its end)."""
+    restore: RestoreSource | None = None
+    """spec.restore not yet verified: the backup's shards, loaded at its layout (restore.py)."""
 
     @property
     def pods_per_shard(self) -> int:

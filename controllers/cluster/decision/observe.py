@@ -75,6 +75,9 @@ class NodeObservation:
     """Whether the server knows each command the cluster's roles name; None when not read."""
     served: Certificate | None = None
     """TLS clusters: the certificate the node presented in the probe's own handshake."""
+    loaded_keys: int | None = None
+    """Keys the server read from its RDB at start (loaded plus already expired, INFO persistence);
+    None while it is still loading or when not read. A restore compares it with the manifest."""
 
     @classmethod
     def unreachable(cls, error: str) -> Self:
@@ -266,7 +269,8 @@ _VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.
 
 
 def _terminations(status: Obj) -> Iterable[tuple[str, Obj]]:
-    for container in status.get("containerStatuses") or []:
+    """Ended containers: a failed init container (a restore's download) first, it ends the pod."""
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         terminated = (container.get("state") or {}).get("terminated") or {}
         if terminated:
             yield container.get("name", ""), terminated

@@ -263,6 +263,9 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     """
     if view.unidentified or view.dormant:
         return
+    restore = view.restore_progress
+    if restore is not None and not restore.all_loaded:
+        return  # a restoring node takes the slots it loaded keys for at start (restore.py)
     for shard in range(view.desired.shards):
         unowned = subtract(view.layout[shard], view.claimed)
         if not unowned or not view.shard_identified(shard) or len(view.primaries(shard)) > 1:
@@ -403,9 +406,10 @@ def _migrate(view: View, leaving: set[str]) -> Iterable[MigrateSlots]:
     """Move slots toward each shard's quota: at most one job per source, none while anything is unsettled.
 
     Only when every slot is served by exactly one reachable primary and no shard
-    has two primaries; a source whose last jobs failed waits out its backoff.
+    has two primaries; a source whose last jobs failed waits out its backoff. A restore moves
+    nothing before it is verified: each shard's keys were counted where they were loaded.
     """
-    if not view.settled:
+    if not view.settled or view.desired.restore is not None or view.desired.backup_running:
         return
     if coverage(node.obs.slots for node in view.members.values() if node.is_primary).contested:
         return

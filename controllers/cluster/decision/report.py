@@ -91,6 +91,8 @@ class Reason(enum.StrEnum):
     CLAIM_SHRINK_REFUSED = "ClaimShrinkRefused"
     CLAIM_GROWTH_REFUSED = "ClaimGrowthRefused"
     VOLUME_LOST = "VolumeLost"
+    RESTORING = "Restoring"
+    RESTORE_INCOMPLETE = "RestoreIncomplete"
 
 
 @attrs.frozen
@@ -410,6 +412,12 @@ def _findings(
     view: View, actions: Sequence[Action], rolling: Rollout, uncovered: SlotRanges
 ) -> Iterable[Finding]:
     """What keeps the cluster from Active, in bootstrap order; problems are marked."""
+    restore = view.restore_progress
+    if restore is not None:
+        mismatches = restore.mismatches()
+        if mismatches:
+            yield Finding(Reason.RESTORE_INCOMPLETE, "; ".join(mismatches), problem=True)
+        yield Finding(Reason.RESTORING, restore.message())
     yield from _pod_findings(view, actions, rolling)
     joining_clients = [action.pod for action in actions if isinstance(action, MarkMember) and action.member]
     if joining_clients:

@@ -17,6 +17,7 @@ from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.failures import CrashLoops, crash_loops
 from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
+from controllers.cluster.decision.restore import Progress
 from controllers.cluster.decision.rebalance import (
     Transfer,
     timestamp_seconds,
@@ -123,6 +124,22 @@ class View:
         self.outdated = outdated_pods(self.pods, desired)
         """Live pods of in-spec shards on another template (the one definition of outdated)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
+
+    @functools.cached_property
+    def restore_progress(self) -> Progress | None:
+        """A restore under way: the keys each shard's server reports it loaded (restore.py)."""
+        source = self.desired.restore
+        if source is None:
+            return None
+        expected = {shard.index: shard.keys for shard in source.shards}
+        loaded: dict[int, int | None] = {}
+        for node in self.nodes.values():
+            shard, count = node.pod.shard, node.obs.loaded_keys
+            if shard is None or count is None or node.pod.deleting:
+                continue
+            if loaded.get(shard) != expected.get(shard):
+                loaded[shard] = count
+        return Progress(source=source, loaded=loaded)
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:
         """A node serving slots (a formed cluster's member: a node that does not answer for a pass must

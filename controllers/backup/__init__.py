@@ -1,0 +1,1 @@
+"""Backups of ValkeyClusters to S3-compatible storage and restores from them (SPEC 1.7)."""

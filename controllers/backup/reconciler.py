@@ -1,0 +1,358 @@
+"""ValkeyBackup reconciler: one RDB per shard streamed to object storage, the manifest last (SPEC 1.7).
+
+A pass of a backup that is not finished:
+1. Pending until the cluster is settled (every slot served by one reachable
+   primary, no slot migration under way: sources.py); a backup that cannot
+   start within START_DEADLINE fails;
+2. the destination is checked (credentials, endpoint, bucket) before anything
+   is written: a bad one fails the backup at once with the reason;
+3. Running: each shard's RDB is read from its source over the replication
+   protocol (SYNC, as `valkey-cli --rdb` does: no exec into pods) and streamed
+   into a multipart upload with its sha256; each finished shard is recorded in
+   status, so a backup interrupted by an operator restart goes on from the next
+   shard;
+4. the slot layout is read again: if a shard's slots moved meanwhile, its keys
+   could be in two files or in none, and the backup fails rather than lie;
+5. the manifest is written last: without it there is no backup.
+Completed and Failed are final: a backup is one-shot, a schedule makes the next.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Callable
+
+import attrs
+import structlog
+
+from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
+from controllers.backup.metrics import BackupMetrics
+from controllers.backup.sources import NotSettled, ShardSource, sources
+from controllers.backup.storage import AccessProblem, StorageAccess, storage_access
+from controllers.cluster.observer import observe, owned_pods
+from controllers.cluster.reconciler import PODS_BY_CLUSTER, CachedLookup
+from controllers.cluster.render import names
+from controllers.cluster.render.credentials import InternalCredentials, read_credentials
+from controllers.cluster.tls import TlsMaterial, read_tls_secret
+from controllers.options import ControllerOptions
+from controllers.status import status_patch
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
+from valkey_operator.core.builder import build_controller
+from valkey_operator.core.client import ApiError, Client
+from valkey_operator.core.controller import Controller
+from valkey_operator.core.manager import Manager
+from valkey_operator.core.events import NORMAL, WARNING, EventRecorder
+from valkey_operator.core.reconcile import Request, Result
+from valkey_operator.core.resource import PODS, SECRETS, Resource
+from valkey_operator.core.rest import Obj
+from valkey_operator.objectstore import ObjectStore, StorageError, open_store
+from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError
+from valkey_operator.valkey.rdb_stream import open_rdb_stream
+
+log = structlog.get_logger(__name__)
+
+PENDING, RUNNING, COMPLETED, FAILED = "Pending", "Running", "Completed", "Failed"
+FINAL = frozenset({COMPLETED, FAILED})
+START_DEADLINE = 600.0
+"""Seconds a backup may wait for its cluster to settle before it fails."""
+REQUEUE_PENDING = 5.0
+
+
+class BackupFailed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def _now_text(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def _created_at(obj: Obj) -> float:
+    text = obj["metadata"].get("creationTimestamp")
+    if not text:
+        return time.time()
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+@attrs.frozen
+class Target:
+    """The cluster as the backup reads it: its pods, and how to talk to its nodes."""
+
+    cluster: Obj
+    admin: AdminClient
+    pods: list[Obj]
+
+
+class BackupReconciler:
+    def __init__(
+        self,
+        client: Client,
+        cached: CachedLookup,
+        pods_of: Callable[[str, str], list[Obj]],
+        events: EventRecorder,
+        metrics: BackupMetrics,
+        options: ControllerOptions,
+    ) -> None:
+        self.client = client
+        self.cached = cached
+        self.pods_of = pods_of
+        self.events = events
+        self.metrics = metrics
+        self.options = options
+
+    async def reconcile(self, request: Request) -> Result:
+        obj = self.cached(VALKEY_BACKUPS, request.namespace, request.name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return Result()
+        obj = {**obj}  # the pass records its own status writes here, never in the cache's copy
+        status = dict(obj.get("status") or {})
+        if status.get("phase") in FINAL:
+            return Result()
+        try:
+            return await self._pass(obj, status)
+        except BackupFailed as failed:
+            await self._fail(obj, status, failed.reason, failed.message)
+            return Result()
+
+    async def _pass(self, obj: Obj, status: Obj) -> Result:
+        namespace = obj["metadata"]["namespace"]
+        spec = obj.get("spec") or {}
+        cluster_name = str(spec.get("clusterName", ""))
+        target = await self._target(namespace, cluster_name)
+        if isinstance(target, str):
+            return await self._wait(obj, status, target)
+        observed = await observe(target.pods, target.admin, None)
+        found = sources(observed.observation)
+        if isinstance(found, NotSettled):
+            return await self._wait(obj, status, f"waiting for cluster {cluster_name}: {found.message}")
+        access = await storage_access(self.client, namespace, spec.get("destination") or {})
+        if isinstance(access, AccessProblem):
+            raise BackupFailed(access.reason, access.message)
+        started = time.time()
+        try:
+            async with open_store(access.destination, access.credentials, access.ca_pem) as store:
+                await store.check()
+                return await self._run(obj, status, target, found, store, access, started)
+        except StorageError as exc:
+            raise BackupFailed(exc.reason, str(exc)) from None
+
+    async def _run(
+        self,
+        obj: Obj,
+        status: Obj,
+        target: Target,
+        found: tuple[ShardSource, ...],
+        store: ObjectStore,
+        access: StorageAccess,
+        started: float,
+    ) -> Result:
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        cluster_name = target.cluster["metadata"]["name"]
+        prefix = (namespace, cluster_name, name)
+        status = {**status, "phase": RUNNING, "message": f"backing up {len(found)} shards"}
+        status.setdefault("startedAt", _now_text(started))
+        status.pop("reason", None)
+        done = {entry.index: entry for entry in _recorded_shards(status, found)}
+        status = await self._write(obj, status, done)
+        for source in found:
+            if source.index in done:
+                continue
+            entry = await self._shard(target.admin, store, store.key(*prefix, shard_object_name(source.index)), source)
+            done[source.index] = entry
+            status = await self._write(obj, status, done)
+        await self._check_layout(target, found)
+        finished = time.time()
+        manifest = Manifest(
+            backup=name,
+            namespace=namespace,
+            cluster=cluster_name,
+            started_at=str(status["startedAt"]),
+            completed_at=_now_text(finished),
+            valkey_version=found[0].version if found else "",
+            shards=tuple(done[index] for index in sorted(done)),
+        )
+        manifest_key = store.key(*prefix, MANIFEST_NAME)
+        await store.put_json(manifest_key, manifest.to_dict())
+        status = {
+            **status,
+            "phase": COMPLETED,
+            "completedAt": manifest.completed_at,
+            "manifestKey": manifest_key,
+            "valkeyVersion": manifest.valkey_version,
+            "totalBytes": manifest.total_bytes,
+            "totalKeys": manifest.total_keys,
+            "size": human_size(manifest.total_bytes),
+            "message": f"{len(done)} shards, {manifest.total_keys} keys, {human_size(manifest.total_bytes)}"
+            f" in s3 bucket {access.destination.bucket}",
+        }
+        await self._write(obj, status, done)
+        self.metrics.completed(namespace, cluster_name, manifest.total_bytes, finished - started, finished)
+        await self.events.event(obj, NORMAL, "BackupCompleted", status["message"])
+        log.info("backup completed", backup=f"{namespace}/{name}", bytes=manifest.total_bytes)
+        return Result()
+
+    async def _shard(self, admin: AdminClient, store: ObjectStore, key: str, source: ShardSource) -> ShardEntry:
+        try:
+            async with open_rdb_stream(
+                source.ip,
+                admin.port,
+                admin.credentials,
+                ca_pem=admin.ca_pem,
+                allowed_networks=admin.allowed_networks,
+            ) as stream:
+                uploaded = await store.upload(key, stream.chunks())
+                keys, version = stream.keys, stream.version
+        except ValkeyAdminError as exc:
+            raise BackupFailed("ShardReadFailed", f"shard {source.index} from {source.pod}: {exc}") from None
+        return ShardEntry(
+            index=source.index,
+            slots=source.slots_text,
+            object_key=key,
+            bytes=uploaded.bytes,
+            sha256=uploaded.sha256,
+            keys=keys or 0,
+            source_pod=source.pod,
+            source_role=str(source.role),
+            rdb_version=version,
+        )
+
+    async def _check_layout(self, target: Target, found: tuple[ShardSource, ...]) -> None:
+        """Every shard's slots are where they were when the first shard was read."""
+        observed = await observe(target.pods, target.admin, None)
+        again = sources(observed.observation)
+        before = [source.slots for source in found]
+        if isinstance(again, NotSettled) or [source.slots for source in again] != before:
+            detail = again.message if isinstance(again, NotSettled) else "slots moved between shards"
+            raise BackupFailed("TopologyChanged", f"the cluster changed during the backup ({detail})")
+
+    async def _target(self, namespace: str, cluster_name: str) -> Target | str:
+        """The cluster and how to reach its nodes, or why not yet (a wait); a missing cluster fails."""
+        cluster = self.cached(VALKEY_CLUSTERS, namespace, cluster_name)
+        if cluster is None:
+            raise BackupFailed("ClusterNotFound", f"ValkeyCluster {namespace}/{cluster_name} not found")
+        credentials = read_credentials(self.cached(SECRETS, namespace, names.secret_name(cluster_name)))
+        if not isinstance(credentials, InternalCredentials):
+            return f"cluster {cluster_name} has no usable internal Secret yet"
+        ca_pem: str | None = None
+        tls = (cluster.get("spec") or {}).get("tls")
+        if tls:
+            secret_name = str(tls.get("secretRef", ""))
+            secret = await self.client.get_or_none(SECRETS, secret_name, namespace)
+            material = read_tls_secret(secret, secret_name, time.time())
+            if not isinstance(material, TlsMaterial):
+                return f"cluster {cluster_name}'s TLS Secret is not usable: {material.message}"
+            ca_pem = material.ca_pem
+        admin = AdminClient(
+            credentials=Credentials(username=ADMIN_USER, password=credentials.admin_password),
+            ca_pem=ca_pem,
+            allowed_networks=self.options.node_networks,
+        )
+        pods = owned_pods(self.pods_of(namespace, cluster_name), cluster_name, cluster["metadata"].get("uid", ""))
+        return Target(cluster=cluster, admin=admin, pods=pods)
+
+    async def _wait(self, obj: Obj, status: Obj, message: str) -> Result:
+        if time.time() - _created_at(obj) > START_DEADLINE:
+            raise BackupFailed("ClusterNotSettled", f"{message} for more than {START_DEADLINE:.0f}s")
+        await self._write(obj, {**status, "phase": status.get("phase") or PENDING, "message": message}, None)
+        return Result(requeue_after=REQUEUE_PENDING)
+
+    async def _fail(self, obj: Obj, status: Obj, reason: str, message: str) -> None:
+        meta = obj["metadata"]
+        cluster = str((obj.get("spec") or {}).get("clusterName", ""))
+        status = {
+            **status,
+            "phase": FAILED,
+            "reason": reason,
+            "message": message,
+            "completedAt": _now_text(time.time()),
+        }
+        await self._write(obj, status, None)
+        self.metrics.failed(meta["namespace"], cluster)
+        await self.events.event(obj, WARNING, "BackupFailed", f"{reason}: {message}")
+        log.warning("backup failed", backup=f"{meta['namespace']}/{meta['name']}", reason=reason, message=message)
+
+    async def _write(self, obj: Obj, status: Obj, done: dict[int, ShardEntry] | None) -> Obj:
+        if done is not None:
+            status = {**status, "shards": [_shard_status(done[index]) for index in sorted(done)]}
+            status["totalBytes"] = sum(entry.bytes for entry in done.values())
+            status["size"] = human_size(status["totalBytes"])
+        status["observedGeneration"] = obj["metadata"].get("generation")
+        patch = status_patch(obj.get("status") or {}, status)
+        if patch is not None:
+            meta = obj["metadata"]
+            try:
+                stored = await self.client.patch_status(VALKEY_BACKUPS, meta["name"], patch, meta["namespace"])
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+            else:
+                obj["status"] = stored.get("status") or {}
+        return status
+
+
+def _shard_status(entry: ShardEntry) -> Obj:
+    return {
+        "index": entry.index,
+        "slots": entry.slots,
+        "sourcePod": entry.source_pod,
+        "sourceRole": entry.source_role,
+        "objectKey": entry.object_key,
+        "bytes": entry.bytes,
+        "keys": entry.keys,
+        "sha256": entry.sha256,
+    }
+
+
+def _recorded_shards(status: Obj, found: tuple[ShardSource, ...]) -> list[ShardEntry]:
+    """Shards an interrupted pass already wrote whose slots are still where they were read."""
+    slots = {source.index: source.slots_text for source in found}
+    kept = []
+    for raw in status.get("shards") or []:
+        try:
+            entry = ShardEntry.from_dict(raw)
+        except ValueError:
+            continue
+        if slots.get(entry.index) == entry.slots:
+            kept.append(entry)
+    return kept
+
+
+CONTROLLER_NAME = "valkeybackup"
+
+
+def setup(manager: Manager, workers: int, options: ControllerOptions) -> Controller:
+    """Run backups on their own changes; pods are read through the cluster reconciler's index."""
+
+    def cached(resource: Resource, namespace: str, name: str) -> Obj | None:
+        return manager.cache.get(resource, name, namespace)
+
+    def pods_of(namespace: str, cluster: str) -> list[Obj]:
+        return manager.cache.by_index(PODS, PODS_BY_CLUSTER, f"{namespace}/{cluster}")
+
+    reconciler = BackupReconciler(
+        manager.client,
+        cached,
+        pods_of,
+        manager.event_recorder(CONTROLLER_NAME),
+        BackupMetrics(manager.registry),
+        options,
+    )
+    return (
+        build_controller(manager, CONTROLLER_NAME)
+        .for_(VALKEY_BACKUPS)
+        .with_workers(workers)
+        .complete(reconciler)
+    )

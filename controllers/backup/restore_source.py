@@ -1,0 +1,92 @@
+"""What a restoring cluster loads: its backup's manifest, read from storage once (SPEC 1.7).
+
+The cluster reconciler asks for the source on each pass of a restore that is
+not verified yet. The ValkeyBackup comes from the shared cache (named index);
+the manifest is read from the bucket, not from the backup's status: the bucket
+is what the init containers will download from, and its manifest is the proof
+that the backup finished. A manifest once read is kept per backup uid and key.
+Everything that stops a restore is a RestoreHeld with a reason word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from controllers.backup.manifest import Manifest, ManifestError, parse_manifest
+from controllers.backup.storage import AccessProblem, storage_access
+from controllers.cluster.decision.restore import RestoreFetch, RestoreHeld, RestoreShard, RestoreSource
+from valkey_operator.core.client import Client
+from valkey_operator.core.rest import Obj
+from valkey_operator.objectstore import StorageError, open_store
+
+COMPLETED = "Completed"
+WAITING = frozenset({"", "Pending", "Running"})
+
+
+class RestoreSources:
+    def __init__(self, client: Client, backup: Callable[[str, str], Obj | None], image: str) -> None:
+        self.client = client
+        self.backup = backup
+        self.image = image
+        self._manifests: dict[tuple[str, str], Manifest] = {}
+
+    async def source(self, namespace: str, backup_name: str) -> RestoreSource | RestoreHeld:
+        backup = self.backup(namespace, backup_name)
+        if backup is None:
+            return RestoreHeld("BackupNotFound", f"ValkeyBackup {namespace}/{backup_name} not found")
+        status = backup.get("status") or {}
+        phase = str(status.get("phase") or "")
+        if phase in WAITING:
+            return RestoreHeld("BackupNotCompleted", f"ValkeyBackup {backup_name} is {phase or 'Pending'}: waiting")
+        if phase != COMPLETED:
+            return RestoreHeld("BackupFailed", f"ValkeyBackup {backup_name} is {phase}: {status.get('message', '')}")
+        if not self.image:
+            return RestoreHeld(
+                "RestoreImageUnknown", "the operator runs without --operator-image: no image for the restore"
+            )
+        destination = (backup.get("spec") or {}).get("destination") or {}
+        manifest = await self._manifest(namespace, backup, destination)
+        if isinstance(manifest, RestoreHeld):
+            return manifest
+        return RestoreSource(
+            backup=backup_name,
+            shards=tuple(
+                RestoreShard(
+                    index=shard.index,
+                    object_key=shard.object_key,
+                    sha256=shard.sha256,
+                    keys=shard.keys,
+                    bytes=shard.bytes,
+                    slots=shard.slots,
+                )
+                for shard in manifest.shards
+            ),
+            fetch=RestoreFetch(
+                image=self.image,
+                endpoint=str(destination.get("endpoint", "")),
+                bucket=str(destination.get("bucket", "")),
+                region=str(destination.get("region") or "us-east-1"),
+                credentials_secret=str(destination.get("credentialsSecretName", "")),
+                ca_secret=destination.get("caSecretName") or None,
+            ),
+        )
+
+    async def _manifest(self, namespace: str, backup: Obj, destination: Obj) -> Manifest | RestoreHeld:
+        key = str((backup.get("status") or {}).get("manifestKey") or "")
+        held_key = (backup["metadata"].get("uid", ""), key)
+        if held_key in self._manifests:
+            return self._manifests[held_key]
+        if not key:
+            return RestoreHeld("ManifestMissing", f"ValkeyBackup {backup['metadata']['name']} names no manifest")
+        access = await storage_access(self.client, namespace, destination)
+        if isinstance(access, AccessProblem):
+            return RestoreHeld(access.reason, access.message)
+        try:
+            async with open_store(access.destination, access.credentials, access.ca_pem) as store:
+                manifest = parse_manifest(await store.get_json(key))
+        except StorageError as exc:
+            return RestoreHeld(exc.reason, f"manifest {key}: {exc}")
+        except ManifestError as exc:
+            return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
+        self._manifests[held_key] = manifest
+        return manifest

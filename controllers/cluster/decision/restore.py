@@ -1,0 +1,126 @@
+"""A cluster created from a backup (spec.restore, SPEC 1.7): the facts and the pure rules.
+
+The restore runs at the backup's layout, then the cluster becomes what its spec
+asks for through the ordinary paths (scaling with atomic slot migration, new
+replicas syncing from their primaries):
+1. one primary per backup shard, no replicas; each new pod's init container
+   (the operator's image, `valkey-operator restore-fetch`) downloads its
+   shard's RDB, checks its sha256 and puts it where valkey-server loads it at
+   start; a node that loads keys for slots nobody serves takes those slots
+   itself (Valkey's own rule at start-up);
+2. no slot is assigned and none moves until every shard's server has loaded
+   its file, and loaded exactly the keys the manifest counts (INFO persistence:
+   keys loaded plus keys already expired): an assignment before a load could
+   give a slot with data to an empty node;
+3. the rest of each shard's slots are assigned; once every slot is served and
+   every count matched, status.restore is Verified and the next pass steers
+   toward spec.shards and spec.replicasPerShard. The cluster is never Active
+   before that.
+A restore that cannot start (no such backup, not Completed, credentials,
+storage, a manifest of another format) is held: nothing is created and the
+status says why. A count that does not match holds it too, with the shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from valkey_operator.core.rest import Obj
+
+LOADING = "Loading"
+VERIFIED = "Verified"
+HELD = "Held"
+RESTORING_REASON = "Restoring"
+INCOMPLETE_REASON = "RestoreIncomplete"
+
+
+@attrs.frozen(kw_only=True)
+class RestoreShard:
+    index: int
+    object_key: str
+    sha256: str
+    keys: int
+    bytes: int
+    slots: str
+
+
+@attrs.frozen(kw_only=True)
+class RestoreFetch:
+    """What a restoring pod's init container needs: the image and where the objects are."""
+
+    image: str
+    endpoint: str
+    bucket: str
+    region: str
+    credentials_secret: str
+    ca_secret: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RestoreSource:
+    backup: str
+    shards: tuple[RestoreShard, ...]
+    fetch: RestoreFetch
+
+    @property
+    def keys(self) -> int:
+        return sum(shard.keys for shard in self.shards)
+
+
+@attrs.frozen
+class RestoreHeld:
+    """Why the restore cannot go on (a reason word and a message without secrets)."""
+
+    reason: str
+    message: str
+
+
+def restoring(spec_restore: object | None, recorded: Mapping[str, object]) -> bool:
+    """spec.restore is set and the recorded status does not say it was verified."""
+    restore = recorded.get("restore")
+    phase = restore.get("phase") if isinstance(restore, Mapping) else None
+    return spec_restore is not None and phase != VERIFIED
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """How far the load got: per shard, the keys its server reports it loaded (None: not yet)."""
+
+    source: RestoreSource
+    loaded: Mapping[int, int | None]
+
+    @property
+    def all_loaded(self) -> bool:
+        return all(self.loaded.get(shard.index) == shard.keys for shard in self.source.shards)
+
+    @property
+    def loaded_keys(self) -> int:
+        return sum(count or 0 for count in self.loaded.values())
+
+    def mismatches(self) -> list[str]:
+        return [
+            f"shard {shard.index} loaded {self.loaded[shard.index]} keys, the backup holds {shard.keys}"
+            for shard in self.source.shards
+            if self.loaded.get(shard.index) is not None and self.loaded[shard.index] != shard.keys
+        ]
+
+    def message(self) -> str:
+        done = sum(1 for shard in self.source.shards if self.loaded.get(shard.index) == shard.keys)
+        return (
+            f"restoring backup {self.source.backup}: {done} of {len(self.source.shards)} shard(s) loaded, "
+            f"{self.loaded_keys} of {self.source.keys} keys"
+        )
+
+
+def restore_status(
+    backup: str, phase: str, source: RestoreSource | None, progress: Progress | None, reason: str, message: str
+) -> Obj:
+    status: Obj = {"backupName": backup, "phase": phase, "reason": reason, "message": message}
+    if source is not None:
+        status["shards"] = len(source.shards)
+        status["keys"] = source.keys
+    if progress is not None:
+        status["loadedKeys"] = progress.loaded_keys
+    return status

@@ -1,0 +1,91 @@
+"""The init container of a restoring pod (spec.restore, SPEC 1.7): its shard's RDB, checked, in place.
+
+It runs the operator's own image (`valkey-operator restore-fetch`): the Valkey
+image has no S3 client, and the operator never execs into pods. The object is
+streamed to the data volume, its sha256 compared with the manifest's, and the
+file put where valkey-server reads it at start (dump.rdb; the base of a new
+append-only file with persistence aof). A failed download or checksum ends the
+init container with the reason as its termination message: the pod fails
+before Valkey starts, and the cluster's status names it. The S3 credentials
+come from the backup's Secret as environment variables (never arguments);
+the CA, when the backup names one, is a read-only mount.
+"""
+
+from __future__ import annotations
+
+from controllers.cluster.decision.restore import RestoreFetch, RestoreShard
+from controllers.cluster.render import layout
+from controllers.cluster.render.claims import DATA_VOLUME
+from controllers.cluster.render.context import RenderContext
+from controllers.cluster.render.pods import READ_ONLY_MODE, container_security_context
+from valkey_operator.api.config import PersistenceMode
+from valkey_operator.core.rest import Obj
+
+CONTAINER_NAME = "restore"
+CA_VOLUME = "restore-ca"
+CA_DIR = "/etc/valkey-restore"
+CA_KEY = "ca.crt"
+COMMAND = "restore-fetch"
+ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+
+
+def restore_layout(ctx: RenderContext) -> str:
+    """How restore-fetch lays the file out: the base of an append-only file, or dump.rdb."""
+    return "aof" if ctx.persistence.mode is PersistenceMode.AOF else "rdb"
+
+
+def with_restore(ctx: RenderContext, pod: Obj, fetch: RestoreFetch, shard: RestoreShard) -> Obj:
+    """pod with the init container that loads shard's RDB (and the CA volume it reads)."""
+    args = [
+        COMMAND,
+        "--endpoint",
+        fetch.endpoint,
+        "--bucket",
+        fetch.bucket,
+        "--region",
+        fetch.region,
+        "--key",
+        shard.object_key,
+        "--sha256",
+        shard.sha256,
+        "--layout",
+        restore_layout(ctx),
+        "--dir",
+        layout.DATA_DIR,
+    ]
+    mounts: list[Obj] = [{"name": DATA_VOLUME, "mountPath": layout.DATA_DIR}]
+    volumes: list[Obj] = []
+    if fetch.ca_secret:
+        args += ["--ca-file", f"{CA_DIR}/{CA_KEY}"]
+        mounts.append({"name": CA_VOLUME, "mountPath": CA_DIR, "readOnly": True})
+        volumes.append(
+            {
+                "name": CA_VOLUME,
+                "secret": {
+                    "secretName": fetch.ca_secret,
+                    "defaultMode": READ_ONLY_MODE,
+                    "items": [{"key": CA_KEY, "path": CA_KEY}],
+                },
+            }
+        )
+    init = {
+        "name": CONTAINER_NAME,
+        "image": fetch.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["valkey-operator"],
+        "args": args,
+        "env": [_secret_env(name, fetch.credentials_secret) for name in (ACCESS_KEY_ID, SECRET_ACCESS_KEY)],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": container_security_context(),
+        "volumeMounts": mounts,
+    }
+    spec = pod["spec"]
+    return {
+        **pod,
+        "spec": {**spec, "initContainers": [init], "volumes": [*spec["volumes"], *volumes]},
+    }
+
+
+def _secret_env(name: str, secret: str) -> Obj:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name}}}
