@@ -140,22 +140,31 @@ _HEADING = re.compile(r"^(#+)\s")
 
 
 def markdown_blocks(text: str, name: str) -> Iterator[Block]:
-    """Paragraphs, list items, table rows and headings, each marked when its section says "not yet"."""
+    """Paragraphs, list items, table rows and headings, each marked when its section says "not yet"
+    (a heading belongs to its own section, so the note under it marks it too)."""
     sections: list[tuple[int, bool]] = []  # (heading level, marked), outermost first
-    first = False  # the next block is the first of the innermost section
+    heading: Block | None = None  # the innermost section's heading, until its first block is seen
+
+    def within() -> bool:
+        return any(marked for _, marked in sections)
+
     for block in _plain_blocks(text, name):
-        heading = _HEADING.match(block.text)
-        if heading:
-            level = len(heading.group(1))
+        found = _HEADING.match(block.text)
+        if heading is not None:
+            if not found and MARKER.search(block.text):
+                sections[-1] = (sections[-1][0], True)
+            yield attrs.evolve(heading, marked=within())
+            heading = None
+        if found:
+            level = len(found.group(1))
             while sections and sections[-1][0] >= level:
                 sections.pop()
             sections.append((level, bool(MARKER.search(block.text))))
-            first = True
-        elif first:
-            first = False
-            if MARKER.search(block.text):
-                sections[-1] = (sections[-1][0], True)
-        yield attrs.evolve(block, marked=any(marked for _, marked in sections))
+            heading = block
+        else:
+            yield attrs.evolve(block, marked=within())
+    if heading is not None:
+        yield attrs.evolve(heading, marked=within())
 
 
 def _plain_blocks(text: str, name: str) -> Iterator[Block]:
@@ -335,8 +344,7 @@ def test_a_section_or_a_description_marked_as_a_whole_silences_what_is_under_it_
         "## Backups (not yet)\n\n- Restore a new cluster from a backup with spec.restore.backupName.\n"
     )
     blocks = list(markdown_blocks(page, "p"))
-    # The heading of a section marked by its first block is itself unmarked (it comes first).
-    marked = [False, False, True, True, True, True, False, False, True, True]
+    marked = [False, True, True, True, True, True, False, False, True, True]
     assert [block.marked for block in blocks] == marked
     findings = [finding.where for block in blocks for finding in unmarked(block, (backups,))]
     assert findings == ["p:15"]
