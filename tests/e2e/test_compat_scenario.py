@@ -65,6 +65,7 @@ SYNC_SECONDS = 5
 MODES = {"namespaced": True, "cluster-wide": False}
 """Whether the release sets watchNamespaces (Roles in the watched namespace) or not (ClusterRoles)."""
 _APPLY = "server-side apply of a missing object is a PATCH the API server also authorizes as create"
+_BACKUPS = "ValkeyBackups: the backup controller is not yet built (landing with issue 24)"
 UNUSED_GRANTS: dict[tuple[str, str], str] = {
     ("configmaps", "create"): _APPLY,
     ("services", "create"): _APPLY,
@@ -77,6 +78,14 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
         ("persistentvolumeclaims", verb): "data claims of clusters with persistence; this scenario's "
         "clusters are caches"
         for verb in ("create", "patch", "delete")
+    },
+    **{
+        (resource, verb): _BACKUPS
+        for resource, verbs in (
+            ("valkeybackups.valkey.gomomento.com", ("get", "list", "watch", "create", "patch", "delete")),
+            ("valkeybackups.valkey.gomomento.com/status", ("patch",)),
+        )
+        for verb in verbs
     },
 }
 """(resource, verb) the chart grants that no request uses, with why each stays."""

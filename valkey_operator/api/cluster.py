@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from valkey_operator.api.backup import LANDING, BackupSchedule, Restore, RestoreStatus
 from valkey_operator.api.convert import Model
 from valkey_operator.api.fields import (
     KEY,
@@ -454,7 +455,35 @@ _PREFIX = RESERVED_ANNOTATION_PREFIX
             ),
             reason="FieldValueForbidden",
             field_path=".tls",
-        )
+        ),
+        rule(
+            "has(self.restore) == has(oldSelf.restore)",
+            "restore is set at creation only: it cannot be added to or removed from an existing cluster",
+            message_expression=(
+                "has(oldSelf.restore) ? "
+                + lit(
+                    "restore cannot be removed after the cluster is created: it records the backup the "
+                    "cluster was created from"
+                )
+                + " : "
+                + lit(
+                    "restore cannot be added to an existing cluster: a backup is restored only into a new "
+                    "cluster; create one with spec.restore instead"
+                )
+            ),
+            reason="FieldValueForbidden",
+            field_path=".restore",
+        ),
+        rule(
+            "!has(self.restore) || !has(oldSelf.restore) || self.restore == oldSelf.restore",
+            "restore.backupName cannot change after the cluster is created; create a new cluster to "
+            "restore another backup",
+            message_expression=lit("restore.backupName cannot change after the cluster is created (it was ")
+            + " + oldSelf.restore.backupName + "
+            + lit("); create a new cluster to restore another backup"),
+            reason="FieldValueForbidden",
+            field_path=".restore.backupName",
+        ),
     ],
 )
 @attrs.frozen(kw_only=True)
@@ -545,6 +574,24 @@ class ValkeyClusterSpec(Model):
                 ),
                 *_label_rules("annotation"),
             ],
+        ),
+    )
+    backup: BackupSchedule | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Scheduled backups: a ValkeyBackup of this cluster on every tick of schedule, written to "
+            "destination; the oldest completed ones beyond keep are deleted with their objects." + LANDING
+        ),
+    )
+    restore: Restore | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Create the cluster from a Completed ValkeyBackup. Set at creation only: it cannot be added, "
+            "removed or changed later. The restore creates the cluster at the backup's shard count, "
+            "loads each shard's object (checked against its SHA-256), verifies every shard's key count "
+            "against the manifest, then scales to spec.shards with atomic slot migration. Until "
+            "verified the cluster is not reported Active; a missing or corrupt object holds it, with "
+            "the reason in status.restore." + LANDING
         ),
     )
 
@@ -676,6 +723,16 @@ class ValkeyClusterStatus(Model):
     tls: TlsStatus | None = attrs.field(
         default=None,
         metadata=schema("TLS clusters only: the certificate material the nodes serve.", empty_is_none=True),
+    )
+    restore: RestoreStatus | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Clusters created with spec.restore only: how far the restore has come." + LANDING,
+            empty_is_none=True,
+        ),
+    )
+    last_backup: str | None = _status(
+        "Name of the newest Completed ValkeyBackup the schedule in spec.backup created." + LANDING, MAX_NAME
     )
     conditions: tuple[Condition, ...] = conditions(
         "Conditions: Ready, Progressing and Degraded, each with a reason."

@@ -1,4 +1,4 @@
-"""Generate the four CustomResourceDefinitions (crds/*.yaml) from the attrs models in valkey_operator/api/.
+"""Generate the five CustomResourceDefinitions (crds/*.yaml) from the attrs models in valkey_operator/api/.
 
     python -m valkey_operator.api.crdgen            # write crds/*.yaml and the chart's copies
     python -m valkey_operator.api.crdgen --check    # exit 1 if any of them is stale
@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 import yaml
 
+from valkey_operator.api.backup import ValkeyBackup
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.config import ValkeyConfig
 from valkey_operator.api.convert import fields_of, shape, unwrap
@@ -314,6 +315,16 @@ def all_crds() -> dict[str, Doc]:
             ],
             short_names=("vkc",),
             max_name=MAX_CLUSTER_NAME,
+        ),
+        "valkeybackups.yaml": crd(
+            ValkeyBackup,
+            singular="valkeybackup",
+            columns=[
+                column("Cluster", ".spec.clusterName", "The ValkeyCluster backed up."),
+                column("Phase", ".status.phase", "Pending, Running, Completed or Failed."),
+                column("Size", ".status.size", "Bytes stored, for people (status.totalBytes)."),
+            ],
+            short_names=("vkbackup",),
         ),
     }
 

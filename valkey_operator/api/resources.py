@@ -12,6 +12,7 @@ VALKEY_IMAGES = Resource(GROUP, VERSION, "valkeyimages", "ValkeyImage", namespac
 VALKEY_CONFIGS = Resource(GROUP, VERSION, "valkeyconfigs", "ValkeyConfig", namespaced=False)
 VALKEY_ROLES = Resource(GROUP, VERSION, "valkeyroles", "ValkeyRole", namespaced=False)
 VALKEY_CLUSTERS = Resource(GROUP, VERSION, "valkeyclusters", "ValkeyCluster", namespaced=True)
+VALKEY_BACKUPS = Resource(GROUP, VERSION, "valkeybackups", "ValkeyBackup", namespaced=True)
 
 IMAGE_PROTECTION_FINALIZER = f"{GROUP}/image-protection"
 CONFIG_PROTECTION_FINALIZER = f"{GROUP}/config-protection"

@@ -19,6 +19,7 @@ from valkey_operator.api.resources import (
     GROUP,
     RESERVED_ANNOTATION_PREFIX,
     RESERVED_USERNAMES,
+    VALKEY_BACKUPS,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
     VALKEY_IMAGES,
@@ -37,12 +38,14 @@ RESOURCES = {
     "valkeyconfigs.yaml": VALKEY_CONFIGS,
     "valkeyroles.yaml": VALKEY_ROLES,
     "valkeyclusters.yaml": VALKEY_CLUSTERS,
+    "valkeybackups.yaml": VALKEY_BACKUPS,
 }
 PAGES = {
     "ValkeyImage": "valkeyimage.md",
     "ValkeyConfig": "valkeyconfig.md",
     "ValkeyRole": "valkeyrole.md",
     "ValkeyCluster": "valkeycluster.md",
+    "ValkeyBackup": "valkeybackup.md",
 }
 
 
@@ -129,6 +132,12 @@ def test_printer_columns_follow_the_spec() -> None:
         ("Image", ".status.currentImage"),
         ("Message", ".status.message"),
     ]
+    assert columns("valkeybackups.yaml") == [
+        ("Cluster", ".spec.clusterName"),
+        ("Phase", ".status.phase"),
+        ("Size", ".status.size"),
+        age,
+    ]
     wide = load("valkeyclusters.yaml")["spec"]["versions"][0]["additionalPrinterColumns"][-3:]
     assert [column.get("priority") for column in wide] == [1, 1, 1]
 
@@ -190,11 +199,36 @@ def test_rules_use_the_operator_constants() -> None:
 def test_tls_transition_rule_is_on_spec() -> None:
     """A rule on spec.tls itself would never run when tls is added or removed; it must sit on spec."""
     spec_rules = [entry for path, entry in rules("valkeyclusters.yaml") if path == "spec"]
-    (tls_rule,) = [entry for entry in spec_rules if "oldSelf" in entry["rule"]]
+    (tls_rule,) = [entry for entry in spec_rules if "oldSelf.tls" in entry["rule"]]
     assert tls_rule["rule"] == "has(self.tls) == has(oldSelf.tls)"
     assert tls_rule["fieldPath"] == ".tls"
     assert tls_rule["reason"] == "FieldValueForbidden"
     assert not list(rules_under("valkeyclusters.yaml", "spec.tls", "oldSelf"))
+
+
+def test_fixed_at_creation_rules_are_on_spec() -> None:
+    """restore (on the cluster's spec, like tls) and a backup's whole spec: a rule on the field itself
+    would never run when it is added or removed."""
+    spec_rules = [entry for path, entry in rules("valkeyclusters.yaml") if path == "spec"]
+    restore_rules = [entry for entry in spec_rules if "oldSelf.restore" in entry["rule"]]
+    assert [entry["rule"] for entry in restore_rules] == [
+        "has(self.restore) == has(oldSelf.restore)",
+        "!has(self.restore) || !has(oldSelf.restore) || self.restore == oldSelf.restore",
+    ]
+    assert [entry["fieldPath"] for entry in restore_rules] == [".restore", ".restore.backupName"]
+    assert not list(rules_under("valkeyclusters.yaml", "spec.restore", "oldSelf"))
+    backup_spec = [entry["rule"] for path, entry in rules("valkeybackups.yaml") if path == "spec"]
+    assert backup_spec == ["self == oldSelf"]
+    assert [path for path, entry in rules("valkeybackups.yaml") if "oldSelf" in entry["rule"]] == ["spec"]
+
+
+def test_both_destinations_are_one_type() -> None:
+    """A ValkeyBackup's destination and a schedule's are the same schema, so a schedule's backups
+    are ValkeyBackups like any other."""
+    backup = root_schema("valkeybackups.yaml")["properties"]["spec"]["properties"]["destination"]
+    schedule = root_schema("valkeyclusters.yaml")["properties"]["spec"]["properties"]["backup"]
+    scheduled = schedule["properties"]["destination"]
+    assert {**backup, "description": ""} == {**scheduled, "description": ""}
 
 
 def rules_under(file_name: str, prefix: str, fragment: str) -> Iterator[str]:

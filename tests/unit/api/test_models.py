@@ -10,6 +10,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from valkey_operator.api.backup import (
+    BackupDestination,
+    BackupPhase,
+    BackupSchedule,
+    BackupShard,
+    Restore,
+    RestorePhase,
+    RestoreStatus,
+    SourceRole,
+    ValkeyBackup,
+    ValkeyBackupSpec,
+    ValkeyBackupStatus,
+)
 from valkey_operator.api.cluster import (
     AclUser,
     ClusterState,
@@ -180,6 +193,19 @@ CLUSTER: Obj = {
         },
         "podAnnotations": {"example.com/scrape": "true"},
         "imagePullSecrets": ["registry-a", "registry-b"],
+        "backup": {
+            "schedule": "0 3 * * *",
+            "destination": {
+                "endpoint": "https://s3.example.com",
+                "bucket": "backups",
+                "path": "team-a",
+                "region": "eu-west-1",
+                "credentialsSecretName": "s3-credentials",
+                "caSecretName": "s3-ca",
+            },
+            "keep": 7,
+        },
+        "restore": {"backupName": "cache-20261201-0300"},
     },
     "status": {
         "state": "Active",
@@ -203,6 +229,16 @@ CLUSTER: Obj = {
             },
             {"pod": "cache-0-fghij", "shard": 0},
         ],
+        "restore": {
+            "backupName": "cache-20261201-0300",
+            "phase": "Verified",
+            "reason": "KeysVerified",
+            "message": "every shard holds the manifest's keys",
+            "shards": 3,
+            "keys": 3000,
+            "loadedKeys": 3000,
+        },
+        "lastBackup": "cache-20261202-0300",
         "conditions": [
             condition("Ready"),
             condition("Progressing", "False", "Idle"),
@@ -211,11 +247,53 @@ CLUSTER: Obj = {
     },
 }
 
+BACKUP: Obj = {
+    "apiVersion": API_VERSION,
+    "kind": "ValkeyBackup",
+    "metadata": {**METADATA, "namespace": "apps"},
+    "spec": {
+        "clusterName": "cache",
+        "destination": {
+            "endpoint": "http://127.0.0.1:7070",
+            "bucket": "backups",
+            "credentialsSecretName": "s3",
+        },
+    },
+    "status": {
+        "phase": "Completed",
+        "reason": "ManifestWritten",
+        "message": "3 shards, 1.2 GiB",
+        "startedAt": "2026-12-01T03:00:00Z",
+        "completedAt": "2026-12-01T03:02:00Z",
+        "observedGeneration": 1,
+        "manifestKey": "apps/cache/b/manifest.json",
+        "valkeyVersion": "9.1.2",
+        "totalBytes": 1288490189,
+        "totalKeys": 3000000,
+        "size": "1.2 GiB",
+        "shards": [
+            {
+                "index": 0,
+                "slots": "0-5460,7000",
+                "sourcePod": "cache-0-abcde",
+                "sourceRole": "replica",
+                "objectKey": "apps/cache/b/shard-0.rdb",
+                "bytes": 429496729,
+                "keys": 1000000,
+                "sha256": HASH_B,
+            },
+            {"index": 1},
+        ],
+        "conditions": [condition("Ready")],
+    },
+}
+
 KINDS: list[tuple[Any, Obj]] = [
     (ValkeyImage, IMAGE),
     (ValkeyConfig, CONFIG),
     (ValkeyRole, ROLE),
     (ValkeyCluster, CLUSTER),
+    (ValkeyBackup, BACKUP),
 ]
 
 
@@ -415,6 +493,15 @@ users = st.builds(
     password_secret_name=st.none() | text,
     permissions=small_tuples(permissions),
 )
+destinations = st.builds(
+    BackupDestination,
+    endpoint=text,
+    bucket=text,
+    path=st.none() | text,
+    region=st.none() | text,
+    credentials_secret_name=text,
+    ca_secret_name=st.none() | text,
+)
 cluster_specs = st.builds(
     ValkeyClusterSpec,
     config_ref=text,
@@ -425,6 +512,9 @@ cluster_specs = st.builds(
     placement=st.none() | placements,
     pod_annotations=maps,
     image_pull_secrets=small_tuples(text),
+    backup=st.none()
+    | st.builds(BackupSchedule, schedule=text, destination=destinations, keep=st.integers(1, 1000)),
+    restore=st.none() | st.builds(Restore, backup_name=text),
 )
 node_statuses = st.builds(
     NodeStatus,
@@ -448,6 +538,18 @@ cluster_statuses = st.builds(
     current_image=st.none() | text,
     config_hash=st.none() | text,
     nodes=small_tuples(node_statuses),
+    restore=st.none()
+    | st.builds(
+        RestoreStatus,
+        backup_name=st.none() | text,
+        phase=st.none() | st.sampled_from(RestorePhase),
+        reason=st.none() | text,
+        message=st.none() | text,
+        shards=st.none() | st.integers(min_value=0),
+        keys=st.none() | st.integers(min_value=0),
+        loaded_keys=st.none() | st.integers(min_value=0),
+    ),
+    last_backup=st.none() | text,
     conditions=small_tuples(conditions),
 )
 metadata = st.builds(
@@ -523,3 +625,65 @@ def test_a_user_with_no_password_source_gets_a_generated_one() -> None:
     assert AclUser(username="a").generated_password
     assert not AclUser(username="a", password_hashes=("0" * 64,)).generated_password
     assert not AclUser(username="a", password_secret_name="s").generated_password
+
+
+backup_shards = st.builds(
+    BackupShard,
+    index=st.integers(min_value=0),
+    slots=st.none() | text,
+    source_pod=st.none() | text,
+    source_role=st.none() | st.sampled_from(SourceRole),
+    object_key=st.none() | text,
+    bytes=st.none() | st.integers(min_value=0),
+    keys=st.none() | st.integers(min_value=0),
+    sha256=st.none() | text,
+)
+backup_statuses = st.builds(
+    ValkeyBackupStatus,
+    phase=st.none() | st.sampled_from(BackupPhase),
+    reason=st.none() | text,
+    message=st.none() | text,
+    started_at=st.none() | text,
+    completed_at=st.none() | text,
+    observed_generation=st.none() | st.integers(min_value=0),
+    manifest_key=st.none() | text,
+    valkey_version=st.none() | text,
+    total_bytes=st.none() | st.integers(min_value=0),
+    total_keys=st.none() | st.integers(min_value=0),
+    size=st.none() | text,
+    shards=small_tuples(backup_shards),
+    conditions=small_tuples(conditions),
+)
+
+
+@given(
+    metadata,
+    st.builds(ValkeyBackupSpec, cluster_name=text, destination=destinations),
+    st.none() | backup_statuses,
+)
+def test_backup_round_trips(
+    meta: ObjectMeta, spec: ValkeyBackupSpec, status: ValkeyBackupStatus | None
+) -> None:
+    backup = ValkeyBackup(metadata=meta, spec=spec, status=status)
+    rendered = backup.to_dict()
+    assert rendered["apiVersion"] == API_VERSION and rendered["kind"] == "ValkeyBackup"
+    assert ValkeyBackup.from_dict(rendered) == backup
+
+
+def test_full_backup_parses_into_typed_fields() -> None:
+    backup = ValkeyBackup.from_dict(BACKUP)
+    assert backup.spec.destination.region is None and backup.spec.destination.ca_secret_name is None
+    assert backup.status is not None
+    assert backup.status.phase is BackupPhase.COMPLETED
+    assert backup.status.shards[0].source_role is SourceRole.REPLICA
+    assert backup.status.shards[0].bytes == 429496729 and backup.status.total_keys == 3000000
+    assert backup.status.shards[1] == BackupShard(index=1)
+    cluster = ValkeyCluster.from_dict(CLUSTER)
+    assert cluster.spec.restore == Restore(backup_name="cache-20261201-0300")
+    assert cluster.spec.backup is not None and cluster.spec.backup.keep == 7
+    assert cluster.spec.backup.destination.ca_secret_name == "s3-ca"
+    assert cluster.status is not None and cluster.status.restore is not None
+    assert cluster.status.restore.phase is RestorePhase.VERIFIED
+    assert cluster.status.last_backup == "cache-20261202-0300"
+    # An empty restore status (a fresh status write) is no restore at all.
+    assert ValkeyClusterStatus.from_dict({"restore": {}}).restore is None

@@ -1,0 +1,387 @@
+"""ValkeyBackup and the backup parts of a ValkeyCluster: object storage, schedules, restore (SPEC 1.7).
+
+A ValkeyBackup is one-shot: its spec is fixed at creation (CEL `self == oldSelf`).
+`ValkeyClusterSpec.backup` (BackupSchedule) and `.restore` (Restore) and
+`ValkeyClusterStatus.restore` (RestoreStatus) are declared here, next to the
+destination they share, so this module depends on no other kind.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+import attrs
+
+from valkey_operator.api.convert import Model
+from valkey_operator.api.fields import (
+    conditions,
+    described,
+    lit,
+    matches,
+    name_ref,
+    observed_generation,
+    raw,
+    rule,
+    schema,
+)
+from valkey_operator.api.limits import (
+    CAMEL_CASE,
+    CRON_FIELDS,
+    DNS_LABEL_1123,
+    HTTP_URL,
+    MAX_BUCKET,
+    MAX_DNS_LABEL,
+    MAX_ENDPOINT,
+    MAX_KEEP,
+    MAX_MESSAGE,
+    MAX_NAME,
+    MAX_OBJECT_KEY,
+    MAX_REASON,
+    MAX_REGION,
+    MAX_SCHEDULE,
+    MAX_SHARDS,
+    S3_BUCKET,
+    S3_REGION,
+    SHA256_HEX,
+)
+from valkey_operator.api.meta import Condition, ObjectMeta
+from valkey_operator.api.resources import VALKEY_BACKUPS
+from valkey_operator.core.resource import Resource
+
+DEFAULT_REGION = "us-east-1"
+"""The region a destination without one signs for; applied by the controller, not the schema."""
+
+LANDING = " Not yet built: landing with issue 24."
+"""Appended to the descriptions of the backup fields until their controllers land (the lead removes it)."""
+
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+"""The keys of the Secret destination.credentialsSecretName names."""
+CA_KEY = "ca.crt"
+"""The key of the Secret destination.caSecretName names."""
+
+
+class BackupPhase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+class SourceRole(enum.StrEnum):
+    """The role of the node a shard's snapshot was taken from."""
+
+    PRIMARY = "primary"
+    REPLICA = "replica"
+
+
+class RestorePhase(enum.StrEnum):
+    PENDING = "Pending"
+    LOADING = "Loading"
+    VERIFIED = "Verified"
+    HELD = "Held"
+
+
+def _optional(description: str, max_length: int, **knobs: Any) -> Any:
+    """An optional string."""
+    return attrs.field(default=None, metadata=schema(description, max_length=max_length, **knobs))
+
+
+def _total(description: str) -> Any:
+    """An optional non-negative int64 (bytes, keys)."""
+    return attrs.field(default=None, metadata=schema(description, minimum=0))
+
+
+def _reason(description: str) -> Any:
+    message = "a reason is one CamelCase word, for example CredentialsInvalid"
+    return _optional(description, MAX_REASON, rules=[matches(CAMEL_CASE, message, got=message + "; got ")])
+
+
+_BUCKET_MESSAGE = (
+    "must be an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', starting and ending "
+    "with a letter or digit, without '..'"
+)
+_CA_NEEDS_HTTPS = "caSecretName requires an https:// endpoint: the CA verifies the endpoint's TLS certificate"
+
+
+@described(
+    "Where backups are stored: a bucket of an S3-compatible object store.",
+    rules=[
+        rule(
+            "!has(self.caSecretName) || self.endpoint.startsWith('https://')",
+            _CA_NEEDS_HTTPS,
+            message_expression=lit(_CA_NEEDS_HTTPS + "; got ") + " + self.endpoint",
+            reason="FieldValueForbidden",
+            field_path=".caSecretName",
+        )
+    ],
+)
+@attrs.frozen(kw_only=True)
+class BackupDestination(Model):
+    """An S3 location and the Secrets that open it; credentials never leave their Secret."""
+
+    endpoint: str = attrs.field(
+        metadata=schema(
+            "URL of the S3-compatible endpoint, http:// or https://, for example "
+            "https://s3.us-east-1.amazonaws.com.",
+            min_length=1,
+            max_length=MAX_ENDPOINT,
+            rules=[
+                matches(
+                    HTTP_URL,
+                    "must be an http:// or https:// URL with a host, without spaces",
+                    got="must be an http:// or https:// URL with a host, without spaces; got ",
+                )
+            ],
+        )
+    )
+    bucket: str = attrs.field(
+        metadata=schema(
+            "Name of the bucket; it must exist (the operator never creates buckets).",
+            min_length=3,
+            max_length=MAX_BUCKET,
+            rules=[
+                rule(
+                    f"self.matches({raw(S3_BUCKET)}) && !self.contains('..')",
+                    _BUCKET_MESSAGE,
+                    message_expression=lit(_BUCKET_MESSAGE + "; got ") + " + self",
+                )
+            ],
+        )
+    )
+    path: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Key prefix inside the bucket, without a leading '/', for example team-a/cache. "
+            "Unset: keys start at the bucket's root.",
+            min_length=1,
+            max_length=MAX_OBJECT_KEY,
+            rules=[
+                rule(
+                    "!self.startsWith('/')",
+                    "path is a key prefix and must not start with '/'",
+                    message_expression=lit("path is a key prefix and must not start with '/'; got ")
+                    + " + self",
+                )
+            ],
+        ),
+    )
+    region: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            f"Region the requests are signed for. Unset: {DEFAULT_REGION}, which most "
+            "S3-compatible stores accept.",
+            min_length=1,
+            max_length=MAX_REGION,
+            rules=[
+                matches(
+                    S3_REGION,
+                    "a region is letters, digits, '.', '_' and '-', for example eu-west-1",
+                    got="a region is letters, digits, '.', '_' and '-', for example eu-west-1; got ",
+                )
+            ],
+        ),
+    )
+    credentials_secret_name: str = attrs.field(
+        metadata=name_ref(
+            "Name of a Secret in the same namespace holding the keys "
+            f"{' and '.join(CREDENTIAL_KEYS)}. The operator never logs them.",
+            "Secret",
+        )
+    )
+    ca_secret_name: str | None = attrs.field(
+        default=None,
+        metadata=name_ref(
+            f"Name of a Secret in the same namespace whose key {CA_KEY} holds the CA certificates "
+            "that sign the endpoint's certificate (PEM). Only with an https:// endpoint.",
+            "Secret",
+        ),
+    )
+
+
+_IMMUTABLE = (
+    "spec is immutable: a ValkeyBackup is one backup taken once; create a new ValkeyBackup to back up again"
+)
+
+
+@described(
+    "ValkeyBackupSpec names the cluster to back up and where to. Immutable after creation.",
+    rules=[rule("self == oldSelf", _IMMUTABLE, reason="FieldValueForbidden")],
+)
+@attrs.frozen(kw_only=True)
+class ValkeyBackupSpec(Model):
+    cluster_name: str = attrs.field(
+        metadata=schema(
+            "Name of the ValkeyCluster, in the backup's namespace, to back up.",
+            min_length=1,
+            max_length=MAX_DNS_LABEL,
+            rules=[
+                rule(
+                    f"self.matches({raw(DNS_LABEL_1123)})",
+                    "must be the name of a ValkeyCluster: lowercase letters, digits and '-', starting "
+                    "and ending with a letter or digit",
+                    message_expression=lit(
+                        "must be the name of a ValkeyCluster (lowercase letters, digits and '-', "
+                        "starting and ending with a letter or digit); got "
+                    )
+                    + " + self",
+                )
+            ],
+        )
+    )
+    destination: BackupDestination = attrs.field(
+        metadata=schema(
+            "Where the backup is written: one object per shard, then a manifest object, written last."
+        )
+    )
+
+
+@described("One shard's snapshot: an RDB file stored as one object.")
+@attrs.frozen(kw_only=True)
+class BackupShard(Model):
+    index: int = attrs.field(
+        metadata=schema("The shard's position in the backup, from 0.", fmt="int32", minimum=0)
+    )
+    slots: str | None = _optional(
+        "Hash slots the shard owned when its snapshot was taken, for example 0-5460,7000.", 131072
+    )
+    source_pod: str | None = _optional("The pod whose node produced the snapshot.", MAX_NAME)
+    source_role: SourceRole | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "replica (an in-sync replica, preferred) or primary (a shard without replicas).", max_length=16
+        ),
+    )
+    object_key: str | None = _optional("Key of the shard's object in the bucket.", MAX_OBJECT_KEY)
+    bytes: int | None = _total("Size of the object in bytes.")
+    keys: int | None = _total("Keys in the snapshot, as the source node counted them.")
+    sha256: str | None = _optional(
+        "SHA-256 of the object's content, 64 lowercase hex characters; checked on restore.",
+        64,
+        rules=[
+            matches(
+                SHA256_HEX,
+                "a sha256 is exactly 64 lowercase hex characters",
+                got="a sha256 is exactly 64 lowercase hex characters; got ",
+            )
+        ],
+    )
+
+
+@described("ValkeyBackupStatus is observed and written by the operator.")
+@attrs.frozen(kw_only=True)
+class ValkeyBackupStatus(Model):
+    phase: BackupPhase | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Pending, Running, Completed (every shard's object and the manifest are written) or "
+            "Failed (see reason and message).",
+            max_length=16,
+        ),
+    )
+    reason: str | None = _reason("Why the backup is in its phase, one CamelCase word.")
+    message: str | None = _optional("Human-readable explanation of the phase.", MAX_MESSAGE)
+    started_at: str | None = _optional(
+        "When the first shard's snapshot began (RFC 3339).", 64, fmt="date-time"
+    )
+    completed_at: str | None = _optional(
+        "When the manifest was written, or the backup failed (RFC 3339).", 64, fmt="date-time"
+    )
+    observed_generation: int | None = observed_generation()
+    manifest_key: str | None = _optional(
+        "Key of the manifest object, written last: a backup without its manifest is not a backup.",
+        MAX_OBJECT_KEY,
+    )
+    valkey_version: str | None = _optional("Valkey version of the nodes the snapshots came from.", 64)
+    total_bytes: int | None = _total("Bytes of every shard's object together.")
+    total_keys: int | None = _total("Keys of every shard together.")
+    size: str | None = _optional("totalBytes for people, for example 1.2 GiB: the Size printer column.", 32)
+    shards: tuple[BackupShard, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "One entry per shard. Shards are snapshotted one after another, not at one instant.",
+            max_items=MAX_SHARDS,
+        ),
+    )
+    conditions: tuple[Condition, ...] = conditions(
+        "Conditions in the Kubernetes API conventions, for kubectl wait and GitOps tools."
+    )
+
+
+@described(
+    "ValkeyBackup is one backup of a ValkeyCluster to S3-compatible object storage: one RDB "
+    "snapshot per shard, taken from an in-sync replica where the shard has one (the primary "
+    "otherwise), streamed to the bucket with its SHA-256, then a manifest written last. Shards are "
+    "snapshotted one after another, not at one instant. Restore it into a new cluster with "
+    "ValkeyCluster spec.restore.backupName." + LANDING
+)
+@attrs.frozen(kw_only=True)
+class ValkeyBackup(Model):
+    RESOURCE: ClassVar[Resource] = VALKEY_BACKUPS
+
+    metadata: ObjectMeta
+    spec: ValkeyBackupSpec
+    status: ValkeyBackupStatus | None = None
+
+
+# ---- the backup fields of a ValkeyCluster --------------------------------------------------------
+_CRON_MESSAGE = "must be a cron expression of 5 fields (minute hour day-of-month month day-of-week)"
+
+
+@attrs.frozen(kw_only=True)
+class BackupSchedule(Model):
+    """Scheduled ValkeyBackups of one cluster and how many are kept."""
+
+    schedule: str = attrs.field(
+        metadata=schema(
+            "When to back up: a cron expression of 5 fields (minute hour day-of-month month "
+            "day-of-week, in UTC), for example 0 3 * * * for 03:00 every day.",
+            min_length=9,
+            max_length=MAX_SCHEDULE,
+            rules=[matches(CRON_FIELDS, _CRON_MESSAGE, got=_CRON_MESSAGE + "; got ")],
+        )
+    )
+    destination: BackupDestination = attrs.field(
+        metadata=schema("Where each scheduled backup is written (as a ValkeyBackup's spec.destination).")
+    )
+    keep: int = attrs.field(
+        metadata=schema(
+            f"How many completed scheduled backups to keep, 1 to {MAX_KEEP}: the oldest beyond it are "
+            "deleted, their objects in the bucket with them.",
+            fmt="int32",
+            minimum=1,
+            maximum=MAX_KEEP,
+        )
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Restore(Model):
+    backup_name: str = attrs.field(
+        metadata=name_ref(
+            "Name of a Completed ValkeyBackup in the cluster's namespace to restore.", "ValkeyBackup"
+        )
+    )
+
+
+@attrs.frozen(kw_only=True)
+class RestoreStatus(Model):
+    """How far the restore of spec.restore has come."""
+
+    backup_name: str | None = _optional("The ValkeyBackup being restored.", MAX_NAME)
+    phase: RestorePhase | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Pending, Loading (the shards load the backup's objects), Verified (every shard's key "
+            "count matches the manifest) or Held (see reason; the cluster is not reported Active).",
+            max_length=16,
+        ),
+    )
+    reason: str | None = _reason("Why the restore is in its phase, one CamelCase word.")
+    message: str | None = _optional("Human-readable explanation of the phase.", MAX_MESSAGE)
+    shards: int | None = attrs.field(
+        default=None,
+        metadata=schema("The backup's shard count: the cluster is created with it.", fmt="int32", minimum=0),
+    )
+    keys: int | None = _total("Keys the manifest records for the whole backup.")
+    loaded_keys: int | None = _total("Keys the cluster's shards hold after loading.")
