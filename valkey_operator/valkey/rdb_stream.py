@@ -52,6 +52,14 @@ def tls_context(ca_pem: str) -> ssl.SSLContext:
     return context
 
 
+def _take(pending: bytearray, size: int) -> bytes:
+    """Remove and return the first size bytes of pending, copied once."""
+    with memoryview(pending) as view:
+        piece = bytes(view[:size])
+    del pending[:size]
+    return piece
+
+
 def _command(*args: str) -> bytes:
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
@@ -134,13 +142,12 @@ class RdbStream:
             found = pending.find(mark, max(0, searched - EOF_MARK_SIZE + 1))
             if found >= 0:
                 del pending[found:]  # the mark, and anything after it, is not the RDB's
-                for start in range(0, len(pending), chunk_size):
-                    yield bytes(pending[start : start + chunk_size])
+                while pending:
+                    yield _take(pending, chunk_size)
                 return
             searched = len(pending)
             while len(pending) >= chunk_size + EOF_MARK_SIZE:
-                yield bytes(pending[:chunk_size])
-                del pending[:chunk_size]
+                yield _take(pending, chunk_size)
                 searched -= chunk_size
             data = await self._read(self._reader.read(_BUFFER))
             if not data:
