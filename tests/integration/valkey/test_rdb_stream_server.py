@@ -150,6 +150,25 @@ async def test_a_streamed_snapshot_restores_every_key_and_counts_them(
     assert loaded_counts(restored) == (keys, 0)
 
 
+async def test_keys_that_expire_before_the_restore_are_counted_as_expired(
+    image: ImageEntry, base: Path, started: Started
+) -> None:
+    """The restore's check: loaded + expired equals the count the backup recorded."""
+    source = started.track(start_server(image, HOSTS[0], base_dir=base, password=PASSWORD, config=NO_DELAY))
+    keys = fill(source, string_keys=500)
+    with Connection(source) as db:
+        db.pipeline([["SET", f"short:{index}", "v", "PX", 3000] for index in range(20)])
+    streamed = await stream_to_file(source, base / "short.rdb")
+    assert streamed.keys == keys + 20
+    short = [f"short:{index}" for index in range(20)]
+    # Past their TTL (the source says so) before the new node loads them.
+    eventually_blocking(lambda: source.command("EXISTS", *short) == 0 or NotYet("alive"), "expiry", 10.0)
+    restored, _ = restore_on(image, HOSTS[1], base, streamed.path)
+    started.track(restored)
+    assert loaded_counts(restored) == (keys, 20)
+    assert restored.command("DBSIZE") == keys
+
+
 async def test_the_node_setting_picks_the_form_for_an_eof_capable_stream(
     image: ImageEntry, base: Path, started: Started
 ) -> None:
