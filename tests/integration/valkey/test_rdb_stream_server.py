@@ -197,6 +197,15 @@ async def test_a_replica_streams_its_copy(image: ImageEntry, base: Path, started
         assert info(replica, "replication")["role"] == "slave"
         assert replica.command("DBSIZE") == keys
         streamed = await stream_to_file(replica, base / "replica.rdb", chunk_size=CHUNK)
+        # A replica cut off from its primary refuses: a backup must then pick another node.
+        primary.stop()
+        eventually_blocking(
+            lambda: info(replica, "replication")["master_link_status"] == "down" or NotYet("up"),
+            "the replica's link down",
+            30.0,
+        )
+        with pytest.raises(ValkeyAdminError, match="SYNC: NOMASTERLINK"):
+            await stream_to_file(replica, base / "cut-off.rdb")
     assert streamed.keys == keys
     restored, _ = restore_on(
         image, HOSTS[2], base, streamed.path, cluster=True, config={"cluster-require-full-coverage": "no"}
