@@ -40,6 +40,18 @@ def test_only_the_entry_point_imports_controllers() -> None:
             assert not any(name.split(".")[0] == "controllers" for name in names), path
 
 
+def test_the_object_store_layer_knows_neither_controllers_nor_kubernetes_nor_valkey() -> None:
+    """objectstore speaks S3 only: controllers call it, it never calls back or reaches past S3."""
+    found = imported_modules(ROOT / "valkey_operator" / "objectstore")
+    assert len(found) >= 4, found
+    for path, names in found.items():
+        for name in names:
+            top = name.split(".")[0]
+            assert top not in {"controllers", "valkey", "kubernetes_asyncio"}, f"{path} imports {name}"
+            if top == "valkey_operator":
+                assert name.startswith("valkey_operator.objectstore"), f"{path} imports {name}"
+
+
 CLUSTER = ROOT / "controllers" / "cluster"
 DECISION = sorted((CLUSTER / "decision").glob("*.py"))
 """The pure modules decide() is made of: controllers/cluster/decision/."""

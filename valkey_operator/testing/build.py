@@ -2,8 +2,9 @@
 
 There is no Docker engine or image registry here, so the real kube-apiserver,
 kube-controller-manager, kube-scheduler, kubectl, etcd, helm, prometheus,
-promtool and local-path-provisioner are compiled from the Go module proxy, and so is the kstatus checker
-(testing/kstatus). Each artifact is stamped with what built it; a build whose
+promtool and local-path-provisioner are compiled from the Go module proxy, and so are the kstatus
+checker (testing/kstatus) and the S3-compatible object store backups go to (versitygw,
+testing/objectstore.py). Each artifact is stamped with what built it; a build whose
 stamp matches is skipped, so the command is idempotent and cheap when warm.
 Builds run under a file lock so concurrent callers wait, not race.
 """
@@ -390,6 +391,10 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
         from valkey_operator.testing.kstatus import build_checker
 
         build_checker(progress)
+        # The object store backups go to (release-independent, its own directory and compiler cache).
+        from valkey_operator.testing.objectstore import build_server
+
+        build_server(progress)
     size = sum(
         path.stat().st_size for path in bins.bin_dir.iterdir() if path.is_file() and not path.is_symlink()
     )

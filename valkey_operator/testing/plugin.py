@@ -12,6 +12,9 @@ fixtures. Nothing starts until a test asks for one of them.
 - `kubeconfig_path` (session): path of its admin kubeconfig.
 - `kube_api`: a kubernetes-asyncio ApiClient, connected as cluster admin.
 - `namespace`: a namespace created for this test, deleted after it.
+- `object_store` (session): a real S3-compatible server (versitygw) on 127.0.0.1, plain HTTP: its
+  endpoint, root access key and secret, `ca_pem` None, and `create_bucket()`; `object_store_tls`
+  (session) the same over TLS, with the CA's PEM in `ca_pem`. Neither needs the control plane.
 
 `--testbed-state-dir DIR` keeps the control plane in DIR and leaves it running
 after the session, so the next session starts in a second instead of ~15 s.
@@ -44,7 +47,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from valkey_operator.testing import kubeversion
+from valkey_operator.testing import kubeversion, objectstore
 from valkey_operator.testing.build import build
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
@@ -224,3 +227,25 @@ async def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) 
         yield name
     finally:
         await core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[objectstore.ObjectStoreServer]:
+    """An S3-compatible server (plain HTTP) for the session; each test makes its own bucket."""
+    objectstore.build_server(progress=lambda _line: None)
+    server = objectstore.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store_tls() -> Iterator[objectstore.ObjectStoreServer]:
+    """The same server over TLS: a serving certificate for 127.0.0.1 from a CA whose PEM is ca_pem."""
+    objectstore.build_server(progress=lambda _line: None)
+    server = objectstore.start(tls=True)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -32,6 +32,10 @@ LOCAL_PATH_PROVISIONER = "v0.0.30"
 # sigs.k8s.io/cli-utils, whose kstatus library the status tests ask (testing/kstatus): the newest
 # version the Go module proxy served on 2026-12-02; `go mod tidy` picks the k8s.io modules it needs.
 CLI_UTILS = "v0.37.2"
+# Versity S3 Gateway, the test bed's S3-compatible object store for backups (testing/objectstore.py):
+# its posix backend serves a local directory over the S3 API. The newest release the Go module proxy
+# served on 2026-12-03 (its go.mod asks Go 1.25).
+VERSITYGW = "v1.8.0"
 
 # The image catalog (valkey_operator.testing.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`

@@ -1,0 +1,212 @@
+"""The operator's S3 client: one bucket and key prefix, bounded timeouts, errors as StorageError.
+
+Built on aiobotocore (botocore's request signing, retries and S3 quirks, on
+asyncio), never on hand-signed requests. Every request is path-style (the
+bucket in the path, so any host:port works), retried at most once, and
+bounded by the timeout given to `open_store`, so an unreachable endpoint
+fails in seconds rather than botocore's default minutes. Checksums are sent
+and validated only where an operation requires them: several S3-compatible
+servers refuse botocore's default streaming trailers, and `upload` keeps its
+own sha256 of every object, which `download` verifies end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+
+from valkey_operator.objectstore import transfer
+from valkey_operator.objectstore.errors import StorageError, classify
+from valkey_operator.objectstore.model import Destination, S3Credentials, Uploaded, object_key
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+ATTEMPTS = 2
+"""Total attempts per request (one retry): a blip is absorbed, a dead endpoint fails fast."""
+DELETE_BATCH = 1000
+"""DeleteObjects takes at most 1000 keys."""
+
+
+class ObjectStore:
+    """One destination opened with one credential (see open_store); every method raises StorageError."""
+
+    def __init__(self, client: Any, destination: Destination, timeout: float) -> None:
+        self._client = client
+        self.destination = destination
+        self._timeout = timeout
+
+    @property
+    def bucket(self) -> str:
+        return self.destination.bucket
+
+    def key(self, *parts: str) -> str:
+        """destination.path joined with parts by "/", no leading "/"."""
+        return object_key(self.destination.path, *parts)
+
+    async def _call(
+        self, operation: str, call: Callable[[], Awaitable[T]], *, bucket_operation: bool = False
+    ) -> T:
+        """One small request, bounded as a whole (both attempts), its failure classified."""
+        try:
+            async with asyncio.timeout(self._timeout * ATTEMPTS + 1):
+                return await call()
+        except Exception as exc:
+            raise classify(exc, operation, bucket_operation=bucket_operation) from exc
+
+    async def check(self) -> None:
+        """The endpoint answers, the credentials are accepted and the bucket exists.
+
+        A one-key ListObjectsV2 under the destination's path rather than a HeadBucket: HEAD answers
+        carry no error body, and some servers (versitygw) answer an unknown access key with a bare
+        404 there, the same as a missing bucket. It needs the ListBucket permission HeadBucket needs.
+        """
+        prefix = self.key()
+        await self._call(
+            f"ListObjectsV2 {self.bucket}/{prefix}",
+            lambda: self._client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1),
+            bucket_operation=True,
+        )
+
+    async def upload(
+        self, key: str, chunks: AsyncIterable[bytes], part_size: int = transfer.PART_SIZE
+    ) -> Uploaded:
+        """Stream chunks to key (multipart beyond one part), never holding more than about one part;
+        the sha256 is computed on the way. A failure or cancellation aborts the multipart upload."""
+        return await transfer.upload(self._client, self.bucket, key, chunks, part_size, self._call)
+
+    async def download(self, key: str, target: Path, sha256: str | None) -> int:
+        """Stream key to target (through target.partial, fsynced, renamed into place) and return
+        its length; ChecksumMismatch, and no target, when its sha256 is not the one given."""
+        return await transfer.download(self._client, self.bucket, key, target, sha256, self._timeout)
+
+    async def put_json(self, key: str, document: Any) -> None:
+        """Store document as indented JSON (manifests are read by people too)."""
+        body = json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+        await self._call(
+            f"PutObject {self.bucket}/{key}",
+            lambda: self._client.put_object(
+                Bucket=self.bucket, Key=key, Body=body, ContentType="application/json"
+            ),
+        )
+
+    async def get_json(self, key: str) -> Any:
+        """The JSON document at key; ObjectMissing when absent, StorageFailed when not JSON."""
+        operation = f"GetObject {self.bucket}/{key}"
+
+        async def get() -> bytes:
+            response = await self._client.get_object(Bucket=self.bucket, Key=key)
+            async with response["Body"] as body:
+                data: bytes = await body.read()
+            return data
+
+        data = await self._call(operation, get)
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise StorageError("StorageFailed", f"{operation}: not a JSON document: {exc}") from exc
+
+    async def exists(self, key: str) -> bool:
+        """Whether key exists: the first key listed from key on is key itself. A listing, not a
+        HeadObject, whose body-less 404 would turn an unknown access key into "absent" (see check)."""
+        page = await self._call(
+            f"ListObjectsV2 {self.bucket}/{key}",
+            lambda: self._client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1),
+            bucket_operation=True,
+        )
+        return any(item["Key"] == key for item in page.get("Contents", []))
+
+    async def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under prefix, taken as a folder ("a/b" deletes "a/b/..." but not
+        "a/bc"), and return how many; an empty prefix is refused (it would empty the bucket)."""
+        folder = prefix.strip("/")
+        if not folder:
+            raise ValueError("delete_prefix needs a non-empty prefix")
+        folder += "/"
+        deleted = 0
+        while True:
+            page = await self._call(
+                f"ListObjectsV2 {self.bucket}/{folder}",
+                lambda: self._client.list_objects_v2(Bucket=self.bucket, Prefix=folder, MaxKeys=DELETE_BATCH),
+                bucket_operation=True,
+            )
+            keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            if not keys:
+                return deleted
+            answer = await self._call(
+                f"DeleteObjects {self.bucket}/{folder}",
+                functools.partial(
+                    self._client.delete_objects, Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True}
+                ),
+            )
+            if errors := answer.get("Errors"):
+                first = errors[0]
+                raise StorageError(
+                    "StorageFailed",
+                    f"DeleteObjects {self.bucket}/{folder}: {len(errors)} not deleted, "
+                    f"{first.get('Key')}: {first.get('Code')} {first.get('Message', '')}",
+                )
+            deleted += len(keys)
+
+
+@contextlib.contextmanager
+def _ca_file(ca_pem: str | None) -> Iterator[str | None]:
+    """botocore verifies against a CA file path: the PEM in a private temp file while the store is open."""
+    if ca_pem is None:
+        yield None
+        return
+    handle, path = tempfile.mkstemp(prefix="valkey-operator-s3-ca-", suffix=".pem")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(ca_pem)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+@contextlib.asynccontextmanager
+async def open_store(
+    destination: Destination, credentials: S3Credentials, ca_pem: str | None = None, timeout: float = 10.0
+) -> AsyncIterator[ObjectStore]:
+    """An ObjectStore on destination with credentials, its connections closed on exit.
+
+    ca_pem: verify the endpoint's TLS against this CA only; without it, https endpoints are verified
+    against botocore's default (AWS_CA_BUNDLE when set, else its bundled CAs). timeout bounds connecting
+    and each wait for an answer; a request is tried at most twice.
+    """
+    config = AioConfig(
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        retries={"total_max_attempts": ATTEMPTS, "mode": "standard"},
+        s3={"addressing_style": "path"},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        user_agent_extra="valkey-operator",
+    )
+    with _ca_file(ca_pem) as ca_path:
+        try:
+            client_context = get_session().create_client(
+                "s3",
+                endpoint_url=destination.endpoint,
+                region_name=destination.region,
+                aws_access_key_id=credentials.access_key_id,
+                aws_secret_access_key=credentials.secret_access_key,
+                verify=ca_path,
+                config=config,
+            )
+        except ValueError as exc:  # botocore refuses a malformed endpoint URL
+            raise StorageError("StorageFailed", f"endpoint {destination.endpoint!r}: {exc}") from exc
+        async with client_context as client:
+            yield ObjectStore(client, destination, timeout)
