@@ -125,7 +125,9 @@ class ReferenceIndex:
         )
         backups = manager.informer(VALKEY_BACKUPS)
         backups.add_indexers({BACKUPS_BY_CLUSTER: backup_cluster})
-        return cls(manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters, backups)
+        return cls(
+            manager.informer(VALKEY_IMAGES), configs, manager.informer(VALKEY_ROLES), clusters, backups
+        )
 
     # -- lookups -------------------------------------------------------------------
 

@@ -41,8 +41,8 @@ from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLU
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.controller import Controller
-from valkey_operator.core.manager import Manager
 from valkey_operator.core.events import NORMAL, WARNING, EventRecorder
+from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.resource import PODS, SECRETS, Resource
 from valkey_operator.core.rest import Obj
@@ -170,7 +170,9 @@ class BackupReconciler:
         for source in found:
             if source.index in done:
                 continue
-            entry = await self._shard(target.admin, store, store.key(*prefix, shard_object_name(source.index)), source)
+            entry = await self._shard(
+                target.admin, store, store.key(*prefix, shard_object_name(source.index)), source
+            )
             done[source.index] = entry
             status = await self._write(obj, status, done)
         await self._check_layout(target, found)
@@ -204,7 +206,9 @@ class BackupReconciler:
         log.info("backup completed", backup=f"{namespace}/{name}", bytes=manifest.total_bytes)
         return Result()
 
-    async def _shard(self, admin: AdminClient, store: ObjectStore, key: str, source: ShardSource) -> ShardEntry:
+    async def _shard(
+        self, admin: AdminClient, store: ObjectStore, key: str, source: ShardSource
+    ) -> ShardEntry:
         try:
             async with open_rdb_stream(
                 source.ip,
@@ -260,7 +264,9 @@ class BackupReconciler:
             ca_pem=ca_pem,
             allowed_networks=self.options.node_networks,
         )
-        pods = owned_pods(self.pods_of(namespace, cluster_name), cluster_name, cluster["metadata"].get("uid", ""))
+        pods = owned_pods(
+            self.pods_of(namespace, cluster_name), cluster_name, cluster["metadata"].get("uid", "")
+        )
         return Target(cluster=cluster, admin=admin, pods=pods)
 
     async def _wait(self, obj: Obj, status: Obj, message: str) -> Result:
@@ -282,7 +288,9 @@ class BackupReconciler:
         await self._write(obj, status, None)
         self.metrics.failed(meta["namespace"], cluster)
         await self.events.event(obj, WARNING, "BackupFailed", f"{reason}: {message}")
-        log.warning("backup failed", backup=f"{meta['namespace']}/{meta['name']}", reason=reason, message=message)
+        log.warning(
+            "backup failed", backup=f"{meta['namespace']}/{meta['name']}", reason=reason, message=message
+        )
 
     async def _write(self, obj: Obj, status: Obj, done: dict[int, ShardEntry] | None) -> Obj:
         if done is not None:
@@ -294,7 +302,9 @@ class BackupReconciler:
         if patch is not None:
             meta = obj["metadata"]
             try:
-                stored = await self.client.patch_status(VALKEY_BACKUPS, meta["name"], patch, meta["namespace"])
+                stored = await self.client.patch_status(
+                    VALKEY_BACKUPS, meta["name"], patch, meta["namespace"]
+                )
             except ApiError as exc:
                 if not exc.not_found:
                     raise

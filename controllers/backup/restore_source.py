@@ -37,9 +37,13 @@ class RestoreSources:
         status = backup.get("status") or {}
         phase = str(status.get("phase") or "")
         if phase in WAITING:
-            return RestoreHeld("BackupNotCompleted", f"ValkeyBackup {backup_name} is {phase or 'Pending'}: waiting")
+            return RestoreHeld(
+                "BackupNotCompleted", f"ValkeyBackup {backup_name} is {phase or 'Pending'}: waiting"
+            )
         if phase != COMPLETED:
-            return RestoreHeld("BackupFailed", f"ValkeyBackup {backup_name} is {phase}: {status.get('message', '')}")
+            return RestoreHeld(
+                "BackupFailed", f"ValkeyBackup {backup_name} is {phase}: {status.get('message', '')}"
+            )
         if not self.image:
             return RestoreHeld(
                 "RestoreImageUnknown", "the operator runs without --operator-image: no image for the restore"
@@ -77,7 +81,9 @@ class RestoreSources:
         if held_key in self._manifests:
             return self._manifests[held_key]
         if not key:
-            return RestoreHeld("ManifestMissing", f"ValkeyBackup {backup['metadata']['name']} names no manifest")
+            return RestoreHeld(
+                "ManifestMissing", f"ValkeyBackup {backup['metadata']['name']} names no manifest"
+            )
         access = await storage_access(self.client, namespace, destination)
         if isinstance(access, AccessProblem):
             return RestoreHeld(access.reason, access.message)

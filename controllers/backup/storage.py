@@ -54,7 +54,9 @@ async def storage_access(client: Client, namespace: str, spec: Obj) -> StorageAc
     name = str(spec.get("credentialsSecretName") or "")
     secret = await client.get_or_none(SECRETS, name, namespace) if name else None
     if secret is None:
-        return AccessProblem("CredentialsMissing", f"Secret {namespace}/{name} with the storage credentials not found")
+        return AccessProblem(
+            "CredentialsMissing", f"Secret {namespace}/{name} with the storage credentials not found"
+        )
     values = _decoded(secret)
     missing = [key for key in (ACCESS_KEY_ID, SECRET_ACCESS_KEY) if not values.get(key)]
     if missing:

@@ -220,7 +220,10 @@ async def observe(
 
 def _loaded_keys(info: Mapping[str, str]) -> int | None:
     """Keys read from the RDB at start, expired ones included; None while loading or unreported."""
-    loaded, expired = _int(info.get("rdb_last_load_keys_loaded")), _int(info.get("rdb_last_load_keys_expired"))
+    loaded, expired = (
+        _int(info.get("rdb_last_load_keys_loaded")),
+        _int(info.get("rdb_last_load_keys_expired")),
+    )
     if info.get("loading") != "0" or loaded is None:
         return None
     return loaded + (expired or 0)

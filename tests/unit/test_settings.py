@@ -33,7 +33,7 @@ def test_defaults_dial_any_address_in_cluster_local() -> None:
     assert result.node_networks == ControllerOptions().node_networks  # the in-process default agrees
     assert result.cluster_domain == "cluster.local"
     assert (result.metrics_bind_address, result.health_probe_bind_address) == (":8080", ":8081")
-    assert result.workers == {"image": 2, "config": 2, "role": 2, "cluster": 4}
+    assert result.workers == {"image": 2, "config": 2, "role": 2, "cluster": 4, "backup": 2}
     assert result.namespaces == ()
     assert result.operator_namespace is None
     assert result.leader_election_namespace is None

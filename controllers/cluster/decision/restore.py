@@ -115,7 +115,12 @@ class Progress:
 
 
 def restore_status(
-    backup: str, phase: str, source: RestoreSource | None, progress: Progress | None, reason: str, message: str
+    backup: str,
+    phase: str,
+    source: RestoreSource | None,
+    progress: Progress | None,
+    reason: str,
+    message: str,
 ) -> Obj:
     status: Obj = {"backupName": backup, "phase": phase, "reason": reason, "message": message}
     if source is not None:

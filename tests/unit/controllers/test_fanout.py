@@ -22,7 +22,13 @@ from controllers.indexes import (
     config_base_ref,
     config_image_ref,
 )
-from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES, VALKEY_ROLES
+from valkey_operator.api.resources import (
+    VALKEY_BACKUPS,
+    VALKEY_CLUSTERS,
+    VALKEY_CONFIGS,
+    VALKEY_IMAGES,
+    VALKEY_ROLES,
+)
 from valkey_operator.core.informer import SharedInformer
 
 
@@ -69,7 +75,9 @@ def index() -> ReferenceIndex:
         cluster("c", "on-lone", "lone", rolling=True),
     ):
         clusters.store.add(body)
-    return ReferenceIndex(informer(VALKEY_IMAGES), configs, informer(VALKEY_ROLES), clusters)
+    return ReferenceIndex(
+        informer(VALKEY_IMAGES), configs, informer(VALKEY_ROLES), clusters, informer(VALKEY_BACKUPS)
+    )
 
 
 def test_a_chain_edit_enqueues_exactly_the_clusters_resolving_through_it() -> None:
@@ -103,7 +111,13 @@ def test_a_password_secret_enqueues_the_clusters_whose_users_name_it() -> None:
         body = cluster(namespace, name, "base")
         body["spec"]["acl"] = acl
         clusters.store.add(body)
-    refs = ReferenceIndex(informer(VALKEY_IMAGES), informer(VALKEY_CONFIGS), informer(VALKEY_ROLES), clusters)
+    refs = ReferenceIndex(
+        informer(VALKEY_IMAGES),
+        informer(VALKEY_CONFIGS),
+        informer(VALKEY_ROLES),
+        clusters,
+        informer(VALKEY_BACKUPS),
+    )
     assert cluster_password_secrets(clusters.store.get_by_key("x/one")) == ["x/shared"]
     assert sorted(refs.clusters_using_password_secret("x", "shared")) == ["x/one", "x/two"]
     assert refs.clusters_using_password_secret("y", "shared") == ["y/three"]

@@ -9,12 +9,24 @@ from controllers.backup.manifest import FORMAT, Manifest, ManifestError, ShardEn
 
 def manifest() -> Manifest:
     shards = tuple(
-        ShardEntry(index=i, slots=f"{i}", object_key=f"p/ns/vk/b/shard-{i}.rdb", bytes=10 + i, sha256="ab" * 32, keys=i)
+        ShardEntry(
+            index=i,
+            slots=f"{i}",
+            object_key=f"p/ns/vk/b/shard-{i}.rdb",
+            bytes=10 + i,
+            sha256="ab" * 32,
+            keys=i,
+        )
         for i in range(3)
     )
     return Manifest(
-        backup="b", namespace="ns", cluster="vk", started_at="2026-12-03T00:00:00Z",
-        completed_at="2026-12-03T00:00:05Z", valkey_version="9.1.2", shards=shards,
+        backup="b",
+        namespace="ns",
+        cluster="vk",
+        started_at="2026-12-03T00:00:00Z",
+        completed_at="2026-12-03T00:00:05Z",
+        valkey_version="9.1.2",
+        shards=shards,
     )
 
 

@@ -15,22 +15,37 @@ LAYOUT = even_split(3)
 
 def pod(name: str, shard: int, ip: str) -> PodObservation:
     return PodObservation(
-        name=name, shard=shard, template_hash="h", phase=PodPhase.RUNNING, ready=True, ip=ip,
-        deleting=False, created="2026-12-03T00:00:00Z",
+        name=name,
+        shard=shard,
+        template_hash="h",
+        phase=PodPhase.RUNNING,
+        ready=True,
+        ip=ip,
+        deleting=False,
+        created="2026-12-03T00:00:00Z",
     )
 
 
 def primary(shard: int, offset: int = 1000) -> NodeObservation:
     return NodeObservation(
-        reachable=True, node_id=f"p{shard}", role=NodeRole.PRIMARY, slots=LAYOUT[shard], repl_offset=offset,
+        reachable=True,
+        node_id=f"p{shard}",
+        role=NodeRole.PRIMARY,
+        slots=LAYOUT[shard],
+        repl_offset=offset,
         version_text="9.1.2",
     )
 
 
 def replica(shard: int, offset: int, link_up: bool = True) -> NodeObservation:
     return NodeObservation(
-        reachable=True, node_id=f"r{shard}", role=NodeRole.REPLICA, primary_id=f"p{shard}",
-        repl_offset=offset, link_up=link_up, version_text="9.1.2",
+        reachable=True,
+        node_id=f"r{shard}",
+        role=NodeRole.REPLICA,
+        primary_id=f"p{shard}",
+        repl_offset=offset,
+        link_up=link_up,
+        version_text="9.1.2",
     )
 
 
@@ -40,7 +55,9 @@ def cluster(nodes: dict[str, NodeObservation]) -> Observation:
 
 
 def test_each_shard_is_read_from_its_in_sync_replica() -> None:
-    found = sources(cluster({f"p{s}": primary(s) for s in range(3)} | {f"r{s}": replica(s, 990) for s in range(3)}))
+    found = sources(
+        cluster({f"p{s}": primary(s) for s in range(3)} | {f"r{s}": replica(s, 990) for s in range(3)})
+    )
     assert not isinstance(found, NotSettled)
     assert [(s.index, s.pod, s.role) for s in found] == [(i, f"r{i}", NodeRole.REPLICA) for i in range(3)]
     assert [s.slots for s in found] == list(LAYOUT)
@@ -53,7 +70,9 @@ def test_a_shard_without_an_in_sync_replica_is_read_from_its_primary() -> None:
     found = sources(cluster(nodes))
     assert not isinstance(found, NotSettled)
     assert [(s.pod, s.role) for s in found] == [
-        ("p0", NodeRole.PRIMARY), ("p1", NodeRole.PRIMARY), ("p2", NodeRole.PRIMARY)
+        ("p0", NodeRole.PRIMARY),
+        ("p1", NodeRole.PRIMARY),
+        ("p2", NodeRole.PRIMARY),
     ]
 
 
@@ -63,7 +82,11 @@ def test_not_settled_while_a_slot_is_unserved_a_node_is_unreachable_or_a_migrati
     nodes = {f"p{s}": primary(s) for s in range(3)} | {"r0": NodeObservation.unreachable("refused")}
     assert isinstance(sources(cluster(nodes)), NotSettled)
     job = SlotMigration(
-        name="j", operation=MigrationOperation.EXPORT, slots=LAYOUT[0], source_id="p0", target_id="p1",
+        name="j",
+        operation=MigrationOperation.EXPORT,
+        slots=LAYOUT[0],
+        source_id="p0",
+        target_id="p1",
         state="syncing",
     )
     nodes = {f"p{s}": primary(s) for s in range(3)}
