@@ -501,7 +501,8 @@ def _restore_status(facts: Facts, planned: Plan) -> Obj | None:
         reason = findings[0].reason if findings else Reason.PODS_FAILING
         message = "; ".join(progress.mismatches()) or planned.status.message
         return restore_status(backup, HELD, progress.source, progress, reason, message)
-    others = [finding for finding in findings if finding.reason is not Reason.RESTORING]
+    # Slot moves toward each shard's quota wait for Verified (a restore moves nothing before it).
+    others = [f for f in findings if f.reason not in {Reason.RESTORING, Reason.REBALANCING_SLOTS}]
     if progress.all_loaded and not others:
         message = f"every shard loaded its keys from backup {backup} and every slot is served"
         return restore_status(backup, VERIFIED, progress.source, progress, "RestoreVerified", message)

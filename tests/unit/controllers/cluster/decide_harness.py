@@ -28,6 +28,7 @@ from controllers.cluster.decision.actions import (
 )
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
 from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.credentials import InternalCredentials, read_credentials
 from controllers.cluster.render.user_passwords import missing_generated, password_secret
@@ -92,6 +93,8 @@ class World:
     refusals: RefusalMemory = attrs.field(factory=RefusalMemory)
     decisions: list[Decision] = attrs.field(factory=list)
     reasons: set[str] = attrs.field(factory=set)
+    restore: RestoreSource | RestoreHeld | None = None
+    """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
 
     @property
     def last(self) -> Decision:
@@ -164,6 +167,7 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         observation=observation,
         rollout_slots=world.rollout_slots,
         name_seed=world.sim.tick,
+        restore=world.restore if facts.restoring else None,
     )
 
 

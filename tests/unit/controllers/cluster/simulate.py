@@ -121,6 +121,11 @@ class SimSettings:
     """Every server refuses to load its certificate files again (a bad file in the Secret)."""
     expandable: bool = True
     """The claims' storage class allows volume expansion (a larger request is accepted)."""
+    backup: Mapping[int, tuple[int, SlotRanges]] = attrs.field(factory=dict)
+    """A backup's shards (index -> keys, the slots holding them): a pod whose init container restores
+    shard i starts with those keys loaded and takes those slots, as Valkey does at start."""
+    failing_restores: Collection[int] = frozenset()
+    """Backup shards whose download fails (a checksum): their restoring pods end Failed."""
 
 
 @attrs.define
@@ -153,6 +158,8 @@ class SimPod:
     k8s_node: str | None = None
     member: bool = False
     claim: str | None = None
+    restores: int | None = None
+    """The backup shard its init container loads (spec.restore), if any."""
 
     @property
     def uid(self) -> str:
@@ -200,6 +207,8 @@ class SimNode:
     config: dict[str, str] = attrs.field(factory=dict)
     """CONFIG GET of every runtime directive (Valkey's defaults at start: the file holds none)."""
     acl: dict[str, UserRules] = attrs.field(factory=dict)
+    loaded_keys: int = 0
+    """Keys read from an RDB at start (INFO persistence); a new empty node reports 0."""
 
 
 @attrs.frozen
@@ -346,6 +355,7 @@ class SimulatedCluster:
             config=dict(node.config),
             acl=dict(node.acl),
             commands={command: command not in self.settings.unknown_commands for command in commands},
+            loaded_keys=node.loaded_keys,
         )
 
     def _migration_entries(self, node: SimNode) -> Iterable[SlotMigration]:
@@ -412,7 +422,10 @@ class SimulatedCluster:
                     self.claims[action.claim] = SimClaim(
                         action.claim, shard, self.tick, quantity_bytes(storage), annotations
                     )
-                self.create_pod(shard, name or None, claim=action.claim or None)
+                pod = self.create_pod(shard, name or None, claim=action.claim or None)
+                init = [c for c in (action.body or {}).get("spec", {}).get("initContainers") or []]
+                if any(container["name"] == "restore" for container in init):
+                    pod.restores = shard
                 return Outcome(action)
             case DeleteClaim(claim=name, uid=uid):
                 claim = self.claims.get(name)
@@ -768,6 +781,10 @@ class SimulatedCluster:
         if self._startup_file_refused():
             pod.phase = PodPhase.FAILED  # Valkey will not start with an ACL file naming an unknown command
             return
+        if pod.restores is not None and pod.restores in self.settings.failing_restores:
+            pod.phase = PodPhase.FAILED  # the init container's download failed its checksum
+            return
+        keys, slots = self.settings.backup.get(pod.restores, (0, ())) if pod.restores is not None else (0, ())
         self.nodes[node_id] = SimNode(
             node_id=node_id,
             pod=pod.name,
@@ -776,6 +793,8 @@ class SimulatedCluster:
             shard_id=_hex_id("shard", node_id),
             config=dict(desired_runtime({}, version).values) if version is not None else {},
             acl=self._startup_acl(),
+            slots=slots,
+            loaded_keys=keys,
         )
         pod.node_id = node_id
 

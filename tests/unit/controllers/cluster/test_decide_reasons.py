@@ -19,6 +19,7 @@ import pytest
 from decide_harness import SECRET_KEY, World, config, run, step, world
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from restore_support import backup, source
 from simulate import SimSettings
 
 from controllers.cluster.decision.decide import (
@@ -33,6 +34,7 @@ from controllers.cluster.tls import Certificate, TlsMaterial, TlsProblem
 from controllers.config.resolve import FailureReason
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.resources import VERSION_FLOOR
+from valkey_operator.valkey.slots import even_split
 
 ACTIVE = ClusterState.ACTIVE.value
 HASH = "c" * 64
@@ -359,6 +361,22 @@ def durable_nodes_lose_a_volume_and_the_size_changes(rng: random.Random) -> Worl
     return found
 
 
+def a_restore_counts_wrong_then_right(rng: random.Random) -> World:
+    """spec.restore: the manifest's count for one shard differs from what its server loaded (held),
+    then the right manifest is read and the restore goes on to Active."""
+    shards = rng.randint(1, 3)
+    saved = backup(even_split(shards))
+    found = world(
+        shards, rng.randint(0, 1), SimSettings(cluster="vk", backup=saved), restore={"backupName": "nightly"}
+    )
+    wrong = rng.randrange(shards)
+    found.restore = source({**saved, wrong: (7, saved[wrong][1])})
+    run(found, passes=20, until=lambda w: (w.status.get("restore") or {}).get("phase") == "Held")
+    found.restore = source(saved)
+    run(found, passes=300)
+    return found
+
+
 Story = Callable[[random.Random], World]
 STORIES: dict[Story, frozenset[str]] = {
     bootstrap_and_pause: frozenset(
@@ -415,6 +433,7 @@ STORIES: dict[Story, frozenset[str]] = {
     durable_nodes_lose_a_volume_and_the_size_changes: frozenset(
         {Reason.VOLUME_LOST, Reason.CLAIM_SHRINK_REFUSED, Reason.CLAIM_GROWTH_REFUSED}
     ),
+    a_restore_counts_wrong_then_right: frozenset({Reason.RESTORING, Reason.RESTORE_INCOMPLETE, Reason.READY}),
 }
 
 

@@ -1,0 +1,148 @@
+"""decide() restoring a backup (spec.restore, SPEC 1.7), on the simulator.
+
+The simulated server does what a real one does with a restored RDB: it starts
+with the shard's keys loaded (INFO's count) and takes the slots holding them.
+The stories check the operator's side: the backup's layout first, primaries
+only, every new pod carrying the init container for its shard; no slot given
+to anyone before every shard loaded (a slot with keys must stay with the node
+that loaded them); never Active before every count matched; then the spec's
+shards and replicas through the ordinary paths. A bad source holds the restore
+with nothing created; a failed download or a count that differs holds it too.
+"""
+
+from __future__ import annotations
+
+import pytest
+from decide_harness import World, run, world
+from restore_support import backup, source
+from simulate import SimSettings
+
+from controllers.cluster.decision.actions import AssignSlots, CreatePod
+from controllers.cluster.decision.restore import RestoreHeld
+from valkey_operator.api.cluster import ClusterState
+from valkey_operator.valkey.slots import SlotRange, SlotRanges, even_split, subtract, union
+
+ACTIVE = ClusterState.ACTIVE.value
+
+
+def restoring(shards: int, replicas: int, layout: tuple[SlotRanges, ...], **sim: object) -> World:
+    saved = backup(layout)
+    found = world(
+        shards,
+        replicas,
+        SimSettings(cluster="vk", backup=saved, **sim),  # type: ignore[arg-type]
+        restore={"backupName": "nightly"},
+    )
+    found.restore = source(saved)
+    return found
+
+
+def restore_phase(found: World) -> str | None:
+    return (found.status.get("restore") or {}).get("phase")
+
+
+def check_restore(found: World, layout: tuple[SlotRanges, ...]) -> None:
+    """Until Verified: primaries only, at the backup's layout, each created with its init container;
+    no slot assigned before every shard loaded; never Active. At Verified each loaded node still owns
+    the slots it loaded."""
+    saved = backup(layout)
+    for decision in found.decisions:
+        phase = (decision.status.get("restore") or {}).get("phase")
+        if phase == "Verified":
+            break
+        assert decision.status.get("state") != ACTIVE, decision.status.get("message")
+        for action in decision.actions:
+            if isinstance(action, CreatePod):
+                assert action.shard < len(layout)
+                init = action.body["spec"]["initContainers"] if action.body else []
+                assert [c["name"] for c in init] == ["restore"], action
+                args = init[0]["args"]
+                assert args[args.index("--key") + 1] == f"ns/old/nightly/shard-{action.shard}.rdb"
+                assert {e["name"] for e in init[0]["env"]} == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+            if isinstance(action, AssignSlots):
+                progress = decision.plan.view.restore_progress if decision.plan else None
+                assert progress is not None and progress.all_loaded, "no slot assigned before every load"
+    verified = next(
+        (d for d in found.decisions if (d.status.get("restore") or {}).get("phase") == "Verified"), None
+    )
+    assert verified is not None, found.status.get("restore")
+    assert verified.status["restore"]["keys"] == sum(keys for keys, _ in saved.values())
+    assert verified.status["restore"]["loadedKeys"] == verified.status["restore"]["keys"]
+
+
+def loaders(found: World) -> dict[int, str]:
+    """backup shard -> the node id that loaded it."""
+    return {
+        pod.restores: pod.node_id
+        for pod in found.sim.pods.values()
+        if pod.restores is not None and pod.node_id is not None
+    }
+
+
+@pytest.mark.parametrize(("shards", "replicas"), [(3, 1), (5, 1), (2, 0)])
+def test_a_restore_loads_the_backup_layout_then_becomes_the_spec(shards: int, replicas: int) -> None:
+    layout = even_split(3)
+    found = restoring(shards, replicas, layout)
+    run(found, passes=300)
+    assert found.state == ACTIVE, found.status.get("message")
+    assert restore_phase(found) == "Verified"
+    check_restore(found, layout)
+    assert len(loaders(found)) == min(3, shards), "a loaded shard scaled away is drained, then removed"
+    served = found.sim.served()
+    assert len(served) == shards and union(*served.values()) == even_split(1)[0]
+    assert len(found.sim.pods) == shards * (1 + replicas)
+    assert found.status["restore"]["shards"] == 3
+
+
+def test_slots_loaded_outside_the_standard_layout_stay_with_the_node_that_loaded_them() -> None:
+    # The backup was taken after scaling moved slots: shard 0 holds some of what shard 1 would get.
+    standard = even_split(3)
+    moved = (SlotRange(5461, 6000),)
+    layout = (union(standard[0], moved), subtract(standard[1], moved), standard[2])
+    found = restoring(3, 0, layout)
+    run(found, passes=300, until=lambda w: restore_phase(w) == "Verified")
+    assert restore_phase(found) == "Verified", found.status.get("restore")
+    check_restore(found, layout)
+    owners = loaders(found)
+    _, holding = backup(layout)[0]
+    assert not subtract(holding, found.sim.nodes[owners[0]].slots), "shard 0 keeps every slot it loaded"
+    run(found, passes=300)
+    assert found.state == ACTIVE, found.status.get("message")
+
+
+def test_a_count_that_differs_holds_the_restore_and_the_cluster_is_never_active() -> None:
+    layout = even_split(2)
+    found = restoring(2, 0, layout)
+    found.restore = source({**backup(layout), 1: (5, backup(layout)[1][1])})  # the manifest says 5 keys
+    run(found, passes=25, until=lambda w: False)
+    assert restore_phase(found) == "Held", found.status.get("restore")
+    assert found.status["restore"]["reason"] == "RestoreIncomplete"
+    assert "shard 1 loaded 1001 keys, the backup holds 5" in found.status["restore"]["message"]
+    assert all(d.status.get("state") != ACTIVE for d in found.decisions)
+    assert not any(isinstance(a, AssignSlots) for d in found.decisions for a in d.actions)
+
+
+def test_a_failed_download_holds_the_restore_with_the_pods_failure() -> None:
+    found = restoring(2, 0, even_split(2), failing_restores=frozenset({1}))
+    run(found, passes=30, until=lambda w: False)
+    assert restore_phase(found) == "Held", found.status.get("restore")
+    assert all(d.status.get("state") != ACTIVE for d in found.decisions)
+    created = [a for d in found.decisions for a in d.actions if isinstance(a, CreatePod) and a.shard == 1]
+    assert 1 < len(created) <= 3, "the failing shard is retried, then left failing (a crash loop)"
+
+
+def test_a_source_that_cannot_be_read_holds_the_restore_and_creates_nothing() -> None:
+    found = restoring(2, 1, even_split(2))
+    found.restore = RestoreHeld("BackupNotFound", "ValkeyBackup ns/nightly not found")
+    run(found, passes=5, until=lambda w: False)
+    assert all(not d.actions for d in found.decisions)
+    assert found.status["restore"] == {
+        "backupName": "nightly",
+        "phase": "Held",
+        "reason": "BackupNotFound",
+        "message": "ValkeyBackup ns/nightly not found",
+    }
+    assert found.state != ACTIVE
+    found.restore = source(backup(even_split(2)))  # the backup appears: the restore goes on
+    run(found, passes=300)
+    assert found.state == ACTIVE and restore_phase(found) == "Verified"
