@@ -307,8 +307,8 @@ async def test_a_server_that_never_answers_is_endpoint_unreachable_within_the_ti
         await server.wait_closed()
     elapsed = time.monotonic() - started
     assert checked.value.reason == "EndpointUnreachable", checked.value
-    assert 1.0 <= elapsed < 3.5, elapsed
-    assert len(connections) == 2  # one retry, no more
+    assert 1.0 <= elapsed < 2 * 1.0 + 3, elapsed  # two read timeouts, a backoff, client set-up
+    assert 1 <= len(connections) <= 2  # one retry at most
 
 
 async def test_tls_is_verified_against_the_given_ca(object_store_tls: ObjectStoreServer) -> None:

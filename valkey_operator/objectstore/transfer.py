@@ -35,6 +35,13 @@ MIN_PART_SIZE = 5 * MIB
 """S3 refuses smaller parts, except the last."""
 MAX_PARTS = 10_000
 DOWNLOAD_CHUNK = 1 * MIB
+ATTEMPTS = 2
+"""Total attempts per request (one retry): a blip is absorbed, a dead endpoint fails fast."""
+
+
+def request_deadline(timeout: float) -> float:
+    """The bound on one small request: every attempt's timeout and the backoff between (at most 1 s)."""
+    return timeout * ATTEMPTS + 2
 
 
 class Call(Protocol):
@@ -137,7 +144,7 @@ async def download(
     total = 0
     try:
         try:
-            async with asyncio.timeout(timeout * 2 + 1):
+            async with asyncio.timeout(request_deadline(timeout)):
                 response = await client.get_object(Bucket=bucket, Key=key)
             async with response["Body"] as body:
                 with partial.open("wb") as file:
