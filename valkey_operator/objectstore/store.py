@@ -5,9 +5,10 @@ asyncio), never on hand-signed requests. Every request is path-style (the
 bucket in the path, so any host:port works), retried at most once, and
 bounded by the timeout given to `open_store`, so an unreachable endpoint
 fails in seconds rather than botocore's default minutes. Checksums are sent
-and validated only where an operation requires them: several S3-compatible
-servers refuse botocore's default streaming trailers, and `upload` keeps its
-own sha256 of every object, which `download` verifies end to end.
+and validated only where an operation requires them (`when_required`):
+botocore's default since 1.36 (a CRC on every upload) is refused by several
+S3-compatible services (boto/boto3#4392), and `upload` keeps its own sha256
+of every object, which `download` verifies end to end.
 """
 
 from __future__ import annotations
@@ -23,15 +24,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, I
 from pathlib import Path
 from typing import Any, TypeVar
 
-import structlog
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
 from valkey_operator.objectstore import transfer
 from valkey_operator.objectstore.errors import StorageError, classify
 from valkey_operator.objectstore.model import Destination, S3Credentials, Uploaded, object_key
-
-log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
