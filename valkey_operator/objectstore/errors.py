@@ -8,6 +8,7 @@ on. Pure: it reads only the exception and what the caller says it was doing.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import botocore.exceptions
@@ -80,7 +81,10 @@ def classify(exc: BaseException, operation: str, *, bucket_operation: bool = Fal
             return StorageError("ObjectMissing", f"{said}: no such object")
         return StorageError("StorageFailed", said)
     if isinstance(exc, botocore.exceptions.SSLError):
-        return StorageError("EndpointUnreachable", f"{operation}: TLS verification failed: {exc}")
+        # botocore's text leads with the URL; OpenSSL's verdict, what a user needs, is deep inside.
+        verdict = re.search(r"\[SSL: [A-Z_]+\][^'\"\]]*", str(exc))
+        said = verdict.group(0).strip() if verdict else str(exc)
+        return StorageError("EndpointUnreachable", f"{operation}: TLS verification failed: {said}")
     if isinstance(
         exc,
         botocore.exceptions.EndpointConnectionError

@@ -5,9 +5,10 @@ asyncio), never on hand-signed requests. Every request is path-style (the
 bucket in the path, so any host:port works), retried at most once, and
 bounded by the timeout given to `open_store`, so an unreachable endpoint
 fails in seconds rather than botocore's default minutes. Checksums are sent
-and validated only where an operation requires them: several S3-compatible
-servers refuse botocore's default streaming trailers, and `upload` keeps its
-own sha256 of every object, which `download` verifies end to end.
+and validated only where an operation requires them (`when_required`):
+botocore's default since 1.36 (a CRC on every upload) is refused by several
+S3-compatible services (boto/boto3#4392), and `upload` keeps its own sha256
+of every object, which `download` verifies end to end.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import contextlib
 import functools
 import json
 import os
+import ssl
 import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import structlog
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
@@ -30,12 +31,8 @@ from valkey_operator.objectstore import transfer
 from valkey_operator.objectstore.errors import StorageError, classify
 from valkey_operator.objectstore.model import Destination, S3Credentials, Uploaded, object_key
 
-log = structlog.get_logger(__name__)
-
 T = TypeVar("T")
 
-ATTEMPTS = 2
-"""Total attempts per request (one retry): a blip is absorbed, a dead endpoint fails fast."""
 DELETE_BATCH = 1000
 """DeleteObjects takes at most 1000 keys."""
 
@@ -59,9 +56,9 @@ class ObjectStore:
     async def _call(
         self, operation: str, call: Callable[[], Awaitable[T]], *, bucket_operation: bool = False
     ) -> T:
-        """One small request, bounded as a whole (both attempts), its failure classified."""
+        """One small request, bounded as a whole (transfer.request_deadline), its failure classified."""
         try:
-            async with asyncio.timeout(self._timeout * ATTEMPTS + 1):
+            async with asyncio.timeout(transfer.request_deadline(self._timeout)):
                 return await call()
         except Exception as exc:
             raise classify(exc, operation, bucket_operation=bucket_operation) from exc
@@ -189,24 +186,31 @@ async def open_store(
     config = AioConfig(
         connect_timeout=timeout,
         read_timeout=timeout,
-        retries={"total_max_attempts": ATTEMPTS, "mode": "standard"},
+        retries={"total_max_attempts": transfer.ATTEMPTS, "mode": "standard"},
         s3={"addressing_style": "path"},
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         user_agent_extra="valkey-operator",
     )
-    with _ca_file(ca_pem) as ca_path:
+    if ca_pem is not None:
         try:
-            client_context = get_session().create_client(
-                "s3",
-                endpoint_url=destination.endpoint,
-                region_name=destination.region,
-                aws_access_key_id=credentials.access_key_id,
-                aws_secret_access_key=credentials.secret_access_key,
-                verify=ca_path,
-                config=config,
-            )
-        except ValueError as exc:  # botocore refuses a malformed endpoint URL
-            raise StorageError("StorageFailed", f"endpoint {destination.endpoint!r}: {exc}") from exc
-        async with client_context as client:
+            ssl.create_default_context(cadata=ca_pem)
+        except (ssl.SSLError, ValueError) as exc:
+            raise StorageError("StorageFailed", f"the CA is not a PEM certificate: {exc}") from exc
+    with _ca_file(ca_pem) as ca_path:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(
+                    get_session().create_client(
+                        "s3",
+                        endpoint_url=destination.endpoint,
+                        region_name=destination.region,
+                        aws_access_key_id=credentials.access_key_id,
+                        aws_secret_access_key=credentials.secret_access_key,
+                        verify=ca_path,
+                        config=config,
+                    )
+                )
+            except ValueError as exc:  # botocore refuses a malformed endpoint URL
+                raise StorageError("StorageFailed", f"endpoint {destination.endpoint!r}: {exc}") from exc
             yield ObjectStore(client, destination, timeout)

@@ -1,12 +1,12 @@
 """Streaming an object up (multipart) and down (to a file), with the sha256 of its bytes.
 
 An RDB can be larger than the operator's memory, so neither direction ever
-holds a whole object: `upload` buffers at most one part (plus the chunk that
-filled it) and `download` writes each chunk as it arrives. Both compute the
-sha256 on the way. A multipart upload that fails or is cancelled is aborted,
-or the store would keep (and bill) its parts; a download goes to
-`<target>.partial` and only a complete, verified, fsynced file is renamed to
-the target.
+holds a whole object: `upload` holds one part (plus less than a chunk of the
+next; growing the buffer briefly copies it once) and `download` writes each
+chunk as it arrives. Both compute the sha256 on the way. A multipart upload
+that fails or is cancelled is aborted, or the store would keep (and bill) its
+parts; a download goes to `<target>.partial` and only a complete, verified,
+fsynced file is renamed to the target.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import os
 from collections.abc import AsyncIterable, Awaitable, Callable
 from pathlib import Path
@@ -35,6 +36,13 @@ MIN_PART_SIZE = 5 * MIB
 """S3 refuses smaller parts, except the last."""
 MAX_PARTS = 10_000
 DOWNLOAD_CHUNK = 1 * MIB
+ATTEMPTS = 2
+"""Total attempts per request (one retry): a blip is absorbed, a dead endpoint fails fast."""
+
+
+def request_deadline(timeout: float) -> float:
+    """The bound on one small request: every attempt's timeout and the backoff between (at most 1 s)."""
+    return timeout * ATTEMPTS + 2
 
 
 class Call(Protocol):
@@ -55,11 +63,11 @@ async def upload(
     where = f"{bucket}/{key}"
     digest = hashlib.sha256()
     total = 0
-    buffer = bytearray()
+    buffer = io.BytesIO()
     upload_id: str | None = None
     parts: list[dict[str, Any]] = []
 
-    async def send_part(body: bytes | bytearray) -> None:
+    async def send_part(body: io.BytesIO) -> None:
         nonlocal upload_id
         if upload_id is None:
             created = await call(
@@ -70,6 +78,7 @@ async def upload(
         number = len(parts) + 1
         if number > MAX_PARTS:
             raise StorageError("StorageFailed", f"UploadPart {where}: more than {MAX_PARTS} parts")
+        body.seek(0)
         try:
             answer = await client.upload_part(
                 Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
@@ -82,16 +91,15 @@ async def upload(
         async for chunk in chunks:
             digest.update(chunk)
             total += len(chunk)
-            buffer += chunk
-            while len(buffer) >= part_size:
-                part = buffer[:part_size]
-                del buffer[:part_size]
+            buffer.write(chunk)
+            while buffer.tell() >= part_size:
+                part, buffer = _split(buffer, part_size)
                 await send_part(part)
         if upload_id is None:
-            body = bytes(buffer)
+            body = buffer.getvalue()
             await call(f"PutObject {where}", lambda: client.put_object(Bucket=bucket, Key=key, Body=body))
         else:
-            if buffer:
+            if buffer.tell():
                 await send_part(buffer)
             await call(
                 f"CompleteMultipartUpload {where}",
@@ -104,6 +112,20 @@ async def upload(
             await _abort(client, bucket, key, upload_id)
         raise
     return Uploaded(total, digest.hexdigest())
+
+
+def _split(buffer: io.BytesIO, size: int) -> tuple[io.BytesIO, io.BytesIO]:
+    """The first size bytes (buffer itself, truncated: no copy) and a new buffer, positioned at its
+    end, holding the rest (less than a chunk, copied).
+
+    A part goes to the HTTP client as a file, not as bytes: it is then written to the socket a
+    block at a time, where bytes would be copied whole into the transport's write buffer.
+    """
+    with buffer.getbuffer() as view:
+        rest = io.BytesIO(view[size:])
+    rest.seek(0, io.SEEK_END)
+    buffer.truncate(size)
+    return buffer, rest
 
 
 async def _abort(client: Any, bucket: str, key: str, upload_id: str) -> None:
@@ -137,7 +159,7 @@ async def download(
     total = 0
     try:
         try:
-            async with asyncio.timeout(timeout * 2 + 1):
+            async with asyncio.timeout(request_deadline(timeout)):
                 response = await client.get_object(Bucket=bucket, Key=key)
             async with response["Body"] as body:
                 with partial.open("wb") as file:

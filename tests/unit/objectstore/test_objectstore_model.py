@@ -5,7 +5,7 @@ from __future__ import annotations
 import botocore.exceptions
 import pytest
 
-from valkey_operator.objectstore import S3Credentials, StorageError
+from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
 from valkey_operator.objectstore.errors import classify
 from valkey_operator.objectstore.model import object_key
 
@@ -96,3 +96,23 @@ def test_the_secret_is_not_in_the_credentials_repr() -> None:
     creds = S3Credentials(access_key_id="AKIAEXAMPLE", secret_access_key="very-secret")
     assert "very-secret" not in repr(creds)
     assert "AKIAEXAMPLE" in repr(creds)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "ca_pem", "says"),
+    [
+        ("not a url", None, "endpoint 'not a url'"),
+        ("https://127.0.0.1:9", "not a certificate", "the CA is not a PEM certificate"),
+    ],
+)
+async def test_a_malformed_endpoint_or_ca_fails_before_any_request(
+    endpoint: str, ca_pem: str | None, says: str
+) -> None:
+    destination = Destination(endpoint=endpoint, bucket="backups")
+    creds = S3Credentials(access_key_id="AKIAEXAMPLE", secret_access_key="very-secret")
+    with pytest.raises(StorageError) as raised:
+        async with open_store(destination, creds, ca_pem=ca_pem):
+            pytest.fail("opened")
+    assert raised.value.reason == "StorageFailed"
+    assert str(raised.value).startswith(says)
+    assert "very-secret" not in str(raised.value)
