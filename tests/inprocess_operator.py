@@ -12,6 +12,7 @@ import controllers
 from controllers.options import ControllerOptions
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.metrics import RESULTS
+from valkey_operator.testing.images import OPERATOR_IMAGE
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import eventually
 
@@ -35,7 +36,7 @@ class Operator:
         self.api = api
         self.namespace = namespace
         self.workers = dict(workers or {})
-        self.options = options or ControllerOptions(node_networks=LOOPBACK_NETWORKS)
+        self.options = options or ControllerOptions(node_networks=LOOPBACK_NETWORKS, operator_image=OPERATOR_IMAGE)
         self.task: asyncio.Task[None] | None = None
         self.manager: Manager | None = None
         self.registry = CollectorRegistry()

@@ -1,0 +1,126 @@
+"""What the backup end-to-end tests share: storage credentials, backups and restores, and keys
+written and read back through the valkey-py cluster client (the way applications meet the data)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping
+
+from persistence_support import read_back
+from repair_support import primary_of
+from valkey.asyncio.cluster import ValkeyCluster
+
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import SECRETS
+from valkey_operator.core.rest import Obj
+from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_operator.testing.wait import NotYet, eventually
+
+__all__ = ["read_back"]
+
+FINAL = {"Completed", "Failed"}
+MAX_LOAD_KEYS = 20000
+"""The writer under a backup stops after this many keys (every load loop is bounded)."""
+
+
+async def storage_secret(
+    kube: Client, namespace: str, store: ObjectStoreServer, name: str = "s3", secret: str | None = None
+) -> str:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": store.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": secret if secret is not None else store.secret_access_key,
+        },
+    }
+    await kube.create(SECRETS, body)
+    return name
+
+
+def destination(store: ObjectStoreServer, bucket: str, secret: str = "s3", **extra: str) -> Obj:
+    return {"endpoint": store.endpoint, "bucket": bucket, "credentialsSecretName": secret, **extra}
+
+
+async def start_backup(kube: Client, namespace: str, name: str, cluster: str, where: Obj) -> None:
+    body = {
+        "apiVersion": VALKEY_BACKUPS.api_version,
+        "kind": VALKEY_BACKUPS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterName": cluster, "destination": where},
+    }
+    await kube.create(VALKEY_BACKUPS, body)
+
+
+async def finished(kube: Client, namespace: str, name: str, timeout: float = 240.0) -> Obj:
+    """The backup's status once Completed or Failed."""
+
+    async def done() -> Obj | NotYet:
+        backup = await kube.get(VALKEY_BACKUPS, name, namespace)
+        status: Obj = backup.get("status") or {}
+        return status if status.get("phase") in FINAL else NotYet(status)
+
+    return await eventually(done, f"ValkeyBackup {name} finished", timeout)
+
+
+async def restore_cluster(
+    kube: Client, namespace: str, name: str, config: str, backup: str, shards: int, replicas: int
+) -> None:
+    """A ValkeyCluster created with spec.restore (restore is set at creation only)."""
+    body = {
+        "apiVersion": VALKEY_CLUSTERS.api_version,
+        "kind": VALKEY_CLUSTERS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "configRef": config,
+            "shards": shards,
+            "replicasPerShard": replicas,
+            "restore": {"backupName": backup},
+        },
+    }
+    await kube.create(VALKEY_CLUSTERS, body)
+
+
+async def write(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> None:
+    """keys written through the valkey-py cluster client (each acknowledged by its primary)."""
+    node = primary_of(status, 0)
+    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
+    try:
+        items = list(keys.items())
+        for start in range(0, len(items), 500):
+            await client.mset_nonatomic(dict(items[start : start + 500]))
+    finally:
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def writing(status: Obj, password: str, prefix: str) -> AsyncIterator[dict[bytes, bytes]]:
+    """A valkey-py cluster client writing keys one by one until the block ends (at most
+    MAX_LOAD_KEYS); yields the keys acknowledged so far."""
+    acknowledged: dict[bytes, bytes] = {}
+    node = primary_of(status, 0)
+    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
+
+    async def run() -> None:
+        for index in range(MAX_LOAD_KEYS):
+            key, value = f"{prefix}:{index}".encode(), f"v{index}:{time.time()}".encode()
+            await client.set(key, value)
+            acknowledged[key] = value
+            await asyncio.sleep(0.005)
+
+    task = asyncio.create_task(run())
+    try:
+        yield acknowledged
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.aclose()
+
+
+def keys_of(prefix: str, count: int) -> dict[bytes, bytes]:
+    return {f"{prefix}:{i}".encode(): f"value-{i}-{'x' * (i % 64)}".encode() for i in range(count)}

@@ -1,0 +1,191 @@
+"""Backups to S3-compatible storage and restores into new clusters, end to end (SPEC 1.7).
+
+A 3x1 cluster holding keys written through the valkey-py cluster client is
+backed up to the test bed's real S3 server (versitygw) while that client keeps
+writing. The ValkeyBackup takes one RDB per shard from an in-sync replica over
+the replication protocol (no exec), streams it into a multipart upload with
+its sha256, and writes the manifest last. New clusters restored from it at 3,
+2 and 5 shards become Active only after every shard's server loaded the
+manifest's key count, and then hold every key acknowledged before the backup
+started, read back through the valkey-py cluster client.
+
+Lines starting with `[backup]` report the measured times (run with -s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from backup_support import (
+    destination,
+    finished,
+    keys_of,
+    read_back,
+    restore_cluster,
+    start_backup,
+    storage_secret,
+    write,
+    writing,
+)
+from cluster_support import Catalog, admin_client, formed_cluster, image_config, settled, warnings
+from inprocess_operator import Operator
+
+from valkey_operator.api.resources import VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.testing import images
+from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_operator.testing.wait import NotYet, eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+PREFILL = 3000
+RESTORED = 300.0
+
+
+@pytest.mark.timeout(900)
+async def test_a_cluster_under_write_load_is_backed_up_and_restored_at_three_two_and_five_shards(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "source", shards=3, replicas=1)
+    password = admin.credentials.password
+    before = keys_of("before", PREFILL)
+    await write(status, password, before)
+    bucket = object_store.create_bucket()
+    await storage_secret(kube, namespace, object_store)
+    started = time.monotonic()
+    async with writing(status, password, "during") as during:
+        await start_backup(kube, namespace, "nightly", "source", destination(object_store, bucket, path="vk"))
+        backup = await finished(kube, namespace, "nightly")
+        written_during = len(during)
+    took = time.monotonic() - started
+    assert backup["phase"] == "Completed", backup
+    shards = backup["shards"]
+    assert [shard["index"] for shard in shards] == [0, 1, 2]
+    assert {shard["sourceRole"] for shard in shards} == {"replica"}, "read from in-sync replicas"
+    assert sum(shard["keys"] for shard in shards) == backup["totalKeys"] >= PREFILL
+    assert backup["totalBytes"] == sum(shard["bytes"] for shard in shards) > 0
+    assert backup["manifestKey"] == f"vk/{namespace}/source/nightly/manifest.json"
+    listed = object_store.client().list_objects_v2(Bucket=bucket, Prefix=f"vk/{namespace}/source/nightly/")
+    names = sorted(item["Key"].rsplit("/", 1)[1] for item in listed["Contents"])
+    assert names == ["manifest.json", "shard-0.rdb", "shard-1.rdb", "shard-2.rdb"]
+    manifest = json.loads(
+        object_store.client().get_object(Bucket=bucket, Key=backup["manifestKey"])["Body"].read()
+    )
+    assert manifest["totalKeys"] == backup["totalKeys"] and len(manifest["shards"]) == 3
+    print(
+        f"[backup] 3 shards, {backup['totalKeys']} keys, {backup['size']} in {took:.1f}s while the "
+        f"valkey-py cluster client wrote {written_during} more keys"
+    )
+
+    config = await image_config(catalog, images.newest_image())
+    layouts = {"restored-3": (3, 1), "restored-2": (2, 0), "restored-5": (5, 0)}
+    started = time.monotonic()
+    for name, (count, replicas) in layouts.items():
+        await restore_cluster(kube, namespace, name, config, "nightly", count, replicas)
+    restored = await asyncio.gather(*(settled(kube, namespace, name, RESTORED) for name in layouts))
+    took = time.monotonic() - started
+    for name, state in zip(layouts, restored, strict=True):
+        assert state["restore"]["phase"] == "Verified", state["restore"]
+        assert state["restore"]["keys"] == state["restore"]["loadedKeys"] == backup["totalKeys"]
+        assert state["shards"] == layouts[name][0]
+        own = (await admin_client(kube, namespace, name)).credentials.password
+        missing = await read_back(state, own, before)
+        assert not missing, f"{name}: {len(missing)} keys acknowledged before the backup are missing"
+    print(f"[backup] restored at 3x1, 2x0 and 5x0 shards, each Active and whole after {took:.1f}s")
+
+
+@pytest.mark.timeout(600)
+async def test_bad_storage_input_fails_the_backup_with_the_reason(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    await formed_cluster(kube, catalog, namespace, "small", shards=1, replicas=0)
+    bucket = object_store.create_bucket()
+    await storage_secret(kube, namespace, object_store)
+    await storage_secret(kube, namespace, object_store, name="wrong", secret="not-the-secret")
+    cases = {
+        "wrong-secret": (destination(object_store, bucket, secret="wrong"), "CredentialsRejected"),
+        "no-secret": (destination(object_store, bucket, secret="absent"), "CredentialsMissing"),
+        "no-bucket": (destination(object_store, "no-such-bucket"), "BucketMissing"),
+        "unreachable": (
+            {**destination(object_store, bucket), "endpoint": "http://127.0.0.1:9"},
+            "EndpointUnreachable",
+        ),
+        "no-cluster": (destination(object_store, bucket), "ClusterNotFound"),
+    }
+    for name, (where, _) in cases.items():
+        await start_backup(kube, namespace, name, "absent" if name == "no-cluster" else "small", where)
+    for name, (_, reason) in cases.items():
+        status = await finished(kube, namespace, name, timeout=120)
+        assert (status["phase"], status.get("reason")) == ("Failed", reason), (name, status)
+        assert "not-the-secret" not in status["message"]
+    events = await warnings(kube, namespace, "BackupFailed")
+    assert {event["involvedObject"]["name"] for event in events} >= set(cases)
+    listed = object_store.client().list_objects_v2(Bucket=bucket)
+    assert not listed.get("Contents"), "nothing written by a failed backup"
+
+
+@pytest.mark.timeout(600)
+async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_active(
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    status, admin = await formed_cluster(kube, catalog, namespace, "small", shards=2, replicas=0)
+    await write(status, admin.credentials.password, keys_of("k", 500))
+    bucket = object_store.create_bucket()
+    await storage_secret(kube, namespace, object_store)
+    names = ("corrupt", "missing-object", "other-format", "missing-manifest")
+    for name in names:
+        await start_backup(kube, namespace, name, "small", destination(object_store, bucket))
+    backups = {name: await finished(kube, namespace, name) for name in names}
+    assert {backup["phase"] for backup in backups.values()} == {"Completed"}, backups
+    s3 = object_store.client()
+    s3.put_object(
+        Bucket=bucket, Key=backups["corrupt"]["shards"][1]["objectKey"], Body=b"REDIS0011 not an rdb"
+    )
+    s3.delete_object(Bucket=bucket, Key=backups["missing-object"]["shards"][0]["objectKey"])
+    manifest = json.loads(
+        s3.get_object(Bucket=bucket, Key=backups["other-format"]["manifestKey"])["Body"].read()
+    )
+    s3.put_object(
+        Bucket=bucket,
+        Key=backups["other-format"]["manifestKey"],
+        Body=json.dumps({**manifest, "format": "valkey-operator.backup/v0"}).encode(),
+    )
+    s3.delete_object(Bucket=bucket, Key=backups["missing-manifest"]["manifestKey"])
+    config = await image_config(catalog, images.newest_image())
+    for name in (*names, "no-backup"):
+        await restore_cluster(kube, namespace, f"from-{name}", config, name, 2, 0)
+    expected = {
+        "corrupt": "ChecksumMismatch",
+        "missing-object": "ObjectMissing",
+        "other-format": "ManifestUnsupported",
+        "missing-manifest": "ObjectMissing",
+        "no-backup": "BackupNotFound",
+    }
+    held = await _held(kube, namespace, {f"from-{name}": words for name, words in expected.items()})
+    for name, restore in held.items():
+        assert restore["phase"] == "Held", (name, restore)
+    for name in held:
+        cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
+        assert cluster["status"]["state"] != "Active", cluster["status"]
+
+
+async def _held(
+    kube: Client, namespace: str, words: dict[str, str], timeout: float = 240.0
+) -> dict[str, dict]:
+    """Each cluster's status.restore once it is Held and its reason or message names the words."""
+
+    async def all_held() -> dict[str, dict] | NotYet:
+        found = {}
+        for name, expected in words.items():
+            cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
+            restore = (cluster.get("status") or {}).get("restore") or {}
+            text = f"{restore.get('reason')} {restore.get('message')}"
+            if restore.get("phase") != "Held" or expected not in text:
+                return NotYet({name: restore})
+            found[name] = restore
+        return found
+
+    return await eventually(all_held, "every bad restore held with its reason", timeout)
