@@ -30,12 +30,11 @@ from backup_support import (
     write,
     writing,
 )
-from cluster_support import Catalog, admin_client, formed_cluster, image_config, settled, warnings
+from cluster_support import Catalog, admin_client, formed_cluster, settled, warnings
 from inprocess_operator import Operator
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
-from valkey_operator.testing import images
 from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.testing.wait import NotYet, eventually
 
@@ -80,7 +79,7 @@ async def test_a_cluster_under_write_load_is_backed_up_and_restored_at_three_two
         f"valkey-py cluster client wrote {written_during} more keys"
     )
 
-    config = await image_config(catalog, images.newest_image())
+    config = catalog("cfg")  # formed_cluster's config
     layouts = {"restored-3": (3, 1), "restored-2": (2, 0), "restored-5": (5, 0)}
     started = time.monotonic()
     for name, (count, replicas) in layouts.items():
@@ -154,7 +153,7 @@ async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_activ
         Body=json.dumps({**manifest, "format": "valkey-operator.backup/v0"}).encode(),
     )
     s3.delete_object(Bucket=bucket, Key=backups["missing-manifest"]["manifestKey"])
-    config = await image_config(catalog, images.newest_image())
+    config = catalog("cfg")
     for name in (*names, "no-backup"):
         await restore_cluster(kube, namespace, f"from-{name}", config, name, 2, 0)
     expected = {
