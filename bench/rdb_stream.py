@@ -16,7 +16,7 @@ Timed from connect to the last byte, including the node's fork (and its disk
 write for `disk`).
 Prints each measurement in MB/s (10^6 bytes) and the medians.
 
-    python bench/rdb_stream.py [--megabytes 300] [--rounds 3] [--image valkey/valkey:9.1.2]
+    python bench/rdb_stream.py [--megabytes 300] [--rounds 3] [--image valkey/valkey:9.1.2] [--tls]
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ import tempfile
 import time
 
 from valkey_operator.testing import images
-from valkey_operator.testing.valkeyproc import ConfigValue, ValkeyServer, server_base_dir, start_server
+from valkey_operator.testing.valkeyproc import (
+    ConfigValue,
+    ValkeyServer,
+    server_base_dir,
+    start_server,
+    write_tls_files,
+)
 from valkey_operator.valkey.admin import Credentials
 from valkey_operator.valkey.rdb_stream import open_rdb_stream
 
@@ -44,8 +50,9 @@ async def ours(server: ValkeyServer, diskless: bool) -> tuple[int, float]:
     started = time.perf_counter()
     total = 0
     credentials = Credentials(username="default", password=PASSWORD)
+    ca_pem = server.tls.ca.read_text() if server.tls is not None else None
     async with open_rdb_stream(
-        server.host, server.port, credentials, ca_pem=None, allowed_networks=LOOPBACK, diskless=diskless
+        server.host, server.port, credentials, ca_pem=ca_pem, allowed_networks=LOOPBACK, diskless=diskless
     ) as stream:
         async for chunk in stream.chunks():
             total += len(chunk)  # discarded, as into /dev/null
@@ -73,6 +80,9 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--image", default="valkey/valkey:9.1.2")
+    parser.add_argument(
+        "--tls", action="store_true", help="the node serves TLS only (the image must have it)"
+    )
     args = parser.parse_args()
     image = images.resolve_image(args.image)
     if image is None:
@@ -83,7 +93,8 @@ def main() -> None:
         "rdbcompression": "no",
         "repl-diskless-sync-delay": 0,
     }
-    server = start_server(image, "127.0.0.1", base_dir=base, password=PASSWORD, config=config)
+    tls = write_tls_files(base / "tls", ["127.0.0.1"]) if args.tls else None
+    server = start_server(image, "127.0.0.1", base_dir=base, password=PASSWORD, config=config, tls=tls)
     try:
         server.command("DEBUG", "POPULATE", args.megabytes * 1000, "key", 1000, timeout=600)
         sides = ["diskless", "disk"] + (["cli"] if image.executable("valkey-cli").exists() else [])
