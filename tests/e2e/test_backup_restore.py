@@ -121,7 +121,7 @@ async def test_bad_storage_input_fails_the_backup_with_the_reason(
         assert (status["phase"], status.get("reason")) == ("Failed", reason), (name, status)
         assert "not-the-secret" not in status["message"]
     events = await warnings(kube, namespace, "BackupFailed")
-    assert {event["involvedObject"]["name"] for event in events} >= set(cases)
+    assert {event["regarding"]["name"] for event in events} >= set(cases)
     listed = object_store.client().list_objects_v2(Bucket=bucket)
     assert not listed.get("Contents"), "nothing written by a failed backup"
 

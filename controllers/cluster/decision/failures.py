@@ -20,6 +20,8 @@ from controllers.cluster.decision.observe import PodObservation, PodPhase
 from controllers.cluster.decision.versions import meets_floor, parse_version
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 
+RESTORE_FAILURE = "container restore exited"
+"""How a restoring pod's init container (the backup's download) reads in the pod's failure."""
 FAILURE_LIMIT = 3
 FAILURE_WINDOW = 300.0
 KEEP_FAILED = FAILURE_LIMIT
@@ -44,6 +46,9 @@ class CrashLoops:
         return None
 
     def message(self, image: str) -> str:
+        if all(RESTORE_FAILURE in (pod.failure or "") for pods in self.blocked.values() for pod in pods):
+            parts = [f"shard {shard}: {failures[0].failure}" for shard, failures in sorted(self.blocked.items())]
+            return f"restoring pods keep failing before Valkey starts ({'; '.join(parts)}); not creating more for now"
         found = self.below_floor_version()
         if found is not None:
             return (
