@@ -40,6 +40,7 @@ from controllers.status import status_patch
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client
+from valkey_operator.core.conditions import set_condition
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.events import NORMAL, WARNING, EventRecorder
 from valkey_operator.core.manager import Manager
@@ -54,6 +55,7 @@ log = structlog.get_logger(__name__)
 
 PENDING, RUNNING, COMPLETED, FAILED = "Pending", "Running", "Completed", "Failed"
 FINAL = frozenset({COMPLETED, FAILED})
+READY, STALLED, RECONCILING = "Ready", "Stalled", "Reconciling"
 START_DEADLINE = 600.0
 """Seconds a backup may wait for its cluster to settle before it fails."""
 REQUEUE_PENDING = 5.0
@@ -297,7 +299,9 @@ class BackupReconciler:
             status = {**status, "shards": [_shard_status(done[index]) for index in sorted(done)]}
             status["totalBytes"] = sum(entry.bytes for entry in done.values())
             status["size"] = human_size(status["totalBytes"])
-        status["observedGeneration"] = obj["metadata"].get("generation")
+        generation = obj["metadata"].get("generation")
+        status["observedGeneration"] = generation
+        status["conditions"] = _conditions(status, generation)
         patch = status_patch(obj.get("status") or {}, status)
         if patch is not None:
             meta = obj["metadata"]
@@ -311,6 +315,19 @@ class BackupReconciler:
             else:
                 obj["status"] = stored.get("status") or {}
         return status
+
+
+def _conditions(status: Obj, generation: int | None) -> list[Obj]:
+    """kstatus of a one-shot object: Ready once Completed; Stalled (kstatus Failed) once Failed;
+    Reconciling while Pending or Running."""
+    phase = status.get("phase") or PENDING
+    reason = status.get("reason") or phase
+    message = str(status.get("message") or "")
+    now = _now_text(time.time())
+    conditions = status.get("conditions")
+    conditions = set_condition(conditions, READY, phase == COMPLETED, reason, message, generation, now)
+    conditions = set_condition(conditions, STALLED, phase == FAILED, reason, message, generation, now)
+    return set_condition(conditions, RECONCILING, phase not in FINAL, reason, message, generation, now)
 
 
 def _shard_status(entry: ShardEntry) -> Obj:

@@ -13,15 +13,13 @@ import binascii
 
 import attrs
 
+from valkey_operator.api.backup import CA_KEY, CREDENTIAL_KEYS, DEFAULT_REGION
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import Destination, S3Credentials
 
-ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
-SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
-CA_KEY = "ca.crt"
-DEFAULT_REGION = "us-east-1"
+ACCESS_KEY_ID, SECRET_ACCESS_KEY = CREDENTIAL_KEYS
 
 
 @attrs.frozen(kw_only=True)

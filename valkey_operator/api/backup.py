@@ -52,9 +52,6 @@ from valkey_operator.core.resource import Resource
 DEFAULT_REGION = "us-east-1"
 """The region a destination without one signs for; applied by the controller, not the schema."""
 
-LANDING = " Not yet built: landing with issue 24."
-"""Appended to the descriptions of the backup fields until their controllers land (the lead removes it)."""
-
 CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 """The keys of the Secret destination.credentialsSecretName names."""
 CA_KEY = "ca.crt"
@@ -313,7 +310,7 @@ class ValkeyBackupStatus(Model):
     "snapshot per shard, taken from an in-sync replica where the shard has one (the primary "
     "otherwise), streamed to the bucket with its SHA-256, then a manifest written last. Shards are "
     "snapshotted one after another, not at one instant. Restore it into a new cluster with "
-    "ValkeyCluster spec.restore.backupName." + LANDING
+    "ValkeyCluster spec.restore.backupName."
 )
 @attrs.frozen(kw_only=True)
 class ValkeyBackup(Model):

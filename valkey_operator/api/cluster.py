@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from valkey_operator.api.backup import LANDING, BackupSchedule, Restore, RestoreStatus
+from valkey_operator.api.backup import BackupSchedule, Restore, RestoreStatus
 from valkey_operator.api.convert import Model
 from valkey_operator.api.fields import (
     KEY,
@@ -580,7 +580,7 @@ class ValkeyClusterSpec(Model):
         default=None,
         metadata=schema(
             "Scheduled backups: a ValkeyBackup of this cluster on every tick of schedule, written to "
-            "destination; the oldest completed ones beyond keep are deleted with their objects." + LANDING
+            "destination; the oldest completed ones beyond keep are deleted with their objects."
         ),
     )
     restore: Restore | None = attrs.field(
@@ -591,7 +591,7 @@ class ValkeyClusterSpec(Model):
             "loads each shard's object (checked against its SHA-256), verifies every shard's key count "
             "against the manifest, then scales to spec.shards with atomic slot migration. Until "
             "verified the cluster is not reported Active; a missing or corrupt object holds it, with "
-            "the reason in status.restore." + LANDING
+            "the reason in status.restore."
         ),
     )
 
@@ -727,12 +727,12 @@ class ValkeyClusterStatus(Model):
     restore: RestoreStatus | None = attrs.field(
         default=None,
         metadata=schema(
-            "Clusters created with spec.restore only: how far the restore has come." + LANDING,
+            "Clusters created with spec.restore only: how far the restore has come.",
             empty_is_none=True,
         ),
     )
     last_backup: str | None = _status(
-        "Name of the newest Completed ValkeyBackup the schedule in spec.backup created." + LANDING, MAX_NAME
+        "Name of the newest Completed ValkeyBackup the schedule in spec.backup created.", MAX_NAME
     )
     conditions: tuple[Condition, ...] = conditions(
         "Conditions: Ready, Progressing and Degraded, each with a reason."
