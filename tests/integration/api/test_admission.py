@@ -1,4 +1,4 @@
-"""Admission rules of the four CRDs on the real API server: each rule accepted and rejected, with its message.
+"""Admission rules of the five CRDs on the real API server: each rule accepted and rejected, with its message.
 
 Most cases are server-side dry runs (`dryRun=All`): the API server runs the
 full admission chain (schema, defaulting, CEL) and persists nothing. The TLS
@@ -8,6 +8,7 @@ transition rule and `kubectl apply` use real objects, deleted afterwards.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from valkey_operator.api import tunables
 from valkey_operator.api.resources import (
     API_VERSION,
     RESERVED_USERNAMES,
+    VALKEY_BACKUPS,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
     VALKEY_IMAGES,
@@ -111,17 +113,39 @@ def cluster(name: str, namespace: str) -> Obj:
     }
 
 
+DESTINATION: Obj = {
+    "endpoint": "https://s3.eu-west-1.amazonaws.com",
+    "bucket": "shop-valkey-backups",
+    "path": "team-a/cache",
+    "region": "eu-west-1",
+    "credentialsSecretName": "s3-credentials",
+    "caSecretName": "s3-ca",
+}
+
+
+def backup(name: str, namespace: str) -> Obj:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValkeyBackup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterName": "cache", "destination": copy.deepcopy(DESTINATION)},
+    }
+
+
 KINDS: dict[str, Resource] = {
     "image": VALKEY_IMAGES,
     "config": VALKEY_CONFIGS,
     "role": VALKEY_ROLES,
     "cluster": VALKEY_CLUSTERS,
+    "backup": VALKEY_BACKUPS,
 }
 
 
 def sample(kind: str, namespace: str) -> Obj:
     if kind == "cluster":
         return cluster("cache", namespace)
+    if kind == "backup":
+        return backup("cache-nightly", namespace)
     return {"image": image, "config": config, "role": role}[kind](f"{kind}-{namespace}")
 
 
@@ -1031,7 +1055,227 @@ CLUSTER_CASES = [
     ),
 ]
 
-CASES = IMAGE_CASES + CONFIG_CASES + PERSISTENCE_CASES + ROLE_CASES + CLUSTER_CASES
+# ---- backups (SPEC 1.7): a ValkeyBackup's destination, and a cluster's spec.backup / spec.restore ------
+D = "spec.destination"
+BUCKET = "must be an S3 bucket name"
+URL = "must be an http:// or https:// URL with a host"
+
+
+def without(obj: Obj, key: str) -> Obj:
+    return {name: value for name, value in obj.items() if name != key}
+
+
+def destination_cases(kind: str, at: str, *base: tuple[str, Any]) -> list[Case]:
+    """The destination's rules, the same wherever it sits (a ValkeyBackup's spec or a schedule);
+    `base` changes the sample first (gives a cluster its spec.backup)."""
+    cases = [
+        ok(
+            kind,
+            f"{at}: minimal",
+            (at, {"endpoint": "http://127.0.0.1:9000", "bucket": "b-1", "credentialsSecretName": "s"}),
+        ),
+        ok(
+            kind,
+            f"{at}: endpoint with a port and a path",
+            (f"{at}.endpoint", "https://minio.storage:9000/s3"),
+        ),
+        ok(kind, f"{at}: bucket of 3 with dots", (f"{at}.bucket", "a.b")),
+        ok(kind, f"{at}: bucket of 63", (f"{at}.bucket", "b" * 63)),
+        ok(kind, f"{at}: nested path", (f"{at}.path", "a/b/c/")),
+        bad(kind, f"{at}: endpoint required", f"{at}.endpoint", "Required value", (f"{at}.endpoint", DROP)),
+        bad(kind, f"{at}: bucket required", f"{at}.bucket", "Required value", (f"{at}.bucket", DROP)),
+        bad(
+            kind,
+            f"{at}: credentials required",
+            f"{at}.credentialsSecretName",
+            "Required value",
+            (f"{at}.credentialsSecretName", DROP),
+        ),
+        *[
+            bad(
+                kind,
+                f"{at}: endpoint {endpoint!r}",
+                f"{at}.endpoint",
+                (URL, f"got {endpoint}"),
+                (f"{at}.endpoint", endpoint),
+            )
+            for endpoint in (
+                "s3.example.com",
+                "ftp://s3.example.com",
+                "https://",
+                "https://s3 example.com",
+                "HTTPS://s3",
+            )
+        ],
+        bad(
+            kind,
+            f"{at}: endpoint too long",
+            f"{at}.endpoint",
+            "Too long",
+            (f"{at}.endpoint", "https://" + "a" * 2041),
+        ),
+        *[
+            bad(
+                kind,
+                f"{at}: bucket {bucket!r}",
+                f"{at}.bucket",
+                (BUCKET, f"got {bucket}"),
+                (f"{at}.bucket", bucket),
+            )
+            for bucket in ("My_Bucket", "-bucket", "bucket-", "a..b", "bucket.", "UPPER")
+        ],
+        bad(kind, f"{at}: bucket of 2", f"{at}.bucket", "at least 3 chars", (f"{at}.bucket", "ab")),
+        bad(kind, f"{at}: bucket of 64", f"{at}.bucket", "Too long", (f"{at}.bucket", "b" * 64)),
+        bad(
+            kind,
+            f"{at}: path with a leading slash",
+            f"{at}.path",
+            ("must not start with '/'", "got /backups"),
+            (f"{at}.path", "/backups"),
+        ),
+        bad(kind, f"{at}: path too long", f"{at}.path", "Too long", (f"{at}.path", "p" * 1025)),
+        bad(
+            kind,
+            f"{at}: region with a slash",
+            f"{at}.region",
+            ("a region is", "got eu/west"),
+            (f"{at}.region", "eu/west"),
+        ),
+        bad(
+            kind,
+            f"{at}: credentials Secret not a name",
+            f"{at}.credentialsSecretName",
+            ("name of a Secret", "got S3 Keys"),
+            (f"{at}.credentialsSecretName", "S3 Keys"),
+        ),
+        bad(
+            kind,
+            f"{at}: CA Secret not a name",
+            f"{at}.caSecretName",
+            ("name of a Secret", "got CA"),
+            (f"{at}.caSecretName", "CA"),
+        ),
+        bad(
+            kind,
+            f"{at}: caSecretName with an http endpoint",
+            f"{at}.caSecretName",
+            ("caSecretName requires an https:// endpoint", "got http://s3.example.com"),
+            (f"{at}.endpoint", "http://s3.example.com"),
+        ),
+        ok(
+            kind,
+            f"{at}: http endpoint without caSecretName",
+            (f"{at}.endpoint", "http://s3.example.com"),
+            (f"{at}.caSecretName", DROP),
+        ),
+    ]
+    return [dataclasses.replace(case, changes=(*base, *case.changes)) for case in cases]
+
+
+BACKUP_CASES = [
+    ok("backup", "every field"),
+    *destination_cases("backup", D),
+    ok("backup", "clusterName of 63", ("spec.clusterName", "c" * 63)),
+    ok("backup", "clusterName starting with a digit", ("spec.clusterName", "1cache")),
+    bad("backup", "clusterName required", "spec.clusterName", "Required value", ("spec.clusterName", DROP)),
+    bad("backup", "destination required", D, "Required value", (D, DROP)),
+    bad("backup", "spec required", "spec", "Required value", ("spec", DROP)),
+    *[
+        bad(
+            "backup",
+            f"clusterName {name!r}",
+            "spec.clusterName",
+            ("name of a ValkeyCluster", f"got {name}"),
+            ("spec.clusterName", name),
+        )
+        for name in ("Cache", "cache.v2", "-cache", "cache_1")
+    ],
+    bad("backup", "clusterName of 64", "spec.clusterName", "Too long", ("spec.clusterName", "c" * 64)),
+]
+
+SCHEDULE = {"schedule": "0 3 * * *", "destination": DESTINATION, "keep": 7}
+CRON = "must be a cron expression of 5 fields"
+BACKUP_SCHEDULE_CASES = [
+    ok("cluster", "a backup schedule", ("spec.backup", SCHEDULE)),
+    ok("cluster", "a restore", ("spec.restore", {"backupName": "cache-nightly.1"})),
+    ok("cluster", "restore and a schedule", ("spec.restore", {"backupName": "b"}), ("spec.backup", SCHEDULE)),
+    *destination_cases("cluster", "spec.backup.destination", ("spec.backup", SCHEDULE)),
+    *[
+        ok("cluster", f"schedule {cron!r}", ("spec.backup", {**SCHEDULE, "schedule": cron}))
+        for cron in ("*/15 * * * *", "0 3 * * 1-5", "30 2 1,15 * *", "0  3 * * SUN")
+    ],
+    *[
+        bad(
+            "cluster",
+            f"schedule {cron!r}",
+            "spec.backup.schedule",
+            (CRON, f"got {cron}".rstrip()),  # the server trims the message
+            ("spec.backup", {**SCHEDULE, "schedule": cron}),
+        )
+        for cron in ("0 3 * * * *", "@daily  a b c", " 0 3 * * *", "0 3 * * * ")
+    ],
+    bad(
+        "cluster",
+        "schedule of 4 fields",
+        "spec.backup.schedule",
+        "at least 9 chars",
+        ("spec.backup", {**SCHEDULE, "schedule": "0 3 * *"}),
+    ),
+    bad(
+        "cluster",
+        "schedule required",
+        "spec.backup.schedule",
+        "Required value",
+        ("spec.backup", without(SCHEDULE, "schedule")),
+    ),
+    bad(
+        "cluster",
+        "keep 0",
+        "spec.backup.keep",
+        "greater than or equal to 1",
+        ("spec.backup", {**SCHEDULE, "keep": 0}),
+    ),
+    bad(
+        "cluster",
+        "keep 1001",
+        "spec.backup.keep",
+        "less than or equal to 1000",
+        ("spec.backup", {**SCHEDULE, "keep": 1001}),
+    ),
+    ok("cluster", "keep 1000", ("spec.backup", {**SCHEDULE, "keep": 1000})),
+    bad(
+        "cluster",
+        "keep required",
+        "spec.backup.keep",
+        "Required value",
+        ("spec.backup", without(SCHEDULE, "keep")),
+    ),
+    bad(
+        "cluster",
+        "destination required",
+        "spec.backup.destination",
+        "Required value",
+        ("spec.backup", without(SCHEDULE, "destination")),
+    ),
+    bad("cluster", "backupName required", "spec.restore.backupName", "Required value", ("spec.restore", {})),
+    bad(
+        "cluster",
+        "backupName not a name",
+        "spec.restore.backupName",
+        ("name of a ValkeyBackup", "got Nightly"),
+        ("spec.restore", {"backupName": "Nightly"}),
+    ),
+]
+
+CASES = (
+    IMAGE_CASES
+    + CONFIG_CASES
+    + PERSISTENCE_CASES
+    + ROLE_CASES
+    + CLUSTER_CASES
+    + BACKUP_CASES
+    + BACKUP_SCHEDULE_CASES
+)
 
 
 def build(case: Case, namespace: str) -> Obj:
@@ -1182,6 +1426,82 @@ async def test_tls_secret_ref_may_change_and_other_edits_pass(api: Client, names
     assert "tls" not in plain["spec"]
     patched = await api.patch(VALKEY_CLUSTERS, "plain", {"spec": {"replicasPerShard": 2}}, namespace)
     assert patched["spec"]["replicasPerShard"] == 2
+
+
+# ---- backups: a ValkeyBackup's spec is fixed; a cluster's restore is set at creation only -------------
+async def test_backup_spec_is_immutable_but_its_metadata_and_status_may_change(
+    api: Client, namespace: str
+) -> None:
+    await api.create(VALKEY_BACKUPS, backup("nightly", namespace))
+    for change in (
+        {"clusterName": "other"},
+        {"destination": {"bucket": "elsewhere"}},
+        {"destination": {"caSecretName": None}},
+    ):
+        with pytest.raises(ApiError) as error:
+            await api.patch(VALKEY_BACKUPS, "nightly", {"spec": change}, namespace)
+        assert error.value.status == 422
+        assert_cause(causes(error.value), "spec", "spec is immutable", "create a new ValkeyBackup")
+    current = await api.get(VALKEY_BACKUPS, "nightly", namespace)
+    assert current["spec"] == backup("nightly", namespace)["spec"]
+    patched = await api.patch(VALKEY_BACKUPS, "nightly", {"metadata": {"labels": {"kept": "yes"}}}, namespace)
+    assert patched["metadata"]["labels"] == {"kept": "yes"}
+    status = {"phase": "Running", "startedAt": "2026-12-01T03:00:00Z"}
+    written = await api.patch_status(VALKEY_BACKUPS, "nightly", {"status": status}, namespace)
+    assert written["status"] == status
+    for bad_status, at, fragment in (
+        ({"phase": "Done"}, "status.phase", 'Unsupported value: "Done"'),
+        ({"reason": "bad reason"}, "status.reason", "one CamelCase word"),
+        ({"shards": [{"index": 0, "sha256": "A" * 64}]}, "status.shards[0].sha256", "64 lowercase hex"),
+        ({"shards": [{"index": 0, "sourceRole": "leader"}]}, "status.shards[0].sourceRole", "Unsupported"),
+        ({"shards": [{"slots": "0-16383"}]}, "status.shards[0].index", "Required value"),
+        ({"totalBytes": -1}, "status.totalBytes", "greater than or equal to 0"),
+    ):
+        with pytest.raises(ApiError) as error:
+            await api.patch_status(VALKEY_BACKUPS, "nightly", {"status": bad_status}, namespace)
+        assert error.value.status == 422
+        assert_cause(causes(error.value), at, fragment)
+
+
+async def test_restore_cannot_be_added_to_an_existing_cluster(api: Client, namespace: str) -> None:
+    await api.create(VALKEY_CLUSTERS, cluster("plain", namespace))
+    with pytest.raises(ApiError) as error:
+        await api.patch(VALKEY_CLUSTERS, "plain", {"spec": {"restore": {"backupName": "b"}}}, namespace)
+    assert error.value.status == 422
+    assert_cause(causes(error.value), "spec.restore", "restore cannot be added to an existing cluster")
+    assert "restore" not in (await api.get(VALKEY_CLUSTERS, "plain", namespace))["spec"]
+
+
+async def test_restore_cannot_be_removed_or_changed(api: Client, namespace: str) -> None:
+    restored = put(cluster("restored", namespace), "spec.restore", {"backupName": "nightly-1"})
+    await api.create(VALKEY_CLUSTERS, restored)
+    with pytest.raises(ApiError) as error:
+        await api.patch(VALKEY_CLUSTERS, "restored", {"spec": {"restore": None}}, namespace)
+    assert error.value.status == 422
+    assert_cause(
+        causes(error.value), "spec.restore", "restore cannot be removed after the cluster is created"
+    )
+    with pytest.raises(ApiError) as error:
+        await api.patch(
+            VALKEY_CLUSTERS, "restored", {"spec": {"restore": {"backupName": "nightly-2"}}}, namespace
+        )
+    assert error.value.status == 422
+    assert_cause(
+        causes(error.value),
+        "spec.restore.backupName",
+        "restore.backupName cannot change after the cluster is created (it was nightly-1)",
+    )
+    current = await api.get(VALKEY_CLUSTERS, "restored", namespace)
+    assert current["spec"]["restore"] == {"backupName": "nightly-1"}
+    # Every other edit passes: scaling a restored cluster, adding, changing and removing a schedule.
+    patched = await api.patch(
+        VALKEY_CLUSTERS, "restored", {"spec": {"shards": 5, "backup": SCHEDULE}}, namespace
+    )
+    assert patched["spec"]["shards"] == 5 and patched["spec"]["backup"]["keep"] == 7
+    patched = await api.patch(VALKEY_CLUSTERS, "restored", {"spec": {"backup": {"keep": 3}}}, namespace)
+    assert patched["spec"]["backup"]["keep"] == 3
+    patched = await api.patch(VALKEY_CLUSTERS, "restored", {"spec": {"backup": None}}, namespace)
+    assert "backup" not in patched["spec"] and patched["spec"]["restore"] == {"backupName": "nightly-1"}
 
 
 # ---- kubectl shows the messages ------------------------------------------------------------------------

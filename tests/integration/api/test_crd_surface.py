@@ -1,4 +1,4 @@
-"""What users see of the four kinds through kubectl and the API: printer columns, status subresource, explain.
+"""What users see of the five kinds through kubectl and the API: printer columns, status subresource, explain.
 
 Runs the test bed's real kubectl against the real API server. Cluster-scoped
 objects carry the test's namespace in their names and are deleted afterwards.
@@ -15,6 +15,7 @@ import pytest
 from valkey_operator.api.resources import (
     API_VERSION,
     GROUP,
+    VALKEY_BACKUPS,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
     VALKEY_IMAGES,
@@ -188,9 +189,46 @@ async def test_cluster_printer_columns_short_name_and_category(
     assert f"valkeycluster.{GROUP}/cache" in out.split()
 
 
+def backup(name: str, namespace: str, cluster_name: str = "cache") -> Obj:
+    destination = {"endpoint": "http://127.0.0.1:9000", "bucket": "backups", "credentialsSecretName": "s3"}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValkeyBackup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterName": cluster_name, "destination": destination},
+    }
+
+
+async def test_backup_printer_columns_short_name_and_category(
+    api: Client, kubectl: Any, namespace: str
+) -> None:
+    await api.create(VALKEY_BACKUPS, backup("nightly", namespace))
+    await api.create(VALKEY_BACKUPS, backup("fresh", namespace, cluster_name="other"))
+    status = {"phase": "Completed", "size": "1.2 GiB", "totalBytes": 1288490189}
+    await api.patch_status(VALKEY_BACKUPS, "nightly", {"status": status}, namespace)
+    for kind in ("valkeybackups", "valkeybackup", "vkbackup"):
+        header, rows = await get_table(kubectl, kind, "-n", namespace)
+        assert header == ["NAME", "CLUSTER", "PHASE", "SIZE", "AGE"]
+        by_name = {row["NAME"]: row for row in rows}
+        assert (by_name["nightly"]["CLUSTER"], by_name["nightly"]["PHASE"], by_name["nightly"]["SIZE"]) == (
+            "cache",
+            "Completed",
+            "1.2 GiB",
+        )
+        # No status yet (no backup controller here): the columns are empty, not made up.
+        assert (by_name["fresh"]["CLUSTER"], by_name["fresh"]["PHASE"], by_name["fresh"]["SIZE"]) == (
+            "other",
+            "",
+            "",
+        )
+    code, out, err = await kubectl("get", "valkey", "-n", namespace, "-o", "name")
+    assert code == 0, err
+    assert f"valkeybackup.{GROUP}/nightly" in out.split()
+
+
 # ---- status subresource -------------------------------------------------------------------------------
 async def test_every_kind_has_a_status_subresource(api: Client) -> None:
-    for resource in (VALKEY_IMAGES, VALKEY_CONFIGS, VALKEY_ROLES, VALKEY_CLUSTERS):
+    for resource in (VALKEY_IMAGES, VALKEY_CONFIGS, VALKEY_ROLES, VALKEY_CLUSTERS, VALKEY_BACKUPS):
         crd = await api.get(CUSTOM_RESOURCE_DEFINITIONS, f"{resource.plural}.{GROUP}")
         (version,) = crd["spec"]["versions"]
         assert version["name"] == VERSION and version["served"] and version["storage"]
@@ -324,10 +362,20 @@ async def test_kubectl_explain_teaches_the_api(api: Client, kubectl: Any) -> Non
     out = await explain(kubectl, "valkeyrole.spec.categories.name", "ACL category without the '@'")
     out = await explain(kubectl, "valkeycluster.spec.tls", "Cannot be added or removed after creation")
     assert "secretRef" in out
+    out = await explain(kubectl, "valkeybackup.spec", "Immutable after creation")
+    for field_name in ("clusterName", "destination"):
+        assert re.search(rf"^\s+{field_name}\s+<\w+> -required-", out, re.MULTILINE), out
+    out = await explain(kubectl, "valkeybackup.status.shards", "snapshotted one after another, not at one")
+    for field_name in ("index", "slots", "sourcePod", "sourceRole", "objectKey", "bytes", "keys", "sha256"):
+        assert re.search(rf"^\s+{field_name}\s+<", out, re.MULTILINE), out
+    await explain(kubectl, "valkeycluster.spec.restore", "creates the cluster at the backup's shard count")
+    await explain(kubectl, "valkeycluster.spec.backup.keep", "How many completed scheduled backups to keep")
 
 
 # ---- the reference docs' examples are valid objects -----------------------------------------------------
-@pytest.mark.parametrize("page", ["valkeyimage.md", "valkeyconfig.md", "valkeyrole.md", "valkeycluster.md"])
+@pytest.mark.parametrize(
+    "page", ["valkeyimage.md", "valkeyconfig.md", "valkeyrole.md", "valkeycluster.md", "valkeybackup.md"]
+)
 async def test_reference_examples_are_accepted(api: Client, kubectl: Any, namespace: str, page: str) -> None:
     text = (DOCS / page).read_text()
     examples = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)

@@ -13,6 +13,19 @@ import attrs
 import pytest
 import pytest_asyncio
 
+from valkey_operator.api.backup import (
+    BackupDestination,
+    BackupPhase,
+    BackupSchedule,
+    BackupShard,
+    Restore,
+    RestorePhase,
+    RestoreStatus,
+    SourceRole,
+    ValkeyBackup,
+    ValkeyBackupSpec,
+    ValkeyBackupStatus,
+)
 from valkey_operator.api.cluster import (
     AclUser,
     ClusterState,
@@ -69,7 +82,7 @@ from valkey_operator.testing.crds import load_manifests, product_crds
 pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
 
 HOLD = "example.com/hold"
-Model = ValkeyImage | ValkeyConfig | ValkeyRole | ValkeyCluster
+Model = ValkeyImage | ValkeyConfig | ValkeyRole | ValkeyCluster | ValkeyBackup
 Tracked = list[tuple[Resource, str, str | None]]
 
 
@@ -223,6 +236,8 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             ),
             pod_annotations={"example.com/scrape": "true"},
             image_pull_secrets=("registry",),
+            backup=BackupSchedule(schedule="0 3 * * *", destination=DESTINATION, keep=7),
+            restore=Restore(backup_name=f"nightly-{suffix}"),
         ),
         status=ValkeyClusterStatus(
             state=ClusterState.ACTIVE,
@@ -257,9 +272,60 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 changed_at="2026-12-01T10:00:00Z",
                 not_after="2027-03-01T10:00:00Z",
             ),
+            restore=RestoreStatus(
+                backup_name=f"nightly-{suffix}",
+                phase=RestorePhase.VERIFIED,
+                reason="KeysVerified",
+                message="every shard holds the manifest's keys",
+                shards=3,
+                keys=3000,
+                loaded_keys=3000,
+            ),
+            last_backup=f"nightly-{suffix}-2",
         ),
     )
-    return [image, config, role, cluster]
+    backup = ValkeyBackup(
+        metadata=meta(f"nightly-{suffix}", namespace),
+        spec=ValkeyBackupSpec(cluster_name="cache", destination=DESTINATION),
+        status=ValkeyBackupStatus(
+            phase=BackupPhase.COMPLETED,
+            reason="ManifestWritten",
+            message="3 shards",
+            started_at="2026-12-01T03:00:00Z",
+            completed_at="2026-12-01T03:02:00Z",
+            observed_generation=1,
+            manifest_key="team-a/manifest.json",
+            valkey_version="9.1.2",
+            total_bytes=3 * 2**32,
+            total_keys=3000,
+            size="12 GiB",
+            shards=(
+                BackupShard(
+                    index=0,
+                    slots="0-5460,7000",
+                    source_pod="cache-0-abcde",
+                    source_role=SourceRole.REPLICA,
+                    object_key="team-a/shard-0.rdb",
+                    bytes=2**33,
+                    keys=1000,
+                    sha256="0123456789abcdef" * 4,
+                ),
+                BackupShard(index=1, source_role=SourceRole.PRIMARY),
+            ),
+            conditions=conditions("Ready"),
+        ),
+    )
+    return [image, config, role, cluster, backup]
+
+
+DESTINATION = BackupDestination(
+    endpoint="https://s3.eu-west-1.amazonaws.com",
+    bucket="shop-valkey-backups",
+    path="team-a",
+    region="eu-west-1",
+    credentials_secret_name="s3-credentials",
+    ca_secret_name="s3-ca",
+)
 
 
 def without_server_fields(metadata: ObjectMeta) -> ObjectMeta:
@@ -317,6 +383,13 @@ async def test_minimal_objects_are_accepted_and_parse_with_schema_defaults(
         ),
         ValkeyCluster(
             metadata=ObjectMeta(name="min", namespace=namespace), spec=ValkeyClusterSpec(config_ref="x")
+        ),
+        ValkeyBackup(
+            metadata=ObjectMeta(name="min", namespace=namespace),
+            spec=ValkeyBackupSpec(
+                cluster_name="min",
+                destination=BackupDestination(endpoint="http://h", bucket="b-1", credentials_secret_name="s"),
+            ),
         ),
     ]
     for model in minimal:
@@ -473,6 +546,19 @@ INVALID: dict[str, tuple[Model, Callable[[Obj], None], str]] = {
         "spec.categories[0].access",
     ),
     "unknown category": (_role(), _edit("spec.categories.0.name", "everything"), "spec.categories[0].name"),
+    "backup spec without a bucket name": (
+        ValkeyBackup(
+            metadata=ObjectMeta(name="bad"),
+            spec=ValkeyBackupSpec(cluster_name="c", destination=attrs.evolve(DESTINATION, bucket="B")),
+        ),
+        _as_rendered,
+        "spec.destination.bucket",
+    ),
+    "schedule keep 0": (
+        _cluster(backup=BackupSchedule(schedule="0 3 * * *", destination=DESTINATION, keep=0)),
+        _as_rendered,
+        "spec.backup.keep",
+    ),
     "uppercase command": (
         _role(CommandRule(name="GET", access=Access.ALLOW)),
         _as_rendered,
@@ -563,6 +649,9 @@ def test_schema_fields_and_enums_are_exactly_the_models() -> None:
     assert enum_at("ValkeyCluster", *tolerations, "effect") == set(TaintEffect)
     assert enum_at("ValkeyCluster", "status", "state") == set(ClusterState)
     assert enum_at("ValkeyCluster", "status", "nodes", "[]", "role") == set(NodeRole)
+    assert enum_at("ValkeyCluster", "status", "restore", "phase") == set(RestorePhase)
+    assert enum_at("ValkeyBackup", "status", "phase") == set(BackupPhase)
+    assert enum_at("ValkeyBackup", "status", "shards", "[]", "sourceRole") == set(SourceRole)
     assert node_at("ValkeyCluster", "spec", "shards")["default"] == ValkeyClusterSpec(config_ref="x").shards
     replicas = ValkeyClusterSpec(config_ref="x").replicas_per_shard
     assert node_at("ValkeyCluster", "spec", "replicasPerShard")["default"] == replicas
