@@ -36,7 +36,9 @@ class Operator:
         self.api = api
         self.namespace = namespace
         self.workers = dict(workers or {})
-        self.options = options or ControllerOptions(node_networks=LOOPBACK_NETWORKS, operator_image=OPERATOR_IMAGE)
+        self.options = options or ControllerOptions(
+            node_networks=LOOPBACK_NETWORKS, operator_image=OPERATOR_IMAGE
+        )
         self.task: asyncio.Task[None] | None = None
         self.manager: Manager | None = None
         self.registry = CollectorRegistry()

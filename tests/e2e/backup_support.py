@@ -8,7 +8,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 
-from persistence_support import read_back
 from repair_support import primary_of
 from valkey.asyncio.cluster import ValkeyCluster
 
@@ -19,11 +18,26 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.testing.wait import NotYet, eventually
 
-__all__ = ["read_back"]
-
 FINAL = {"Completed", "Failed"}
 MAX_LOAD_KEYS = 20000
 """The writer under a backup stops after this many keys (every load loop is bounded)."""
+
+
+async def read_back(
+    status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem: str | None = None
+) -> list[bytes]:
+    """The keys the valkey-py cluster client cannot read back as written."""
+    client = cluster_client(status, password, ca_pem)
+    missing = []
+    try:
+        items = list(keys.items())
+        for start in range(0, len(items), 500):
+            batch = items[start : start + 500]
+            values = await client.mget_nonatomic([key for key, _ in batch])
+            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
+    finally:
+        await client.aclose()
+    return missing
 
 
 async def storage_secret(
@@ -85,10 +99,18 @@ async def restore_cluster(
     await kube.create(VALKEY_CLUSTERS, body)
 
 
-async def write(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> None:
-    """keys written through the valkey-py cluster client (each acknowledged by its primary)."""
+def cluster_client(status: Obj, password: str, ca_pem: str | None = None) -> ValkeyCluster:
+    """The valkey-py cluster client as the admin user (over TLS, verifying ca_pem, when given)."""
     node = primary_of(status, 0)
-    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
+    tls: dict[str, object] = {}
+    if ca_pem is not None:
+        tls = {"ssl": True, "ssl_ca_data": ca_pem, "ssl_check_hostname": False}
+    return ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password, **tls)  # type: ignore[arg-type]
+
+
+async def write(status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem: str | None = None) -> None:
+    """keys written through the valkey-py cluster client (each acknowledged by its primary)."""
+    client = cluster_client(status, password, ca_pem)
     try:
         items = list(keys.items())
         for start in range(0, len(items), 500):
@@ -102,8 +124,7 @@ async def writing(status: Obj, password: str, prefix: str) -> AsyncIterator[dict
     """A valkey-py cluster client writing keys one by one until the block ends (at most
     MAX_LOAD_KEYS); yields the keys acknowledged so far."""
     acknowledged: dict[bytes, bytes] = {}
-    node = primary_of(status, 0)
-    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
+    client = cluster_client(status, password)
 
     async def run() -> None:
         for index in range(MAX_LOAD_KEYS):

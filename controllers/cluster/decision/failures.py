@@ -47,7 +47,9 @@ class CrashLoops:
 
     def message(self, image: str) -> str:
         if all(RESTORE_FAILURE in (pod.failure or "") for pods in self.blocked.values() for pod in pods):
-            parts = [f"shard {shard}: {failures[0].failure}" for shard, failures in sorted(self.blocked.items())]
+            parts = [
+                f"shard {shard}: {failures[0].failure}" for shard, failures in sorted(self.blocked.items())
+            ]
             return f"restoring pods keep failing before Valkey starts ({'; '.join(parts)}); not creating more for now"
         found = self.below_floor_version()
         if found is not None:
