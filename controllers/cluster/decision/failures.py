@@ -50,7 +50,10 @@ class CrashLoops:
             parts = [
                 f"shard {shard}: {failures[0].failure}" for shard, failures in sorted(self.blocked.items())
             ]
-            return f"restoring pods keep failing before Valkey starts ({'; '.join(parts)}); not creating more for now"
+            return (
+                f"restoring pods keep failing before Valkey starts ({'; '.join(parts)}); "
+                f"not creating more for now"
+            )
         found = self.below_floor_version()
         if found is not None:
             return (
