@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from controllers.backup.metrics import BackupMetrics
 from controllers.cluster.metrics import ClusterMetrics
 from valkey_operator.core.metrics import ControllerMetrics
 from valkey_operator.core.workqueue.metrics import PrometheusQueueMetrics
@@ -18,6 +19,7 @@ def registered() -> set[str]:
     registry = CollectorRegistry()
     ControllerMetrics(registry)
     ClusterMetrics(registry)
+    BackupMetrics(registry)
     queue = PrometheusQueueMetrics("example", registry)  # its in-flight gauges exist while it does
     names = {f"{f.name}_total" if f.type == "counter" else f.name for f in registry.collect()}
     del queue
