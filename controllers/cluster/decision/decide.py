@@ -420,6 +420,8 @@ def _blocked(
         endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
         rfc3339(now),
     )
+    if current.get("lastBackup"):
+        status["lastBackup"] = current["lastBackup"]
     restore = facts.cluster.spec.restore
     if restore is not None:
         status["restore"] = (
@@ -459,6 +461,8 @@ def _conclude(
     )
     if facts.cluster.spec.restore is not None:
         status["restore"] = _restore_status(facts, planned)
+    if current.get("lastBackup"):
+        status["lastBackup"] = current["lastBackup"]  # the backup schedule's field (backup_schedule.py)
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
     problems = tuple(_problems(current, planned.status))
