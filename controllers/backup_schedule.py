@@ -54,7 +54,7 @@ VALKEY_BACKUPS = Resource(GROUP, VERSION, "valkeybackups", "ValkeyBackup", names
 CONTROLLER_NAME = "valkeybackupschedule"
 BACKUPS_BY_CLUSTER = "valkeybackups-by-cluster"
 """namespace/spec.clusterName -> the ValkeyBackups of that cluster, scheduled or made by hand."""
-CLUSTERS_BY_RESTORE_BACKUP = "clusters-by-restore-backup"
+CLUSTERS_BY_RESTORE_BACKUP = "clusters-by-restore-backupName"
 """namespace/spec.restore.backupName -> the ValkeyClusters restoring from that backup."""
 
 ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
@@ -255,10 +255,12 @@ class BackupScheduleReconciler:
 
 
 def storage_reason(exc: BaseException) -> str:
-    """The store's own reason (StorageError.reason) when it has one, else the error's type: a
-    message from an HTTP client may quote a signed URL, so it is not repeated."""
+    """The store's StorageError as it says itself (its reason and a message it keeps free of
+    secrets); any other error by its type only: an HTTP client's message may quote a signed URL."""
     reason = getattr(exc, "reason", None)
-    return f"object storage: {reason}" if reason else f"object storage: {type(exc).__name__}"
+    if isinstance(reason, str) and reason:
+        return f"object storage: {reason}: {exc}"
+    return f"object storage: {type(exc).__name__}"
 
 
 def setup(

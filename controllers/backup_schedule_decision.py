@@ -264,8 +264,12 @@ def retention(
 
 
 def newest_completed(backups: Iterable[BackupFacts]) -> BackupFacts | None:
-    """The cluster's newest Completed backup, scheduled or not (for status.lastBackup)."""
-    completed = [backup for backup in backups if backup.phase == Phase.COMPLETED and not backup.deleting]
+    """The newest Completed backup the schedule created: ValkeyClusterStatus.lastBackup."""
+    completed = [
+        backup
+        for backup in backups
+        if backup.scheduled and backup.phase == Phase.COMPLETED and not backup.deleting
+    ]
     return max(completed, key=lambda backup: (backup.time, backup.name), default=None)
 
 

@@ -345,14 +345,14 @@ def test_facts_are_read_from_the_cached_objects() -> None:
     assert not unlabelled.scheduled and unlabelled.phase == "" and unlabelled.in_flight
 
 
-def test_newest_completed_is_the_last_backup() -> None:
+def test_the_last_backup_is_the_newest_completed_scheduled_one() -> None:
     backups = [
         scheduled("2026-12-01 03:00:00"),
         manual("by-hand", "2026-12-02 09:00:00"),
         scheduled("2026-12-03 03:00:00", Phase.FAILED),
     ]
     newest = newest_completed(backups)
-    assert newest is not None and newest.name == "by-hand"
+    assert newest is not None and newest.name == "cache-20261201030000"  # the schedule's, not by hand
     assert newest_completed([]) is None
 
 
@@ -366,7 +366,10 @@ def test_credentials_problems_name_the_secret_and_key_never_the_value() -> None:
     class StorageError(Exception):
         reason = "NoSuchBucket"
 
-    assert storage_reason(StorageError("https://x/?X-Amz-Signature=secret")) == "object storage: NoSuchBucket"
+    assert (
+        storage_reason(StorageError("bucket b is missing"))
+        == "object storage: NoSuchBucket: bucket b is missing"
+    )
     assert "secret" not in storage_reason(OSError("https://x/?X-Amz-Signature=secret"))
 
 
