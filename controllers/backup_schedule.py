@@ -3,14 +3,15 @@
 One pass: read the cluster and every ValkeyBackup naming it from the shared
 cache (the `valkeybackups-by-cluster` index, never a list call), decide
 (backup_schedule_decision.decide, pure), then act:
-1. write the cluster's schedule-since annotation when the decision asks;
-2. create the due ValkeyBackup (AlreadyExists: an earlier pass made it);
-3. for each backup retention deletes: its objects first (every key under
+1. create the due ValkeyBackup (AlreadyExists: an earlier pass made it);
+2. for each backup retention deletes: its objects first (every key under
    `store.key(namespace, cluster, backup) + "/"`), then the ValkeyBackup. A
    storage failure keeps the object (a RetentionFailed Event, retried soon);
    a pass interrupted between the two finds no objects the next time and
    deletes the ValkeyBackup then;
-4. record the decided Events on the cluster and requeue at the next fire time.
+3. record the decided Events on the cluster and requeue at the next fire time.
+It never writes the ValkeyCluster (the operator may only patch its status): when a cluster's
+schedule began is remembered in memory (see decision.schedule_began for a restart).
 The backup itself is taken by the ValkeyBackup controller; this one only
 decides when, and cleans up.
 """
@@ -28,7 +29,6 @@ import attrs
 import structlog
 
 from controllers.backup_schedule_decision import (
-    SCHEDULE_SINCE_ANNOTATION,
     BackupFacts,
     ClusterFacts,
     decide,
@@ -108,18 +108,11 @@ def cluster_restore_backup(cluster: Obj) -> list[str]:
 
 
 def schedule_changed(old: Obj, new: Obj) -> bool:
-    """Update filter: the spec (generation), the since annotation, or a deletion mark changed; the
-    cluster reconciler's many status writes do not wake this controller."""
+    """Update filter: the spec (generation) or a deletion mark changed; the cluster reconciler's
+    many status writes do not wake this controller."""
     old_meta, new_meta = old["metadata"], new["metadata"]
-
-    def since(meta: Obj) -> str | None:
-        found: str | None = (meta.get("annotations") or {}).get(SCHEDULE_SINCE_ANNOTATION)
-        return found
-
-    return (
-        old_meta.get("generation") != new_meta.get("generation")
-        or since(old_meta) != since(new_meta)
-        or ("deletionTimestamp" in new_meta) != ("deletionTimestamp" in old_meta)
+    return old_meta.get("generation") != new_meta.get("generation") or ("deletionTimestamp" in new_meta) != (
+        "deletionTimestamp" in old_meta
     )
 
 
@@ -158,19 +151,28 @@ class BackupScheduleReconciler:
         self.secrets = secrets
         self.open_store = open_store
         self.now = now
+        self.since: dict[str, float | None] = {}
+        """namespace/name -> when this process first saw the cluster's schedule (None: it saw the
+        cluster without one)."""
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.cached(request.namespace, request.name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
+            self.since.pop(str(request), None)
             return Result()  # garbage collection removes the backups it owns
         obj = {**obj, "apiVersion": API_VERSION, "kind": VALKEY_CLUSTERS.kind}
         namespace, name = request.namespace, request.name
         found = {backup["metadata"]["name"]: backup for backup in self.backups_of(namespace, name)}
         facts = [BackupFacts.read(backup) for backup in found.values()]
         protected = {backup for backup in found if self.restoring(namespace, backup)}
-        decision = decide(ClusterFacts.read(obj), facts, self.now(), protected)
-        if decision.since is not None and not await self._annotate(namespace, name, decision.since):
-            return Result()
+        key = str(request)
+        cluster = attrs.evolve(
+            ClusterFacts.read(obj),
+            since=self.since.get(key),
+            seen_unscheduled=key in self.since and self.since[key] is None,
+        )
+        decision = decide(cluster, facts, self.now(), protected)
+        self.since[key] = decision.since
         created = decision.create is not None and await self._create(decision.create)
         failures: dict[str, str] = {}
         for backup_name in decision.delete:
@@ -187,17 +189,6 @@ class BackupScheduleReconciler:
         if failures:
             wake = min(wake, RETRY_SECONDS) if wake is not None else RETRY_SECONDS
         return Result(requeue_after=wake or 0.0)
-
-    async def _annotate(self, namespace: str, name: str, since: str) -> bool:
-        """Write (or, with "", remove) the since annotation; False when the cluster is gone."""
-        patch = {"metadata": {"annotations": {SCHEDULE_SINCE_ANNOTATION: since or None}}}
-        try:
-            await self.client.patch(VALKEY_CLUSTERS, name, patch, namespace)
-        except ApiError as exc:
-            if exc.not_found:
-                return False
-            raise
-        return True
 
     async def _create(self, backup: Obj) -> bool:
         """Create the scheduled backup; False when it exists already (its name is its fire time)."""

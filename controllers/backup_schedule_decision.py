@@ -4,8 +4,8 @@ Pure: every fact, `now` included, comes in; the actions, Events and the next
 wake-up come out. The reconciler (backup_schedule.py) gathers and acts.
 
 - A backup is due at the latest fire time of the schedule (UTC) that is after
-  the anchor: when scheduling began for this cluster (the `since` annotation),
-  or the newest scheduled backup's time. Fire times missed while the operator
+  the anchor: when scheduling began for this cluster (`since`), or the newest
+  scheduled backup's time. Fire times missed while the operator
   was down therefore give one backup, the latest, never a burst.
 - Its name is `<cluster>-<yyyymmddhhmmss>` of that fire time: a second pass,
   or a second replica, creates the same name and the API server refuses it.
@@ -40,9 +40,6 @@ SCHEDULED_LABEL = f"{GROUP}/scheduled"
 SCHEDULED = "true"
 SCHEDULED_AT_ANNOTATION = f"{GROUP}/scheduled-at"
 """The fire time (RFC 3339, UTC) a scheduled ValkeyBackup was created for."""
-SCHEDULE_SINCE_ANNOTATION = f"{GROUP}/backup-schedule-since"
-"""On the ValkeyCluster: when its schedule began (RFC 3339). Fire times before it are not owed, so
-adding spec.backup to an old cluster does not take a backup for a fire time already past."""
 
 MIN_REQUEUE_SECONDS = 1.0
 """A wake-up a little early finds the previous fire time; it comes back this soon after."""
@@ -98,8 +95,10 @@ class ClusterFacts:
     """metadata.creationTimestamp (seconds since the epoch)."""
     generation: int
     backup: ScheduleSpec | None
-    since: float | None
-    """SCHEDULE_SINCE_ANNOTATION read (None: absent or unreadable)."""
+    since: float | None = None
+    """When this operator first saw the cluster's schedule (the reconciler's memory; None: not yet)."""
+    seen_unscheduled: bool = False
+    """This operator saw the cluster without spec.backup (the reconciler's memory)."""
 
     @classmethod
     def read(cls, cluster: Obj) -> ClusterFacts:
@@ -112,7 +111,6 @@ class ClusterFacts:
             created=parse_time(meta.get("creationTimestamp")) or 0.0,
             generation=int(meta.get("generation") or 1),
             backup=ScheduleSpec.read((cluster.get("spec") or {}).get("backup")),
-            since=parse_time((meta.get("annotations") or {}).get(SCHEDULE_SINCE_ANNOTATION)),
         )
 
 
@@ -158,8 +156,8 @@ class ScheduleDecision:
     """The ValkeyBackup to create (AlreadyExists means another pass did: nothing to do)."""
     delete: tuple[str, ...] = ()
     """Scheduled backups retention deletes, oldest first: their objects, then the ValkeyBackup."""
-    since: str | None = None
-    """SCHEDULE_SINCE_ANNOTATION value to write on the cluster ("" removes it; None leaves it)."""
+    since: float | None = None
+    """When scheduling began, for the reconciler to remember (None: the cluster has no schedule)."""
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     """Seconds until the next fire time (None: nothing scheduled)."""
@@ -298,12 +296,18 @@ def backup_object(cluster: ClusterFacts, spec: ScheduleSpec, fire_time: float) -
     }
 
 
-def schedule_began(cluster: ClusterFacts, now: float) -> float:
-    """When scheduling began: the annotation; else creation when the spec never changed since
-    (generation 1: spec.backup was there from the start); else now (spec.backup was just added)."""
+def schedule_began(cluster: ClusterFacts, scheduled: bool, now: float) -> float:
+    """When scheduling began, so fire times before it are not owed (adding spec.backup to an old
+    cluster takes no backup for a fire time already past). As remembered; else now when this
+    operator saw the cluster without a schedule (it was just added); else creation when the spec
+    never changed (generation 1: spec.backup was there from the start) or when the cluster has
+    scheduled backups (a restarted operator: the newest one anchors, and a fire time missed while
+    it was down is owed); else now (spec.backup added while the operator was down)."""
     if cluster.since is not None:
         return cluster.since
-    return cluster.created if cluster.generation <= 1 else float(int(now))
+    if cluster.seen_unscheduled:
+        return float(int(now))
+    return cluster.created if cluster.generation <= 1 or scheduled else float(int(now))
 
 
 def decide(
@@ -318,10 +322,11 @@ def decide(
     """
     spec = cluster.backup
     if spec is None:
-        return ScheduleDecision(since="" if cluster.since is not None else None)
+        return ScheduleDecision()
     known = [backup for backup in backups if not backup.deleting]
-    began = schedule_began(cluster, now)
-    since = rfc3339(began) if cluster.since is None else None
+    scheduled = [backup.time for backup in known if backup.scheduled]
+    began = schedule_began(cluster, bool(scheduled), now)
+    since = began
     every_doomed = retention(known, spec.keep, protected) if spec.keep is not None else ()
     doomed = every_doomed[:MAX_DELETIONS_PER_PASS]
     backlog = len(every_doomed) > len(doomed)
@@ -337,7 +342,6 @@ def decide(
             problem=problem,
         )
     wake = MIN_REQUEUE_SECONDS if backlog else max(next_fire(schedule, now) - now, MIN_REQUEUE_SECONDS)
-    scheduled = [backup.time for backup in known if backup.scheduled]
     anchor = max([began, *scheduled])
     fire = latest_fire(schedule, now)
     name = backup_name(cluster.name, fire)

@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 
 from controllers.backup_schedule import BackupStore, StoreTarget, setup
 from controllers.backup_schedule_decision import (
-    SCHEDULE_SINCE_ANNOTATION,
     SCHEDULED_AT_ANNOTATION,
     SCHEDULED_LABEL,
     backup_name,
@@ -37,10 +36,12 @@ from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import EVENTS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import Destination, S3Credentials, open_store
-from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_operator.testing import objectstore as testbed_store
 from valkey_operator.testing.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180), pytest.mark.usefixtures("valkey_crds")]
+ObjectStoreServer = testbed_store.ObjectStoreServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240), pytest.mark.usefixtures("valkey_crds")]
 
 CLUSTER = "cache"
 
@@ -95,16 +96,12 @@ async def credentials_secret(kube: Client, namespace: str, server: ObjectStoreSe
     )
 
 
-def cluster(namespace: str, backup: Obj, since: float) -> Obj:
+def cluster(namespace: str, backup: Obj) -> Obj:
     """A cluster whose config does not exist: it runs no pod, which the schedule does not need."""
     return {
         "apiVersion": VALKEY_CLUSTERS.api_version,
         "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {
-            "name": CLUSTER,
-            "namespace": namespace,
-            "annotations": {SCHEDULE_SINCE_ANNOTATION: rfc3339(since)},
-        },
+        "metadata": {"name": CLUSTER, "namespace": namespace},
         "spec": {"configRef": "absent", "shards": 1, "replicasPerShard": 0, "backup": backup},
     }
 
@@ -154,6 +151,10 @@ async def event(kube: Client, namespace: str, reason: str) -> Obj:
     return await eventually(found, f"an Event {reason} on the cluster", 60, interval=0.2)
 
 
+def created_at(obj: Obj) -> float:
+    return datetime.datetime.fromisoformat(obj["metadata"]["creationTimestamp"]).timestamp()
+
+
 def day(days_ago: int) -> float:
     today = datetime.datetime.now(datetime.UTC).replace(hour=3, minute=0, second=0, microsecond=0)
     return (today - datetime.timedelta(days=days_ago)).timestamp()
@@ -165,17 +166,18 @@ async def test_a_schedule_creates_one_backup_named_after_its_fire_time_and_owned
     bucket = object_store.create_bucket()
     await credentials_secret(kube, namespace, object_store, object_store.secret_access_key)
     backup = {"schedule": "* * * * *", "keep": 2, "destination": destination(object_store, bucket)}
-    created = await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup, since=time.time() - 3600))
+    created = await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup))
 
     async def one() -> list[str] | NotYet:
         names = await backup_names(kube, namespace)
         return names if names else NotYet(names)
 
-    (name,) = await eventually(one, "a scheduled ValkeyBackup", 60, interval=0.2)
+    # The first fire time after the cluster's creation: the next minute.
+    (name,) = await eventually(one, "a scheduled ValkeyBackup", 75, interval=0.2)
     made = await kube.get(VALKEY_BACKUPS, name, namespace)
     fire = datetime.datetime.fromisoformat(made["metadata"]["annotations"][SCHEDULED_AT_ANNOTATION])
     assert name == backup_name(CLUSTER, fire.timestamp())
-    assert time.time() - 120 < fire.timestamp() <= time.time()
+    assert created_at(created) < fire.timestamp() <= time.time()
     assert made["metadata"]["labels"] == {CLUSTER_LABEL: CLUSTER, SCHEDULED_LABEL: "true"}
     (owner,) = made["metadata"]["ownerReferences"]
     assert owner["uid"] == created["metadata"]["uid"] and owner["controller"] is True
@@ -199,7 +201,7 @@ async def test_retention_deletes_the_oldest_completed_backups_with_their_objects
     older = await arrange_backup(kube, object_store, namespace, bucket, day(2), "Completed")
     newest = await arrange_backup(kube, object_store, namespace, bucket, day(1), "Completed")
     backup = {"schedule": "0 3 * * *", "keep": 1, "destination": destination(object_store, bucket)}
-    await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup, since=time.time()))
+    await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup))
 
     async def retired() -> list[str] | NotYet:
         names = await backup_names(kube, namespace)
@@ -228,7 +230,7 @@ async def test_a_store_refusing_the_credentials_keeps_the_backup_and_says_why(
     old = await arrange_backup(kube, object_store, namespace, bucket, day(2), "Completed")
     new = await arrange_backup(kube, object_store, namespace, bucket, day(1), "Completed")
     backup = {"schedule": "0 3 * * *", "keep": 1, "destination": destination(object_store, bucket)}
-    await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup, since=time.time()))
+    await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup))
 
     failed = await event(kube, namespace, "RetentionFailed")
     assert failed["type"] == "Warning"

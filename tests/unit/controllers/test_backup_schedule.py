@@ -16,7 +16,6 @@ from controllers.backup_schedule_decision import (
     INVALID_REASON,
     MAX_DELETIONS_PER_PASS,
     RETENTION_FAILED_REASON,
-    SCHEDULE_SINCE_ANNOTATION,
     SCHEDULED_AT_ANNOTATION,
     SCHEDULED_LABEL,
     SCHEDULED_REASON,
@@ -120,24 +119,29 @@ def test_nothing_is_owed_for_fire_times_before_the_cluster_existed() -> None:
     assert decision.requeue_after == pytest.approx(at("2026-12-02 03:00:00") - at("2026-12-01 10:05:00"))
 
 
-def test_the_first_pass_records_when_scheduling_began() -> None:
-    """Generation 1: spec.backup was there from creation; later: it was added now."""
-    from_creation = decide(cluster(generation=1), [], at("2026-12-05 12:00:00"))
-    assert from_creation.since == "2026-12-01T10:00:00Z"
+def test_fire_times_before_the_schedule_began_are_not_owed() -> None:
+    """Generation 1: spec.backup was there from creation; later: it was added now, unless the
+    cluster has scheduled backups (an operator restarted: the newest backup anchors)."""
+    now = at("2026-12-05 12:00:00")
+    from_creation = decide(cluster(generation=1), [], now)
+    assert from_creation.since == at("2026-12-01 10:00:00")
     assert from_creation.create is not None  # the 5th's 03:00 is owed: the cluster had a schedule then
-    added_later = decide(cluster(generation=4), [], at("2026-12-05 12:00:00"))
-    assert added_later.since == "2026-12-05T12:00:00Z"
-    assert added_later.create is None  # adding a schedule does not back up for a fire time already past
-    recorded = decide(cluster(generation=4, since=at("2026-12-05 12:00:00")), [], at("2026-12-06 03:00:01"))
-    assert recorded.since is None and recorded.create is not None
+    added_later = decide(cluster(generation=4), [], now)
+    assert added_later.since == now
+    assert added_later.create is None  # adding a schedule takes no backup for a fire time already past
+    remembered = decide(cluster(generation=4, since=now), [], at("2026-12-06 03:00:01"))
+    assert remembered.since == now and remembered.create is not None
+    restarted = decide(cluster(generation=4), [scheduled("2026-12-03 03:00:00")], now)
+    assert restarted.create is not None  # the 4th and 5th were missed while down: the 5th is owed
+    readded = attrs.evolve(cluster(generation=4), seen_unscheduled=True)
+    assert decide(readded, [scheduled("2026-12-03 03:00:00")], now).create is None
 
 
-def test_removing_the_schedule_removes_the_since_annotation_and_does_nothing_else() -> None:
+def test_a_cluster_without_a_schedule_gets_nothing_and_is_remembered_as_such() -> None:
     decision = decide(cluster(None, since=at("2026-12-01 10:00:00")), [], at("2026-12-05 12:00:00"))
-    assert decision == ScheduleDecision(since="")
+    assert decision == ScheduleDecision()
     nothing = decide(cluster(None), [scheduled("2026-12-02 03:00:00")], at("2026-12-05 12:00:00"))
-    assert nothing.create is None and not nothing.delete and nothing.since is None
-    assert nothing.requeue_after is None
+    assert nothing == ScheduleDecision()
 
 
 # --- missed schedules, busy clusters, idempotence ---
@@ -314,12 +318,11 @@ def test_facts_are_read_from_the_cached_objects() -> None:
                 "uid": "u",
                 "generation": 2,
                 "creationTimestamp": "2026-12-01T10:00:00Z",
-                "annotations": {SCHEDULE_SINCE_ANNOTATION: "2026-12-02T00:00:00Z"},
             },
             "spec": {"backup": {"schedule": DAILY, "keep": 0, "destination": DESTINATION}},
         }
     )
-    assert facts.created == at("2026-12-01 10:00:00") and facts.since == at("2026-12-02 00:00:00")
+    assert facts.created == at("2026-12-01 10:00:00") and facts.generation == 2 and facts.since is None
     assert facts.backup == ScheduleSpec(schedule=DAILY, keep=1, destination=DESTINATION)
     backup = BackupFacts.read(
         {
