@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controllers import image, role
+from controllers import backup_schedule, image, role
 from controllers.backup import reconciler as backup
 from controllers.cluster import reconciler as cluster
 from controllers.cluster.render.names import MANAGED_BY_LABEL, MANAGER
@@ -32,4 +32,5 @@ def setup_all(manager: Manager, workers: Mapping[str, int], options: ControllerO
         role.setup(manager, index, workers.get("role", 2)),
         cluster.setup(manager, index, workers.get("cluster", 2), options),
         backup.setup(manager, workers.get("backup", 2), options),
+        backup_schedule.setup(manager, index, 1, options),
     ]

@@ -30,7 +30,7 @@ import attrs
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from controllers.cluster.render.names import CLUSTER_LABEL
-from valkey_operator.api.resources import API_VERSION, GROUP, VALKEY_CLUSTERS
+from valkey_operator.api.resources import API_VERSION, GROUP
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.rest import Obj
 
@@ -272,7 +272,9 @@ def newest_completed(backups: Iterable[BackupFacts]) -> BackupFacts | None:
 
 
 def backup_object(cluster: ClusterFacts, spec: ScheduleSpec, fire_time: float) -> Obj:
-    """The ValkeyBackup for one fire time: labelled scheduled, owned by the cluster."""
+    """The ValkeyBackup for one fire time, labelled scheduled. Not owned by the cluster (as
+    CloudNativePG's default): deleting the cluster keeps its backups, so a new cluster can still be
+    restored from them after an accidental deletion."""
     return {
         "apiVersion": API_VERSION,
         "kind": BACKUP_KIND,
@@ -281,16 +283,6 @@ def backup_object(cluster: ClusterFacts, spec: ScheduleSpec, fire_time: float) -
             "namespace": cluster.namespace,
             "labels": {CLUSTER_LABEL: cluster.name, SCHEDULED_LABEL: SCHEDULED},
             "annotations": {SCHEDULED_AT_ANNOTATION: rfc3339(fire_time)},
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": VALKEY_CLUSTERS.kind,
-                    "name": cluster.name,
-                    "uid": cluster.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
         },
         "spec": {"clusterName": cluster.name, "destination": dict(spec.destination)},
     }

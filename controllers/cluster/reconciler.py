@@ -33,6 +33,7 @@ import attrs
 import structlog
 
 from controllers.backup.restore_source import RestoreSources
+from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.decide import (
     Decision,
@@ -285,15 +286,14 @@ class ClusterReconciler:
         )
         limit = self.options.max_concurrent_rollouts
         restore = cluster.spec.restore
+        backups = [BackupFacts.read(backup) for backup in self.index.backups_of(namespace, name)]
         facts = attrs.evolve(
             facts,
             restore=await self.restores.source(namespace, restore.backup_name)
             if restore is not None and facts.restoring
             else None,
-            backup_running=any(
-                (backup.get("status") or {}).get("phase") == "Running"
-                for backup in self.index.backups_of(namespace, name)
-            ),
+            backup_running=any(backup.phase == "Running" for backup in backups),
+            last_backup=newest.name if (newest := newest_completed(backups)) is not None else None,
             roles=roles,
             observation=observation,
             rollout_slots=RolloutSlots(

@@ -188,6 +188,8 @@ class Facts:
     """spec.restore not yet verified: the backup to load, or why it cannot be (restore.py)."""
     backup_running: bool = False
     """A ValkeyBackup of this cluster is Running (no slot moves meanwhile)."""
+    last_backup: str | None = None
+    """The newest Completed backup spec.backup's schedule made: status.lastBackup."""
 
     @property
     def key(self) -> str:
@@ -420,8 +422,8 @@ def _blocked(
         endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
         rfc3339(now),
     )
-    if current.get("lastBackup"):
-        status["lastBackup"] = current["lastBackup"]
+    if facts.last_backup:
+        status["lastBackup"] = facts.last_backup
     restore = facts.cluster.spec.restore
     if restore is not None:
         status["restore"] = (
@@ -461,8 +463,8 @@ def _conclude(
     )
     if facts.cluster.spec.restore is not None:
         status["restore"] = _restore_status(facts, planned)
-    if current.get("lastBackup"):
-        status["lastBackup"] = current["lastBackup"]  # the backup schedule's field (backup_schedule.py)
+    if facts.last_backup:
+        status["lastBackup"] = facts.last_backup
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
     problems = tuple(_problems(current, planned.status))

@@ -95,6 +95,7 @@ class World:
     reasons: set[str] = attrs.field(factory=set)
     restore: RestoreSource | RestoreHeld | None = None
     """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
+    last_backup: str | None = None
 
     @property
     def last(self) -> Decision:
@@ -168,6 +169,7 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         rollout_slots=world.rollout_slots,
         name_seed=world.sim.tick,
         restore=world.restore if facts.restoring else None,
+        last_backup=world.last_backup,
     )
 
 
