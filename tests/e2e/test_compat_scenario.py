@@ -82,7 +82,7 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
     **{
         (resource, verb): _BACKUPS
         for resource, verbs in (
-            ("valkeybackups.valkey.gomomento.com", ("get", "create", "patch", "delete")),
+            ("valkeybackups.valkey.gomomento.com", ("create", "delete")),
             ("valkeybackups.valkey.gomomento.com/status", ("patch",)),
         )
         for verb in verbs
