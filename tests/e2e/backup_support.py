@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
-from repair_support import primary_of
-from valkey.asyncio.cluster import ValkeyCluster
+from cluster_support import create_cluster
+from keys_support import cluster_client
 
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
+from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
@@ -21,23 +21,6 @@ from valkey_operator.testing.wait import NotYet, eventually
 FINAL = {"Completed", "Failed"}
 MAX_LOAD_KEYS = 20000
 """The writer under a backup stops after this many keys (every load loop is bounded)."""
-
-
-async def read_back(
-    status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem: str | None = None
-) -> list[bytes]:
-    """The keys the valkey-py cluster client cannot read back as written."""
-    client = cluster_client(status, password, ca_pem)
-    missing = []
-    try:
-        items = list(keys.items())
-        for start in range(0, len(items), 500):
-            batch = items[start : start + 500]
-            values = await client.mget_nonatomic([key for key, _ in batch])
-            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
-    finally:
-        await client.aclose()
-    return missing
 
 
 async def storage_secret(
@@ -82,41 +65,12 @@ async def finished(kube: Client, namespace: str, name: str, timeout: float = 240
 
 
 async def restore_cluster(
-    kube: Client, namespace: str, name: str, config: str, backup: str, shards: int, replicas: int
+    kube: Client, namespace: str, name: str, config: str, backup: str, shards: int, replicas: int, **spec: Obj
 ) -> None:
     """A ValkeyCluster created with spec.restore (restore is set at creation only)."""
-    body = {
-        "apiVersion": VALKEY_CLUSTERS.api_version,
-        "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "configRef": config,
-            "shards": shards,
-            "replicasPerShard": replicas,
-            "restore": {"backupName": backup},
-        },
-    }
-    await kube.create(VALKEY_CLUSTERS, body)
-
-
-def cluster_client(status: Obj, password: str, ca_pem: str | None = None) -> ValkeyCluster:
-    """The valkey-py cluster client as the admin user (over TLS, verifying ca_pem, when given)."""
-    node = primary_of(status, 0)
-    tls: dict[str, object] = {}
-    if ca_pem is not None:
-        tls = {"ssl": True, "ssl_ca_data": ca_pem, "ssl_check_hostname": False}
-    return ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password, **tls)  # type: ignore[arg-type]
-
-
-async def write(status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem: str | None = None) -> None:
-    """keys written through the valkey-py cluster client (each acknowledged by its primary)."""
-    client = cluster_client(status, password, ca_pem)
-    try:
-        items = list(keys.items())
-        for start in range(0, len(items), 500):
-            await client.mset_nonatomic(dict(items[start : start + 500]))
-    finally:
-        await client.aclose()
+    await create_cluster(
+        kube, namespace, name, config, shards, replicas, restore={"backupName": backup}, **spec
+    )
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +95,3 @@ async def writing(status: Obj, password: str, prefix: str) -> AsyncIterator[dict
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await client.aclose()
-
-
-def keys_of(prefix: str, count: int) -> dict[bytes, bytes]:
-    return {f"{prefix}:{i}".encode(): f"value-{i}-{'x' * (i % 64)}".encode() for i in range(count)}

@@ -84,8 +84,10 @@ async def create_cluster(
     shards: int,
     replicas: int,
     placement: Obj | None = None,
+    **extra: Obj,
 ) -> Obj:
-    spec: Obj = {"configRef": config, "shards": shards, "replicasPerShard": replicas}
+    """A ValkeyCluster; extra spec fields (tls, restore, backup, ...) as given."""
+    spec: Obj = {"configRef": config, "shards": shards, "replicasPerShard": replicas, **extra}
     if placement is not None:
         spec["placement"] = placement
     body = {

@@ -15,12 +15,11 @@ from cluster_support import (
     settled,
     status_of,
 )
-from repair_support import live_pods, primary_of
-from valkey.asyncio.cluster import ValkeyCluster
+from repair_support import live_pods
 
 from controllers.cluster.render.claims import NODE_ID_ANNOTATION
 from controllers.cluster.render.names import CLUSTER_LABEL
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CONFIGS
+from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
 from valkey_operator.core.rest import Obj
@@ -143,22 +142,6 @@ async def claims_follow_pods(
         )
 
     return await eventually(matched, f"{name}: one claim per live pod, {pods} of them", timeout)
-
-
-async def read_back(status: Obj, password: str, keys: Mapping[bytes, bytes]) -> list[bytes]:
-    """The keys the valkey-py cluster client cannot read back as written."""
-    node = primary_of(status, 0)
-    client = ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password)
-    missing = []
-    try:
-        items = list(keys.items())
-        for start in range(0, len(items), 500):
-            batch = items[start : start + 500]
-            values = await client.mget_nonatomic([key for key, _ in batch])
-            missing += [key for (key, value), got in zip(batch, values, strict=True) if got != value]
-    finally:
-        await client.aclose()
-    return missing
 
 
 async def bgsave_everywhere(admin: AdminClient, status: Obj) -> None:

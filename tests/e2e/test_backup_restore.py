@@ -19,19 +19,10 @@ import json
 import time
 
 import pytest
-from backup_support import (
-    destination,
-    finished,
-    keys_of,
-    read_back,
-    restore_cluster,
-    start_backup,
-    storage_secret,
-    write,
-    writing,
-)
+from backup_support import destination, finished, restore_cluster, start_backup, storage_secret, writing
 from cluster_support import Catalog, admin_client, formed_cluster, settled
 from inprocess_operator import Operator
+from keys_support import keys_of, read_back, write
 
 from valkey_operator.core.client import Client
 from valkey_operator.testing.objectstore import ObjectStoreServer

@@ -10,11 +10,11 @@ the valkey-py cluster client over TLS.
 from __future__ import annotations
 
 import pytest
-from backup_support import destination, finished, keys_of, read_back, start_backup, storage_secret, write
-from cluster_support import Catalog, admin_client, image_config, put_tls_secret, settled
+from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
+from cluster_support import Catalog, admin_client, create_cluster, image_config, put_tls_secret, settled
 from inprocess_operator import Operator
+from keys_support import keys_of, read_back, write
 
-from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.testing import certs, images
@@ -22,23 +22,7 @@ from valkey_operator.testing.objectstore import ObjectStoreServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
-
-async def tls_cluster(
-    kube: Client, namespace: str, name: str, config: str, shards: int, replicas: int, **spec: object
-) -> None:
-    body = {
-        "apiVersion": VALKEY_CLUSTERS.api_version,
-        "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "configRef": config,
-            "shards": shards,
-            "replicasPerShard": replicas,
-            "tls": {"secretRef": "tls"},
-            **spec,
-        },
-    }
-    await kube.create(VALKEY_CLUSTERS, body)
+TLS = {"secretRef": "tls"}
 
 
 @pytest.mark.timeout(600)
@@ -50,7 +34,7 @@ async def test_a_tls_cluster_is_backed_up_over_https_and_restored_into_a_tls_clu
     ca_pem = certs.pem(ca)
     await put_tls_secret(kube, namespace, (certs.pem(leaf), certs.key_pem(key)), ca_pem)
     config = await image_config(catalog, images.newest_image())
-    await tls_cluster(kube, namespace, "secure", config, shards=2, replicas=1)
+    await create_cluster(kube, namespace, "secure", config, 2, 1, tls=TLS)
     status = await settled(kube, namespace, "secure", 360)
     password = (await admin_client(kube, namespace, "secure")).credentials.password
     keys = keys_of("tls", 1000)
@@ -76,7 +60,7 @@ async def test_a_tls_cluster_is_backed_up_over_https_and_restored_into_a_tls_clu
     assert backup["phase"] == "Completed", backup
     assert backup["totalKeys"] == len(keys)
 
-    await tls_cluster(kube, namespace, "secure-copy", config, 2, 0, restore={"backupName": "secure-1"})
+    await restore_cluster(kube, namespace, "secure-copy", config, "secure-1", 2, 0, tls=TLS)
     restored = await settled(kube, namespace, "secure-copy", 300)
     assert restored["restore"]["phase"] == "Verified"
     own = (await admin_client(kube, namespace, "secure-copy")).credentials.password

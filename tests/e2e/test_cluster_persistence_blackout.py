@@ -27,13 +27,13 @@ import attrs
 import pytest
 from cluster_support import Catalog, status_of, warnings
 from inprocess_operator import Operator
+from keys_support import read_back
 from load_support import checker_for
 from persistence_support import (
     MODES,
     bgsave_everywhere,
     claim_of,
     persistent_cluster,
-    read_back,
     recorded_identities,
 )
 from repair_support import PREFILL, check_topology, fail_every_node, live_pods, primary_of, repaired

@@ -33,6 +33,7 @@ from cluster_support import (
     warnings,
 )
 from inprocess_operator import Operator
+from keys_support import read_back
 from load_support import Load, checker_for
 from persistence_support import (
     SIZE,
@@ -40,7 +41,6 @@ from persistence_support import (
     claims_of,
     persistent_cluster,
     persistent_config,
-    read_back,
     recorded_id,
     recorded_identities,
 )

@@ -29,6 +29,7 @@ import pytest_asyncio
 from cluster_support import (
     Catalog,
     admin_client,
+    create_cluster,
     image_config,
     owned_pods,
     put_tls_secret,
@@ -52,7 +53,7 @@ from tls_support import (
 
 from controllers.cluster.render import layout
 from controllers.options import ControllerOptions
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.api.resources import ADMIN_USER
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import SECRETS
@@ -99,18 +100,7 @@ def serial_of(pem: bytes) -> str:
 async def create_tls_cluster(
     kube: Client, namespace: str, name: str, config: str, shards: int, replicas: int, secret: str = "tls"
 ) -> None:
-    body = {
-        "apiVersion": VALKEY_CLUSTERS.api_version,
-        "kind": VALKEY_CLUSTERS.kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "configRef": config,
-            "shards": shards,
-            "replicasPerShard": replicas,
-            "tls": {"secretRef": secret},
-        },
-    }
-    await kube.create(VALKEY_CLUSTERS, body)
+    await create_cluster(kube, namespace, name, config, shards, replicas, tls={"secretRef": secret})
 
 
 async def active(kube: Client, namespace: str, name: str, timeout: float = 300) -> Obj:
