@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -187,6 +187,47 @@ def _run(cmd: list[str], cwd: Path, progress: Progress) -> None:
 
 class BuildError(RuntimeError):
     """A Go build step failed; the message carries the tool's output."""
+
+
+def build_go_tool(
+    binary: Path,
+    stamp: str,
+    label: str,
+    files: Mapping[str, str],
+    package: str,
+    ldflags: str,
+    progress: Progress,
+) -> Path:
+    """A Go tool built alone: its own module (files) and compiler cache next to the binary, so it never
+    races the control plane's shared cache; skipped when the binary's stamp matches (the caller holds
+    the build lock)."""
+    stamp_file = binary.parent / ".stamp"
+    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        progress(f"{label}: cached at {binary}")
+        return binary
+    progress(f"{label}: building {binary} (cold builds take minutes)...")
+    work, go_cache = binary.parent / "src", binary.parent / "go-build"
+    for path in (work, go_cache):
+        shutil.rmtree(path, ignore_errors=True)
+    work.mkdir(parents=True)
+    for name, content in files.items():
+        (work / name).write_text(content)
+    partial = binary.with_suffix(".partial")
+    for args in (["mod", "tidy"], ["build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), package]):
+        progress("  $ go " + " ".join(args))
+        result = subprocess.run(
+            ["go", *args], cwd=work, env=go_env(work, go_cache), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=3600,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise BuildError(
+                f"go {' '.join(args)} failed in {work} (exit {result.returncode}):\n{result.stdout}"
+            )
+    partial.replace(binary)
+    stamp_file.write_text(stamp)
+    shutil.rmtree(go_cache, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return binary
 
 
 def staging_replacements(release: KubeRelease, gomod: str) -> list[str]:

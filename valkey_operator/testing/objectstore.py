@@ -78,42 +78,16 @@ def build_server(progress: Progress = print) -> Path:
 
 
 def _build_server(progress: Progress) -> Path:
-    from valkey_operator.testing.build import BuildError, go_env
+    from valkey_operator.testing.build import build_go_tool
 
-    binary = server_path()
-    stamp_file = binary.parent / ".stamp"
-    stamp = _stamp()
-    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
-        progress(f"versitygw {versions.VERSITYGW}: cached at {binary}")
-        return binary
-    progress(f"versitygw {versions.VERSITYGW}: building {binary} (cold builds take minutes)...")
-    work, go_cache = binary.parent / "src", binary.parent / "go-build"
-    for path in (work, go_cache):
-        shutil.rmtree(path, ignore_errors=True)
-    work.mkdir(parents=True)
-    (work / "go.mod").write_text(_go_mod())
-    (work / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{PACKAGE}"\n')
-    partial = binary.with_suffix(".partial")
+    files = {
+        "go.mod": _go_mod(),
+        "tools.go": f'//go:build tools\n\npackage tools\n\nimport _ "{PACKAGE}"\n',
+    }
     stamps = {"Version": versions.VERSITYGW, "Build": versions.VERSITYGW, "BuildTime": "1970-01-01"}
     ldflags = " ".join(["-s", "-w", *(f"-X main.{key}={value}" for key, value in stamps.items())])
-    for args in (
-        ["mod", "tidy"],
-        ["build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), PACKAGE],
-    ):
-        progress("  $ go " + " ".join(args))
-        result = subprocess.run(
-            ["go", *args], cwd=work, env=go_env(work, go_cache), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, timeout=3600,
-        )  # fmt: skip
-        if result.returncode != 0:
-            raise BuildError(
-                f"go {' '.join(args)} failed in {work} (exit {result.returncode}):\n{result.stdout}"
-            )
-    partial.replace(binary)
-    stamp_file.write_text(stamp)
-    shutil.rmtree(go_cache, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
-    return binary
+    label = f"versitygw {versions.VERSITYGW}"
+    return build_go_tool(server_path(), _stamp(), label, files, PACKAGE, ldflags, progress)
 
 
 @attrs.frozen(kw_only=True)

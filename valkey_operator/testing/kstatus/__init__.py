@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import string
 import subprocess
 from collections.abc import Callable, Sequence
@@ -61,39 +60,14 @@ def _stamp() -> str:
 
 def build_checker(progress: Progress = print) -> Path:
     """Build the checker when missing or stale (idempotent; the caller holds the build lock)."""
-    from valkey_operator.testing.build import BuildError, go_env
+    from valkey_operator.testing.build import build_go_tool
 
-    binary = checker_path()
-    stamp_file = binary.parent / ".stamp"
-    stamp = _stamp()
-    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
-        progress(f"kstatus (cli-utils {CLI_UTILS}): cached at {binary}")
-        return binary
-    progress(f"kstatus (cli-utils {CLI_UTILS}): building {binary}...")
-    work, go_cache = binary.parent / "src", binary.parent / "go-build"
-    for path in (work, go_cache):
-        shutil.rmtree(path, ignore_errors=True)
-    work.mkdir(parents=True)
-    (work / "go.mod").write_text(
-        string.Template((SOURCE / "go.mod.tmpl").read_text()).substitute(cli_utils=CLI_UTILS)
-    )
-    shutil.copyfile(SOURCE / "main.go", work / "main.go")
-    partial = binary.with_suffix(".partial")
-    for args in (["mod", "tidy"], ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "."]):
-        progress("  $ go " + " ".join(args))
-        result = subprocess.run(
-            ["go", *args], cwd=work, env=go_env(work, go_cache), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, timeout=3600,
-        )  # fmt: skip
-        if result.returncode != 0:
-            raise BuildError(
-                f"go {' '.join(args)} failed in {work} (exit {result.returncode}):\n{result.stdout}"
-            )
-    partial.replace(binary)
-    stamp_file.write_text(stamp)
-    shutil.rmtree(go_cache, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
-    return binary
+    files = {
+        "go.mod": string.Template((SOURCE / "go.mod.tmpl").read_text()).substitute(cli_utils=CLI_UTILS),
+        "main.go": (SOURCE / "main.go").read_text(),
+    }
+    label = f"kstatus (cli-utils {CLI_UTILS})"
+    return build_go_tool(checker_path(), _stamp(), label, files, ".", "-s -w", progress)
 
 
 def compute(objects: Sequence[dict[str, Any]]) -> list[Verdict]:
