@@ -96,6 +96,7 @@ class World:
     restore: RestoreSource | RestoreHeld | None = None
     """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
     last_backup: str | None = None
+    backup_running: bool = False
 
     @property
     def last(self) -> Decision:
@@ -170,6 +171,7 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         name_seed=world.sim.tick,
         restore=world.restore if facts.restoring else None,
         last_backup=world.last_backup,
+        backup_running=world.backup_running,
     )
 
 

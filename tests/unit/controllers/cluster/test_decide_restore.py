@@ -17,7 +17,7 @@ from decide_harness import World, run, world
 from restore_support import backup, source
 from simulate import SimSettings
 
-from controllers.cluster.decision.actions import AssignSlots, CreatePod
+from controllers.cluster.decision.actions import AssignSlots, CreatePod, MigrateSlots
 from controllers.cluster.decision.restore import RestoreHeld
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.valkey.slots import SlotRange, SlotRanges, even_split, subtract, union
@@ -155,3 +155,17 @@ def test_the_newest_scheduled_backup_is_status_last_backup() -> None:
     found.last_backup = "vk-20261203030000"
     run(found, passes=2, until=lambda w: False)
     assert found.status["lastBackup"] == "vk-20261203030000"
+
+
+def test_no_slot_moves_while_a_backup_of_the_cluster_runs() -> None:
+    found = world(2, 0)
+    run(found, passes=80)
+    found.edit(shards=3)
+    found.backup_running = True
+    since = len(found.decisions)
+    run(found, passes=15, until=lambda w: False)
+    assert not any(isinstance(a, MigrateSlots) for d in found.decisions[since:] for a in d.actions)
+    assert found.state != ACTIVE, "the scale waits"
+    found.backup_running = False
+    run(found, passes=200)
+    assert found.state == ACTIVE and len(found.sim.served()) == 3
