@@ -32,7 +32,7 @@ alternating order:
 
 Prints each round, then the medians and the ratios ours/floor.
 
-    python bench/backup.py [--gigabytes 1.0] [--rounds 3] [--value-size 1024]
+    python bench/backup.py [--gigabytes 1.0] [--rounds 3] [--value-size 1024] [--sync-delay SECONDS]
         [--output bench/results/backup.json] [--kubeconfig PATH] [--log-dir DIR]
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
@@ -110,6 +110,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--value-size", type=int, default=1024, help="bytes per value")
     parser.add_argument("--pipeline", type=int, default=16, help="loader: commands in flight")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per phase, seconds")
+    parser.add_argument(
+        "--sync-delay",
+        type=int,
+        help="CONFIG SET repl-diskless-sync-delay on the source's nodes first (default: leave Valkey's 5 s)",
+    )
     parser.add_argument("--output", help="also write the JSON record to this file")
     parser.add_argument("--kubeconfig", help="a running test bed (default: start one)")
     parser.add_argument("--log-dir", help="keep the operator log here (default: a temp dir)")
@@ -366,6 +371,13 @@ class Bench:
         count = key_count(int(self.args.gigabytes * 1024 * MB), self.args.value_size)
         seconds = await self.load(status, count)
         print(f"loaded {count:,} keys of {self.args.value_size} B in {seconds:.1f} s", flush=True)
+        if self.args.sync_delay is not None:  # an experiment: what the delay costs each shard's stream
+            for node in status["nodes"]:
+                conn = await Connection.open((node["ip"], 6379), (ADMIN_USER, self.password))
+                try:
+                    await conn.command("CONFIG", "SET", "repl-diskless-sync-delay", str(self.args.sync_delay))
+                finally:
+                    conn.close()
         return status
 
     def checker(self, status: Obj, prefix: str) -> DataChecker:
