@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 COMPLETED = "completed"
@@ -53,3 +55,15 @@ class BackupMetrics:
     def failed(self, namespace: str, cluster: str) -> None:
         self.backups.labels(namespace, cluster, FAILED).inc()
         self.backups.labels(namespace, cluster, COMPLETED)
+
+
+_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, BackupMetrics] = weakref.WeakKeyDictionary()
+
+
+def backup_metrics(registry: CollectorRegistry) -> BackupMetrics:
+    """The backup metric families of registry, created on first use (an operator started again in
+    the same process, as tests do, finds them registered)."""
+    metrics = _by_registry.get(registry)
+    if metrics is None:
+        metrics = _by_registry[registry] = BackupMetrics(registry)
+    return metrics

@@ -27,7 +27,7 @@ import attrs
 import structlog
 
 from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
-from controllers.backup.metrics import BackupMetrics
+from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
 from controllers.backup.storage import AccessProblem, StorageAccess, storage_access
 from controllers.cluster.observer import observe, owned_pods
@@ -374,7 +374,7 @@ def setup(manager: Manager, workers: int, options: ControllerOptions) -> Control
         cached,
         pods_of,
         manager.event_recorder(CONTROLLER_NAME),
-        BackupMetrics(manager.registry),
+        backup_metrics(manager.registry),
         options,
     )
     return (

@@ -8,17 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from backup_support import (
-    destination,
-    finished,
-    keys_of,
-    restore_cluster,
-    start_backup,
-    storage_secret,
-    write,
-)
+from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
 from cluster_support import Catalog, formed_cluster, warnings
 from inprocess_operator import Operator
+from keys_support import keys_of, write
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
