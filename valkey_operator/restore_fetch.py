@@ -21,12 +21,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from valkey_operator.api.backup import CREDENTIAL_KEYS, DEFAULT_REGION
 from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
 from valkey_operator.valkey.rdb_layout import place_rdb
 
 COMMAND = "restore-fetch"
-ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
-SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+ACCESS_KEY_ID, SECRET_ACCESS_KEY = CREDENTIAL_KEYS
 DOWNLOAD_NAME = ".restore.rdb"
 DATA_FILES = ("dump.rdb", "appendonlydir", "nodes.conf")
 
@@ -41,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"valkey-operator {COMMAND}", description=__doc__.split("\n")[0])
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--bucket", required=True)
-    parser.add_argument("--region", default="us-east-1")
+    parser.add_argument("--region", default=DEFAULT_REGION)
     parser.add_argument("--key", required=True, help="the shard's object key")
     parser.add_argument("--sha256", required=True, help="the checksum the manifest records")
     parser.add_argument("--layout", choices=("rdb", "aof"), default="rdb")

@@ -37,6 +37,7 @@ from controllers.cluster.render.credentials import InternalCredentials, read_cre
 from controllers.cluster.tls import TlsMaterial, read_tls_secret
 from controllers.options import ControllerOptions
 from controllers.status import status_patch
+from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client
@@ -53,7 +54,12 @@ from valkey_operator.valkey.rdb_stream import open_rdb_stream
 
 log = structlog.get_logger(__name__)
 
-PENDING, RUNNING, COMPLETED, FAILED = "Pending", "Running", "Completed", "Failed"
+PENDING, RUNNING, COMPLETED, FAILED = (
+    BackupPhase.PENDING,
+    BackupPhase.RUNNING,
+    BackupPhase.COMPLETED,
+    BackupPhase.FAILED,
+)
 FINAL = frozenset({COMPLETED, FAILED})
 READY, STALLED, RECONCILING = "Ready", "Stalled", "Reconciling"
 START_DEADLINE = 600.0

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from controllers.backup.manifest import Manifest, ManifestError, parse_manifest
-from controllers.backup.storage import AccessProblem, storage_access
+from controllers.backup.storage import AccessProblem, destination_of, storage_access
 from controllers.cluster.decision.restore import RestoreFetch, RestoreHeld, RestoreShard, RestoreSource
+from valkey_operator.api.backup import BackupPhase
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import StorageError, open_store
 
-COMPLETED = "Completed"
-WAITING = frozenset({"", "Pending", "Running"})
+WAITING = frozenset({"", BackupPhase.PENDING, BackupPhase.RUNNING})
 
 
 class RestoreSources:
@@ -40,7 +40,7 @@ class RestoreSources:
             return RestoreHeld(
                 "BackupNotCompleted", f"ValkeyBackup {backup_name} is {phase or 'Pending'}: waiting"
             )
-        if phase != COMPLETED:
+        if phase != BackupPhase.COMPLETED:
             return RestoreHeld(
                 "BackupFailed", f"ValkeyBackup {backup_name} is {phase}: {status.get('message', '')}"
             )
@@ -49,6 +49,7 @@ class RestoreSources:
                 "RestoreImageUnknown", "the operator runs without --operator-image: no image for the restore"
             )
         destination = (backup.get("spec") or {}).get("destination") or {}
+        where = destination_of(destination)
         manifest = await self._manifest(namespace, backup, destination)
         if isinstance(manifest, RestoreHeld):
             return manifest
@@ -67,9 +68,9 @@ class RestoreSources:
             ),
             fetch=RestoreFetch(
                 image=self.image,
-                endpoint=str(destination.get("endpoint", "")),
-                bucket=str(destination.get("bucket", "")),
-                region=str(destination.get("region") or "us-east-1"),
+                endpoint=where.endpoint,
+                bucket=where.bucket,
+                region=where.region,
                 credentials_secret=str(destination.get("credentialsSecretName", "")),
                 ca_secret=destination.get("caSecretName") or None,
             ),

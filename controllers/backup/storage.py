@@ -85,8 +85,3 @@ def _decoded(secret: Obj) -> dict[str, str]:
     for key, value in (secret.get("stringData") or {}).items():
         found[key] = str(value).strip()
     return found
-
-
-def backup_prefix(namespace: str, cluster: str, backup: str) -> tuple[str, str, str]:
-    """The key parts under the destination's path where one backup's objects live."""
-    return (namespace, cluster, backup)

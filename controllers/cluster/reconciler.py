@@ -66,6 +66,7 @@ from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from controllers.status import status_patch
+from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.resources import (
     ADMIN_USER,
@@ -292,7 +293,7 @@ class ClusterReconciler:
             restore=await self.restores.source(namespace, restore.backup_name)
             if restore is not None and facts.restoring
             else None,
-            backup_running=any(backup.phase == "Running" for backup in backups),
+            backup_running=any(backup.phase == BackupPhase.RUNNING for backup in backups),
             last_backup=newest.name if (newest := newest_completed(backups)) is not None else None,
             roles=roles,
             observation=observation,

@@ -18,16 +18,14 @@ from controllers.cluster.render import layout
 from controllers.cluster.render.claims import DATA_VOLUME
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import READ_ONLY_MODE, container_security_context
+from valkey_operator.api.backup import CA_KEY, CREDENTIAL_KEYS
 from valkey_operator.api.config import PersistenceMode
 from valkey_operator.core.rest import Obj
 
 CONTAINER_NAME = "restore"
 CA_VOLUME = "restore-ca"
 CA_DIR = "/etc/valkey-restore"
-CA_KEY = "ca.crt"
 COMMAND = "restore-fetch"
-ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
-SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
 
 
 def restore_layout(ctx: RenderContext) -> str:
@@ -75,7 +73,7 @@ def with_restore(ctx: RenderContext, pod: Obj, fetch: RestoreFetch, shard: Resto
         "imagePullPolicy": "IfNotPresent",
         "command": ["valkey-operator"],
         "args": args,
-        "env": [_secret_env(name, fetch.credentials_secret) for name in (ACCESS_KEY_ID, SECRET_ACCESS_KEY)],
+        "env": [_secret_env(name, fetch.credentials_secret) for name in CREDENTIAL_KEYS],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
