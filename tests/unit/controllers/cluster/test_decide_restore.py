@@ -99,7 +99,7 @@ def test_slots_loaded_outside_the_standard_layout_stay_with_the_node_that_loaded
     standard = even_split(3)
     moved = (SlotRange(5461, 6000),)
     layout = (union(standard[0], moved), subtract(standard[1], moved), standard[2])
-    found = restoring(3, 0, layout)
+    found = restoring(3, 0, layout, ready_delays=(1, 6, 3))  # shard 1's loader starts last
     run(found, passes=300, until=lambda w: restore_phase(w) == "Verified")
     assert restore_phase(found) == "Verified", found.status.get("restore")
     check_restore(found, layout)
