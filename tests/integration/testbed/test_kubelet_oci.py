@@ -17,6 +17,7 @@ import pytest
 from kubelet_support import Pods, container_status, pod_body, proc
 from oci_support import write_archive
 
+from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
 from valkey_operator.testing import images, ocistore, operatorimage
 from valkey_operator.testing.kubelet import KubeletControl
 
@@ -134,3 +135,32 @@ async def test_the_operator_image_runs_under_an_arbitrary_uid_in_group_0(
     assert status_fields(await pods.pid("openshift-like"))["Uid"].split() == ["1000770000"] * 4
     ran = await kubelet.exec(namespace, "openshift-like", "main", ["valkey-operator", "--help"])
     assert ran.exit_code == 0 and b"usage: valkey-operator" in ran.output, ran
+
+
+async def test_a_secret_mounted_inside_a_read_only_configmap_mount_runs_under_runc(
+    pods: Pods, kubelet: KubeletControl, namespace: str
+) -> None:
+    """runc makes mounts in order: the nested mount point must exist before /config is read-only."""
+    await pods.kube.create(
+        CONFIG_MAPS, {"metadata": {"name": "conf", "namespace": namespace}, "data": {"a.conf": "a\n"}}
+    )
+    await pods.kube.create(
+        SECRETS, {"metadata": {"name": "users", "namespace": namespace}, "stringData": {"users.acl": "u\n"}}
+    )
+    container = sleeper()
+    container["volumeMounts"] = [
+        *container["volumeMounts"],
+        {"name": "conf", "mountPath": "/config", "readOnly": True},
+        {"name": "users", "mountPath": "/config/users", "readOnly": True},
+    ]
+    volumes = [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "conf", "configMap": {"name": "conf"}},
+        {"name": "users", "secret": {"secretName": "users"}},
+    ]
+    await pods.create(pod_body("nested", container, volumes=volumes))
+    await pods.ready("nested")
+    read = await kubelet.exec(
+        namespace, "nested", "main", ["cat", "/config/a.conf", "/config/users/users.acl"]
+    )
+    assert (read.exit_code, read.output) == (0, b"a\nu\n")

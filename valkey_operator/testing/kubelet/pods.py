@@ -216,14 +216,24 @@ class PodWorker:
         self.changed()
 
     def _write_hosts(self) -> None:
+        """The pod's /etc/hosts, as a kubelet writes one, except that `localhost` is the pod IP.
+
+        Pods share the host's network here, so the host's loopback is not the pod's own: with
+        `localhost` resolving to the pod IP, a probe or sidecar dialling `localhost:PORT` reaches
+        this pod's listener (bound to `$(POD_IP)`), still on 127.0.0.0/8. A literal 127.0.0.1 or
+        ::1 still reaches the host. hostNetwork pods keep the host's loopback, as on a real node.
+        """
         spec = self.pod["spec"]
         names = [self.hostname]
         if spec.get("subdomain"):
             names.insert(0, f"{self.hostname}.{spec['subdomain']}.{self.namespace}.svc.cluster.local")
+        if spec.get("hostNetwork") or not self.ip:
+            loopback = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+        else:
+            loopback = [f"{self.ip}\tlocalhost", "::1\tip6-localhost ip6-loopback"]
         lines = [
             "# Kubernetes-managed hosts file (test-bed kubelet).",
-            "127.0.0.1\tlocalhost",
-            "::1\tlocalhost ip6-localhost ip6-loopback",
+            *loopback,
             f"{self.ip}\t{' '.join(names)}",
         ]
         for alias in spec.get("hostAliases") or []:
@@ -330,6 +340,7 @@ class PodWorker:
             mounts.append(runtime.Mount(source, mount["mountPath"], read_only))
         if not any(m.target == "/etc/hosts" for m in mounts):
             mounts.append(runtime.Mount(self.dir / "etc-hosts", "/etc/hosts", False))
+        runtime.make_nested_mount_points(mounts)
         return mounts
 
     def record_process(self, runner: ContainerRunner) -> None:

@@ -15,7 +15,11 @@ Every exec keeps the pid, so the pid we spawn is the container's main process
 the main process, SIGKILL to the whole group, as a runtime would do. Exit is
 noticed through a pidfd, so the group is killed while the pid is still ours.
 Mount points missing on the host are created there, empty, as a runtime
-creates them in an image's root filesystem (we have no image root).
+creates them in an image's root filesystem (we have no image root). A mount
+point inside another volume's mount (a Secret at /config/users inside a
+read-only ConfigMap at /config) is created in that volume's directory before
+anything is mounted (`make_nested_mount_points`), as a kubelet's runtime
+does: once the parent is bound read-only nothing can be created in it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import posixpath
 import shlex
 import shutil
 import signal
@@ -68,6 +73,39 @@ class Identity:
     gid: int
     groups: tuple[int, ...] = ()
     no_new_privs: bool = False
+
+
+def make_nested_mount_points(mounts: Sequence[Mount]) -> None:
+    """Create every mount point that lies inside another mount's volume, in that volume's directory.
+
+    Runs before the container's mounts are made, for the plain-process and the runc path alike:
+    a mount point inside a read-only parent cannot be created once the parent is bound. The empty
+    directory (or file) stays in the volume's host directory, as with a real runtime; the atomic
+    writer of content volumes only replaces its own `..data` entries and key symlinks.
+    """
+    targets = [(posixpath.normpath(m.target), m) for m in mounts]
+    for target, mount in targets:
+        parents = [
+            (parent_target, parent)
+            for parent_target, parent in targets
+            if parent is not mount
+            and target.startswith(parent_target.rstrip("/") + "/")
+            and parent.source.is_dir()
+        ]
+        if not parents:
+            continue
+        parent_target, parent = max(parents, key=lambda item: len(item[0]))
+        point = parent.source / posixpath.relpath(target, parent_target)
+        if point.exists() or point.is_symlink():
+            continue
+        try:
+            if mount.source.is_dir():
+                point.mkdir(mode=0o755, parents=True)
+            else:
+                point.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                point.touch(mode=0o644)
+        except OSError as exc:
+            raise ConfigError(f"cannot create mount point {target} inside {parent_target}: {exc}") from exc
 
 
 def identity(
