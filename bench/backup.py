@@ -718,12 +718,8 @@ def main() -> None:
             else:
                 from valkey_operator.testing.controlplane import ControlPlane
 
-                plane = ControlPlane(Path(temp) / "plane", nodes=3)
-                plane.up()
-                try:
+                with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                     record.update(asyncio.run(drive(args, str(plane.kubeconfig), log_dir, store)))
-                finally:
-                    plane.down()
     finally:
         store.stop()
         shutil.rmtree(store.directory, ignore_errors=True)

@@ -315,13 +315,8 @@ def main() -> None:
         return
     from valkey_operator.testing.controlplane import ControlPlane
 
-    with tempfile.TemporaryDirectory(prefix="bench-") as state:
-        plane = ControlPlane(Path(state), nodes=3)
-        plane.up()
-        try:
-            asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs))
-        finally:
-            plane.down()
+    with tempfile.TemporaryDirectory(prefix="bench-") as state, ControlPlane(Path(state), nodes=3) as plane:
+        asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs))
 
 
 if __name__ == "__main__":

@@ -187,13 +187,8 @@ def main() -> None:
         return
     from valkey_operator.testing.controlplane import ControlPlane
 
-    with tempfile.TemporaryDirectory(prefix="bench-") as state:
-        plane = ControlPlane(Path(state))
-        plane.up()
-        try:
-            asyncio.run(drive(str(plane.kubeconfig), sizes, args.trials))
-        finally:
-            plane.down()
+    with tempfile.TemporaryDirectory(prefix="bench-") as state, ControlPlane(Path(state)) as plane:
+        asyncio.run(drive(str(plane.kubeconfig), sizes, args.trials))
 
 
 if __name__ == "__main__":

@@ -678,14 +678,10 @@ def main() -> None:
             else:
                 from valkey_operator.testing.controlplane import ControlPlane
 
-                plane = ControlPlane(Path(temp) / "plane", nodes=3)
-                plane.up()
-                try:
+                with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                     record["recovery"] = asyncio.run(
                         recovery(args, str(plane.kubeconfig), plane.state_dir, log_dir)
                     )
-                finally:
-                    plane.down()
     record["load_average"] = [round(value, 2) for value in os.getloadavg()]  # at the end: a shared machine?
     if args.output:
         Path(args.output).write_text(json.dumps(record, indent=2) + "\n")

@@ -827,12 +827,8 @@ def main() -> None:
         else:
             from valkey_operator.testing.controlplane import ControlPlane
 
-            plane = ControlPlane(Path(temp) / "plane", nodes=3)
-            plane.up()
-            try:
+            with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                 code = asyncio.run(drive(args, header, str(plane.kubeconfig), log_dir))
-            finally:
-                plane.down()
     sys.exit(code)
 
 

@@ -226,6 +226,18 @@ class ControlPlane:
                 raise ControlPlaneError(f"no control plane runs in {self.state_dir}; see {self.logs}")
             time.sleep(0.5)
 
+    def __enter__(self) -> ControlPlane:
+        """`with ControlPlane(...) as plane:` brings it up and always takes it down."""
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
     def down(self) -> None:
         """Stop every process this state dir started, by pid, and drop etcd's data."""
         kubelet_launch.stop(self.state_dir, self.kubelet_record())
