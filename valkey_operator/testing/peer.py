@@ -37,7 +37,7 @@ from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import crds, processes
 from valkey_operator.testing.datachecker import SLOTS, check_loopback
-from valkey_operator.testing.resp import ReplyError, encode_command, read_reply
+from valkey_operator.testing.resp import Reply, ReplyError, encode_command, read_reply
 from valkey_operator.testing.wait import NotYet, eventually
 
 ENV_OPERATOR = "VALKEY_PEER_OPERATOR"
@@ -256,7 +256,7 @@ def cluster_manifest(
     }
 
 
-async def command(host: str, *args: str | int, port: int = PORT, timeout: float = 3.0) -> bytes:
+async def command(host: str, *args: str | int, port: int = PORT, timeout: float = 3.0) -> Reply:
     """One command to one Valkey node as its default user (the peer leaves it open); a loopback
     address only. An error reply raises ConnectionError."""
     check_loopback(host)
@@ -271,15 +271,25 @@ async def command(host: str, *args: str | int, port: int = PORT, timeout: float 
                 await writer.wait_closed()
     if isinstance(reply, ReplyError):
         raise ConnectionError(f"{host}:{port} {args[0]}: {reply.message}")
-    if not isinstance(reply, bytes):
-        raise ConnectionError(f"{host}:{port} {args[0]}: unexpected reply {reply!r}")
     return reply
 
 
-def parse_info(text: bytes) -> dict[str, str]:
-    """`key:value` lines of INFO or CLUSTER INFO."""
-    pairs = (line.split(":", 1) for line in text.decode().splitlines() if ":" in line)
+async def info(host: str, *section: str, port: int = PORT) -> dict[str, str]:
+    """`INFO section` (or `CLUSTER INFO` for section ("cluster-info",)) as key -> value."""
+    args = ("CLUSTER", "INFO") if section == ("cluster-info",) else ("INFO", *section)
+    reply = await command(host, *args, port=port)
+    if not isinstance(reply, bytes):
+        raise ConnectionError(f"{host}:{port} {' '.join(args)}: unexpected reply {reply!r}")
+    pairs = (line.split(":", 1) for line in reply.decode().splitlines() if ":" in line)
     return {key.strip(): value.strip() for key, value in pairs}
+
+
+async def config_get(host: str, name: str, port: int = PORT) -> str:
+    """One configuration value of a node (`CONFIG GET name`)."""
+    reply = await command(host, "CONFIG", "GET", name, port=port)
+    if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], bytes)):
+        raise ConnectionError(f"{host}:{port} CONFIG GET {name}: unexpected reply {reply!r}")
+    return reply[1].decode()
 
 
 @attrs.frozen
@@ -312,8 +322,8 @@ async def serving_state(
     primaries, secondaries = [], []
     for ip in ips:
         try:
-            info = parse_info(await command(ip, "CLUSTER", "INFO"))
-            replication = parse_info(await command(ip, "INFO", "replication"))
+            cluster = await info(ip, "cluster-info")
+            replication = await info(ip, "replication")
         except (OSError, TimeoutError, ConnectionError) as exc:
             return NotYet(f"{ip}: {exc!r}")
         wanted = {
@@ -322,7 +332,7 @@ async def serving_state(
             "cluster_known_nodes": str(expected),
             "cluster_size": str(shards),
         }
-        wrong = {key: info.get(key) for key, value in wanted.items() if info.get(key) != value}
+        wrong = {key: cluster.get(key) for key, value in wanted.items() if cluster.get(key) != value}
         if wrong:
             return NotYet(f"{ip}: {wrong}")
         if replication.get("role") == "master":
@@ -346,3 +356,15 @@ async def wait_serving(
         check, f"peer cluster {namespace}/{name} serving every slot", timeout, interval=0.2
     )
     return serving
+
+
+async def wait_reported_ready(kube: Client, namespace: str, name: str, *, shards: int, timeout: float) -> Obj:
+    """Wait until the peer itself reports the cluster Ready with every shard ready; its status."""
+
+    async def check() -> Obj | NotYet:
+        status: Obj = (await kube.get(VALKEY_CLUSTERS, name, namespace)).get("status") or {}
+        ready = status.get("state") == "Ready" and status.get("readyShards") == shards
+        return status if ready else NotYet({k: status.get(k) for k in ("state", "reason", "readyShards")})
+
+    status: Obj = await eventually(check, f"peer cluster {namespace}/{name} reported Ready", timeout)
+    return status
