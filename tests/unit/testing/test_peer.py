@@ -58,6 +58,9 @@ def test_its_cluster_carries_the_test_bed_settings_through_its_own_api() -> None
     assert spec["containers"] == [
         {"name": "server", "args": ["--bind", "$(POD_IP)", "--cluster-node-timeout", "5000"]}
     ]
+    own = peer.cluster_manifest("c", "ns", shards=1, replicas=0, node_timeout_ms=None)
+    assert own["spec"]["containers"] == [{"name": "server", "args": ["--bind", "$(POD_IP)"]}]
+    assert own["spec"]["image"] == "valkey/valkey:9.0.0", "the peer's own default"
 
 
 def test_usage_of_a_live_process() -> None:
