@@ -16,6 +16,7 @@ import pytest_asyncio
 from valkey.asyncio.cluster import ValkeyCluster
 
 from valkey_operator.core.client import Client
+from valkey_operator.core.resource import PODS
 from valkey_operator.testing import images, peer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -57,7 +58,17 @@ async def test_the_peer_bootstraps_a_3x1_cluster_that_serves_keys(
     elapsed = time.monotonic() - started
     print(f"peer 3x1: serving every slot {elapsed:.1f}s after create; primaries {serving.primaries}")
     assert len(serving.primaries) == 3 and len(serving.replicas) == 3
+    await peer.wait_reported_ready(kube, namespace, "peer", shards=3, timeout=120)
+    print(f"peer 3x1: reported Ready {time.monotonic() - started:.1f}s after create")
     assert running.alive(), "the peer is still running"
+
+    pods = await kube.list(PODS, namespace, label_selector=f"{peer.CLUSTER_LABEL}=peer")
+    for pod in pods:
+        (server,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "server"]
+        assert server["ready"] and server["restartCount"] == 0, "its localhost exec probes pass, no restarts"
+        ip = pod["status"]["podIP"]
+        assert await peer.config_get(ip, "bind") == ip, "bound to its pod IP only"
+        assert await peer.config_get(ip, "cluster-node-timeout") == str(peer.NODE_TIMEOUT_MS)
 
     client = ValkeyCluster(host=serving.primaries[0], port=peer.PORT)
     try:

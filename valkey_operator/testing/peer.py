@@ -37,7 +37,7 @@ from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import crds, processes
 from valkey_operator.testing.datachecker import SLOTS, check_loopback
-from valkey_operator.testing.resp import ReplyError, encode_command, read_reply
+from valkey_operator.testing.resp import Reply, ReplyError, encode_command, read_reply
 from valkey_operator.testing.wait import NotYet, eventually
 
 ENV_OPERATOR = "VALKEY_PEER_OPERATOR"
@@ -54,7 +54,8 @@ CLUSTER_LABEL = "valkey.io/cluster"
 DEFAULT_IMAGE = "valkey/valkey:9.0.0"
 """The peer's own default image (in our catalog)."""
 NODE_TIMEOUT_MS = 5000
-"""Its built-in 2000 ms causes false failovers on 2 shared cores; TESTBED.md asks for >= 5 s."""
+"""TESTBED.md asks for >= 5 s on 2 shared cores (CPU starvation causes false failovers); the
+peer's built-in is 2000 ms. Compare operators at the same timeout: it bounds failover time."""
 PORT = 6379
 
 
@@ -171,7 +172,13 @@ class PeerProcess:
         return self.last
 
     async def stop(self, grace: float = 10.0) -> Usage | None:
-        """SIGTERM, SIGKILL after grace seconds; its whole-life usage from wait4 (it is our child)."""
+        """SIGTERM, SIGKILL after grace seconds; its whole-life usage.
+
+        CPU seconds come from wait4 (it is our child), so they include its shutdown. Peak RSS is
+        VmHWM sampled just before SIGTERM, not wait4's ru_maxrss: Linux carries the forking
+        parent's RSS peak across fork and exec into ru_maxrss, so a small Go process started from
+        a 120 MB pytest would report 120 MB.
+        """
         if self.final is not None:
             return self.final
         self.usage()
@@ -188,17 +195,21 @@ class PeerProcess:
                     os.kill(self.pid, signal.SIGKILL)
                 deadline = float("inf")
             await asyncio.sleep(0.05)
-        self.final = reaped or self.last
+        if reaped is not None:
+            self.final = Usage(reaped, self.last.peak_rss_bytes if self.last else 0)
+        else:
+            self.final = self.last
         return self.final
 
-    def _reap(self) -> Usage | None:
+    def _reap(self) -> float | None:
+        """Its CPU seconds once it has exited and is reaped here; None while it runs."""
         try:
             pid, _, rusage = os.wait4(self.pid, os.WNOHANG)
         except ChildProcessError:
             return None
         if pid == 0:
             return None
-        return Usage(rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss * 1024)
+        return rusage.ru_utime + rusage.ru_stime
 
 
 def start_peer(
@@ -231,7 +242,7 @@ def cluster_manifest(
     shards: int,
     replicas: int,
     image: str = DEFAULT_IMAGE,
-    node_timeout_ms: int = NODE_TIMEOUT_MS,
+    node_timeout_ms: int | None = NODE_TIMEOUT_MS,
 ) -> Obj:
     """A ValkeyCluster of the peer's API with what the test bed needs, through that API only.
 
@@ -239,9 +250,12 @@ def cluster_manifest(
     command, and a command-line option overrides the same one in the peer's config file, so
     `--bind $(POD_IP)` (every listener on its own pod IP) and `--cluster-node-timeout` take
     effect (its `spec.config` cannot: the peer writes its base config after the user's). Its
-    metrics exporter is off: the exporter image is not in the catalog.
+    metrics exporter is off: the exporter image is not in the catalog. `node_timeout_ms=None`
+    keeps the peer's own 2000 ms.
     """
-    args = ["--bind", "$(POD_IP)", "--cluster-node-timeout", str(node_timeout_ms)]
+    args = ["--bind", "$(POD_IP)"]
+    if node_timeout_ms is not None:
+        args += ["--cluster-node-timeout", str(node_timeout_ms)]
     return {
         "apiVersion": VALKEY_CLUSTERS.api_version,
         "kind": VALKEY_CLUSTERS.kind,
@@ -256,7 +270,7 @@ def cluster_manifest(
     }
 
 
-async def command(host: str, *args: str | int, port: int = PORT, timeout: float = 3.0) -> bytes:
+async def command(host: str, *args: str | int, port: int = PORT, timeout: float = 3.0) -> Reply:
     """One command to one Valkey node as its default user (the peer leaves it open); a loopback
     address only. An error reply raises ConnectionError."""
     check_loopback(host)
@@ -271,15 +285,25 @@ async def command(host: str, *args: str | int, port: int = PORT, timeout: float 
                 await writer.wait_closed()
     if isinstance(reply, ReplyError):
         raise ConnectionError(f"{host}:{port} {args[0]}: {reply.message}")
-    if not isinstance(reply, bytes):
-        raise ConnectionError(f"{host}:{port} {args[0]}: unexpected reply {reply!r}")
     return reply
 
 
-def parse_info(text: bytes) -> dict[str, str]:
-    """`key:value` lines of INFO or CLUSTER INFO."""
-    pairs = (line.split(":", 1) for line in text.decode().splitlines() if ":" in line)
+async def info(host: str, *section: str, port: int = PORT) -> dict[str, str]:
+    """`INFO section` (or `CLUSTER INFO` for section ("cluster-info",)) as key -> value."""
+    args = ("CLUSTER", "INFO") if section == ("cluster-info",) else ("INFO", *section)
+    reply = await command(host, *args, port=port)
+    if not isinstance(reply, bytes):
+        raise ConnectionError(f"{host}:{port} {' '.join(args)}: unexpected reply {reply!r}")
+    pairs = (line.split(":", 1) for line in reply.decode().splitlines() if ":" in line)
     return {key.strip(): value.strip() for key, value in pairs}
+
+
+async def config_get(host: str, name: str, port: int = PORT) -> str:
+    """One configuration value of a node (`CONFIG GET name`)."""
+    reply = await command(host, "CONFIG", "GET", name, port=port)
+    if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], bytes)):
+        raise ConnectionError(f"{host}:{port} CONFIG GET {name}: unexpected reply {reply!r}")
+    return reply[1].decode()
 
 
 @attrs.frozen
@@ -312,8 +336,8 @@ async def serving_state(
     primaries, secondaries = [], []
     for ip in ips:
         try:
-            info = parse_info(await command(ip, "CLUSTER", "INFO"))
-            replication = parse_info(await command(ip, "INFO", "replication"))
+            cluster = await info(ip, "cluster-info")
+            replication = await info(ip, "replication")
         except (OSError, TimeoutError, ConnectionError) as exc:
             return NotYet(f"{ip}: {exc!r}")
         wanted = {
@@ -322,7 +346,7 @@ async def serving_state(
             "cluster_known_nodes": str(expected),
             "cluster_size": str(shards),
         }
-        wrong = {key: info.get(key) for key, value in wanted.items() if info.get(key) != value}
+        wrong = {key: cluster.get(key) for key, value in wanted.items() if cluster.get(key) != value}
         if wrong:
             return NotYet(f"{ip}: {wrong}")
         if replication.get("role") == "master":
@@ -346,3 +370,15 @@ async def wait_serving(
         check, f"peer cluster {namespace}/{name} serving every slot", timeout, interval=0.2
     )
     return serving
+
+
+async def wait_reported_ready(kube: Client, namespace: str, name: str, *, shards: int, timeout: float) -> Obj:
+    """Wait until the peer itself reports the cluster Ready with every shard ready; its status."""
+
+    async def check() -> Obj | NotYet:
+        status: Obj = (await kube.get(VALKEY_CLUSTERS, name, namespace)).get("status") or {}
+        ready = status.get("state") == "Ready" and status.get("readyShards") == shards
+        return status if ready else NotYet({k: status.get(k) for k in ("state", "reason", "readyShards")})
+
+    status: Obj = await eventually(check, f"peer cluster {namespace}/{name} reported Ready", timeout)
+    return status
