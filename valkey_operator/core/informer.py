@@ -335,6 +335,12 @@ class SharedInformerFactory:
         """The informer `informer_for` would return, if one was handed out; never creates one."""
         return self._informers.get(self._key(resource, namespace, metadata_only))
 
+    def registered(self, resource: Resource, *, metadata_only: bool = False) -> list[SharedInformer]:
+        """Every informer of resource handed out so far, the factory's default scope first."""
+        default = self._key(resource, None, metadata_only)
+        found = [i for k, i in self._informers.items() if k[0] == resource and k[2] == metadata_only]
+        return sorted(found, key=lambda informer: informer is not self._informers.get(default))
+
     def informer_for(
         self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
     ) -> SharedInformer:
