@@ -125,14 +125,27 @@ class Manager:
         return not self.namespaces or namespace in self.namespaces
 
     def informer(
-        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
+        self,
+        resource: Resource,
+        namespace: Namespaces = None,
+        *,
+        metadata_only: bool = False,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> SharedInformer:
         """The shared informer for resource, scoped to namespace(s) (default: the manager's scope).
 
-        Pass NAMESPACE_ALL to watch every namespace regardless of the manager's scope, and
-        `metadata_only=True` for an informer that caches only metadata.
+        Pass NAMESPACE_ALL to watch every namespace regardless of the manager's scope,
+        `metadata_only=True` for an informer that caches only metadata, and selectors for one the
+        API server filters (each distinct scope and selector pair is its own informer).
         """
-        return self.informers.informer_for(resource, namespace=namespace, metadata_only=metadata_only)
+        return self.informers.informer_for(
+            resource,
+            namespace=namespace,
+            metadata_only=metadata_only,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
 
     def add(self, controller: Controller) -> None:
         self.controllers.append(controller)
