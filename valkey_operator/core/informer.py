@@ -186,6 +186,7 @@ class SharedInformer:
         return handler
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None:
+        """Stop notifying handler (a no-op if it is not registered)."""
         with contextlib.suppress(ValueError):
             self._handlers.remove(handler)
 
@@ -280,6 +281,7 @@ class SharedInformer:
 
     @property
     def running(self) -> bool:
+        """Whether start() launched it and it has not stopped."""
         return self._task is not None and not self._task.done()
 
     async def stop(self) -> None:

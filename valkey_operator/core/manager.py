@@ -57,6 +57,10 @@ def default_identity() -> str:
 
 @attrs.frozen
 class LeaderElectionConfig:
+    """The Lease `lease_name` in `namespace` elects one leader; `identity` names this replica in the
+    Lease's holderIdentity (default: hostname, or $POD_NAME, plus a random suffix, new per process);
+    timings are client-go's (seconds). Replicas must share lease_name and namespace."""
+
     lease_name: str
     namespace: str
     identity: str = attrs.field(factory=default_identity)
@@ -148,17 +152,21 @@ class Manager:
         )
 
     def add(self, controller: Controller) -> None:
+        """Run controller with the others (the builder's `complete` calls this)."""
         self.controllers.append(controller)
 
     def event_recorder(self, controller_name: str) -> EventRecorder:
+        """An EventRecorder whose Events name controller_name and this replica as their source."""
         return EventRecorder(self.client, controller_name, self._identity, self.clock)
 
     # -- lifecycle ---------------------------------------------------------------
 
     def healthy(self) -> bool:
+        """What /healthz serves: always True while the process runs its loop."""
         return True
 
     def ready(self) -> bool:
+        """What /readyz serves: the caches have synced and stop() was not called."""
         return self._caches_synced and not self._stop.is_set()
 
     def stop(self) -> None:
