@@ -1,5 +1,6 @@
 """Selectors and update filters without a server: which informer a builder's selectors make, and
-what data_changed passes. The API server's filtering is in tests/integration/core/test_selectors.py."""
+what data_changed passes. The API server's filtering is in
+tests/integration/core/test_selector_informers.py."""
 
 from __future__ import annotations
 
