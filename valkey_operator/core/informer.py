@@ -328,6 +328,8 @@ class SharedInformerFactory:
         self._backoff = backoff
         self._clock = clock
         self._informers: dict[InformerKey, SharedInformer] = {}
+        self._by_kind: dict[tuple[Resource, bool], list[SharedInformer]] = {}
+        """Each kind's informers, the default scope's first: what every cache read looks through."""
         self._started = False
 
     def _key(
@@ -359,9 +361,7 @@ class SharedInformerFactory:
 
     def registered(self, resource: Resource, *, metadata_only: bool = False) -> list[SharedInformer]:
         """Every informer of resource handed out so far, the factory's default scope first."""
-        default = self._key(resource, None, metadata_only)  # the default scope, unselected
-        found = [i for k, i in self._informers.items() if k[0] == resource and k[2] == metadata_only]
-        return sorted(found, key=lambda informer: informer is not self._informers.get(default))
+        return self._by_kind.get((resource, metadata_only), [])
 
     def informer_for(
         self,
@@ -400,6 +400,9 @@ class SharedInformerFactory:
                 clock=self._clock,
             )
             self._informers[key] = informer
+            kind = self._by_kind.setdefault((resource, metadata_only), [])
+            default = key == self._key(resource, None, metadata_only)
+            kind.insert(0 if default else len(kind), informer)
             if self._started:
                 informer.start()
         return informer

@@ -63,8 +63,9 @@ def test_an_informer_of_another_namespace_than_the_default_is_read() -> None:
 
 def test_reads_span_every_registered_scope_of_a_kind_each_object_once() -> None:
     factory = SharedInformerFactory(rest=None, namespace="a")  # type: ignore[arg-type]
-    default, other = factory.informer_for(CONFIG_MAPS), factory.informer_for(CONFIG_MAPS, ["b", "c"])
-    everywhere = factory.informer_for(CONFIG_MAPS, NAMESPACE_ALL)
+    other = factory.informer_for(CONFIG_MAPS, ["b", "c"])
+    everywhere, default = factory.informer_for(CONFIG_MAPS, NAMESPACE_ALL), factory.informer_for(CONFIG_MAPS)
+    assert factory.registered(CONFIG_MAPS) == [default, other, everywhere]  # the default scope first
     for informer, (namespace, team) in ((default, ("a", "red")), (other, ("c", "red"))):
         informer.store.add(config_map(namespace, "x", team))
         everywhere.store.add(config_map(namespace, "x", team))
