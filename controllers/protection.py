@@ -29,8 +29,8 @@ def protection_action(obj: Obj, finalizer: str, referenced: bool) -> Action:
 
 async def reconcile_protection(
     client: Client, resource: Resource, obj: Obj, finalizer: str, referenced: bool
-) -> Obj:
-    """Apply protection_action; returns the object as it now is."""
+) -> Obj | None:
+    """Apply protection_action; returns the object as it now is (None: gone while we removed ours)."""
     action = protection_action(obj, finalizer, referenced)
     if action == "add":
         return await add_finalizer(client, resource, obj, finalizer)

@@ -70,7 +70,7 @@ class ConfigReconciler:
         config = await reconcile_protection(
             self.client, VALKEY_CONFIGS, config, CONFIG_PROTECTION_FINALIZER, referenced
         )
-        if "deletionTimestamp" in config["metadata"] and not referenced:
+        if config is None or ("deletionTimestamp" in config["metadata"] and not referenced):
             return Result()  # going away now; no status to write
         outcome = resolve(request.name, self.index.config, self.index.image)
         current = config.get("status", {})

@@ -12,7 +12,7 @@ from valkey_operator.core.clock import Clock, FakeClock, RealClock
 from valkey_operator.core.conditions import find_condition, is_true, set_condition
 from valkey_operator.core.events import NORMAL, WARNING, EventRecorder
 from valkey_operator.core.finalizers import add_finalizer, has_finalizer, remove_finalizer
-from valkey_operator.core.handler import generation_changed, requests_for_controller_owner
+from valkey_operator.core.handler import data_changed, generation_changed, requests_for_controller_owner
 from valkey_operator.core.informer import NAMESPACE_ALL, SharedInformer
 from valkey_operator.core.leaderelection import LeadershipLost
 from valkey_operator.core.logging import configure_logging
@@ -74,6 +74,7 @@ __all__ = [
     "add_finalizer",
     "build_controller",
     "configure_logging",
+    "data_changed",
     "find_condition",
     "generation_changed",
     "has_finalizer",

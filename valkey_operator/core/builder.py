@@ -32,6 +32,8 @@ class _Watch:
     namespace: Namespaces
     update_filter: UpdateFilter | None
     metadata_only: bool = False
+    label_selector: str | None = None
+    field_selector: str | None = None
 
 
 @attrs.frozen
@@ -46,22 +48,48 @@ class ControllerBuilder:
     reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT
 
     def for_(
-        self, resource: Resource, *, namespace: Namespaces = None, update_filter: UpdateFilter | None = None
+        self,
+        resource: Resource,
+        *,
+        namespace: Namespaces = None,
+        update_filter: UpdateFilter | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> ControllerBuilder:
-        """The reconciled kind: each of its objects is a Request. `namespace` (here and below): one,
-        several, or NAMESPACE_ALL; None is the manager's scope."""
+        """The reconciled kind: each of its objects is a Request.
+
+        Here and below: `namespace` is one, several, or NAMESPACE_ALL (None: the manager's scope);
+        `update_filter(old, new)` drops updates it returns False for; `label_selector` and
+        `field_selector` ("app=web", "metadata.name=x") go to the API server with the LIST and
+        WATCH, so the informer and its cache hold only matching objects, and an object that stops
+        matching arrives as a delete. A field selector the kind does not support fails its LIST
+        (400, retried with backoff and logged)."""
         if self.primary is not None:
             raise ValueError(f"controller {self.name}: for_() was already called")
-        watch = _Watch(resource, request_for_object, namespace, update_filter)
+        watch = _Watch(
+            resource,
+            request_for_object,
+            namespace,
+            update_filter,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
         return attrs.evolve(self, primary=resource, watched=(*self.watched, watch))
 
     def owns(
-        self, resource: Resource, *, namespace: Namespaces = None, update_filter: UpdateFilter | None = None
+        self,
+        resource: Resource,
+        *,
+        namespace: Namespaces = None,
+        update_filter: UpdateFilter | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> ControllerBuilder:
         """A kind we create: its events enqueue the controlling owner of the primary kind."""
         if self.primary is None:
             raise ValueError(f"controller {self.name}: call for_() before owns()")
-        watch = _Watch(resource, requests_for_controller_owner(self.primary), namespace, update_filter)
+        map_fn = requests_for_controller_owner(self.primary)
+        watch = _Watch(resource, map_fn, namespace, update_filter, False, label_selector, field_selector)
         return attrs.evolve(self, watched=(*self.watched, watch))
 
     def watches(
@@ -72,16 +100,21 @@ class ControllerBuilder:
         namespace: Namespaces = None,
         update_filter: UpdateFilter | None = None,
         metadata_only: bool = False,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> ControllerBuilder:
         """Any kind: map_fn says which Requests an object's change affects.
 
         `metadata_only` (controller-runtime's `OnlyMetadata`) watches through the
         metadata-only informer: enough when map_fn reads only metadata.
         """
-        watch = _Watch(resource, map_fn, namespace, update_filter, metadata_only)
+        watch = _Watch(
+            resource, map_fn, namespace, update_filter, metadata_only, label_selector, field_selector
+        )
         return attrs.evolve(self, watched=(*self.watched, watch))
 
     def with_workers(self, workers: int) -> ControllerBuilder:
+        """Reconcile up to `workers` keys at once (never one key twice at once); default 1."""
         return attrs.evolve(self, workers=workers)
 
     def with_reconcile_timeout(self, seconds: float | None) -> ControllerBuilder:
@@ -102,7 +135,11 @@ class ControllerBuilder:
         )
         for watch in self.watched:
             informer = self.manager.informer(
-                watch.resource, watch.namespace, metadata_only=watch.metadata_only
+                watch.resource,
+                watch.namespace,
+                metadata_only=watch.metadata_only,
+                label_selector=watch.label_selector,
+                field_selector=watch.field_selector,
             )
             controller.watch(informer, watch.map_fn, watch.update_filter)
         self.manager.add(controller)
@@ -110,4 +147,5 @@ class ControllerBuilder:
 
 
 def build_controller(manager: Manager, name: str) -> ControllerBuilder:
+    """Start wiring a controller named `name` (its metrics' and logs' label) onto manager."""
     return ControllerBuilder(manager, name)

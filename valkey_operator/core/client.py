@@ -37,9 +37,11 @@ class Client:
         self.field_manager = field_manager
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        """One GET from the API server; a missing object raises ApiError (`.not_found`)."""
         return await self.rest.request("GET", resource.path(namespace, name))
 
     async def get_or_none(self, resource: Resource, name: str, namespace: str | None = None) -> Obj | None:
+        """One GET; None when the object does not exist (404), any other error raised."""
         try:
             return await self.get(resource, name, namespace)
         except ApiError as exc:
@@ -76,6 +78,7 @@ class Client:
                 return items
 
     async def create(self, resource: Resource, obj: Obj) -> Obj:
+        """POST obj (its metadata names the namespace); a taken name raises `.already_exists`."""
         return await self.rest.request("POST", resource.path(_namespace_of(obj)), body=obj)
 
     async def replace(self, resource: Resource, obj: Obj, subresource: str | None = None) -> Obj:
@@ -84,6 +87,7 @@ class Client:
         return await self.rest.request("PUT", path, body=obj)
 
     async def replace_status(self, resource: Resource, obj: Obj) -> Obj:
+        """PUT the status subresource, guarded by obj's resourceVersion (409 on a stale copy)."""
         return await self.replace(resource, obj, subresource="status")
 
     async def patch(
@@ -96,6 +100,8 @@ class Client:
         patch_type: str = MERGE_PATCH,
         subresource: str | None = None,
     ) -> Obj:
+        """A patch (merge by default; JSON_PATCH or APPLY_PATCH as patch_type); a missing object
+        raises `.not_found`. Guard it with metadata.resourceVersion in the patch to get 409 on change."""
         path = resource.path(namespace, name, subresource)
         return await self.rest.request("PATCH", path, body=patch, content_type=patch_type)
 
@@ -108,6 +114,7 @@ class Client:
         *,
         patch_type: str = MERGE_PATCH,
     ) -> Obj:
+        """A patch of the status subresource (merge by default); a missing object raises `.not_found`."""
         return await self.patch(resource, name, patch, namespace, patch_type=patch_type, subresource="status")
 
     async def apply(
@@ -135,7 +142,8 @@ class Client:
         grace_period_seconds: int | None = None,
         missing_ok: bool = True,
     ) -> None:
-        """Delete; with uid, only that incarnation (a recreated object of the same name is kept)."""
+        """Delete; with uid, only that incarnation (a recreated object of the same name is kept). A
+        missing object is success unless missing_ok=False (then `.not_found` is raised)."""
         options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation_policy}
         if uid:
             options["preconditions"] = {"uid": uid}

@@ -73,12 +73,15 @@ class RealClock:
     """The wall of the event loop: ``time.monotonic`` and ``asyncio.sleep``."""
 
     def now(self) -> float:
+        """time.monotonic()."""
         return time.monotonic()
 
     def wall(self) -> float:
+        """time.time()."""
         return time.time()
 
     async def sleep(self, seconds: float) -> None:
+        """asyncio.sleep (0 for a negative delay)."""
         await asyncio.sleep(max(seconds, 0.0))
 
 
@@ -116,9 +119,11 @@ class FakeClock:
         self._watchers: list[asyncio.Future[None]] = []
 
     def now(self) -> float:
+        """The time set by `start`, `set_time` and `step`; nothing else moves it."""
         return self._now
 
     def wall(self) -> float:
+        """now() plus WALL_AT_ZERO (2027-01-15): fixed timestamps in tests."""
         return self.WALL_AT_ZERO + self._now
 
     def set_time(self, t: float) -> None:
@@ -135,6 +140,7 @@ class FakeClock:
         self.set_time(self._now + seconds)
 
     async def sleep(self, seconds: float) -> None:
+        """Park until `step` or `set_time` reaches now() + seconds (a bare yield when seconds <= 0)."""
         deadline = self._now + seconds
         if deadline <= self._now + _RESOLUTION:
             # Still a suspension point, as asyncio.sleep(0) is.
@@ -158,6 +164,7 @@ class FakeClock:
         return len(self._sleepers)
 
     def has_waiters(self) -> bool:
+        """Whether any coroutine is parked in sleep()."""
         return bool(self._sleepers)
 
     def next_deadline(self) -> float | None:

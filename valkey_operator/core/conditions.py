@@ -17,6 +17,7 @@ def now_rfc3339(clock: Clock | None = None) -> str:
 
 
 def find_condition(conditions: list[Condition] | None, type_: str) -> Condition | None:
+    """The condition of that type in conditions (None when absent or conditions is None)."""
     for condition in conditions or []:
         if condition.get("type") == type_:
             return condition
@@ -24,6 +25,7 @@ def find_condition(conditions: list[Condition] | None, type_: str) -> Condition 
 
 
 def is_true(conditions: list[Condition] | None, type_: str) -> bool:
+    """Whether the condition of that type exists with status "True"."""
     condition = find_condition(conditions, type_)
     return condition is not None and condition.get("status") == "True"
 

@@ -155,6 +155,9 @@ class Controller:
                 error=f"{type(error).__name__}: {error}",
                 terminal=isinstance(error, TerminalError),
                 retries=self.queue.num_requeues(request),
+                # Where it failed: a bug (NotCached, KeyError) is found from the traceback, not the
+                # message; bad input (TerminalError) says all in its message.
+                exc_info=None if isinstance(error, TerminalError) else error,
             )
         else:
             self._log.info("reconciled", key=str(request), duration=round(elapsed, 4), result=outcome)

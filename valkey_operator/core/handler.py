@@ -51,6 +51,24 @@ def generation_changed(old: Obj, new: Obj) -> bool:
     )
 
 
+_BOOKKEEPING = frozenset({"metadata", "status"})
+
+
+def data_changed(old: Obj, new: Obj) -> bool:
+    """Update filter for kinds without a generation (Secrets, ConfigMaps), where generation_changed
+    drops every change: passes a change to the content (every top-level field but metadata and
+    status: data, stringData, binaryData, type, immutable, spec), to labels or annotations, a new
+    generation, and deletion marks; drops relists and writes of status, finalizers, owners or
+    managedFields alone."""
+    if generation_changed(old, new):
+        return True
+    old_meta, new_meta = old["metadata"], new["metadata"]
+    if any(old_meta.get(field) != new_meta.get(field) for field in ("labels", "annotations")):
+        return True
+    keys = (old.keys() | new.keys()) - _BOOKKEEPING
+    return any(old.get(key) != new.get(key) for key in keys)
+
+
 class EnqueueMapped:
     """An informer event handler that adds the mapped Requests to a queue."""
 

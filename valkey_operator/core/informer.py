@@ -186,6 +186,7 @@ class SharedInformer:
         return handler
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None:
+        """Stop notifying handler (a no-op if it is not registered)."""
         with contextlib.suppress(ValueError):
             self._handlers.remove(handler)
 
@@ -280,6 +281,7 @@ class SharedInformer:
 
     @property
     def running(self) -> bool:
+        """Whether start() launched it and it has not stopped."""
         return self._task is not None and not self._task.done()
 
     async def stop(self) -> None:
@@ -292,8 +294,13 @@ class SharedInformer:
             await task
 
 
+InformerKey = tuple[Resource, tuple[str, ...], bool, str | None, str | None]
+"""(resource, namespaces, metadata_only, label selector, field selector): one informer each."""
+
+
 class SharedInformerFactory:
-    """One SharedInformer per (resource, namespace, metadata_only), so all controllers share watches."""
+    """One SharedInformer per (resource, namespaces, metadata_only, selectors), so all controllers
+    share watches."""
 
     def __init__(
         self,
@@ -320,23 +327,50 @@ class SharedInformerFactory:
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._clock = clock
-        self._informers: dict[tuple[Resource, tuple[str, ...], bool], SharedInformer] = {}
+        self._informers: dict[InformerKey, SharedInformer] = {}
+        self._by_kind: dict[tuple[Resource, bool], list[SharedInformer]] = {}
+        """Each kind's informers, the default scope's first: what every cache read looks through."""
         self._started = False
 
     def _key(
-        self, resource: Resource, namespace: Namespaces, metadata_only: bool
-    ) -> tuple[Resource, tuple[str, ...], bool]:
+        self,
+        resource: Resource,
+        namespace: Namespaces,
+        metadata_only: bool,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> InformerKey:
         effective = self.namespace if namespace is None else namespace
-        return (resource, namespace_scope(effective) if resource.namespaced else (), metadata_only)
+        if label_selector is None and not metadata_only:
+            label_selector = self.label_selectors.get(resource)
+        scope = namespace_scope(effective) if resource.namespaced else ()
+        return (resource, scope, metadata_only, label_selector or None, field_selector or None)
 
     def existing(
-        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
+        self,
+        resource: Resource,
+        namespace: Namespaces = None,
+        *,
+        metadata_only: bool = False,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> SharedInformer | None:
         """The informer `informer_for` would return, if one was handed out; never creates one."""
-        return self._informers.get(self._key(resource, namespace, metadata_only))
+        key = self._key(resource, namespace, metadata_only, label_selector, field_selector)
+        return self._informers.get(key)
+
+    def registered(self, resource: Resource, *, metadata_only: bool = False) -> list[SharedInformer]:
+        """Every informer of resource handed out so far, the factory's default scope first."""
+        return self._by_kind.get((resource, metadata_only), [])
 
     def informer_for(
-        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
+        self,
+        resource: Resource,
+        namespace: Namespaces = None,
+        *,
+        metadata_only: bool = False,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> SharedInformer:
         """The shared informer for this resource.
 
@@ -344,17 +378,21 @@ class SharedInformerFactory:
         namespace even when the factory has some; the same namespaces in any order share
         one informer. Ignored for cluster-scoped
         resources. `metadata_only` gives a separate informer that caches only
-        metadata. Informers created after `start` start at once.
+        metadata. `label_selector` and `field_selector` are sent with the LIST and WATCH, so the
+        API server filters (controller-runtime's cache ByObject); the label selector defaults to
+        the factory's `label_selectors` for a full informer. Each distinct scope and selector pair
+        is its own informer. Informers created after `start` start at once.
         """
-        key = self._key(resource, namespace, metadata_only)
-        effective = key[1]
+        key = self._key(resource, namespace, metadata_only, label_selector, field_selector)
+        effective, label_selector, field_selector = key[1], key[3], key[4]
         informer = self._informers.get(key)
         if informer is None:
             informer = SharedInformer(
                 self._rest,
                 resource,
                 namespace=effective,
-                label_selector=None if metadata_only else self.label_selectors.get(resource),
+                label_selector=label_selector,
+                field_selector=field_selector,
                 metadata_only=metadata_only,
                 transform=self._transform,
                 watch_timeout=self._watch_timeout,
@@ -362,6 +400,9 @@ class SharedInformerFactory:
                 clock=self._clock,
             )
             self._informers[key] = informer
+            kind = self._by_kind.setdefault((resource, metadata_only), [])
+            default = key == self._key(resource, None, metadata_only)
+            kind.insert(0 if default else len(kind), informer)
             if self._started:
                 informer.start()
         return informer

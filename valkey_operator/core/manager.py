@@ -57,6 +57,10 @@ def default_identity() -> str:
 
 @attrs.frozen
 class LeaderElectionConfig:
+    """The Lease `lease_name` in `namespace` elects one leader; `identity` names this replica in the
+    Lease's holderIdentity (default: hostname, or $POD_NAME, plus a random suffix, new per process);
+    timings are client-go's (seconds). Replicas must share lease_name and namespace."""
+
     lease_name: str
     namespace: str
     identity: str = attrs.field(factory=default_identity)
@@ -125,27 +129,44 @@ class Manager:
         return not self.namespaces or namespace in self.namespaces
 
     def informer(
-        self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
+        self,
+        resource: Resource,
+        namespace: Namespaces = None,
+        *,
+        metadata_only: bool = False,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> SharedInformer:
         """The shared informer for resource, scoped to namespace(s) (default: the manager's scope).
 
-        Pass NAMESPACE_ALL to watch every namespace regardless of the manager's scope, and
-        `metadata_only=True` for an informer that caches only metadata.
+        Pass NAMESPACE_ALL to watch every namespace regardless of the manager's scope,
+        `metadata_only=True` for an informer that caches only metadata, and selectors for one the
+        API server filters (each distinct scope and selector pair is its own informer).
         """
-        return self.informers.informer_for(resource, namespace=namespace, metadata_only=metadata_only)
+        return self.informers.informer_for(
+            resource,
+            namespace=namespace,
+            metadata_only=metadata_only,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
 
     def add(self, controller: Controller) -> None:
+        """Run controller with the others (the builder's `complete` calls this)."""
         self.controllers.append(controller)
 
     def event_recorder(self, controller_name: str) -> EventRecorder:
+        """An EventRecorder whose Events name controller_name and this replica as their source."""
         return EventRecorder(self.client, controller_name, self._identity, self.clock)
 
     # -- lifecycle ---------------------------------------------------------------
 
     def healthy(self) -> bool:
+        """What /healthz serves: always True while the process runs its loop."""
         return True
 
     def ready(self) -> bool:
+        """What /readyz serves: the caches have synced and stop() was not called."""
         return self._caches_synced and not self._stop.is_set()
 
     def stop(self) -> None:

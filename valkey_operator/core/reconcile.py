@@ -34,4 +34,9 @@ class TerminalError(Exception):
 
 
 class Reconciler(Protocol):
-    async def reconcile(self, request: Request) -> Result: ...
+    """Any object with this method; the controller never calls it twice at once for one Request."""
+
+    async def reconcile(self, request: Request) -> Result:
+        """Make the world match the object named by request (read it from the cache: it may be gone);
+        return a Result, raise to retry with backoff, raise TerminalError to stop retrying."""
+        ...

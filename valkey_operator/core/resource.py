@@ -22,6 +22,7 @@ class Resource:
 
     @property
     def api_version(self) -> str:
+        """ "group/version", or just the version for the core group ("v1")."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(

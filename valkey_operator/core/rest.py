@@ -76,14 +76,17 @@ class ApiError(Exception):
 
     @property
     def not_found(self) -> bool:
+        """404: the object (or its namespace) does not exist."""
         return self.status == 404
 
     @property
     def conflict(self) -> bool:
+        """409 Conflict: the resourceVersion written from is stale; re-read and retry."""
         return self.status == 409 and self.reason == "Conflict"
 
     @property
     def already_exists(self) -> bool:
+        """409 AlreadyExists: a create of a name that is taken."""
         return self.status == 409 and self.reason == "AlreadyExists"
 
     @property

@@ -17,7 +17,11 @@ fixtures. Nothing starts until a test asks for one of them.
   (session) the same over TLS, with the CA's PEM in `ca_pem`. Neither needs the control plane.
 
 `--testbed-state-dir DIR` keeps the control plane in DIR and leaves it running
-after the session, so the next session starts in a second instead of ~15 s.
+after the session, so the next session starts in a second instead of ~15 s; a
+control plane already running there is used as it is (nothing is built), and
+one with fewer nodes than `--testbed-nodes N` (default 3) is an error naming
+the count found. The async fixtures need pytest-asyncio (the `testing` extra):
+without it the plugin still loads, and asking for one fails saying so.
 
 The Kubernetes release is versions.KUBERNETES unless VALKEY_OPERATOR_KUBERNETES names another
 minor of versions.KUBERNETES_MINORS (kubeversion.py): the same tests then run against that API
@@ -35,17 +39,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from kubernetes_asyncio import client, config
+
+try:
+    import pytest_asyncio
+except ModuleNotFoundError:  # installed without the `testing` extra: load, and say so when used
+    pytest_asyncio = None  # type: ignore[assignment]
 
 from valkey_operator.testing import kubeversion, objectstore
 from valkey_operator.testing.build import build
@@ -78,6 +87,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="keep the test bed's control plane in this directory and leave it running afterwards",
     )
+    group.addoption(
+        "--testbed-nodes",
+        type=int,
+        default=NODES,
+        help=f"nodes of the test bed's process kubelet (default {NODES}; 0: no kubelet, no pods)",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -94,7 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if _is_xdist_controller(config):
         kept = config.getoption("--testbed-state-dir")
-        config.stash[_SHARED_PLANE] = (_start_plane(kept), bool(kept))
+        config.stash[_SHARED_PLANE] = (_start_plane(kept, config.getoption("--testbed-nodes")), bool(kept))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -125,12 +140,33 @@ def _worker_state_dir(config: pytest.Config) -> Path | None:
     return Path(state_dir) if state_dir else None
 
 
-def _start_plane(kept: str | None) -> ControlPlane:
+def _start_plane(kept: str | None, nodes: int) -> ControlPlane:
+    """The session's control plane: the one running in `kept` as it is (its binaries exist, so
+    nothing is built), else a new one, built first."""
     state_dir = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="valkey-operator-testbed-"))
-    build(progress=lambda _line: None)
-    plane = ControlPlane(state_dir.resolve(), nodes=NODES, kubelet_args=KUBELET_ARGS)
+    plane = ControlPlane(state_dir.resolve(), nodes=nodes, kubelet_args=KUBELET_ARGS)
+    if kept and plane.running():
+        _check_nodes(plane, nodes)
+    else:
+        build(progress=lambda _line: None)
     plane.up()
     return plane
+
+
+def _check_nodes(plane: ControlPlane, nodes: int) -> None:
+    """Fail at once, naming the count, where waiting for nodes a running kubelet never registers
+    would time out after two minutes."""
+    record = plane.kubelet_record()
+    if nodes == 0 or record is None or not record.alive():
+        return  # no kubelet: up() starts one with `nodes`
+    status, body = plane.get("/api/v1/nodes")
+    names = sorted(n["metadata"]["name"] for n in json.loads(body).get("items", [])) if status == 200 else []
+    if len(names) < nodes:
+        raise pytest.UsageError(
+            f"--testbed-state-dir {plane.state_dir} holds a test bed with {len(names)} node(s) "
+            f"({', '.join(names) or 'none'}); this session asks for {nodes}: pass --testbed-nodes "
+            f"{len(names)}, or restart the bed with `python -m valkey_operator.testing up --nodes {nodes}`"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -139,12 +175,13 @@ def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]
     to the one the controller started)."""
     shared = _worker_state_dir(request.config)
     if shared is not None:
-        plane = ControlPlane(shared, nodes=NODES, kubelet_args=KUBELET_ARGS)
+        nodes = request.config.getoption("--testbed-nodes")
+        plane = ControlPlane(shared, nodes=nodes, kubelet_args=KUBELET_ARGS)
         plane.attach()
         yield plane
         return
     kept = request.config.getoption("--testbed-state-dir")
-    plane = _start_plane(kept)
+    plane = _start_plane(kept, request.config.getoption("--testbed-nodes"))
     try:
         yield plane
     finally:
@@ -203,7 +240,25 @@ def kubeconfig_path(kube_control_plane: ControlPlane) -> Path:
     return kube_control_plane.kubeconfig
 
 
-@pytest_asyncio.fixture
+MISSING_ASYNCIO = (
+    "the test bed's async fixtures (kube_api, namespace) need pytest-asyncio: install the testing "
+    "extra, `pip install 'valkey-operator[testing]'`, and set `asyncio_mode = \"auto\"` (docs/testing.md)"
+)
+
+
+def _async_fixture(function: Callable[..., Any]) -> Any:
+    """pytest_asyncio.fixture, or without pytest-asyncio a fixture that fails saying what to install."""
+    if pytest_asyncio is not None:
+        return pytest_asyncio.fixture(function)
+
+    def missing() -> None:
+        raise pytest.UsageError(MISSING_ASYNCIO)
+
+    missing.__doc__ = function.__doc__
+    return pytest.fixture(name=function.__name__)(missing)
+
+
+@_async_fixture
 async def kube_api(kubeconfig_path: Path) -> AsyncIterator[client.ApiClient]:
     """An admin ApiClient bound to the running test's event loop."""
     configuration = client.Configuration()
@@ -217,7 +272,7 @@ def _namespace_name(test_name: str) -> str:
     return f"{stem}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest_asyncio.fixture
+@_async_fixture
 async def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh namespace named after the test; deleted (not awaited) afterwards."""
     name = _namespace_name(request.node.name)

@@ -91,6 +91,11 @@ async def test_finalizers_are_added_and_removed_without_clobbering(api: Client, 
     assert has_finalizer(marked, "example.com/other")
     await remove_finalizer(api, CONFIG_MAPS, marked, "example.com/other")
     assert await api.get_or_none(CONFIG_MAPS, "f", namespace) is None
+    # A cache lagging the deletion still shows the finalizer: removing it from the gone object succeeds.
+    assert await remove_finalizer(api, CONFIG_MAPS, marked, "example.com/other") is None
+    with pytest.raises(ApiError) as raised:
+        await remove_finalizer(api, CONFIG_MAPS, marked, "example.com/other", ignore_not_found=False)
+    assert raised.value.not_found
 
 
 async def test_event_recorder_creates_then_counts_a_series(api: Client, namespace: str) -> None:

@@ -15,6 +15,7 @@ import pytest_asyncio
 from informer_running import running
 from kubernetes_asyncio import client
 
+from valkey_operator.core.cache import NotCached
 from valkey_operator.core.client import Client
 from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.manager import Manager
@@ -88,5 +89,6 @@ async def test_a_manager_scoped_to_namespaces_shares_one_informer_and_reads_them
         listed = manager.cache.list(CONFIG_MAPS)
         found = sorted(o["metadata"]["namespace"] for o in listed if o["metadata"]["name"] == "settings")
         assert [n for n in found if n in three_namespaces] == [first, second]
-        assert manager.cache.get(CONFIG_MAPS, "settings", unwatched) is None
+        with pytest.raises(NotCached, match=unwatched):  # controller-runtime: "unknown namespace"
+            manager.cache.get(CONFIG_MAPS, "settings", unwatched)
         assert manager.cache.get(CONFIG_MAPS, "settings", second) is not None

@@ -7,6 +7,7 @@ import contextlib
 from collections import Counter
 
 import pytest
+import structlog.testing
 from prometheus_client import CollectorRegistry
 
 from valkey_operator.core.clock import FakeClock
@@ -313,3 +314,20 @@ async def test_a_cancellation_the_reconcile_swallows_does_not_reach_the_worker()
     assert reconciler.calls == ["stubborn", "between", "after"]
     await controller.shutdown(drain_timeout=0.1)
     await task
+
+
+async def test_a_failed_reconcile_logs_its_traceback_and_a_terminal_one_its_message() -> None:
+    """The embedder's NotCached was logged as one line of text: where it came from was lost."""
+    reconciler = Scripted({"bug": [KeyError("missing")], "bad": [TerminalError("invalid spec")]})
+    with structlog.testing.capture_logs() as logs:
+        controller = Controller("demo", reconciler, clock=FakeClock(), registry=CollectorRegistry())
+        task = await run_controller(controller)
+        controller.queue.add(Request("bug"))
+        controller.queue.add(Request("bad"))
+        await settle()
+        await controller.shutdown(1)
+        await task
+    failed = {entry["key"]: entry for entry in logs if entry["event"] == "reconcile failed"}
+    assert isinstance(failed["bug"]["exc_info"], KeyError)
+    assert failed["bug"]["exc_info"].__traceback__ is not None
+    assert failed["bad"]["exc_info"] is None and failed["bad"]["error"] == "TerminalError: invalid spec"

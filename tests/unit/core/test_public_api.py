@@ -58,9 +58,11 @@ def test_internals_stay_out_of_the_public_surface() -> None:
 
 
 def test_examples_use_only_the_public_api_and_stay_small() -> None:
-    assert len(EXAMPLES) >= 2
+    assert len(EXAMPLES) >= 3
     for example in EXAMPLES:
         names, submodules = core_imports(example)
         assert submodules == [], f"{example.name} imports internals: {submodules}"
         assert names <= set(core.__all__), names - set(core.__all__)
         assert len(example.read_text().splitlines()) < 100, example
+        test = ROOT / "tests" / "integration" / "examples" / f"test_{example.parent.name}.py"
+        assert len(test.read_text().splitlines()) < 100, test
