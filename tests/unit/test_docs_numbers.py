@@ -11,9 +11,11 @@ places; the readiness period 5 s in the docs and 2 s in the pod). The sources:
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +162,26 @@ def test_probe_numbers_in_the_docs_are_the_rendered_pods() -> None:
         f"{live['failureThreshold']} failures {live['periodSeconds']} s apart)"
     )
     assert claim in text("docs/cluster-internals.md"), claim
+
+
+PEERS = ROOT / "bench" / "results" / "peers.json"
+
+
+def test_side_by_side_table_is_the_bench_record() -> None:
+    """docs/performance.md shows bench/peers.py's own table of bench/results/peers.json's medians."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        peers = importlib.import_module("peers")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    record = json.loads(PEERS.read_text())
+    assert all("error" not in result for rounds in record["results"].values() for result in rounds)
+    table = peers.table(record["summary"], ["ours", "peer"])
+    assert table in (ROOT / "docs" / "performance.md").read_text(), table
+    page = text("docs/performance.md")
+    for claim in (
+        f"valkey-io/valkey-operator) at {record['peer']}",
+        f"load average {record['load_average'][0]} at the end",
+        f"medians of {record['args']['rounds']} rounds",
+    ):
+        assert claim in page, claim
