@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -28,7 +28,18 @@ from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import RUNTIME_NAMES
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import parse_acl_list
-from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError, ValkeyCommandError
+from valkey_operator.valkey.admin import (
+    AdminClient,
+    NodeConnection,
+    ValkeyAdminError,
+    ValkeyCommandError,
+    parse_commands_known,
+    parse_config,
+    parse_info,
+    parse_lines,
+    parse_migrations,
+    text_of,
+)
 from valkey_operator.valkey.replies import SlotMigration, parse_cluster_nodes
 
 T = TypeVar("T")
@@ -126,51 +137,65 @@ def node_from_replies(
     )
 
 
-async def _optional(read: Awaitable[T]) -> T | None:
-    """A read whose failure leaves its fact unknown (None), not the node unreachable."""
-    try:
-        return await read
-    except ValkeyAdminError:
-        return None
+PROBE_INFO = ("INFO", "server", "replication", "memory", "persistence")
 
 
-async def _migrations(node: NodeConnection) -> list[dict[str, Any]] | None:
-    """The migration log; None when it could not be read (a job may be under way)."""
-    try:
-        return await node.cluster_getslotmigrations()
-    except ValkeyCommandError:
-        return []  # a server without atomic slot migration has no jobs
-    except ValkeyAdminError:
-        return None
+def _required(reply: Any) -> Any:
+    """A reply the observation cannot do without: an error reply makes the node unreachable."""
+    if isinstance(reply, ValkeyAdminError):
+        raise reply
+    return reply
+
+
+def _optional(reply: Any, parse: Callable[[Any], T]) -> T | None:
+    """A reply whose error leaves its fact unknown (None), not the node unreachable."""
+    return None if isinstance(reply, ValkeyAdminError) else parse(reply)
 
 
 async def probe_connection(
     node: NodeConnection, commands: Sequence[str] = ()
 ) -> tuple[NodeObservation, NodeExtras]:
+    """Every read of a probe in one round trip (a pipeline), parsed as the single reads would be."""
     der = node.peer_certificate()
     served = Certificate.from_der(der) if der else None
-    info = await node.info("server", "replication", "memory", "persistence")
+    # The migration log before slot ownership: a job that finishes between the two reads then shows
+    # as active with the slots still at the source (wait), never as done with them still there
+    # (which would start the same batch again). A pipeline runs them in this order.
+    batch: list[tuple[str | int, ...]] = [
+        PROBE_INFO,
+        ("CLUSTER", "GETSLOTMIGRATIONS"),
+        ("CLUSTER", "INFO"),
+        ("CLUSTER", "MYID"),
+        ("CLUSTER", "MYSHARDID"),
+        ("CLUSTER", "NODES"),
+        ("ACL", "LIST"),
+        ("CONFIG", "GET", *RUNTIME_NAMES),
+    ]
+    if commands:
+        batch.append(("COMMAND", "INFO", *commands))
+    replies = await node.pipeline(*batch)
+    info = parse_info(text_of(_required(replies[0])))
     extras = NodeExtras(used_memory=_int(info.get("used_memory")))
     version = version_from_info(info)
     if not meets_floor(version):
         floor = NodeObservation(reachable=True, version=version, version_text=version_text_of(info))
         return attrs.evolve(floor, served=served), extras
-    # The migration log before slot ownership: a job that finishes between the two reads then shows
-    # as active with the slots still at the source (wait), never as done with them still there
-    # (which would start the same batch again).
-    migrations = await _migrations(node)
-    cluster_info = await node.cluster_info()
-    myid = await node.cluster_myid()
-    shard_id = await node.cluster_myshardid()
-    nodes_text = await node.cluster_nodes()
-    observed = node_from_replies(info, cluster_info, myid, shard_id, nodes_text, migrations or ())
-    listed = await _optional(node.acl_list())
+    migrations_reply = replies[1]
+    # A server without atomic slot migration answers with an error: it has no jobs.
+    migrations = (
+        [] if isinstance(migrations_reply, ValkeyCommandError) else parse_migrations(migrations_reply)
+    )
+    cluster_info = parse_info(text_of(_required(replies[2])))
+    myid, shard_id, nodes_text = (text_of(_required(reply)) for reply in replies[3:6])
+    observed = node_from_replies(info, cluster_info, myid, shard_id, nodes_text, migrations)
+    listed = _optional(replies[6], parse_lines)
     return attrs.evolve(
         observed,
-        migrations=None if migrations is None else observed.migrations,
-        config=await _optional(node.config_get(*RUNTIME_NAMES)),
+        config=_optional(replies[7], parse_config),
         acl=parse_acl_list(listed) if listed is not None else None,
-        commands=await _optional(node.commands_known(commands)),
+        commands=_optional(replies[8], lambda reply: parse_commands_known(commands, reply))
+        if commands
+        else {},
         served=served,
         loaded_keys=_loaded_keys(info),
     ), extras

@@ -84,6 +84,31 @@ def decode_pairs(reply: Any) -> dict[str, Any]:
     return {_text(key): (_text(value) if isinstance(value, bytes) else value) for key, value in items}
 
 
+def text_of(reply: Any) -> str:
+    """A bulk string reply as text."""
+    return _text(reply)
+
+
+def parse_migrations(reply: Any) -> list[dict[str, Any]]:
+    """CLUSTER GETSLOTMIGRATIONS -> one dict per job."""
+    return [decode_pairs(entry) for entry in reply or []]
+
+
+def parse_lines(reply: Any) -> list[str]:
+    """An array of bulk strings (ACL LIST) -> text lines."""
+    return [_text(line) for line in reply or []]
+
+
+def parse_config(reply: Any) -> dict[str, str]:
+    """CONFIG GET -> name: value."""
+    return {key: str(value) for key, value in decode_pairs(reply).items()}
+
+
+def parse_commands_known(names: Sequence[str], reply: Any) -> dict[str, bool]:
+    """COMMAND INFO names -> whether the server knows each (nil for an unknown one)."""
+    return {name: entry is not None for name, entry in zip(names, reply or [], strict=False)}
+
+
 @attrs.frozen(kw_only=True)
 class Credentials:
     username: str
@@ -167,6 +192,31 @@ class NodeConnection:
             await self._drop()
             raise ValkeyAdminError(f"{self.host}: {name}: {exc}") from exc
 
+    async def pipeline(self, *commands: Sequence[str | int]) -> list[Any]:
+        """Send every command in one write and read their replies in order: one round trip.
+
+        An error reply is returned in its place as a ValkeyCommandError (the others still
+        count); a timeout or a broken connection raises ValkeyAdminError for the whole batch.
+        """
+        names = " / ".join(" ".join(str(arg) for arg in command[:2]) for command in commands)
+        replies: list[Any] = []
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self.connection.send_packed_command(self.connection.pack_commands(commands))
+                for command in commands:
+                    try:
+                        replies.append(await self.connection.read_response())
+                    except valkey_exceptions.ResponseError as exc:
+                        name = " ".join(str(arg) for arg in command[:2])
+                        replies.append(ValkeyCommandError(f"{self.host}: {name}: {exc}"))
+        except TimeoutError as exc:
+            await self._drop()
+            raise ValkeyAdminError(f"{self.host}: {names} timed out after {self.timeout}s") from exc
+        except (valkey_exceptions.ValkeyError, OSError) as exc:
+            await self._drop()
+            raise ValkeyAdminError(f"{self.host}: {names}: {exc}") from exc
+        return replies
+
     async def _drop(self) -> None:
         try:
             async with asyncio.timeout(1.0):
@@ -204,27 +254,22 @@ class NodeConnection:
         return parse_info(await self.text("CLUSTER", "INFO"))
 
     async def cluster_getslotmigrations(self) -> list[dict[str, Any]]:
-        reply = await self.command("CLUSTER", "GETSLOTMIGRATIONS")
-        return [decode_pairs(entry) for entry in reply or []]
+        return parse_migrations(await self.command("CLUSTER", "GETSLOTMIGRATIONS"))
 
     async def acl_list(self) -> list[str]:
-        return [_text(line) for line in await self.command("ACL", "LIST") or []]
+        return parse_lines(await self.command("ACL", "LIST"))
 
     async def config_get(self, *names: str) -> dict[str, str]:
         """CONFIG GET of every name in one call (Valkey 7+ takes several)."""
         if not names:
             return {}
-        return {
-            key: str(value)
-            for key, value in decode_pairs(await self.command("CONFIG", "GET", *names)).items()
-        }
+        return parse_config(await self.command("CONFIG", "GET", *names))
 
     async def commands_known(self, names: Sequence[str]) -> dict[str, bool]:
         """Whether this server knows each command or `command|subcommand` (COMMAND INFO: nil for unknown)."""
         if not names:
             return {}
-        reply = await self.command("COMMAND", "INFO", *names)
-        return {name: entry is not None for name, entry in zip(names, reply or [], strict=False)}
+        return parse_commands_known(names, await self.command("COMMAND", "INFO", *names))
 
     # --- changes ---
 
