@@ -15,7 +15,8 @@ core_throughput.py). Each side reports, measured inside its own process:
   (after - before) / N is the RSS per cached object; peak RSS (VmHWM) at the
   end;
 - for each update phase: once synced, the driver changes `--updates` objects
-  (data.u, a merge patch each, `--concurrency` at once) and the side reports
+  (default a tenth of N, at least 1,000; data.u, a merge patch each,
+  `--concurrency` at once) and the side reports
   the wall-clock time of the first update event carrying the phase's value
   (the informer's handler / predicate) and of the reconcile that completed the
   set of changed objects, the update events and distinct resourceVersions it
@@ -30,7 +31,7 @@ acknowledged, so the events wait in the socket (or, when the API server gives
 up on the stopped watcher, in its watch cache, from where the side's re-watch
 replays them): events/s is how fast the side drains them, its throughput.
 
-    python bench/core_scale.py [--sizes 10000,100000] [--rounds 3] [--updates 10000]
+    python bench/core_scale.py [--sizes 10000,100000] [--rounds 3] [--updates K]
         [--sides ours,controller-runtime] [--kubeconfig PATH] [--reuse] [--keep] [--profile FILE]
 
 Medians over the rounds go into one table, with the ratios
@@ -81,6 +82,7 @@ class Phase:
     """One update phase as a side saw it, and the driver's writes."""
 
     kind: str  # "live" or "backlog"
+    events_seconds: float  # first to last update event (ours only; 0 for the other side)
     seconds: float  # first update event to the reconcile completing the set
     events: int
     versions: int
@@ -186,6 +188,8 @@ async def run_side(
                         Phase(
                             kind=kind,
                             seconds=line["finished_at"] - line["first_event_at"],
+                            events_seconds=line.get("last_event_at", line["first_event_at"])
+                            - line["first_event_at"],
                             events=line["events"],
                             versions=line["versions"],
                             cpu_seconds=line["cpu_seconds"],
@@ -198,6 +202,10 @@ async def run_side(
                     raise RuntimeError(f"exit {process.returncode}")
                 if profiler is not None:
                     await profiler.wait()
+            if args.side_logs:
+                err.seek(0)
+                args.side_logs.mkdir(parents=True, exist_ok=True)
+                (args.side_logs / f"{side}-{tag}log").write_bytes(err.read())
         except BaseException as exc:
             if process.returncode is None:
                 process.kill()
@@ -282,7 +290,8 @@ def median_of(runs: Sequence[ScaleRun], count: int, updates: int) -> Median:
 def print_run(round_index: int, run: ScaleRun, count: int, updates: int) -> None:
     per_object = (run.rss_synced_kib - run.rss_before_kib) * 1024 / count
     phases = "; ".join(
-        f"{p.kind} {updates / p.seconds:,.0f} ev/s (writes {updates / p.writes_seconds:,.0f}/s, "
+        f"{p.kind} {updates / p.seconds:,.0f} ev/s (events over {p.events_seconds:.2f}s, "
+        f"writes {updates / p.writes_seconds:,.0f}/s, "
         f"lag {p.lag:.2f}s, {p.events} events {p.versions} versions, "
         f"{1e6 * p.cpu_seconds / updates:.0f} us CPU/ev)"
         for p in run.phases
@@ -371,6 +380,11 @@ async def namespace_exists(kubeconfig: str, namespace: str) -> bool:
         return found is not None and not found.get("metadata", {}).get("deletionTimestamp")
 
 
+def updates_for(updates: int | None, count: int) -> int:
+    """Objects changed per phase: as asked, else a tenth of them (at least 1,000); never more than count."""
+    return min(count, updates if updates else max(count // 10, 1000))
+
+
 def drive(kubeconfig: str, args: argparse.Namespace) -> list[str]:
     """Measure every size and print the table; returns the namespaces created."""
     sides: tuple[str, ...] = tuple(args.sides.split(","))
@@ -386,7 +400,7 @@ def drive(kubeconfig: str, args: argparse.Namespace) -> list[str]:
             seconds = asyncio.run(create_objects(kubeconfig, namespace, count, args.concurrency))
             print(f"\n{count} ConfigMaps created in {seconds:.1f}s ({count / seconds:.0f}/s)", flush=True)
         namespaces.append(namespace)
-        args.updates_for = min(args.updates, count)
+        args.updates_for = updates_for(args.updates, count)
         runs: dict[str, list[ScaleRun]] = {side: [] for side in sides}
         for round_index in range(args.rounds):
             order = sides if round_index % 2 == 0 else tuple(reversed(sides))
@@ -405,7 +419,7 @@ def drive(kubeconfig: str, args: argparse.Namespace) -> list[str]:
     if args.profile:
         largest = max(args.sizes)
         namespace = namespaces[args.sizes.index(largest)]
-        args.updates_for = min(args.updates, largest)
+        args.updates_for = updates_for(args.updates, largest)
         tag = f"{int(time.time() * 1000) % 10**9}-"
         command = side_command("ours", binary, kubeconfig, namespace, largest, args, tag)
         run = asyncio.run(run_side("ours", command, kubeconfig, namespace, args, tag, profile=True))
@@ -419,7 +433,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=lambda s: [int(n) for n in s.split(",")], default=[10_000, 100_000],
                         help="object counts, comma-separated (default 10000,100000)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--updates", type=int, default=10_000, help="objects changed per phase (at most N)")
+    parser.add_argument(
+        "--updates", type=int, help="objects changed per phase (at most N; default N/10, at least 1,000)"
+    )
     parser.add_argument("--no-backlog", action="store_true", help="only the live update phase")
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent creates and updates")
     parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
@@ -428,6 +444,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="one more run of ours at the largest size under py-spy; raw output here"
     )
+    parser.add_argument("--side-logs", type=Path, help="keep each side's stderr in this directory")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--reuse", action="store_true", help="reuse bench-scale-<N> if it exists")
     parser.add_argument("--keep", action="store_true", help="do not delete the namespaces at the end")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import time
 from collections.abc import Callable
@@ -95,7 +96,7 @@ async def run_ours_scale(
     from valkey_operator.core.resource import CONFIG_MAPS
     from valkey_operator.core.restconfig import load_config
 
-    configure_logging("json", "warning")
+    configure_logging("json", os.environ.get("BENCH_LOG_LEVEL", "warning"))
     rest_config = load_config(kubeconfig)
     started = time.perf_counter()
     manager = Manager(
@@ -146,6 +147,7 @@ async def run_ours_scale(
                         "event": "phase",
                         "phase": phase,
                         "first_event_at": state["first_event"],
+                        "last_event_at": state["last_event"],
                         "finished_at": state["finished_at"],
                         "events": state["events"],
                         "versions": len(state["versions"]),
@@ -163,8 +165,9 @@ async def run_ours_scale(
         """The update events of the current phase, counted as controller-runtime's predicate does."""
         del old
         if state["phase"] and (new.get("data") or {}).get("u") == marker():
+            state["last_event"] = time.time()
             if not state["first_event"]:
-                state["first_event"] = time.time()
+                state["first_event"] = state["last_event"]
             state["events"] += 1
             state["versions"].add(new["metadata"]["resourceVersion"])
 

@@ -151,7 +151,8 @@ class SharedInformer:
         self.metadata_only = metadata_only
         self.store = Store(transform=transform, indexers=indexers)
         """The cache: read it freely, never write it, never mutate what it returns."""
-        self._handlers: list[ResourceEventHandler] = []
+        # A tuple, replaced on add and remove: events iterate it without copying it first.
+        self._handlers: tuple[ResourceEventHandler, ...] = ()
         self._reflectors = [
             Reflector(
                 rest,
@@ -181,13 +182,18 @@ class SharedInformer:
         Returns the handler, to pass to `remove_event_handler` later.
         """
         for obj in self.store.list():
-            self._call(handler.on_add, "add", obj, obj)
-        self._handlers.append(handler)
+            try:
+                handler.on_add(obj)
+            except Exception:
+                self._handler_failed("add", obj)
+        self._handlers = (*self._handlers, handler)
         return handler
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None:
+        handlers = list(self._handlers)
         with contextlib.suppress(ValueError):
-            self._handlers.remove(handler)
+            handlers.remove(handler)
+        self._handlers = tuple(handlers)
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Add named indexes to the shared store (names must be unique across all users)."""
@@ -195,30 +201,32 @@ class SharedInformer:
 
     # -- EventSink: called by the reflector after each store change ---------------
 
+    # Called once per event and handler: the loops call the handlers directly (no wrapper call).
+
     def on_add(self, obj: Obj) -> None:
-        for handler in tuple(self._handlers):
-            self._call(handler.on_add, "add", obj, obj)
+        for handler in self._handlers:
+            try:
+                handler.on_add(obj)
+            except Exception:
+                self._handler_failed("add", obj)
 
     def on_update(self, old: Obj, new: Obj) -> None:
-        for handler in tuple(self._handlers):
-            self._call(handler.on_update, "update", new, old, new)
+        for handler in self._handlers:
+            try:
+                handler.on_update(old, new)
+            except Exception:
+                self._handler_failed("update", new)
 
     def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
-        for handler in tuple(self._handlers):
-            self._call(handler.on_delete, "delete", obj, obj)
+        for handler in self._handlers:
+            try:
+                handler.on_delete(obj)
+            except Exception:
+                self._handler_failed("delete", obj)
 
-    def _call(
-        self,
-        method: Callable[..., None],
-        notification: str,
-        subject: Obj | DeletedFinalStateUnknown,
-        *args: object,
-    ) -> None:
-        try:
-            method(*args)
-        except Exception:
-            # Only the key: object contents (Secrets!) never reach the logs.
-            self._log.exception("event_handler_failed", notification=notification, key=_safe_key(subject))
+    def _handler_failed(self, notification: str, subject: Obj | DeletedFinalStateUnknown) -> None:
+        # Only the key: object contents (Secrets!) never reach the logs.
+        self._log.exception("event_handler_failed", notification=notification, key=_safe_key(subject))
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -322,12 +330,16 @@ class SharedInformerFactory:
         self._clock = clock
         self._informers: dict[tuple[Resource, tuple[str, ...], bool], SharedInformer] = {}
         self._started = False
+        # Every cache read looks its informer up by this key: the default scope is computed once.
+        self._default_scope = namespace_scope(namespace)
 
     def _key(
         self, resource: Resource, namespace: Namespaces, metadata_only: bool
     ) -> tuple[Resource, tuple[str, ...], bool]:
-        effective = self.namespace if namespace is None else namespace
-        return (resource, namespace_scope(effective) if resource.namespaced else (), metadata_only)
+        if not resource.namespaced:
+            return (resource, (), metadata_only)
+        scope = self._default_scope if namespace is None else namespace_scope(namespace)
+        return (resource, scope, metadata_only)
 
     def existing(
         self, resource: Resource, namespace: Namespaces = None, *, metadata_only: bool = False
