@@ -82,7 +82,7 @@ class Phase:
     """One update phase as a side saw it, and the driver's writes."""
 
     kind: str  # "live" or "backlog"
-    events_seconds: float  # first to last update event (ours only; 0 for the other side)
+    events_seconds: float  # first to last update event
     seconds: float  # first update event to the reconcile completing the set
     events: int
     versions: int

@@ -9,7 +9,7 @@
 // With -updates K -phases P (bench/core_scale.py) it prints JSON lines as it goes: "synced" at
 // the last first reconcile (seconds from main(), RSS before the manager started and now), then
 // for each phase p = 1..P, once K distinct objects were reconciled with data.u == tag+"p": the
-// wall-clock times of the first update event carrying "p" and of that last reconcile, the
+// wall-clock times of the first and last update events carrying it and of that last reconcile, the
 // update events and distinct resourceVersions seen, and the CPU seconds the process used in
 // between; then "done" with the peak RSS.
 //
@@ -56,6 +56,7 @@ type counter struct {
 	started time.Time
 	// the current update phase's observations
 	firstEvent time.Time
+	lastEvent  time.Time
 	events     int
 	versions   map[string]struct{}
 	cpuAtStart float64
@@ -95,6 +96,7 @@ func (c *counter) Reconcile(ctx context.Context, request reconcile.Request) (rec
 			"event":          "phase",
 			"phase":          c.phase,
 			"first_event_at": unixSeconds(c.firstEvent),
+			"last_event_at":  unixSeconds(c.lastEvent),
 			"finished_at":    unixSeconds(now),
 			"events":         c.events,
 			"versions":       len(c.versions),
@@ -132,8 +134,9 @@ func (c *counter) observe(e event.UpdateEvent) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.phase > 0 && object.Data["u"] == c.marker() {
+		c.lastEvent = time.Now()
 		if c.firstEvent.IsZero() {
-			c.firstEvent = time.Now()
+			c.firstEvent = c.lastEvent
 		}
 		c.events++
 		c.versions[object.ResourceVersion] = struct{}{}
