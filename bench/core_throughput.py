@@ -342,9 +342,18 @@ def profile_ours(command: list[str], output: Path, timeout: float, top: int = 15
     if py_spy is None:
         print("\nprofile skipped: py-spy is not installed (pip install py-spy)")
         return
-    rate = 250
-    record = [py_spy, "record", "--gil", "--format", "raw", "--rate", str(rate), "-o", str(output)]
+    record = [py_spy, "record", "--gil", "--format", "raw", "--rate", str(PROFILE_RATE), "-o", str(output)]
     run_process([*record, "--", *command], timeout)
+    summarize_profile(output, top)
+
+
+PROFILE_RATE = 250
+"""py-spy samples per second."""
+
+
+def summarize_profile(output: Path, top: int = 15) -> None:
+    """Print the share of py-spy's raw samples spent importing and the top functions of the rest."""
+    rate = PROFILE_RATE
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     by_file: Counter[str] = Counter()

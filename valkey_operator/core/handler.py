@@ -76,6 +76,10 @@ class EnqueueMapped:
         self.sink = sink
         self.map_fn = map_fn
         self.update_filter = update_filter
+        # An update never changes an object's name or namespace: mapping the old object to itself
+        # would only repeat the new one's Request (controller-runtime's EnqueueRequestForObject
+        # maps the new object alone too).
+        self._map_new_only = map_fn is request_for_object
 
     def on_add(self, obj: Obj) -> None:
         for request in self.map_fn(obj):
@@ -83,6 +87,10 @@ class EnqueueMapped:
 
     def on_update(self, old: Obj, new: Obj) -> None:
         if self.update_filter is not None and not self.update_filter(old, new):
+            return
+        if self._map_new_only:
+            for request in self.map_fn(new):
+                self.sink.add(request)
             return
         for request in {*self.map_fn(old), *self.map_fn(new)}:
             self.sink.add(request)

@@ -151,7 +151,8 @@ class SharedInformer:
         self.metadata_only = metadata_only
         self.store = Store(transform=transform, indexers=indexers)
         """The cache: read it freely, never write it, never mutate what it returns."""
-        self._handlers: list[ResourceEventHandler] = []
+        # A tuple, replaced on add and remove: events iterate it without copying it first.
+        self._handlers: tuple[ResourceEventHandler, ...] = ()
         self._reflectors = [
             Reflector(
                 rest,
@@ -181,14 +182,19 @@ class SharedInformer:
         Returns the handler, to pass to `remove_event_handler` later.
         """
         for obj in self.store.list():
-            self._call(handler.on_add, "add", obj, obj)
-        self._handlers.append(handler)
+            try:
+                handler.on_add(obj)
+            except Exception:
+                self._handler_failed("add", obj)
+        self._handlers = (*self._handlers, handler)
         return handler
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None:
         """Stop notifying handler (a no-op if it is not registered)."""
+        handlers = list(self._handlers)
         with contextlib.suppress(ValueError):
-            self._handlers.remove(handler)
+            handlers.remove(handler)
+        self._handlers = tuple(handlers)
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Add named indexes to the shared store (names must be unique across all users)."""
@@ -196,30 +202,32 @@ class SharedInformer:
 
     # -- EventSink: called by the reflector after each store change ---------------
 
+    # Called once per event and handler: the loops call the handlers directly (no wrapper call).
+
     def on_add(self, obj: Obj) -> None:
-        for handler in tuple(self._handlers):
-            self._call(handler.on_add, "add", obj, obj)
+        for handler in self._handlers:
+            try:
+                handler.on_add(obj)
+            except Exception:
+                self._handler_failed("add", obj)
 
     def on_update(self, old: Obj, new: Obj) -> None:
-        for handler in tuple(self._handlers):
-            self._call(handler.on_update, "update", new, old, new)
+        for handler in self._handlers:
+            try:
+                handler.on_update(old, new)
+            except Exception:
+                self._handler_failed("update", new)
 
     def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
-        for handler in tuple(self._handlers):
-            self._call(handler.on_delete, "delete", obj, obj)
+        for handler in self._handlers:
+            try:
+                handler.on_delete(obj)
+            except Exception:
+                self._handler_failed("delete", obj)
 
-    def _call(
-        self,
-        method: Callable[..., None],
-        notification: str,
-        subject: Obj | DeletedFinalStateUnknown,
-        *args: object,
-    ) -> None:
-        try:
-            method(*args)
-        except Exception:
-            # Only the key: object contents (Secrets!) never reach the logs.
-            self._log.exception("event_handler_failed", notification=notification, key=_safe_key(subject))
+    def _handler_failed(self, notification: str, subject: Obj | DeletedFinalStateUnknown) -> None:
+        # Only the key: object contents (Secrets!) never reach the logs.
+        self._log.exception("event_handler_failed", notification=notification, key=_safe_key(subject))
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -331,6 +339,8 @@ class SharedInformerFactory:
         self._by_kind: dict[tuple[Resource, bool], list[SharedInformer]] = {}
         """Each kind's informers, the default scope's first: what every cache read looks through."""
         self._started = False
+        # Every cache read looks its informer up by this key: the default scope is computed once.
+        self._default_scope = namespace_scope(namespace)
 
     def _key(
         self,
@@ -340,10 +350,12 @@ class SharedInformerFactory:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> InformerKey:
-        effective = self.namespace if namespace is None else namespace
         if label_selector is None and not metadata_only:
             label_selector = self.label_selectors.get(resource)
-        scope = namespace_scope(effective) if resource.namespaced else ()
+        if not resource.namespaced:
+            scope: tuple[str, ...] = ()
+        else:
+            scope = self._default_scope if namespace is None else namespace_scope(namespace)
         return (resource, scope, metadata_only, label_selector or None, field_selector or None)
 
     def existing(

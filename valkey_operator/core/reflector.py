@@ -42,7 +42,6 @@ an `EventSink` (the informer) with the stored object(s).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from typing import Any, Protocol, TypedDict
@@ -63,7 +62,7 @@ from valkey_operator.core.rest import (
 )
 from valkey_operator.core.store import DeletedFinalStateUnknown, Store
 
-__all__ = ["EventSink", "Reflector", "WatchBackoff", "iter_lines"]
+__all__ = ["EventSink", "LineSplitter", "Reflector", "WatchBackoff", "iter_lines"]
 
 log = structlog.get_logger(__name__)
 
@@ -136,25 +135,49 @@ class _WatchFailed(Exception):
     """An ERROR event other than expiry, or a watch that ended suspiciously fast."""
 
 
+class LineSplitter:
+    """Non-empty newline-delimited frames of any length, from byte chunks fed one at a time.
+
+    Synchronous, so the watch applies every frame of a chunk in one loop: an async generator
+    yielding frame by frame cost a resumption per event.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []  # the start of a frame whose newline has not arrived
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The frames this chunk completes."""
+        if b"\n" not in chunk:
+            if chunk:
+                self._pending.append(chunk)
+            return []
+        if self._pending:
+            self._pending.append(chunk)
+            chunk = b"".join(self._pending)
+            self._pending.clear()
+        frames = chunk.split(b"\n")
+        tail = frames.pop()
+        if tail:
+            self._pending.append(tail)
+        return [frame for frame in frames if frame and not frame.isspace()]
+
+    def close(self) -> bytes | None:
+        """The last frame when the stream ended without a newline after it."""
+        tail = b"".join(self._pending)
+        self._pending.clear()
+        return tail if tail and not tail.isspace() else None
+
+
 async def iter_lines(chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
     """Non-empty newline-delimited frames of any length from a stream of byte chunks."""
-    pending: list[bytes] = []
+    splitter = LineSplitter()
     async for chunk in chunks:
-        start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            if pending:
-                pending.append(chunk[start:end])
-                line = b"".join(pending)
-                pending.clear()
-            else:
-                line = chunk[start:end]
-            if line.strip():
-                yield line
-            start = end + 1
-        if start < len(chunk):
-            pending.append(chunk[start:])
-    tail = b"".join(pending)
-    if tail.strip():
+        for line in splitter.feed(chunk):
+            yield line
+    tail = splitter.close()
+    if tail is not None:
         yield tail
 
 
@@ -374,15 +397,19 @@ class Reflector:
         )
         started = self._clock.now()
         self._watch_events = 0
+        splitter = LineSplitter()
+        apply, loads = self._apply, orjson.loads
         try:
-            async with (
-                self._rest.stream(
-                    self._path, query=query, timeout=client_timeout, **self._watch_accept
-                ) as response,
-                contextlib.aclosing(iter_lines(response.content.iter_any())) as lines,
-            ):
-                async for line in lines:
-                    self._apply(orjson.loads(line))
+            async with self._rest.stream(
+                self._path, query=query, timeout=client_timeout, **self._watch_accept
+            ) as response:
+                async for chunk in response.content.iter_any():
+                    for line in splitter.feed(chunk):
+                        apply(loads(line))
+                        self._watch_events += 1
+                tail = splitter.close()
+                if tail is not None:
+                    apply(loads(tail))
                     self._watch_events += 1
         except ApiError as exc:
             if exc.gone or _status_says_resume_impossible(exc.body):
@@ -405,9 +432,7 @@ class Reflector:
             pass
         elif event_type in ("ADDED", "MODIFIED"):
             self._set_type(obj)
-            key = self._store.key_of(obj)
-            old = self._store.get_by_key(key)
-            new = self._store.add(obj)
+            old, new = self._store.upsert(obj)
             if old is None:
                 self._sink.on_add(new)
             else:

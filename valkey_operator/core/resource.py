@@ -7,7 +7,7 @@ from urllib.parse import quote
 import attrs
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed on every cache read (the informer's key)
 class Resource:
     """An API resource kind: enough to build every path the core requests.
 

@@ -145,12 +145,22 @@ class Store:
 
     def add(self, obj: Obj) -> Obj:
         """Insert or replace the object under its key; returns what was stored (transformed)."""
+        return self.upsert(obj)[1]
+
+    def upsert(self, obj: Obj) -> tuple[Obj | None, Obj]:
+        """`add`, also returning the object it replaced (None when new).
+
+        The reflector's path for every watch event: one key computation and one look-up instead of
+        `get_by_key` and then `add`.
+        """
         stored = self.transform_object(obj)
         key = self._key_func(stored)
-        old = self._items.get(key)
-        self._items[key] = stored
-        self._reindex(key, old, stored)
-        return stored
+        items = self._items
+        old = items.get(key)
+        items[key] = stored
+        if self._indexers:
+            self._reindex(key, old, stored)
+        return old, stored
 
     def update(self, obj: Obj) -> Obj:
         """Same as `add`: the store does not distinguish (client-go's threadSafeMap neither)."""
@@ -163,7 +173,7 @@ class Store:
 
     def delete_by_key(self, key: str) -> Obj | None:
         old = self._items.pop(key, None)
-        if old is not None:
+        if old is not None and self._indexers:
             self._reindex(key, old, None)
         return old
 

@@ -181,6 +181,15 @@ def test_update_enqueues_old_and_new_targets() -> None:
     assert sorted(r.name for r in sink.items) == ["new", "old"]
 
 
+def test_update_of_the_reconciled_kind_enqueues_its_request_once() -> None:
+    sink = Sink()
+    handler = EnqueueMapped(sink, request_for_object)
+    old = {"metadata": {"name": "cm", "namespace": "ns", "resourceVersion": "1"}}
+    new = {"metadata": {"name": "cm", "namespace": "ns", "resourceVersion": "2"}}
+    handler.on_update(old, new)
+    assert sink.items == [Request("cm", "ns")]
+
+
 def test_owner_mapping_needs_controller_reference_of_the_right_kind() -> None:
     widgets = Resource("example.com", "v1", "widgets", "Widget")
     map_fn = requests_for_controller_owner(widgets)

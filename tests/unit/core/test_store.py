@@ -190,3 +190,23 @@ def test_tombstone_carries_key_and_last_known_state() -> None:
     assert tombstone.key == "ns/gone"
     assert tombstone.obj is last
     assert tombstone == DeletedFinalStateUnknown("ns/gone", obj("gone", rv="7"))
+
+
+def test_upsert_returns_the_replaced_object_and_keeps_indexes_exact() -> None:
+    store = indexed_store()
+    first = obj("a", app="web")
+    assert store.upsert(first) == (None, first)
+    second = obj("a", rv="2", app="db")
+    old, stored = store.upsert(second)
+    assert old is first and stored is second
+    assert store.index_keys("app", "web") == []
+    assert store.index_keys("app", "db") == ["ns/a"]
+
+
+def test_upsert_applies_the_transform_before_keying() -> None:
+    store = Store(transform=strip_managed_fields)
+    with_fields = obj("a")
+    with_fields["metadata"]["managedFields"] = [{"manager": "x"}]
+    old, stored = store.upsert(with_fields)
+    assert old is None and "managedFields" not in stored["metadata"]
+    assert store.get_by_key("ns/a") is stored
