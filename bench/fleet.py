@@ -344,8 +344,18 @@ class Row:
     clusters: int
     pods: int
     settle_s: float
+    """From the creates until every cluster was settled."""
     window: Window
     edit_s: float
+
+    @classmethod
+    def from_dict(cls, found: dict[str, Any]) -> Row:
+        """A row as `--output` wrote it."""
+        return cls(**{**found, "window": Window(**found["window"])})
+
+
+def read_rows(path: Path) -> list[Row]:
+    return [Row.from_dict(row) for row in json.loads(path.read_text())["rows"]]
 
 
 async def run_shape(
@@ -416,12 +426,14 @@ def growth(rows: list[Row]) -> list[str]:
         base = group[0]
         for row in group[1:]:
             w, b = row.window, base.window
-            per_cluster = (w.rss_mib - b.rss_mib) / max(1, row.clusters - base.clusters)
+            added = max(1, row.clusters - base.clusters)
+            rss = w.rss_mib - b.rss_mib
             lines.append(
                 f"{key[0]} {key[1]} {base.clusters} -> {row.clusters} clusters: "
-                f"CPU x{w.cpu / max(b.cpu, 1e-6):.1f}, RSS +{w.rss_mib - b.rss_mib:.0f} MiB "
-                f"({per_cluster:.2f} MiB per cluster), "
-                f"cmd/s per node x{w.commands_per_node_s / max(b.commands_per_node_s, 1e-6):.2f}, "
+                f"CPU {b.cpu * 100:.2f} -> {w.cpu * 100:.2f} % of a core "
+                f"({(w.cpu - b.cpu) * 100 / added:.4f} per added cluster), "
+                f"RSS +{rss:.0f} MiB ({rss / added:.2f} per added cluster), "
+                f"cmd/s per node {b.commands_per_node_s:.3f} -> {w.commands_per_node_s:.3f}, "
                 f"edit x{row.edit_s / base.edit_s:.2f}"
             )
     return lines
@@ -499,7 +511,13 @@ def main() -> None:
     for line in growth(rows):
         print(line)
     if args.output:
-        Path(args.output).write_text(json.dumps([attrs.asdict(row) for row in rows], indent=2) + "\n")
+        record = {
+            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cpus": os.cpu_count(),
+            "args": {key: value for key, value in vars(args).items() if key != "kubeconfig"},
+            "rows": [attrs.asdict(row) for row in rows],
+        }
+        Path(args.output).write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":
