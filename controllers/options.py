@@ -29,5 +29,7 @@ class ControllerOptions:
     operator_image: str = ""
     """The operator's own image (--operator-image): a restoring pod's init container runs it. Empty:
     unknown, and a restore is held until the operator is started with it."""
+    steady_probe_max_seconds: float = 300.0
+    """The longest a quiet Active cluster goes unprobed (--steady-probe-max-seconds; cadence.py)."""
     tls_expiry_warning_days: float = 7.0
     """A certificate a node presents that expires sooner is reported (ConfigMap key tlsExpiryWarningDays)."""

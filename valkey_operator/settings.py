@@ -54,6 +54,8 @@ class Settings:
     cluster_domain: str
     operator_image: str = ""
     """This operator's own image: restoring pods run it as their init container (empty: unknown)."""
+    steady_probe_max_seconds: int = 300
+    """The longest a quiet Active cluster goes unprobed (controllers/cluster/decision/cadence.py)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,6 +123,12 @@ def parser() -> argparse.ArgumentParser:
         "--cluster-domain", default="cluster.local", help="the cluster's DNS domain, used in status.endpoint"
     )
     parser.add_argument(
+        "--steady-probe-max-seconds",
+        default="300",
+        help="the longest a quiet Active cluster goes unprobed, >= 30; 30 turns the back-off off "
+        "(default 300)",
+    )
+    parser.add_argument(
         "--operator-image",
         help=f"this operator's own image reference, which a restoring Valkey pod's init container runs "
         f"(default: ${OPERATOR_IMAGE_ENV}; the Helm chart sets it)",
@@ -160,6 +168,9 @@ def parse(
         node_networks=validation.networks("--node-networks", args.node_networks),
         cluster_domain=validation.dns_name("--cluster-domain", args.cluster_domain),
         operator_image=(args.operator_image or environ.get(OPERATOR_IMAGE_ENV) or "").strip(),
+        steady_probe_max_seconds=validation.integer(
+            "--steady-probe-max-seconds", args.steady_probe_max_seconds, minimum=30
+        ),
     )
 
 

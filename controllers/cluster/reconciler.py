@@ -35,6 +35,7 @@ import structlog
 from controllers.backup.restore_source import RestoreSources
 from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
+from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.decide import (
     Decision,
     Facts,
@@ -169,6 +170,8 @@ class ClusterReconciler:
         self.written = WrittenStatuses()
         self.rollouts = RolloutGate(index.clusters_rolling)
         self.refusals = RefusalMemory()
+        self.quiet: dict[str, Quiet] = {}
+        """What each cluster's last pass left when it was quiet (the back-off of cadence.py)."""
 
     async def reconcile(self, request: Request) -> Result:
         started = time.monotonic()
@@ -181,6 +184,7 @@ class ClusterReconciler:
             self.rollouts.release(str(request))
             self.written.forget(str(request))
             self.refusals.forget(str(request))
+            self.quiet.pop(str(request), None)
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -195,7 +199,7 @@ class ClusterReconciler:
         gathered = await self._gather(obj, cluster, now)
         facts = gathered.facts
         key = facts.key
-        decision = decide(facts, now)
+        decision = decide(attrs.evolve(facts, quiet=self.quiet.get(key)), now)
         # No await since the gatherer read the slots held: another cluster's pass sees this claim.
         if decision.rollout_slot is RolloutSlot.CLAIM:
             self.rollouts.claim(key)
@@ -214,6 +218,10 @@ class ClusterReconciler:
                 )
             decision = decision.after(outcome.failures)
         await self._record(obj, facts.recorded, decision)
+        if decision.quiet is not None:
+            self.quiet[key] = decision.quiet
+        else:
+            self.quiet.pop(key, None)
         if facts.observation is not None:
             self.metrics.record_observed(
                 cluster.metadata.namespace or "", cluster.metadata.name, facts.observation, gathered.extras

@@ -12,14 +12,17 @@ import asyncio
 import base64
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
+import pytest_asyncio
 from cluster_support import Catalog, create_cluster, owned_pods, settled, status_of, warnings
 from inprocess_operator import Operator
+from kubernetes_asyncio import client as k8s
 from tunable_samples import SAMPLES
 
 from controllers.cluster.render import names as render_names
+from controllers.options import ControllerOptions
 from valkey_operator.api import tunables
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
@@ -27,6 +30,8 @@ from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import PODS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
+from valkey_operator.testing.images import OPERATOR_IMAGE
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -43,8 +48,25 @@ LIVE_SAMPLES = {
     "hz": "20",
     "timeout": "3600",
 }
+STEADY_PROBE_MAX = 60
+"""A hand edit inside Valkey raises no Kubernetes event: it is corrected by the next probe of a quiet
+cluster, at most this long after the last change (--steady-probe-max-seconds; 300 s by default)."""
 REFUSED = ("maxclients", "1000000")
 """Admission accepts it, the node refuses it: more clients than the pod's open-files limit allows."""
+
+
+@pytest_asyncio.fixture
+async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+    """The in-process operator with a shorter back-off cap, so the ACL drift wait stays short."""
+    options = ControllerOptions(
+        node_networks=LOOPBACK_NETWORKS,
+        operator_image=OPERATOR_IMAGE,
+        steady_probe_max_seconds=STEADY_PROBE_MAX,
+    )
+    running = Operator(kube_api, namespace, options)
+    await running.start()
+    yield running
+    await running.stop()
 
 
 # --- valkey-cli, as a user of the cluster would run it -----------------------------------------------
@@ -302,7 +324,7 @@ async def test_annotations_acl_drift_and_role_edits_apply_to_live_pods(
         return True
 
     started = time.monotonic()
-    await eventually(reverted, "the hand-made ACL changes reverted", 90, interval=0.5)
+    await eventually(reverted, "the hand-made ACL changes reverted", STEADY_PROBE_MAX + 30, interval=0.5)
     print(f"ACL drift reverted {time.monotonic() - started:.1f}s after the hand edit")
     assert (
         await acl_users(target, password, ("valkey-operator", "valkey-replication", "default"))

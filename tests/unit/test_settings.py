@@ -202,6 +202,13 @@ def test_worker_counts_accepted() -> None:
     assert parsed("--cluster-workers=16", "--role-workers=1").workers["cluster"] == 16
 
 
+def test_steady_probe_cap_defaults_to_five_minutes_and_is_at_least_thirty_seconds() -> None:
+    assert parsed().steady_probe_max_seconds == 300 == ControllerOptions().steady_probe_max_seconds
+    assert parsed("--steady-probe-max-seconds=30").steady_probe_max_seconds == 30
+    error = refused("--steady-probe-max-seconds=29")
+    assert str(error) == 'invalid --steady-probe-max-seconds "29": allowed an integer >= 30'
+
+
 def test_kubeconfig_must_exist(tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
     assert refused(f"--kubeconfig={missing}").setting == "--kubeconfig"

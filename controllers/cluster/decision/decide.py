@@ -42,6 +42,7 @@ from controllers.cluster.decision.actions import (
     Failure,
     Promote,
 )
+from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
 from controllers.cluster.decision.desired import (
     Desired,
     DesiredAcl,
@@ -52,7 +53,7 @@ from controllers.cluster.decision.desired import (
 )
 from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.owned import owned_objects
-from controllers.cluster.decision.plan import Plan, finish, plan_view
+from controllers.cluster.decision.plan import REQUEUE_STEADY, Plan, finish, plan_view
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import (
     HELD,
@@ -190,6 +191,8 @@ class Facts:
     """A ValkeyBackup of this cluster is Running (no slot moves meanwhile)."""
     last_backup: str | None = None
     """The newest Completed backup spec.backup's schedule made: status.lastBackup."""
+    quiet: Quiet | None = None
+    """What the previous pass left if it was quiet (cadence.py): its signature and interval."""
 
     @property
     def key(self) -> str:
@@ -236,6 +239,8 @@ class Decision:
     metrics: MetricChanges
     requeue_after: float
     rollout_slot: RolloutSlot = RolloutSlot.KEEP
+    quiet: Quiet | None = None
+    """Set when this pass was quiet (cadence.py): the reconciler hands it to the next pass."""
     context: RenderContext | None = attrs.field(default=None, eq=False, repr=False)
     """The rendering inputs, for the actor's names (None when blocked before resolving)."""
     plan: Plan | None = attrs.field(default=None, eq=False, repr=False)
@@ -476,18 +481,28 @@ def _conclude(
         failover_timeouts=sum(1 for event in problems if event.reason == Reason.FAILOVER_FAILED),
         failovers=failover_counts(planned.actions, failures),
     )
+    quiet = _quiet(facts, planned, failures)
     return Decision(
         actions=planned.actions,
         status=status,
         events=(*transition, *rollout_events, *problems),
         metrics=metrics,
-        requeue_after=planned.requeue_after,
+        requeue_after=quiet.interval if quiet is not None else planned.requeue_after,
         rollout_slot=slot,
+        quiet=quiet,
         context=ctx,
         plan=planned,
         facts=facts,
         now=now,
     )
+
+
+def _quiet(facts: Facts, planned: Plan, failures: Sequence[Failure]) -> Quiet | None:
+    """A quiet pass (Active or paused with nothing to do, nothing failed) backs off (cadence.py)."""
+    if failures or planned.actions or planned.requeue_after != REQUEUE_STEADY or facts.observation is None:
+        return None
+    observed = signature(facts.observation, facts.cluster.metadata.resource_version or "")
+    return next_quiet(facts.quiet, observed, facts.options.steady_probe_max_seconds)
 
 
 def _restore_status(facts: Facts, planned: Plan) -> Obj | None:

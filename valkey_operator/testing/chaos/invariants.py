@@ -26,7 +26,10 @@ from valkey_operator.valkey.slots import format_slot_ranges, parse_slot_ranges
 CONVERGE_BOUND = 300.0
 """Seconds from the last fault (or a settle step) to a converged cluster: a 3x1 roll takes ~70 s on 2
 shared cores, a scale with slot migration less; the bound leaves room for one of each after a fault."""
-CLAIM_GRACE = 45.0
+STEADY_PROBE_MAX = 30
+"""The operator under chaos runs with --steady-probe-max-seconds at this (no back-off): a paused
+server's failover shows in no Kubernetes event, only in the next probe."""
+CLAIM_GRACE = STEADY_PROBE_MAX + 15.0
 """Seconds a status claim may disagree with the nodes: the steady requeue (30 s) plus a pass."""
 
 ACKED = "acknowledged-writes"

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from valkey_operator import failpoints
+from valkey_operator.testing.chaos.invariants import STEADY_PROBE_MAX
 from valkey_operator.testing.operatorproc import operator_argv
 from valkey_operator.testing.tcpproxy import TcpProxy
 
@@ -51,8 +52,13 @@ class OperatorUnderChaos:
     def spawn(self) -> None:
         """Start a new operator process (the previous one must have exited)."""
         assert self.process is None or self.process.poll() is not None
+        # A paused server's replica is promoted by gossip alone (no Kubernetes event): the status
+        # invariant's CLAIM_GRACE counts on quiet clusters being probed every 30 s, not backed off.
         argv = operator_argv(
-            self.proxied_kubeconfig, f"--namespace={self.namespace}", f"--operator-namespace={self.namespace}"
+            self.proxied_kubeconfig,
+            f"--namespace={self.namespace}",
+            f"--operator-namespace={self.namespace}",
+            f"--steady-probe-max-seconds={STEADY_PROBE_MAX}",
         )
         env = {key: value for key, value in os.environ.items() if key != failpoints.ENV}
         self.starts += 1

@@ -26,6 +26,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
 from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
@@ -97,6 +98,8 @@ class World:
     """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
     last_backup: str | None = None
     backup_running: bool = False
+    quiet: Quiet | None = None
+    """What the last pass left when it was quiet, as the reconciler keeps it."""
 
     @property
     def last(self) -> Decision:
@@ -172,6 +175,7 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         restore=world.restore if facts.restoring else None,
         last_backup=world.last_backup,
         backup_running=world.backup_running,
+        quiet=world.quiet,
     )
 
 
@@ -198,6 +202,7 @@ def step(
     world.refusals.remember(KEY, decision.actions, failures)
     decision = decision.after(failures)
     world.status = decision.status
+    world.quiet = decision.quiet
     world.decisions.append(decision)
     world.reasons |= reasons_of(decision)
     sim.advance()

@@ -1,0 +1,526 @@
+"""Fleet: what one operator process costs while it serves 1, 10, 50, 100 small clusters.
+
+One operator process (a real subprocess, so its CPU and RSS are its own) and
+one namespace per cluster shape. The fleet grows in place: for each size the
+missing clusters are created (bounded concurrency), then, once every cluster
+is Active for its generation:
+
+  settle   `--settle` seconds of nothing (what a quiet fleet converges to);
+  window   `--window` seconds of nothing (at least the operator's longest
+           probe interval, so every quiet cluster is probed in it), measured: the operator's CPU
+           seconds per second (utime + stime from /proc), its RSS (VmRSS)
+           and peak (VmHWM); on every Valkey node, the commands the operator
+           sent (INFO stats total_commands_processed delta, minus replication
+           traffic (REPLCONF, PING, PSYNC, SYNC from commandstats) and the
+           INFO and AUTH of ours counted in it) per node per second, and the
+           connections it opened per node per minute (AUTH calls less ours:
+           the kubelet's tcpSocket probes connect too, but send nothing);
+  edit     one settled cluster (a different one per size) gets one more
+           replica per shard (`replicasPerShard` +1); timed from the patch
+           until it is Active for the new generation (polled every 0.2 s).
+
+Prints a row per size and how each number grows with the fleet; `--output`
+writes them as JSON. Everything created is deleted at the end (namespaces,
+the operator process, and the control plane when this script started it).
+
+    nice -n 10 python bench/fleet.py [--sizes 1,10,50,100] [--shapes 1x0,2x1] [--max-pods 120]
+        [--settle 180] [--window 300] [--sides ours] [--operator-checkout DIR] [--kubeconfig PATH]
+
+A shape's sizes stop at `--max-pods` pods (printed as skipped): on the shared
+2-core machine 2x1 beyond 10 clusters (40 pods, plus their replication and
+gossip) is more than the machine bears next to other work.
+
+`--sides` takes registered sides (SIDES below): `ours` is this checkout's
+operator, or the one in `--operator-checkout DIR` (PYTHONPATH=DIR) to measure
+another revision in the same conditions. A peer operator joins by adding a
+FleetSide to SIDES: how to start it, a cluster's manifest, when it is settled,
+the edit, and the nodes' credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+import attrs
+import yaml
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from controllers.cluster.render import layout, names
+from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
+from valkey_operator.core.rest import RestClient
+from valkey_operator.testing import processes
+from valkey_operator.testing.crds import install_crds
+from valkey_operator.testing.demo import curated_examples
+from valkey_operator.testing.images import newest_image
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, kubectl, operator_argv
+from valkey_operator.testing.wait import NotYet, eventually
+from valkey_operator.valkey.admin import AdminClient, Credentials, check_address
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = newest_image()
+POLL = 0.2
+CREATE_CONCURRENCY = 8
+PROBE_CONCURRENCY = 16
+REPLICATION_COMMANDS = ("replconf", "ping", "psync", "sync")
+"""Commands a node receives from its replicas or primary, not from the operator."""
+Obj = dict[str, Any]
+
+
+@attrs.frozen
+class Shape:
+    shards: int
+    replicas: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        shards, _, replicas = text.partition("x")
+        return cls(int(shards), int(replicas))
+
+    @property
+    def pods(self) -> int:
+        return self.shards * (1 + self.replicas)
+
+    def __str__(self) -> str:
+        return f"{self.shards}x{self.replicas}"
+
+
+class FleetSide(Protocol):
+    """What the fleet bench needs from an operator under test."""
+
+    name: str
+    resource: Resource
+
+    async def install(self, kube: Client) -> None:
+        """CRDs (before the operator starts)."""
+
+    async def shared(self, kubeconfig: str, log_dir: Path) -> None:
+        """Shared objects the clusters refer to (configs, roles), once the operator runs."""
+
+    def start(self, kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
+        """The operator process (one for the whole fleet)."""
+
+    def body(self, name: str, namespace: str, shape: Shape) -> Obj:
+        """A cluster's manifest."""
+
+    def settled(self, obj: Obj) -> bool:
+        """Active (ready) for its current generation."""
+
+    def edit(self, obj: Obj) -> Obj:
+        """The merge patch of the timed spec edit."""
+
+    async def credentials(self, kube: Client, namespace: str, cluster: str) -> Credentials | None:
+        """What the operator authenticates to the nodes with (None: no auth)."""
+
+    def cluster_of(self, pod: Obj) -> str | None:
+        """The cluster a pod belongs to."""
+
+
+class Ours:
+    name = "ours"
+    resource = VALKEY_CLUSTERS
+
+    def __init__(self, checkout: Path | None) -> None:
+        self.checkout = checkout
+
+    async def install(self, kube: Client) -> None:
+        await install_crds(kube)
+
+    async def shared(self, kubeconfig: str, log_dir: Path) -> None:
+        kubectl(kubeconfig, "apply", "-f", str(curated_examples(IMAGE, log_dir)))
+        kubectl(kubeconfig, "wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-base")
+
+    def start(self, kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
+        env = None
+        if self.checkout is not None:
+            env = {**os.environ, "PYTHONPATH": str(self.checkout)}
+        return processes.start("valkey-operator", operator_argv(kubeconfig), log_dir / "operator.log", env)
+
+    def body(self, name: str, namespace: str, shape: Shape) -> Obj:
+        body: Obj = yaml.safe_load((ROOT / "docs" / "examples" / "cluster.yaml").read_text())
+        body["metadata"] = {"name": name, "namespace": namespace}
+        body["spec"]["shards"] = shape.shards
+        body["spec"]["replicasPerShard"] = shape.replicas
+        return body
+
+    def settled(self, obj: Obj) -> bool:
+        status = obj.get("status") or {}
+        generation = obj["metadata"].get("generation", 0)
+        return status.get("state") == "Active" and status.get("observedGeneration", 0) >= generation
+
+    def edit(self, obj: Obj) -> Obj:
+        return {"spec": {"replicasPerShard": obj["spec"]["replicasPerShard"] + 1}}
+
+    async def credentials(self, kube: Client, namespace: str, cluster: str) -> Credentials | None:
+        secret = await kube.get(SECRETS, names.secret_name(cluster), namespace)
+        password = base64.b64decode(secret["data"][layout.ADMIN_PASSWORD_KEY]).decode()
+        return Credentials(username=ADMIN_USER, password=password)
+
+    def cluster_of(self, pod: Obj) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get(names.CLUSTER_LABEL)
+
+
+SIDES: dict[str, Callable[[argparse.Namespace], FleetSide]] = {
+    "ours": lambda args: Ours(Path(args.operator_checkout) if args.operator_checkout else None),
+    # The peer (valkey_operator/testing/peer.py) registers here once wired in.
+}
+
+
+# -- measuring ----------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of pid, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def calls(info: dict[str, str], command: str) -> int:
+    """`calls=` of one command in INFO commandstats (0 when never called)."""
+    entry = info.get(f"cmdstat_{command}", "")
+    fields = dict(part.split("=", 1) for part in entry.split(",") if "=" in part)
+    return int(fields.get("calls", 0))
+
+
+def operator_commands(before: dict[str, str], after: dict[str, str], ours: int) -> int:
+    """Commands the operator sent between two `INFO stats commandstats` replies on one node.
+
+    Pure: the total delta minus replication traffic and `ours` (our own commands between them)."""
+
+    total = int(after["total_commands_processed"]) - int(before["total_commands_processed"])
+    replication = sum(calls(after, c) - calls(before, c) for c in REPLICATION_COMMANDS)
+    return total - replication - ours
+
+
+@attrs.frozen
+class Window:
+    seconds: float
+    cpu: float
+    rss_mib: float
+    hwm_mib: float
+    nodes: int
+    commands_per_node_s: float
+    connections_per_node_min: float
+    load: float
+
+
+async def measure_window(side: FleetSide, kube: Client, namespace: str, pid: int, seconds: float) -> Window:
+    pods = [p for p in await kube.list(PODS, namespace) if (p.get("status") or {}).get("podIP")]
+    clusters = sorted({c for p in pods if (c := side.cluster_of(p))})
+    credentials = dict(
+        zip(
+            clusters,
+            await asyncio.gather(*(side.credentials(kube, namespace, c) for c in clusters)),
+            strict=True,
+        )
+    )
+    limit = asyncio.Semaphore(PROBE_CONCURRENCY)
+
+    async def read(pod: Obj) -> dict[str, str]:
+        """INFO on a fresh connection (a held one would meet the servers' idle `timeout`)."""
+        ip = pod["status"]["podIP"]
+        check_address(ip, LOOPBACK_NETWORKS)
+        found = credentials[side.cluster_of(pod) or ""]
+        admin = AdminClient(
+            credentials=found or Credentials(username="default", password=""),
+            allowed_networks=LOOPBACK_NETWORKS,
+        )
+        async with limit, admin.connect(ip) as node:
+            return await node.info("stats", "commandstats")
+
+    before = await asyncio.gather(*(read(pod) for pod in pods))
+    cpu0, started = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    cpu1, elapsed = cpu_seconds(pid), time.monotonic() - started
+    after = await asyncio.gather(*(read(pod) for pod in pods))
+    # Ours between the two replies: the first INFO, and the second connection's AUTH.
+    commands = [operator_commands(b, a, ours=2) for b, a in zip(before, after, strict=True)]
+    connections = [calls(a, "auth") - calls(b, "auth") - 1 for b, a in zip(before, after, strict=True)]
+    memory = memory_kib(pid)
+    count = max(1, len(pods))
+    return Window(
+        seconds=elapsed,
+        cpu=(cpu1 - cpu0) / elapsed,
+        rss_mib=memory["VmRSS"] / 1024,
+        hwm_mib=memory["VmHWM"] / 1024,
+        nodes=len(pods),
+        commands_per_node_s=sum(commands) / count / elapsed,
+        connections_per_node_min=sum(connections) / count / elapsed * 60,
+        load=load_average(),
+    )
+
+
+# -- the fleet ----------------------------------------------------------------------
+
+
+async def bounded(items: list[Any], work: Callable[[Any], Awaitable[object]], limit: int) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(item: Any) -> None:
+        async with gate:
+            await work(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+async def all_settled(side: FleetSide, kube: Client, namespace: str, count: int, timeout: float) -> float:
+    started = time.monotonic()
+
+    async def check() -> bool | NotYet:
+        found = await kube.list(side.resource, namespace)
+        done = sum(1 for obj in found if side.settled(obj))
+        return done == count or NotYet(f"{done} of {count} settled")
+
+    await eventually(check, f"{count} clusters to settle", timeout, interval=1.0)
+    return time.monotonic() - started
+
+
+async def timed_edit(side: FleetSide, kube: Client, namespace: str, name: str, timeout: float) -> float:
+    current = await kube.get(side.resource, name, namespace)
+    started = time.monotonic()
+    patched = await kube.patch(side.resource, name, side.edit(current), namespace)
+    generation = patched["metadata"]["generation"]
+
+    async def settled() -> bool | NotYet:
+        obj = await kube.get(side.resource, name, namespace)
+        status = obj.get("status") or {}
+        return (obj["metadata"]["generation"] == generation and side.settled(obj)) or NotYet(
+            f"{status.get('state')}: {status.get('message')}"
+        )
+
+    await eventually(settled, f"{name} to settle after the edit", timeout, interval=POLL)
+    return time.monotonic() - started
+
+
+async def delete_namespace(kube: Client, name: str, timeout: float = 300.0) -> None:
+    if await kube.get_or_none(NAMESPACES, name) is None:
+        return
+    for pod in await kube.list(PODS, name):
+        await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
+    await kube.delete(NAMESPACES, name)
+
+    async def gone() -> bool:
+        return await kube.get_or_none(NAMESPACES, name) is None
+
+    try:
+        await eventually(gone, f"namespace {name} to be deleted", timeout, interval=1.0)
+    except Exception as exc:
+        print(f"  warning: {exc}", flush=True)
+
+
+@attrs.frozen
+class Row:
+    side: str
+    shape: str
+    clusters: int
+    pods: int
+    settle_s: float
+    """From the creates until every cluster was settled."""
+    window: Window
+    edit_s: float
+
+    @classmethod
+    def from_dict(cls, found: dict[str, Any]) -> Row:
+        """A row as `--output` wrote it."""
+        return cls(**{**found, "window": Window(**found["window"])})
+
+
+def read_rows(path: Path) -> list[Row]:
+    return [Row.from_dict(row) for row in json.loads(path.read_text())["rows"]]
+
+
+async def run_shape(
+    side: FleetSide,
+    kube: Client,
+    pid: Callable[[], int],
+    shape: Shape,
+    sizes: list[int],
+    args: argparse.Namespace,
+) -> list[Row]:
+    namespace = f"fleet-{side.name}-{shape.shards}x{shape.replicas}-{time.strftime('%H%M%S')}"
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    await kube.create(NAMESPACES, {"metadata": {"name": namespace, "labels": labels}})
+    rows: list[Row] = []
+    try:
+        created = 0
+        for edit_index, size in enumerate(sizes):
+            if size * shape.pods > args.max_pods:
+                print(
+                    f"{side.name} {shape} x {size}: skipped "
+                    f"({size * shape.pods} pods > --max-pods {args.max_pods})",
+                    flush=True,
+                )
+                continue
+            new = [f"c{index:03d}" for index in range(created, size)]
+            began = time.monotonic()
+            await bounded(
+                new,
+                lambda name: kube.create(side.resource, side.body(name, namespace, shape)),
+                CREATE_CONCURRENCY,
+            )
+            created = max(created, size)
+            await all_settled(side, kube, namespace, created, args.timeout + 8.0 * len(new))
+            bring_up = time.monotonic() - began
+            print(f"{side.name} {shape} x {size}: all settled {bring_up:.1f} s after the creates", flush=True)
+            await asyncio.sleep(args.settle)
+            window = await measure_window(side, kube, namespace, pid(), args.window)
+            edited = f"c{edit_index:03d}"
+            edit = await timed_edit(side, kube, namespace, edited, args.timeout)
+            row = Row(side.name, str(shape), size, size * shape.pods, bring_up, window, edit)
+            rows.append(row)
+            print(format_row(row), flush=True)
+    finally:
+        await delete_namespace(kube, namespace)
+    return rows
+
+
+HEADER = (
+    "| side | shape | clusters | pods | load (1 min) | operator CPU (% of a core) | RSS MiB (peak) "
+    "| operator cmd/s per node | operator connections/min per node | edit -> Active |"
+)
+
+
+def format_row(row: Row) -> str:
+    w = row.window
+    return (
+        f"| {row.side} | {row.shape} | {row.clusters} | {row.pods} | {w.load:.2f} | {w.cpu * 100:.2f} | "
+        f"{w.rss_mib:.0f} ({w.hwm_mib:.0f}) | {w.commands_per_node_s:.3f} | {w.connections_per_node_min:.2f} "
+        f"| {row.edit_s:.2f} s |"
+    )
+
+
+def growth(rows: list[Row]) -> list[str]:
+    """Each number at every size against the same shape's smallest size."""
+    lines = []
+    for key in sorted({(r.side, r.shape) for r in rows}):
+        group = sorted((r for r in rows if (r.side, r.shape) == key), key=lambda r: r.clusters)
+        base = group[0]
+        for row in group[1:]:
+            w, b = row.window, base.window
+            added = max(1, row.clusters - base.clusters)
+            rss = w.rss_mib - b.rss_mib
+            lines.append(
+                f"{key[0]} {key[1]} {base.clusters} -> {row.clusters} clusters: "
+                f"CPU {b.cpu * 100:.2f} -> {w.cpu * 100:.2f} % of a core "
+                f"({(w.cpu - b.cpu) * 100 / added:.4f} per added cluster), "
+                f"RSS +{rss:.0f} MiB ({rss / added:.2f} per added cluster), "
+                f"cmd/s per node {b.commands_per_node_s:.3f} -> {w.commands_per_node_s:.3f}, "
+                f"edit x{row.edit_s / base.edit_s:.2f}"
+            )
+    return lines
+
+
+def live_pid(operator: processes.ProcessRecord, logs: Path) -> Callable[[], int]:
+    def pid() -> int:
+        if not operator.alive():
+            raise RuntimeError(f"the operator exited; see {logs}")
+        return operator.pid
+
+    return pid
+
+
+async def drive(kubeconfig: str, args: argparse.Namespace, log_dir: Path) -> list[Row]:
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    host = urlparse(str(configuration.host)).hostname or ""
+    check_address(host, LOOPBACK_NETWORKS)
+    rows: list[Row] = []
+    async with k8s.ApiClient(configuration) as api:
+        kube = Client(RestClient(api), field_manager="bench")
+        for side_name in args.sides.split(","):
+            side = SIDES[side_name](args)
+            await side.install(kube)
+            operator = side.start(kubeconfig, log_dir / side.name)
+            try:
+                await side.shared(kubeconfig, log_dir)
+                pid = live_pid(operator, log_dir / side.name)
+                for shape_text in args.shapes.split(","):
+                    rows += await run_shape(side, kube, pid, Shape.parse(shape_text), args.sizes, args)
+            finally:
+                processes.stop([operator])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument(
+        "--sizes", type=lambda t: sorted(int(s) for s in t.split(",")), default=[1, 10, 50, 100]
+    )
+    parser.add_argument("--shapes", default="1x0,2x1", help="shards x replicas per shard, comma-separated")
+    parser.add_argument("--max-pods", type=int, default=120, help="skip a size whose fleet has more pods")
+    parser.add_argument("--settle", type=float, default=180.0, help="seconds of quiet before the window")
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=300.0,
+        help="the measured quiet window, seconds: at least the operator's steady-probe cap (300), or a "
+        "backed-off fleet may see none of its passes in it",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="per wait, seconds (plus 8 s per new cluster)"
+    )
+    parser.add_argument("--sides", default="ours", help=f"comma-separated: {', '.join(SIDES)}")
+    parser.add_argument("--operator-checkout", help="run ours from this checkout (PYTHONPATH)")
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--output", help="write the rows as JSON here")
+    args = parser.parse_args()
+    for name in args.sides.split(","):
+        if name not in SIDES:
+            parser.error(f"unknown side {name!r}; known: {', '.join(SIDES)}")
+    if args.kubeconfig:
+        with tempfile.TemporaryDirectory(prefix="bench-") as logs:
+            rows = asyncio.run(drive(args.kubeconfig, args, Path(logs)))
+    else:
+        from valkey_operator.testing.controlplane import ControlPlane
+
+        with tempfile.TemporaryDirectory(prefix="bench-") as state:
+            plane = ControlPlane(Path(state), nodes=3)
+            plane.up()
+            try:
+                rows = asyncio.run(drive(str(plane.kubeconfig), args, plane.logs))
+            finally:
+                plane.down()
+    print("\n" + HEADER)
+    print("|" + "---|" * (HEADER.count("|") - 1))
+    for row in rows:
+        print(format_row(row))
+    print()
+    for line in growth(rows):
+        print(line)
+    if args.output:
+        record = {
+            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cpus": os.cpu_count(),
+            "args": {key: value for key, value in vars(args).items() if key != "kubeconfig"},
+            "rows": [attrs.asdict(row) for row in rows],
+        }
+        Path(args.output).write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
