@@ -39,6 +39,7 @@ from urllib.parse import urlparse
 import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+from operators import delete_namespace
 from valkey.asyncio import Valkey
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
@@ -50,7 +51,7 @@ from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.demo import curated_examples
 from valkey_operator.testing.images import newest_image, resolve_image
 from valkey_operator.testing.operatorproc import kubectl, start_operator
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
+from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import parse_info
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,20 +72,6 @@ def loopback(ip: str) -> str:
 async def new_namespace(kube: Client, name: str) -> None:
     labels = {"pod-security.kubernetes.io/enforce": "restricted"}
     await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": labels}})
-
-
-async def delete_namespace(kube: Client, name: str, timeout: float = 120.0) -> None:
-    for pod in await kube.list(PODS, name):
-        await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
-    await kube.delete(NAMESPACES, name)
-
-    async def gone() -> bool:
-        return await kube.get_or_none(NAMESPACES, name) is None
-
-    try:
-        await eventually(gone, f"namespace {name} to be deleted", timeout, interval=POLL)
-    except WaitTimeout as exc:
-        print(f"  warning: {exc}", flush=True)
 
 
 # -- ours -------------------------------------------------------------------------

@@ -55,6 +55,7 @@ import attrs
 import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+from operators import delete_namespace
 
 from controllers.cluster.render import layout, names
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
@@ -317,22 +318,6 @@ async def timed_edit(side: FleetSide, kube: Client, namespace: str, name: str, t
     return time.monotonic() - started
 
 
-async def delete_namespace(kube: Client, name: str, timeout: float = 300.0) -> None:
-    if await kube.get_or_none(NAMESPACES, name) is None:
-        return
-    for pod in await kube.list(PODS, name):
-        await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
-    await kube.delete(NAMESPACES, name)
-
-    async def gone() -> bool:
-        return await kube.get_or_none(NAMESPACES, name) is None
-
-    try:
-        await eventually(gone, f"namespace {name} to be deleted", timeout, interval=1.0)
-    except Exception as exc:
-        print(f"  warning: {exc}", flush=True)
-
-
 @attrs.frozen
 class Row:
     side: str
@@ -395,7 +380,7 @@ async def run_shape(
             rows.append(row)
             print(format_row(row), flush=True)
     finally:
-        await delete_namespace(kube, namespace)
+        await delete_namespace(kube, namespace, timeout=300.0)
     return rows
 
 

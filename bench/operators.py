@@ -22,8 +22,9 @@ import base64
 import contextlib
 import ipaddress
 import os
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,6 +39,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import peer, processes
+from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.images import valkey_version
 from valkey_operator.testing.operatorproc import start_operator
@@ -345,10 +347,35 @@ async def new_namespace(kube: Client, name: str) -> None:
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
-async def delete_namespace(kube: Client, name: str) -> None:
-    """Pods killed at once (the bench is done with them), then the namespace."""
+async def delete_namespace(kube: Client, name: str, timeout: float = 120.0) -> None:
+    """Pods killed at once (the bench is done with them), then the namespace, waited for (a warning
+    on timeout: a stuck namespace must not fail the measurement taken before it)."""
+    if await kube.get_or_none(NAMESPACES, name) is None:
+        return
     for pod in await kube.list(PODS, name):
         with contextlib.suppress(Exception):
             await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
     with contextlib.suppress(Exception):
         await kube.delete(NAMESPACES, name)
+
+    async def gone() -> bool:
+        return await kube.get_or_none(NAMESPACES, name) is None
+
+    try:
+        await eventually(gone, f"namespace {name} to be deleted", timeout, interval=1.0)
+    except AssertionError as exc:
+        print(f"  warning: {exc}", flush=True)
+
+
+Drive = Callable[[str, Path], Coroutine[Any, Any, int]]
+
+
+def run_on_testbed(drive: Drive, kubeconfig: str | None, log_dir: str | None, prefix: str) -> int:
+    """drive(kubeconfig, log_dir) on the given test bed, or on a fresh 3-node one stopped afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as temp:
+        logs = Path(log_dir or temp)
+        logs.mkdir(parents=True, exist_ok=True)
+        if kubeconfig:
+            return asyncio.run(drive(kubeconfig, logs))
+        with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
+            return asyncio.run(drive(str(plane.kubeconfig), logs))

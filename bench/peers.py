@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from operators import (
     new_namespace,
     open_client,
     pod_addresses,
+    run_on_testbed,
     settled,
 )
 
@@ -302,17 +303,7 @@ def main() -> None:
     for reference in (args.old, args.new):
         if resolve_image(reference) is None:
             parser.error(f"{reference} is not installed: run `python -m valkey_operator.testing build`")
-    with tempfile.TemporaryDirectory(prefix="bench-peers-") as temp:
-        log_dir = Path(args.log_dir or temp)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        if args.kubeconfig:
-            code = asyncio.run(drive(args, args.kubeconfig, log_dir))
-        else:
-            from valkey_operator.testing.controlplane import ControlPlane
-
-            with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
-                code = asyncio.run(drive(args, str(plane.kubeconfig), log_dir))
-    sys.exit(code)
+    sys.exit(run_on_testbed(functools.partial(drive, args), args.kubeconfig, args.log_dir, "bench-peers-"))
 
 
 if __name__ == "__main__":

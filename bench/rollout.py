@@ -42,17 +42,18 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+from operators import run_on_testbed
 
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
@@ -316,17 +317,7 @@ def main() -> None:
     for reference in (args.old, args.new):
         if resolve_image(reference) is None:
             parser.error(f"{reference} is not installed: run `python -m valkey_operator.testing build`")
-    with tempfile.TemporaryDirectory(prefix="bench-rollout-") as temp:
-        log_dir = Path(args.log_dir or temp)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        if args.kubeconfig:
-            code = asyncio.run(drive(args, args.kubeconfig, log_dir))
-        else:
-            from valkey_operator.testing.controlplane import ControlPlane
-
-            with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
-                code = asyncio.run(drive(args, str(plane.kubeconfig), log_dir))
-    sys.exit(code)
+    sys.exit(run_on_testbed(functools.partial(drive, args), args.kubeconfig, args.log_dir, "bench-rollout-"))
 
 
 if __name__ == "__main__":
