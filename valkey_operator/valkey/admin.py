@@ -67,7 +67,7 @@ def parse_info(text: str) -> dict[str, str]:
     return fields
 
 
-def _text(reply: Any) -> str:
+def text_of(reply: Any) -> str:
     if isinstance(reply, bytes):
         return reply.decode(errors="replace")
     return str(reply)
@@ -81,12 +81,7 @@ def decode_pairs(reply: Any) -> dict[str, Any]:
         items = list(zip(reply[::2], reply[1::2], strict=False))
     else:
         return {}
-    return {_text(key): (_text(value) if isinstance(value, bytes) else value) for key, value in items}
-
-
-def text_of(reply: Any) -> str:
-    """A bulk string reply as text."""
-    return _text(reply)
+    return {text_of(key): (text_of(value) if isinstance(value, bytes) else value) for key, value in items}
 
 
 def parse_migrations(reply: Any) -> list[dict[str, Any]]:
@@ -96,7 +91,7 @@ def parse_migrations(reply: Any) -> list[dict[str, Any]]:
 
 def parse_lines(reply: Any) -> list[str]:
     """An array of bulk strings (ACL LIST) -> text lines."""
-    return [_text(line) for line in reply or []]
+    return [text_of(line) for line in reply or []]
 
 
 def parse_config(reply: Any) -> dict[str, str]:
@@ -178,19 +173,10 @@ class NodeConnection:
 
     async def command(self, *args: str | int) -> Any:
         """Send one command, return its raw reply; error replies raise ValkeyCommandError."""
-        name = " ".join(str(arg) for arg in args[:2])
-        try:
-            async with asyncio.timeout(self.timeout):
-                await self.connection.send_command(*args)
-                return await self.connection.read_response()
-        except TimeoutError as exc:
-            await self._drop()
-            raise ValkeyAdminError(f"{self.host}: {name} timed out after {self.timeout}s") from exc
-        except valkey_exceptions.ResponseError as exc:
-            raise ValkeyCommandError(f"{self.host}: {name}: {exc}") from exc
-        except (valkey_exceptions.ValkeyError, OSError) as exc:
-            await self._drop()
-            raise ValkeyAdminError(f"{self.host}: {name}: {exc}") from exc
+        (reply,) = await self.pipeline(args)
+        if isinstance(reply, ValkeyCommandError):
+            raise reply
+        return reply
 
     async def pipeline(self, *commands: Sequence[str | int]) -> list[Any]:
         """Send every command in one write and read their replies in order: one round trip.
@@ -208,7 +194,9 @@ class NodeConnection:
                         replies.append(await self.connection.read_response())
                     except valkey_exceptions.ResponseError as exc:
                         name = " ".join(str(arg) for arg in command[:2])
-                        replies.append(ValkeyCommandError(f"{self.host}: {name}: {exc}"))
+                        error = ValkeyCommandError(f"{self.host}: {name}: {exc}")
+                        error.__cause__ = exc
+                        replies.append(error)
         except TimeoutError as exc:
             await self._drop()
             raise ValkeyAdminError(f"{self.host}: {names} timed out after {self.timeout}s") from exc
@@ -225,7 +213,7 @@ class NodeConnection:
             pass
 
     async def text(self, *args: str | int) -> str:
-        return _text(await self.command(*args))
+        return text_of(await self.command(*args))
 
     def peer_certificate(self) -> bytes | None:
         """The DER certificate the node presented in this connection's TLS handshake (None: plain)."""
@@ -241,12 +229,6 @@ class NodeConnection:
     async def info(self, *sections: str) -> dict[str, str]:
         return parse_info(await self.text("INFO", *sections))
 
-    async def cluster_myid(self) -> str:
-        return await self.text("CLUSTER", "MYID")
-
-    async def cluster_myshardid(self) -> str:
-        return await self.text("CLUSTER", "MYSHARDID")
-
     async def cluster_nodes(self) -> str:
         return await self.text("CLUSTER", "NODES")
 
@@ -256,20 +238,11 @@ class NodeConnection:
     async def cluster_getslotmigrations(self) -> list[dict[str, Any]]:
         return parse_migrations(await self.command("CLUSTER", "GETSLOTMIGRATIONS"))
 
-    async def acl_list(self) -> list[str]:
-        return parse_lines(await self.command("ACL", "LIST"))
-
     async def config_get(self, *names: str) -> dict[str, str]:
         """CONFIG GET of every name in one call (Valkey 7+ takes several)."""
         if not names:
             return {}
         return parse_config(await self.command("CONFIG", "GET", *names))
-
-    async def commands_known(self, names: Sequence[str]) -> dict[str, bool]:
-        """Whether this server knows each command or `command|subcommand` (COMMAND INFO: nil for unknown)."""
-        if not names:
-            return {}
-        return parse_commands_known(names, await self.command("COMMAND", "INFO", *names))
 
     # --- changes ---
 
