@@ -8,30 +8,17 @@ reports them, and the defaults are the documented ones.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import zlib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from bench_support import load_bench
 
 from valkey_operator.testing.datachecker import WriterReport
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def load_bench() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "bench"))  # the script imports its sibling persistence.py
-    spec = importlib.util.spec_from_file_location("bench_backup", ROOT / "bench" / "backup.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_bench("backup")
 
 
 def test_the_defaults_are_one_gigabyte_and_three_rounds() -> None:

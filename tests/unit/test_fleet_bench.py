@@ -7,25 +7,14 @@ records in bench/results/fleet-before.json and fleet-after.json hold them.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
+
+from bench_support import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = [ROOT / "bench" / "results" / f"fleet-{when}.json" for when in ("before", "after", "after-cycle")]
 
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_fleet", ROOT / "bench" / "fleet.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_bench("fleet")
 
 
 def _stats(total: int, replconf: int = 0, auth: int = 0) -> dict[str, str]:

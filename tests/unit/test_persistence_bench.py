@@ -9,14 +9,12 @@ bench/results/persistence.json (one source for the numbers).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_support import load_bench
 
 from valkey_operator.testing.datachecker import SLOTS, key_slot
 from valkey_operator.valkey.slots import even_ranges
@@ -24,17 +22,7 @@ from valkey_operator.valkey.slots import even_ranges
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "bench" / "results" / "persistence.json"
 
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_persistence", ROOT / "bench" / "persistence.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_bench("persistence")
 
 
 def test_the_defaults_measure_every_mode_and_both_recoveries() -> None:
