@@ -65,8 +65,13 @@ from valkey_operator.testing import prometheus as prom
 from valkey_operator.testing.build import binaries
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Installs the chart's cluster-scoped RBAC and adopts the CRDs: no other test-bed module meanwhile.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+# Adopts the CRDs and installs the chart's ClusterRoles: one Helm release at a time. Its operator
+# watches one namespace, so other test-bed modules run beside it.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.testbed_serial("helm"),
+    pytest.mark.usefixtures("valkey_crds"),
+]
 
 DAY = 86400.0
 WINDOW_DAYS = 60

@@ -57,8 +57,7 @@ from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import load_manifests, product_crds
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Helm owns the cluster-wide CRDs and RBAC while this runs: no other test-bed module runs meanwhile.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
+pytestmark = [pytest.mark.integration]
 
 SYNC_SECONDS = 5
 """The operator's secretSyncSeconds here: the test bed's kubelet writes Secret files after 2 s."""
@@ -193,7 +192,16 @@ def judge_rbac(log: Path, account: str, grants: set[tuple[str, str]], uninstalle
 
 
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize(
+    "mode",
+    [
+        # Helm owns the CRDs and the chart's ClusterRoles while a release is installed: one release
+        # at a time. Watching one namespace, it runs beside other modules; cluster-wide, its
+        # operator would reconcile every namespace's clusters, so nothing else runs meanwhile.
+        pytest.param("namespaced", marks=pytest.mark.testbed_serial("helm")),
+        pytest.param("cluster-wide", marks=pytest.mark.testbed_exclusive),
+    ],
+)
 async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
     mode: str,
     kube: Client,

@@ -32,7 +32,10 @@ and every worker attaches to it; namespaces keep their tests apart. A test
 module that changes what all tests share (fails or taints a node, replaces a
 CRD) is marked `testbed_exclusive`: while it runs no other module that uses
 the control plane runs, and it waits for those running to finish (a
-writer-preferring lock held per module, outside each test's timeout).
+writer-preferring lock held per module, outside each test's timeout). Tests
+marked `testbed_serial(group)` run one at a time within their group (Helm
+releases, which take ownership of the CRDs and the chart's ClusterRoles) but
+beside every ordinary module.
 """
 
 from __future__ import annotations
@@ -76,8 +79,9 @@ KUBELET_ARGS = (
 WORKER_STATE_DIR = "valkey_operator_testbed_state_dir"
 """The key of xdist's workerinput carrying the controller's control-plane state dir."""
 EXCLUSIVE = "testbed_exclusive"
+SERIAL = "testbed_serial"
 _SHARED_PLANE = pytest.StashKey[tuple[ControlPlane, bool]]()
-_HELD = pytest.StashKey[contextlib.ExitStack]()
+_HELD = pytest.StashKey[tuple[tuple[str, ...], contextlib.ExitStack]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,6 +110,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{EXCLUSIVE}: the module changes what every test shares (nodes, CRDs); under xdist it runs "
         "while no other test-bed module runs",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{SERIAL}(group): under xdist, tests of the same group run one at a time (for example Helm "
+        "releases that take ownership of the CRDs), beside ordinary test-bed modules",
     )
     if _is_xdist_controller(config):
         kept = config.getoption("--testbed-state-dir")
@@ -192,25 +201,54 @@ def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
-    """Under xdist, hold the test bed's lock for each module that uses the control plane: shared, or
-    exclusive for a `testbed_exclusive` module. Taken outside pytest-timeout's timer (this wrapper runs
-    first), so waiting for the lock never counts against a test's timeout."""
+    """Under xdist, hold the test bed's lock for each run of tests that uses the control plane:
+    shared, exclusive for `testbed_exclusive`, shared plus its group's lock for `testbed_serial`.
+    A module keeps its lock from test to test; a parameter marked otherwise takes its own. Taken
+    outside pytest-timeout's timer (this wrapper runs first), so waiting for the lock never counts
+    against a test's timeout."""
     state_dir = _worker_state_dir(item.config)
     uses_plane = "kube_control_plane" in getattr(item, "fixturenames", ())
     if state_dir is None or not uses_plane:
         yield
         return
+    key = _lock_key(item)
     held = item.config.stash.get(_HELD, None)
-    if held is None:
-        held = contextlib.ExitStack()
-        held.enter_context(_module_lock(state_dir, exclusive=item.get_closest_marker(EXCLUSIVE) is not None))
-        item.config.stash[_HELD] = held
+    if held is None or held[0] != key:
+        if held is not None:
+            held[1].close()
+        stack = contextlib.ExitStack()
+        if key[0] == SERIAL:
+            stack.enter_context(_group_lock(state_dir, key[1]))
+        stack.enter_context(_module_lock(state_dir, exclusive=key[0] == EXCLUSIVE))
+        held = item.config.stash[_HELD] = (key, stack)
     try:
         yield
     finally:
-        if nextitem is None or nextitem.path != item.path:  # the module's last test on this worker
+        if nextitem is None or nextitem.path != item.path or _lock_key(nextitem) != key:
             del item.config.stash[_HELD]
-            held.close()
+            held[1].close()
+
+
+def _lock_key(item: pytest.Item) -> tuple[str, ...]:
+    """("testbed_exclusive",), ("testbed_serial", group) or ("shared",): what item must hold."""
+    if item.get_closest_marker(EXCLUSIVE) is not None:
+        return (EXCLUSIVE,)
+    serial = item.get_closest_marker(SERIAL)
+    if serial is not None:
+        return (SERIAL, str(serial.args[0]))
+    return ("shared",)
+
+
+@contextlib.contextmanager
+def _group_lock(state_dir: Path, group: str) -> Iterator[None]:
+    """One holder at a time for a testbed_serial group; taken before the shared lock, never while
+    holding it, so an exclusive module waiting for the shared lock cannot deadlock with it."""
+    with (state_dir / f".xdist-serial-{group}").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
