@@ -38,8 +38,9 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Fails or taints nodes, or replaces a CRD: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+# The placement-rule test taints a node and adds a PriorityClass, which other modules' pods would
+# meet: it is marked testbed_exclusive. The others place only this module's own pods.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 ZONE = "topology.kubernetes.io/zone"
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
@@ -129,6 +130,7 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
     assert len(gaps) == 3 and all(gap < SHARD_GAP_LIMIT for gap in gaps.values()), gaps
 
 
+@pytest.mark.testbed_exclusive
 @pytest.mark.timeout(600)
 async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str

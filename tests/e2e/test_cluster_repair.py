@@ -60,8 +60,9 @@ from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 from valkey_operator.valkey.slots import parse_slot_ranges
 
-# Fails or taints nodes, or replaces a CRD: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+# The tests that fail nodes are marked testbed_exclusive: while they run no other test-bed module
+# runs. The others disturb only this module's own pods and servers.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 TAKEOVER_LIMIT = 30.0
@@ -260,6 +261,7 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
     await eventually(marked, f"{node} not Ready", timeout)
 
 
+@pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "primaries",
@@ -348,6 +350,7 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
     await no_data_lost_reported(kube, namespace)
 
 
+@pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
