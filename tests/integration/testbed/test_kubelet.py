@@ -48,8 +48,9 @@ from valkey_operator.testing.kubelet.pods import STRATEGIC_MERGE_PATCH
 from valkey_operator.testing.plugin import BACKOFF_BASE, SYNC_DELAY
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Fails nodes: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.timeout(240)]
+# The tests that fail a node are marked testbed_exclusive: while they run no other test-bed module
+# runs. The others touch only their own namespace's pods (the CLI test runs a bed of its own).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 Obj = dict[str, Any]
 OPERATOR = "valkey-operator:dev"
@@ -388,6 +389,7 @@ async def test_restricted_namespace_runs_a_compliant_pod_as_its_uid(
     assert "non-root" in message
 
 
+@pytest.mark.testbed_exclusive
 async def test_node_failure_and_recovery(
     kube: Client, kubelet: KubeletControl, pods: Pods, namespace: str
 ) -> None:
@@ -443,6 +445,7 @@ async def test_node_failure_and_recovery(
         assert process(await pods.pid(name)) != pids[name]
 
 
+@pytest.mark.testbed_exclusive
 async def test_node_reboot_empties_memory_emptydirs_and_keeps_disk_ones(
     kubelet: KubeletControl, pods: Pods, namespace: str
 ) -> None:
