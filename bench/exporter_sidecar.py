@@ -44,8 +44,9 @@ from typing import Any
 
 import attrs
 
-from controllers.cluster.render.exporter import EXPORTER_RULES, EXPORTER_USER
+from controllers.cluster.render.exporter import EXPORTER_RULES
 from controllers.cluster.render.exporter import FLAGS as SIDECAR_FLAGS
+from valkey_operator.api.resources import EXPORTER_USER
 from valkey_operator.testing import images, processes, redisexporter, versions
 from valkey_operator.testing.kubelet.ipam import listening_ipv4_addresses
 from valkey_operator.testing.valkeyproc import (
