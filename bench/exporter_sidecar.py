@@ -321,6 +321,48 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(f"{name:<{width}}  " + "  ".join(f"{cell(r):>14}" for r in runs) for name, cell in rows)
 
 
+def markdown(record: dict[str, Any]) -> str:
+    """The table docs/metrics.md shows (tests/unit/test_exporter_sidecar_bench.py keeps them equal)."""
+    runs = record["runs"]
+
+    def row(name: str, cell: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {name} | " + " | ".join(cell(run) for run in runs) + " |"
+
+    lines = [
+        "| per pod | " + " | ".join(f"{run['instances']} pod(s)" for run in runs) + " |",
+        "|---|" + "---|" * len(runs),
+        row(
+            "exporter RSS, MiB (median; max)",
+            lambda r: f"{r['rss_mib']['median']:.1f}; {r['rss_mib']['max']:.1f}",
+        ),
+        row(
+            "exporter CPU per scrape, ms (median)",
+            lambda r: f"{r['exporter_cpu_ms_per_scrape']['median']:.1f}",
+        ),
+        row(
+            "valkey-server CPU per scrape, ms (median)",
+            lambda r: f"{r['valkey_cpu_ms_per_scrape']['median']:.1f}",
+        ),
+        row(
+            "scrape time, ms (median; p95)",
+            lambda r: f"{r['scrape_ms']['median']:.1f}; {r['scrape_ms']['p95']:.1f}",
+        ),
+        row(
+            "body, KB (plain; gzip)",
+            lambda r: f"{r['body_bytes']['median'] / 1000:.1f}; {r['gzip_bytes']['median'] / 1000:.1f}",
+        ),
+        row(
+            "series (upstream's default flags)",
+            lambda r: f"{r['series']} ({r['series_with_upstream_default_flags']})",
+        ),
+        row(
+            "+5 INCR seen by the next scrape",
+            lambda r: "yes" if r["freshness"]["visible_in_next_scrape"] else "no",
+        ),
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--instances", default="1,20", help="comma-separated pod counts (default 1,20)")
@@ -340,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"measuring {count} instance(s)...", flush=True)
         runs.append(measure(image, exporter, count, args.scrapes, args.idle_seconds))
     print(table(runs))
+    print()
     record = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "redis_exporter": versions.REDIS_EXPORTER,
@@ -352,6 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(record, indent=2) + "\n")
+    print(markdown(record))
     print(f"recorded in {args.output}")
     return 0
 

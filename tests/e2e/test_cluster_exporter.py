@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 from chart_support import CHART, RELEASE, helm, set_flags
-from cluster_support import Catalog, create_cluster, image_config, owned_pods, settled
+from cluster_support import Catalog, admin_client, create_cluster, image_config, owned_pods, settled
 from inprocess_operator import Operator
 
 from controllers.cluster.render import exporter, names
-from valkey_operator.api.resources import EXPORTER_USER
+from valkey_operator.api.resources import EXPORTER_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import ApiError, Obj
@@ -138,6 +138,44 @@ async def test_the_sidecar_serves_redis_series_on_the_pod_ip_with_a_read_only_us
         assert {sample["metric"]["pod"] for sample in found} == {p["metadata"]["name"] for p in pods}
         ops = await asyncio.to_thread(server.query, "redis_commands_processed_total")
         assert len(ops) == 2 and all(math.isfinite(float(s["value"][1])) for s in ops)
+
+
+async def acl_users(kube: Client, namespace: str, name: str, ip: str) -> list[str]:
+    admin = await admin_client(kube, namespace, name)
+    async with admin.connect(ip) as node:
+        users = await node.command("ACL", "USERS")
+    return sorted(user.decode() if isinstance(user, bytes) else str(user) for user in users)
+
+
+async def test_turning_it_on_and_off_rolls_the_pods_and_adds_then_removes_its_user(
+    kube: Client, namespace: str, operator: Operator, catalog: Catalog
+) -> None:
+    config = await image_config(catalog, images.newest_image())
+    await create_cluster(kube, namespace, NAME, config, 1, 1)
+    await settled(kube, namespace, NAME, 240)
+    before = {pod["metadata"]["uid"] for pod in await owned_pods(kube, namespace, NAME)}
+    ip = (await owned_pods(kube, namespace, NAME))[0]["status"]["podIP"]
+    assert EXPORTER_USER not in await acl_users(kube, namespace, NAME, ip)
+
+    await kube.patch(VALKEY_CLUSTERS, NAME, {"spec": ENABLED}, namespace)
+    await settled(kube, namespace, NAME, 300)
+    pods = await owned_pods(kube, namespace, NAME)
+    assert not before & {pod["metadata"]["uid"] for pod in pods}, "every pod replaced"
+    for pod in pods:
+        assert [c["name"] for c in pod["spec"]["initContainers"]] == [exporter.CONTAINER_NAME]
+        samples = await scrape(pod["status"]["podIP"])
+        assert samples["redis_up"] == 1
+        assert EXPORTER_USER in await acl_users(kube, namespace, NAME, pod["status"]["podIP"])
+
+    await kube.patch(
+        VALKEY_CLUSTERS, NAME, {"spec": {"metrics": {"exporter": {"enabled": False}}}}, namespace
+    )
+    await settled(kube, namespace, NAME, 300)
+    for pod in await owned_pods(kube, namespace, NAME):
+        assert "initContainers" not in pod["spec"]
+        assert EXPORTER_USER not in await acl_users(kube, namespace, NAME, pod["status"]["podIP"])
+    secret = await kube.get(SECRETS, names.secret_name(NAME), namespace)
+    assert exporter.EXPORTER_PASSWORD_KEY not in secret["data"]
 
 
 async def test_a_tls_cluster_with_the_sidecar_is_refused_with_the_reason(
