@@ -139,6 +139,12 @@ async def test_the_sidecar_serves_redis_series_on_the_pod_ip_with_a_read_only_us
         ops = await asyncio.to_thread(server.query, "redis_commands_processed_total")
         assert len(ops) == 2 and all(math.isfinite(float(s["value"][1])) for s in ops)
 
+    # Its liveness probe (httpGet /health on the named port) passed all along: never restarted.
+    for pod in await owned_pods(kube, namespace, NAME):
+        (state,) = pod["status"]["initContainerStatuses"]
+        assert state["name"] == exporter.CONTAINER_NAME and state["restartCount"] == 0, state
+        assert state.get("started") is True and "running" in state["state"], state
+
 
 async def acl_users(kube: Client, namespace: str, name: str, ip: str) -> list[str]:
     admin = await admin_client(kube, namespace, name)
