@@ -9,9 +9,12 @@ import hashlib
 import random
 from typing import Any
 
+from decide_harness import SECRET_KEY, gather, run, world
 from render_support import context, parse_acl_file
 from restore_support import FETCH
 
+from controllers.cluster.decision.actions import ApplyObject, CreatePod, SyncAcl
+from controllers.cluster.decision.decide import decide
 from controllers.cluster.decision.restore import RestoreShard
 from controllers.cluster.render import exporter
 from controllers.cluster.render.acl import RenderedAcl, render_acl
@@ -163,3 +166,28 @@ def test_the_exporter_image_flag() -> None:
     assert default.exporter_image == exporter.DEFAULT_IMAGE == ControllerOptions().exporter_image
     chosen = controller_options(parse(["--exporter-image", "registry.example/re:v1"], environ={}), config)
     assert chosen.exporter_image == "registry.example/re:v1"
+
+
+def test_turning_it_on_gives_live_nodes_the_user_and_the_secret_its_password_before_any_new_pod() -> None:
+    found = run(world(1, 1))
+    found.edit(**ON)
+    decision = decide(gather(found), 1_767_225_600.0)
+    actions = list(decision.actions)
+    secret_at = next(
+        i for i, a in enumerate(actions) if isinstance(a, ApplyObject) and a.object.key == SECRET_KEY
+    )
+    applied = actions[secret_at]
+    assert isinstance(applied, ApplyObject)
+    data = applied.object.body["data"]
+    assert exporter.EXPORTER_PASSWORD_KEY in data
+    assert EXPORTER_USER in base64.b64decode(data["users.acl"]).decode()
+    synced = [a for a in actions if isinstance(a, SyncAcl)]
+    assert len(synced) == 2, "both live nodes get the user now, not when their pod is replaced"
+    assert all(EXPORTER_USER in [user.username for user in a.set_users] for a in synced)
+    assert all(i > secret_at for i, a in enumerate(actions) if isinstance(a, CreatePod))
+    # Once the roll is done, turning it off deletes the user from every live node.
+    rolled = run(found)
+    rolled.edit(metrics={"exporter": {"enabled": False}})
+    off = decide(gather(rolled), 1_767_225_600.0)
+    deleted = [a for a in off.actions if isinstance(a, SyncAcl)]
+    assert deleted and all(EXPORTER_USER in a.delete_users for a in deleted)
