@@ -7,6 +7,7 @@ import ipaddress
 
 import attrs
 
+from controllers.cluster.render.exporter import DEFAULT_IMAGE as DEFAULT_EXPORTER_IMAGE
 from valkey_operator.api.cluster import ZoneSpread
 from valkey_operator.valkey.admin import Network
 
@@ -26,6 +27,8 @@ class ControllerOptions:
     secret_sync_seconds: float = 120.0
     """How long the kubelet may take to update a pod's mounted Secret files after the Secret changes
     (ConfigMap key secretSyncSeconds; a kubelet's default sync period plus cache TTL is 2 minutes)."""
+    exporter_image: str = DEFAULT_EXPORTER_IMAGE
+    """The metrics sidecar's image (--exporter-image), for clusters with spec.metrics.exporter.enabled."""
     operator_image: str = ""
     """The operator's own image (--operator-image): a restoring pod's init container runs it. Empty:
     unknown, and a restore is held until the operator is started with it."""

@@ -54,6 +54,8 @@ class Settings:
     cluster_domain: str
     operator_image: str = ""
     """This operator's own image: restoring pods run it as their init container (empty: unknown)."""
+    exporter_image: str = ""
+    """The metrics sidecar's image (empty: the operator's default, controllers/cluster/render/exporter.py)."""
     steady_probe_max_seconds: int = 300
     """The longest a quiet Active cluster goes unprobed (controllers/cluster/decision/cadence.py)."""
 
@@ -133,6 +135,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"this operator's own image reference, which a restoring Valkey pod's init container runs "
         f"(default: ${OPERATOR_IMAGE_ENV}; the Helm chart sets it)",
     )
+    parser.add_argument(
+        "--exporter-image",
+        help="the redis_exporter image of the metrics sidecar of ValkeyClusters with "
+        "spec.metrics.exporter.enabled (default: oliver006/redis_exporter:v1.74.0)",
+    )
     return parser
 
 
@@ -168,6 +175,7 @@ def parse(
         node_networks=validation.networks("--node-networks", args.node_networks),
         cluster_domain=validation.dns_name("--cluster-domain", args.cluster_domain),
         operator_image=(args.operator_image or environ.get(OPERATOR_IMAGE_ENV) or "").strip(),
+        exporter_image=(args.exporter_image or "").strip(),
         steady_probe_max_seconds=validation.integer(
             "--steady-probe-max-seconds", args.steady_probe_max_seconds, minimum=30
         ),

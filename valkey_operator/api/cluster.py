@@ -309,6 +309,32 @@ class Tls(Model):
     )
 
 
+@described("The redis_exporter sidecar: one in every Valkey pod, on the pod IP's port 9121 (named metrics).")
+@attrs.frozen(kw_only=True)
+class Exporter(Model):
+    enabled: bool = attrs.field(
+        default=False,
+        metadata=schema(
+            "Run the real redis_exporter (the operator's --exporter-image) next to every Valkey node, "
+            "reading INFO at each scrape with a read-only ACL user of its own. A change rolls the pods "
+            "(a sidecar cannot be added to a running pod). Not available with tls.",
+            publish_default=True,
+        ),
+    )
+
+
+@described("Per-node Valkey metrics in redis_exporter's names.")
+@attrs.frozen(kw_only=True)
+class Metrics(Model):
+    exporter: Exporter | None = attrs.field(
+        default=None, metadata=schema("The redis_exporter sidecar (off by default).")
+    )
+
+    @property
+    def exporter_enabled(self) -> bool:
+        return self.exporter is not None and self.exporter.enabled
+
+
 @described(
     "A toleration, as in a Pod's spec.tolerations.",
     rules=[
@@ -484,6 +510,14 @@ _PREFIX = RESERVED_ANNOTATION_PREFIX
             reason="FieldValueForbidden",
             field_path=".restore.backupName",
         ),
+        rule(
+            "!has(self.tls) || !has(self.metrics) || !has(self.metrics.exporter) || "
+            "!self.metrics.exporter.enabled",
+            "metrics.exporter cannot be enabled on a TLS cluster: redis_exporter checks the server "
+            "certificate against the pod IP it dials, which the cluster's certificate need not carry",
+            reason="FieldValueForbidden",
+            field_path=".metrics.exporter.enabled",
+        ),
     ],
 )
 @attrs.frozen(kw_only=True)
@@ -574,6 +608,12 @@ class ValkeyClusterSpec(Model):
                 ),
                 *_label_rules("annotation"),
             ],
+        ),
+    )
+    metrics: Metrics | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Per-node Valkey metrics in redis_exporter's names, for the dashboards people already run."
         ),
     )
     backup: BackupSchedule | None = attrs.field(

@@ -24,7 +24,9 @@ RESERVED_ANNOTATION_PREFIX = f"{GROUP}/"
 # Valkey ACL users the operator owns; users may not declare these names.
 ADMIN_USER = "valkey-operator"
 REPLICATION_USER = "valkey-replication"
-RESERVED_USERNAMES = ("default", ADMIN_USER, REPLICATION_USER)
+EXPORTER_USER = "valkey-exporter"
+"""The metrics sidecar's read-only Valkey user (spec.metrics.exporter)."""
+RESERVED_USERNAMES = ("default", ADMIN_USER, REPLICATION_USER, EXPORTER_USER)
 
 INTERNAL_SECRET_SUFFIX = "internal"
 """The operator's own Secret is `<cluster>-internal`; a generated user Secret `<cluster>-<user>` must

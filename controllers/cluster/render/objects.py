@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 
-from controllers.cluster.render import layout, names
+from controllers.cluster.render import exporter, layout, names
 from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.config import render_valkey_conf, replication_auth_conf
 from controllers.cluster.render.context import RenderContext
@@ -79,6 +79,7 @@ def render_internal_secret(ctx: RenderContext, credentials: InternalCredentials,
         layout.REPLICATION_AUTH_KEY: replication_auth_conf(
             REPLICATION_USER, credentials.replication_password
         ),
+        **exporter.secret_data(ctx, credentials),
     }
     return {
         "apiVersion": "v1",

@@ -33,7 +33,7 @@ Choices, and why:
 
 from __future__ import annotations
 
-from controllers.cluster.render import layout, names
+from controllers.cluster.render import exporter, layout, names
 from controllers.cluster.render.claims import DATA_VOLUME, claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
@@ -212,7 +212,7 @@ def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = No
     if ctx.cluster.spec.pod_annotations:
         metadata["annotations"] = dict(ctx.cluster.spec.pod_annotations)
     vols, _ = volumes(ctx, claim)
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
@@ -230,3 +230,4 @@ def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = No
             **scheduling(ctx, shard),
         },
     }
+    return exporter.with_sidecar(ctx, pod)

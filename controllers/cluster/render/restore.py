@@ -81,7 +81,11 @@ def with_restore(ctx: RenderContext, pod: Obj, fetch: RestoreFetch, shard: Resto
     spec = pod["spec"]
     return {
         **pod,
-        "spec": {**spec, "initContainers": [init], "volumes": [*spec["volumes"], *volumes]},
+        "spec": {
+            **spec,
+            "initContainers": [init, *spec.get("initContainers", [])],
+            "volumes": [*spec["volumes"], *volumes],
+        },
     }
 
 

@@ -12,7 +12,8 @@ placement (zones, nodeSelector, tolerations, priorityClassName: fields of a
 live pod that cannot change in place), persistence when it is on (its mode,
 appendfsync and storageClassName: a mode change changes valkey.conf and the
 pod's volumes, and a claim's class cannot change, so a new class needs new
-claims), and TEMPLATE_VERSION.
+claims), the metrics sidecar when it is on (its image: a sidecar cannot be added to or removed from a live
+pod; render/exporter.py), and TEMPLATE_VERSION.
 
 Not in the hash: runtime tunables (CONFIG SET on live nodes, SPEC 1.2; removing
 one sets it back to its default the same way),
@@ -30,6 +31,7 @@ import hashlib
 import json
 
 from controllers.cluster.render import config as conf
+from controllers.cluster.render import exporter
 from controllers.cluster.render.context import RenderContext
 from valkey_operator.core.rest import Obj
 
@@ -61,6 +63,7 @@ def template_inputs(ctx: RenderContext) -> Obj:
     placement = ctx.placement
     return {
         **persistence_inputs(ctx),
+        **exporter.template_inputs(ctx),
         "version": TEMPLATE_VERSION,
         "image": {"reference": image.reference, "version": image.version},
         "resources": dict(sorted(ctx.config.resources.items())),
