@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from backup_support import destination, storage_secret
 from cluster_support import Catalog, create_cluster, formed_cluster
 from operator_process import ROOT, OperatorProcesses
 
-from valkey_operator.api.resources import PAUSED_ANNOTATION, VALKEY_CLUSTERS
+from valkey_operator.api.resources import PAUSED_ANNOTATION, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.kubectl.requests import (
     RESTARTED_AT_ANNOTATION,
@@ -29,6 +30,7 @@ from valkey_operator.kubectl.requests import (
     parse_switchover,
 )
 from valkey_operator.testing.build import binaries
+from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -112,7 +114,7 @@ async def progressing_reason(plugin: Plugin, namespace: str) -> str:
 
 
 @pytest.mark.timeout(600)
-async def test_status_pause_resume_and_logs_of_a_live_cluster(
+async def test_status_pause_resume_logs_and_backup_of_a_live_cluster(
     plugin: Plugin,
     kube: Client,
     catalog: Catalog,
@@ -120,6 +122,7 @@ async def test_status_pause_resume_and_logs_of_a_live_cluster(
     operators: OperatorProcesses,
     kubeconfig_path: Path,
     tmp_path: Path,
+    object_store: ObjectStoreServer,
 ) -> None:
     operator = operators.start("plugin")
     status, _ = await formed_cluster(kube, catalog, namespace, NAME, shards=2, replicas=1)
@@ -190,6 +193,19 @@ async def test_status_pause_resume_and_logs_of_a_live_cluster(
     # Without --file it reads the operator pods' logs; here no operator runs as a pod.
     code, _, err = await plugin("logs", NAME, "-n", namespace, "--operator-namespace", namespace)
     assert code == 1 and "no running operator pod matches" in err, err
+
+    # backup: refused without a destination; with spec.backup, a ValkeyBackup taken to Completed.
+    code, _, err = await plugin("backup", NAME, "-n", namespace)
+    assert code == 2 and "has no spec.backup.destination" in err, err
+    bucket = object_store.create_bucket()
+    await storage_secret(kube, namespace, object_store)
+    scheduled = {"schedule": "0 3 * * *", "keep": 1, "destination": destination(object_store, bucket)}
+    await kube.patch(VALKEY_CLUSTERS, NAME, {"spec": {"backup": scheduled}}, namespace)
+    out = await plugin.ok("backup", NAME, "-n", namespace, "--name", "by-plugin", "--timeout", "4m")
+    assert out.splitlines()[-1].startswith(f"valkeybackup {namespace}/by-plugin Completed"), out
+    taken = await kube.get(VALKEY_BACKUPS, "by-plugin", namespace)
+    assert taken["spec"] == {"clusterName": NAME, "destination": scheduled["destination"]}
+    assert taken["status"]["phase"] == "Completed"
 
 
 @pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TextIO
 
 from valkey_operator.core.rest import ApiError, TransportError
-from valkey_operator.kubectl import logs, pause, restart, status, switchover
+from valkey_operator.kubectl import backup, logs, pause, restart, status, switchover
 from valkey_operator.kubectl.common import explain
 from valkey_operator.kubectl.kube import CommandFailed, Session, Target, TimedOut, UsageError
 
@@ -48,6 +48,7 @@ COMMANDS: tuple[tuple[str, str, str, Callable[[argparse.ArgumentParser], None], 
     ("switchover", switchover.HELP, switchover.EXAMPLES, switchover.add_arguments, switchover.run),
     ("restart", restart.HELP, restart.EXAMPLES, restart.add_arguments, restart.run),
     ("logs", logs.HELP, logs.EXAMPLES, logs.add_arguments, logs.run),
+    ("backup", backup.HELP, backup.EXAMPLES, backup.add_arguments, backup.run),
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import datetime
 import time
@@ -10,6 +11,7 @@ from typing import Any, TextIO
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.rest import ApiError
+from valkey_operator.kubectl import logfilter
 from valkey_operator.kubectl.kube import CommandFailed, Session, TimedOut
 
 Obj = dict[str, Any]
@@ -26,6 +28,16 @@ def explain(error: ApiError, what: str) -> str:
     if error.status in (401, 403):
         line += "; check your credentials and RBAC (kubectl auth can-i)"
     return line
+
+
+def duration(text: str) -> float:
+    """A --timeout: seconds (300) or a kubectl duration (90s, 5m, 1h30m)."""
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else float(logfilter.seconds(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use seconds or a duration such as 90s, 5m, 1h30m"
+        ) from None
 
 
 async def get_cluster(session: Session, name: str) -> Obj:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import re
 
-from valkey_operator.api.resources import GROUP, PAUSED_ANNOTATION
+from valkey_operator.api.resources import GROUP, PAUSED_ANNOTATION, VALKEY_BACKUPS
 
 SWITCHOVER_ANNOTATION = f"{GROUP}/switchover"
 """`<shard>[/<pod>]@<token>`: promote a replica of that shard (that pod, else the operator's pick)."""
@@ -63,3 +63,18 @@ def rfc3339(now: datetime.datetime) -> str:
 def restart_patch(now: datetime.datetime) -> dict[str, object]:
     """A merge patch setting restartedAt to now."""
     return {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: rfc3339(now)}}}
+
+
+def backup_name(cluster: str, now: datetime.datetime) -> str:
+    """`<cluster>-manual-<yyyymmddhhmmss>`: apart from the schedule's `<cluster>-<yyyymmddhhmmss>`."""
+    return f"{cluster}-manual-{now.astimezone(datetime.UTC).strftime('%Y%m%d%H%M%S')}"
+
+
+def backup_body(namespace: str, name: str, cluster: str, destination: dict[str, object]) -> dict[str, object]:
+    """A ValkeyBackup of cluster to destination, labelled with the cluster (not as scheduled)."""
+    return {
+        "apiVersion": VALKEY_BACKUPS.api_version,
+        "kind": VALKEY_BACKUPS.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {CLUSTER_LABEL: cluster}},
+        "spec": {"clusterName": cluster, "destination": destination},
+    }

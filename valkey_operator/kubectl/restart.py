@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="wait until every pod was replaced and the cluster is Active (default)",
     )
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait (default 1800)")
+    parser.add_argument(
+        "--timeout", type=common.duration, default=1800.0, help="how long to wait: 90s, 5m (default 30m)"
+    )
 
 
 def settled(cluster: common.Obj, old_pods: set[str], pods: list[common.Obj]) -> str | None:

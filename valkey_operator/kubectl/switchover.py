@@ -46,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="wait for the operator's outcome (default; --no-wait returns once requested)",
     )
-    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
+    parser.add_argument(
+        "--timeout", type=common.duration, default=300.0, help="how long to wait: 90s, 5m (default 5m)"
+    )
 
 
 def check_target(cluster: common.Obj, shard: int, pod: str | None) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 
 import pytest
 
 from controllers.cluster.render.names import CLUSTER_LABEL, SHARD_LABEL
-from valkey_operator.kubectl import requests, view
+from valkey_operator.kubectl import common, requests, view
 
 NOW = datetime.datetime(2026, 12, 3, 13, 20, 0, 500000, tzinfo=datetime.UTC)
 
@@ -56,3 +57,23 @@ def test_restart_writes_rfc3339_utc() -> None:
 def test_the_plugin_reads_pods_by_the_labels_the_operator_sets() -> None:
     assert requests.CLUSTER_LABEL == CLUSTER_LABEL
     assert view.SHARD_LABEL == SHARD_LABEL
+
+
+def test_a_backup_is_named_apart_from_the_schedules_and_not_labelled_scheduled() -> None:
+    assert requests.backup_name("cache", NOW) == "cache-manual-20261203132000"
+    body = requests.backup_body("shop", "b1", "cache", {"bucket": "x"})
+    assert body["metadata"] == {"name": "b1", "namespace": "shop", "labels": {CLUSTER_LABEL: "cache"}}
+    assert body["spec"] == {"clusterName": "cache", "destination": {"bucket": "x"}}
+    assert body["kind"] == "ValkeyBackup"
+
+
+def test_timeouts_take_seconds_or_durations() -> None:
+    assert [common.duration(text) for text in ("300", "2.5", "90s", "5m", "1h30m")] == [
+        300,
+        2.5,
+        90,
+        300,
+        5400,
+    ]
+    with pytest.raises(argparse.ArgumentTypeError, match="use seconds or a duration"):
+        common.duration("soon")
