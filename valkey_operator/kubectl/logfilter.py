@@ -46,6 +46,19 @@ def matches(line: str, namespace: str, name: str) -> bool:
     return record is not None and about(record, namespace, name)
 
 
+_FIRST = ("timestamp", "level", "event")
+
+
+def readable(line: str) -> str:
+    """A JSON log line as `time level event key=value ...`; other lines as they are."""
+    record = fields(line) if line.lstrip().startswith("{") else None
+    if record is None:
+        return line
+    head = [str(record.get(key, "")) for key in _FIRST]
+    rest = [f"{key}={value}" for key, value in record.items() if key not in _FIRST]
+    return " ".join(part for part in (*head, *rest) if part)
+
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+)([smhd])")
 

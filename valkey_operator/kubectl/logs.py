@@ -50,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-c", "--container", default=CONTAINER, help=f"container (default {CONTAINER})")
     parser.add_argument("--file", help="filter this saved log instead of reading pods ('-' for stdin)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("raw", "text"),
+        default="raw",
+        help="raw lines (default) or text: time level event key=value",
+    )
 
 
 def keep(lines: Iterable[str], namespace: str, name: str) -> Iterable[str]:
@@ -66,12 +73,16 @@ async def run(args: argparse.Namespace, session: Session, out: TextIO) -> int:
     if args.file is not None:
         source = sys.stdin if args.file == "-" else _open(args.file)
         for line in keep(source, session.namespace, args.cluster):
-            out.write(line if line.endswith("\n") else line + "\n")
+            out.write(_shown(line.rstrip("\n"), args.output) + "\n")
         return 0
     pods = await _operator_pods(session, args.selector, args.operator_namespace)
     prefix = len(pods) > 1
     await asyncio.gather(*(_relay(session, pod, args, since, out, prefix) for pod in pods))
     return 0
+
+
+def _shown(line: str, output: str) -> str:
+    return logfilter.readable(line) if output == "text" else line
 
 
 def _open(path: str) -> TextIO:
@@ -109,7 +120,7 @@ async def _relay(
         session, meta["namespace"], meta["name"], args.container, since, args.follow
     ):
         if logfilter.matches(line, session.namespace, args.cluster):
-            out.write(label + line + "\n")
+            out.write(label + _shown(line, args.output) + "\n")
             out.flush()
 
 

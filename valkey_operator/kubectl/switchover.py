@@ -13,7 +13,7 @@ import argparse
 from typing import TextIO
 
 from valkey_operator.kubectl import common
-from valkey_operator.kubectl.kube import CommandFailed, Session, UsageError
+from valkey_operator.kubectl.kube import CommandFailed, Session, TimedOut, UsageError
 from valkey_operator.kubectl.requests import (
     SWITCHOVER_ANNOTATION,
     TERMINAL_SWITCHOVER_PHASES,
@@ -97,6 +97,7 @@ async def wait_for_outcome(
     """status.switchover once it answers this request with a final phase; progress printed on the way."""
     seen: list[str] = []
     answer: common.Obj = {}
+    waiting_for = f"the operator to carry out switchover {value}"
 
     async def final() -> str | None:
         nonlocal answer
@@ -113,5 +114,12 @@ async def wait_for_outcome(
         answer = current
         return phase if phase in TERMINAL_SWITCHOVER_PHASES else None
 
-    await common.poll(final, timeout, f"the operator to carry out switchover {value}", out)
+    try:
+        await common.poll(final, timeout, waiting_for, out)
+    except TimedOut as exc:
+        if not seen:  # status.switchover never named this request
+            raise TimedOut(
+                f"{exc}; status.switchover never named it: is the operator running, watching this namespace?"
+            ) from None
+        raise
     return answer

@@ -227,7 +227,7 @@ def render(document: Obj, now: datetime.datetime) -> str:
     lines = [cluster_line(cluster)]
     if cluster["endpoint"]:
         lines.append(f"Endpoint: {cluster['endpoint']}")
-    if cluster["message"]:
+    if cluster["message"] and cluster["message"] not in {c["message"] for c in document["conditions"]}:
         lines.append(f"Message: {cluster['message']}")
     if cluster["generation"] is not None and cluster["observedGeneration"] != cluster["generation"]:
         lines.append(

@@ -68,3 +68,12 @@ def test_saved_logs_are_filtered_line_by_line() -> None:
         JSON_LINES[0] + "\n",
         JSON_LINES[1] + "\n",
     ]
+
+
+def test_text_output_puts_time_level_and_event_first() -> None:
+    assert logfilter.readable(JSON_LINES[0]) == "info created pod pod=cache-0-a shard=0 cluster=shop/cache"
+    line = (
+        '{"event": "reconciled", "timestamp": "2026-12-03T13:20:00Z", "level": "info", "key": "shop/cache"}'
+    )
+    assert logfilter.readable(line) == "2026-12-03T13:20:00Z info reconciled key=shop/cache"
+    assert logfilter.readable("Traceback (most recent call last):") == "Traceback (most recent call last):"
