@@ -185,7 +185,7 @@ def _shard_rows(shards: Sequence[Obj]) -> list[list[str]]:
                 [
                     label,
                     _text(role),
-                    _text(node["pod"]),
+                    _text(node["pod"]) + (" (gone)" if node["podPhase"] == "Missing" else ""),
                     _text(node["node"]),
                     _text(node["ip"]),
                     _text(node["version"]),

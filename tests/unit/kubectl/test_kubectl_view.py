@@ -113,6 +113,12 @@ def test_a_pod_the_status_does_not_list_yet_is_shown_with_its_phase() -> None:
     assert any(line.split()[:2] == ["Pending", "cache-1-c"] for line in table.splitlines()), table
 
 
+def test_a_node_whose_pod_is_gone_says_so() -> None:
+    table = view.render(view.summarize(cluster(), PODS[1:], NOW), NOW)
+    row = next(line for line in table.splitlines() if "cache-0-a" in line)
+    assert row.split()[:4] == ["0", "primary", "cache-0-a", "(gone)"], row
+
+
 def test_the_table_reads_at_a_glance() -> None:
     rollout = {
         "shardsUpdated": 1,
