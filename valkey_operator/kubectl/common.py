@@ -24,7 +24,7 @@ def now() -> datetime.datetime:
 
 def explain(error: ApiError, what: str) -> str:
     """An API error as one line a person can act on."""
-    line = f"{what}: {error.status} {error.reason}: {error.message}"
+    line = f"{what}: {' '.join(filter(None, (str(error.status), error.reason)))}: {error.message}"
     if error.status in (401, 403):
         line += "; check your credentials and RBAC (kubectl auth can-i)"
     return line

@@ -66,3 +66,18 @@ def test_the_plugin_never_dials_valkey_nor_runs_controller_code() -> None:
             for name in names:
                 assert name.split(".")[0] not in {"valkey", "controllers"}, f"{path.name} imports {name}"
                 assert not name.startswith("valkey_operator.valkey"), f"{path.name} imports {name}"
+
+
+def test_api_errors_read_as_one_line_with_a_hint_for_refusals() -> None:
+    from valkey_operator.core.rest import ApiError
+    from valkey_operator.kubectl.common import explain
+
+    forbidden = ApiError(403, b'{"reason": "Forbidden", "message": "no"}')
+    assert (
+        explain(forbidden, "patching")
+        == "patching: 403 Forbidden: no; check your credentials and RBAC (kubectl auth can-i)"
+    )
+    assert (
+        explain(ApiError(500, b'{"message": "kubelet unreachable"}'), "reading")
+        == "reading: 500: kubelet unreachable"
+    )
