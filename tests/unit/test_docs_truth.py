@@ -57,13 +57,6 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "the kubectl plugin",
-        (r"\bkubectl[- ]valkey\b", r"\bkubectl plugin\b"),
-        ("kubectl valkey status shows every shard at a glance.", "The kubectl plugin prints the rollout."),
-        issue=26,
-        built_if=(("pyproject.toml", r"kubectl-valkey"),),
-    ),
-    NotYet(
         "manual switchover and rolling restart on request",
         (r"\bswitchover\b", r"\brolling restarts?\b", r"\brestart annotation\b"),
         (
