@@ -422,6 +422,9 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=RBAC",
                 "--endpoint-reconciler-type=none",
+                # Logs, exec and port-forward go to a node's InternalIP (127.0.100.N), never to a
+                # lookup of its name (the default tries Hostname first: a DNS query off loopback).
+                "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=0",
