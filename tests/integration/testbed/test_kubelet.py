@@ -41,6 +41,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS, NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import images
+from valkey_operator.testing.build import binaries
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.kubelet.nodes import NODES
@@ -289,6 +290,26 @@ async def test_failed_container_reports_its_log_tail_with_fallback_to_logs_on_er
         "starting",
         "*** FATAL CONFIG FILE ERROR (Version 8.1.8) ***",
     ]
+
+
+async def test_kubectl_logs_reads_through_the_api_server_and_follows_until_the_container_stops(
+    pods: Pods, kubeconfig_path: Path
+) -> None:
+    script = "for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done"
+    await pods.create(pod_body("talker", busybox(script), restartPolicy="Never"))
+    await pods.wait_log("talker", "line 2")
+
+    def kubectl(*args: str) -> list[str]:
+        command = [str(binaries().kubectl), "--kubeconfig", str(kubeconfig_path), "-n", pods.namespace]
+        done = subprocess.run([*command, "logs", *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert (await asyncio.to_thread(kubectl, "talker"))[:2] == ["line 1", "line 2"]
+    started = time.monotonic()
+    followed = await asyncio.to_thread(kubectl, "talker", "--tail=1", "--follow")
+    assert followed[-1] == "line 6" and len(followed) < 6, followed  # from the tail, to the end
+    assert time.monotonic() - started < 30  # ended with the container, not at the timeout
 
 
 async def test_deletion_sends_sigterm_and_honours_the_grace_period(

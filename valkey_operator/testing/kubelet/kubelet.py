@@ -36,6 +36,7 @@ from valkey_operator.testing import localpath
 from valkey_operator.testing.images import ImageEntry, resolve_image
 from valkey_operator.testing.kubelet import podprocs
 from valkey_operator.testing.kubelet.ipam import IPAllocator
+from valkey_operator.testing.kubelet.logserver import LogServer
 from valkey_operator.testing.kubelet.nodes import CAPACITY, NodeAgent, node_ip
 from valkey_operator.testing.kubelet.pods import PodContext, PodWorker
 
@@ -99,6 +100,7 @@ class Kubelet:
             backoff_max=backoff_max,
             node_allocatable=CAPACITY,
         )
+        self.log_servers = {name: LogServer(agent.ip, self.worker) for name, agent in self.agents.items()}
         self.workers: dict[str, PodWorker] = {}
         self._dying: dict[str, PodWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -123,7 +125,9 @@ class Kubelet:
                 )
                 source.start()
             await asyncio.gather(self.configmaps.wait_for_sync(), self.secrets.wait_for_sync())
-            for agent in self.agents.values():
+            for name, agent in self.agents.items():
+                await self.log_servers[name].start()
+                agent.kubelet_port = self.log_servers[name].port
                 await agent.register()
                 agent.start()
             for name, informer in self.pod_informers.items():
@@ -147,6 +151,7 @@ class Kubelet:
         await asyncio.gather(*(i.stop() for i in self.pod_informers.values()))
         await asyncio.gather(*(w.shutdown(SHUTDOWN_GRACE) for w in self.workers.values()))
         await asyncio.gather(*(a.stop() for a in self.agents.values()))
+        await asyncio.gather(*(server.stop() for server in self.log_servers.values()))
         await asyncio.gather(self.configmaps.stop(), self.secrets.stop())
         for task in list(self._tasks):
             task.cancel()

@@ -61,6 +61,8 @@ class NodeAgent:
     ip: str
     lease_interval: float = 3.0
     status_interval: float = 20.0
+    kubelet_port: int = 0
+    """Where the node's log server listens (logserver.py); the API server dials ip:kubelet_port."""
     failed: bool = False
     _ready_since: str = attrs.field(init=False, factory=_now)
     _task: asyncio.Task[None] | None = attrs.field(init=False, default=None)
@@ -112,7 +114,7 @@ class NodeAgent:
                 {"type": "InternalIP", "address": self.ip},
                 {"type": "Hostname", "address": self.name},
             ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
             "nodeInfo": {
                 "machineID": self.name,
                 "systemUUID": self.name,
