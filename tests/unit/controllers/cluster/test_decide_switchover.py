@@ -24,8 +24,8 @@ from valkey_operator.api.resources import PAUSED_ANNOTATION, RESTARTED_AT_ANNOTA
 NODES = (("a", "z1"), ("b", "z2"), ("c", "z3"))
 
 
-def active(shards: int = 2, replicas: int = 1, **sim: object) -> World:
-    found = run(world(shards, replicas, SimSettings(cluster="vk", k8s_nodes=NODES, **sim)), passes=150)  # type: ignore[arg-type]
+def active(shards: int = 2, replicas: int = 1, k8s_nodes: object = NODES, **sim: object) -> World:
+    found = run(world(shards, replicas, SimSettings(cluster="vk", k8s_nodes=k8s_nodes, **sim)), passes=150)  # type: ignore[arg-type]
     assert found.state == "Active", found.status.get("message")
     return found
 
@@ -255,3 +255,17 @@ def test_status_nodes_say_whether_each_replica_is_in_sync() -> None:
     _lag(found, replica)
     step(found)
     assert {node["pod"]: node for node in found.status["nodes"]}[replica]["inSync"] is False
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_the_spread_never_moves_a_requested_primary_back(shard: int) -> None:
+    """Two Kubernetes nodes, one primary each: a switchover puts two on one node, and the spread
+    evens them out by moving the other shard's primary, never the one asked for."""
+    found = active(2, 1, k8s_nodes=NODES[:2])
+    (replica,) = replicas_of(found, shard)
+    ask(found, f"{shard}")
+    run(found, passes=40, until=finished)
+    assert switchover(found)["phase"] == "Succeeded" and primary_of(found, shard) == replica
+    run(found, passes=40, until=lambda w: False)
+    assert primary_of(found, shard) == replica
+    assert found.status["maxPrimariesPerNode"] == 1, "the other shard's primary moved instead"
