@@ -64,16 +64,6 @@ NOT_YET: tuple[NotYet, ...] = (
         built_if=(("pyproject.toml", r"kubectl-valkey"),),
     ),
     NotYet(
-        "manual switchover and rolling restart on request",
-        (r"\bswitchover\b", r"\brolling restarts?\b", r"\brestart annotation\b"),
-        (
-            "Request a switchover of shard 1 to its replica.",
-            "A rolling restart replaces every pod without losing a write.",
-        ),
-        issue=26,
-        built_if=(("crds/valkeyclusters.yaml", r"switchover"), ("valkey_operator/api/*.py", r"switchover")),
-    ),
-    NotYet(
         "Valkey's own metrics under redis_exporter's names",
         (
             r"\bredis_exporter\b",
