@@ -15,7 +15,8 @@ or the replica (every replica, when none is named) is not in sync. Refused,
 not queued: the request names a cluster state that may not hold once the
 other work ends, and the caller can ask again (a new token) when it is Active.
 
-An accepted request is Running: it takes the rolling update's own
+An accepted request is recorded Running first, and acted on from the next
+pass (so a lost status write can never repeat a failover): it takes the rolling update's own
 primary hand-over (rollout.failover_request then a coordinated
 `CLUSTER FAILOVER`, default mode, on the in-sync replica; never FORCE or
 TAKEOVER), once the cluster is settled for a step and nothing else disruptive
@@ -194,9 +195,9 @@ def _new(view: View, value: str, at: Situation) -> Outcome:
         "message": f"handing shard {shard} over from {primary.pod.name} to {target.pod.name}",
         "startedAt": at.now_text,
     }
-    started = Notice(NORMAL, STARTED, f"shard {shard}: {status['message']} ({shown(value)})")
-    outcome = _running(view, status, at)
-    return attrs.evolve(outcome, events=(started, *outcome.events))
+    # Recorded before anything is done: the pass that acts reads a Running status, so a status write
+    # that is lost can only repeat the checks, never a failover already sent.
+    return Outcome(status=status, events=(Notice(NORMAL, STARTED, f"shard {shard}: {status['message']}"),))
 
 
 def _running(view: View, status: Obj, at: Situation) -> Outcome:

@@ -108,6 +108,8 @@ def test_a_switchover_hands_the_shard_over_once_to_its_in_sync_replica() -> None
     other = primary_of(found, 0)
     start = len(found.decisions)
     ask(found, "1@t1")
+    step(found)
+    assert switchover(found)["phase"] == "Running" and failovers(found, start) == [], "recorded before acting"
     run(found, passes=40, until=finished)
     status = switchover(found)
     assert status["phase"] == "Succeeded", status
