@@ -57,16 +57,6 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "manual switchover and rolling restart on request",
-        (r"\bswitchover\b", r"\brolling restarts?\b", r"\brestart annotation\b"),
-        (
-            "Request a switchover of shard 1 to its replica.",
-            "A rolling restart replaces every pod without losing a write.",
-        ),
-        issue=26,
-        built_if=(("crds/valkeyclusters.yaml", r"switchover"), ("valkey_operator/api/*.py", r"switchover")),
-    ),
-    NotYet(
         # The series themselves are built: the optional redis_exporter sidecar (docs/metrics.md).
         "a Valkey dashboard and alerts on redis_exporter's names",
         (r"\b(?:keyspace |cache )?hit (?:ratio|rate)\b", r"\bmemory near maxmemory\b"),

@@ -113,6 +113,13 @@ class NodeRole(enum.StrEnum):
     REPLICA = "replica"
 
 
+class SwitchoverPhase(enum.StrEnum):
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    REFUSED = "Refused"
+    FAILED = "Failed"
+
+
 def _acl_pattern(description: str, what: str) -> Schema:
     message = f"a {what} pattern is a glob without spaces, parentheses or control characters"
     return item(
@@ -665,6 +672,13 @@ class NodeStatus(Model):
     version: str | None = _status("Valkey version the running binary reports.", 64)
     slots: str | None = _status("Slots the node owns, for example 0-5460.", 131072)
     """Slot ranges a primary owns, like "0-5460"."""
+    in_sync: bool | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Replicas only: the replication link is up and the replica trails its primary by at most "
+            "1 MiB (the rule a rolling update and a switchover use before handing a primary over)."
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -703,6 +717,35 @@ class TlsStatus(Model):
         "TLS handshake with each node.",
         64,
         fmt="date-time",
+    )
+
+
+@attrs.frozen(kw_only=True)
+class SwitchoverStatus(Model):
+    """The latest switchover requested with the valkey.gomomento.com/switchover annotation."""
+
+    request: str | None = _status(
+        "The annotation value handled (<shard>[/<pod>][@<token>]); a value equal to it is never acted "
+        "on again.",
+        262144,
+    )
+    phase: SwitchoverPhase | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Running, Succeeded (the new primary serves the shard's slots), Refused (nothing was done; "
+            "see message) or Failed (the hand-over did not happen in time; the old primary still serves).",
+            max_length=16,
+        ),
+    )
+    from_: str | None = attrs.field(
+        default=None,
+        metadata=schema("The pod that was the shard's primary.", json="from", max_length=MAX_NAME),
+    )
+    to: str | None = _status("The replica's pod asked to take over.", MAX_NAME)
+    message: str | None = _status("Human-readable explanation of the phase.", MAX_MESSAGE)
+    started_at: str | None = _status("When the request was accepted (RFC 3339).", 64, fmt="date-time")
+    finished_at: str | None = _status(
+        "When the request ended: Succeeded, Refused or Failed (RFC 3339).", 64, fmt="date-time"
     )
 
 
@@ -774,6 +817,14 @@ class ValkeyClusterStatus(Model):
     last_backup: str | None = _status(
         "Name of the newest Completed ValkeyBackup the schedule in spec.backup created.", MAX_NAME
     )
+    switchover: SwitchoverStatus | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "The latest switchover requested with the valkey.gomomento.com/switchover annotation "
+            "(<shard>[/<pod>][@<token>]): a coordinated CLUSTER FAILOVER to an in-sync replica.",
+            empty_is_none=True,
+        ),
+    )
     conditions: tuple[Condition, ...] = conditions(
         "Conditions: Ready, Progressing and Degraded, each with a reason."
     )
@@ -782,7 +833,9 @@ class ValkeyClusterStatus(Model):
 @described(
     "ValkeyCluster is a sharded Valkey cluster built from a ValkeyConfig. The operator creates its "
     "pods, headless Service, ConfigMap, Secret and PodDisruptionBudgets (all owned, garbage "
-    'collected with it). The annotation valkey.gomomento.com/paused: "true" stops all changes.',
+    'collected with it). The annotation valkey.gomomento.com/paused: "true" stops all changes; '
+    "valkey.gomomento.com/switchover: <shard>[/<pod>][@<token>] hands a shard's primary over to an "
+    "in-sync replica; a new valkey.gomomento.com/restartedAt value rolls every pod.",
     rules=[
         rule(
             f"self.metadata.name.matches({raw(DNS_LABEL_1035)})",

@@ -130,6 +130,8 @@ def field_doc(tp: Any, s: Schema, default: Any) -> Doc:
     if base is int:
         doc = {"description": s.description, "type": "integer", "format": s.fmt or "int64"}
         return _rules(_put(doc, minimum=s.minimum, maximum=s.maximum, default=default), s.rules)
+    if base is bool:
+        return _rules(_put({"description": s.description, "type": "boolean"}, default=default), s.rules)
     assert base is str, (tp, s)
     return _string(s, default=default)
 

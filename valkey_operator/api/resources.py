@@ -19,6 +19,12 @@ CONFIG_PROTECTION_FINALIZER = f"{GROUP}/config-protection"
 ROLE_PROTECTION_FINALIZER = f"{GROUP}/role-protection"
 
 PAUSED_ANNOTATION = f"{GROUP}/paused"
+SWITCHOVER_ANNOTATION = f"{GROUP}/switchover"
+"""On a ValkeyCluster: `<shard>[/<pod>][@<token>]`, a coordinated switchover of that shard's primary,
+handled once per distinct value (status.switchover records the last one)."""
+RESTARTED_AT_ANNOTATION = f"{GROUP}/restartedAt"
+"""On a ValkeyCluster: any string (kubectl-valkey writes RFC 3339 UTC); a new value rolls every pod, as
+`kubectl rollout restart` does with the same annotation on a pod template."""
 RESERVED_ANNOTATION_PREFIX = f"{GROUP}/"
 
 # Valkey ACL users the operator owns; users may not declare these names.

@@ -16,8 +16,10 @@ Every choice is made here, in this order:
    definition), the cluster may roll when it holds a slot or one is free;
 4. plan (plan.py) on one View, the roll computed once; CreatePod actions get
    their drawn name and whole rendered body;
-5. status (status_document.py, stamped with `now`), Events (transitions,
-   rolling update progress, problems that appear) and metric changes.
+5. a switchover the annotation asks for (switchover.py): refused, or carried
+   out with the roll's primary hand-over once nothing else disruptive is planned;
+6. status (status_document.py, stamped with `now`), Events (transitions,
+   rolling update progress, problems that appear, switchovers) and metric changes.
 Once the actions were carried out, `Decision.after(failures)` is the same
 decision finished with what failed (plan.finish): status, Events and metrics
 then name the failures too.
@@ -53,7 +55,7 @@ from controllers.cluster.decision.desired import (
 )
 from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.owned import owned_objects
-from controllers.cluster.decision.plan import REQUEUE_STEADY, Plan, finish, plan_view
+from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import (
     HELD,
@@ -65,6 +67,14 @@ from controllers.cluster.decision.restore import (
     restoring,
 )
 from controllers.cluster.decision.status_document import blocked_status, endpoint, planned_status
+from controllers.cluster.decision.switchover import (
+    Outcome,
+    Situation,
+    decide_switchover,
+    holds_spread,
+    pinned,
+    requested,
+)
 from controllers.cluster.decision.view import View
 from controllers.cluster.render import exporter, layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
@@ -93,7 +103,7 @@ from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, AclUser, ClusterState, ValkeyCluster
-from valkey_operator.api.resources import PAUSED_ANNOTATION
+from valkey_operator.api.resources import PAUSED_ANNOTATION, SWITCHOVER_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.events import NORMAL, WARNING
@@ -243,6 +253,7 @@ class Decision:
     """Set when this pass was quiet (cadence.py): the reconciler hands it to the next pass."""
     context: RenderContext | None = attrs.field(default=None, eq=False, repr=False)
     """The rendering inputs, for the actor's names (None when blocked before resolving)."""
+    switchover: Outcome | None = attrs.field(default=None, eq=False, repr=False)
     plan: Plan | None = attrs.field(default=None, eq=False, repr=False)
     facts: Facts | None = attrs.field(default=None, eq=False, repr=False)
     now: float = attrs.field(default=0.0, eq=False, repr=False)
@@ -252,7 +263,9 @@ class Decision:
         if not failures or self.plan is None or self.facts is None:
             return self
         finished = attrs.evolve(finish(self.plan, failures), actions=self.plan.actions)
-        return _conclude(self.facts, self.now, self.context, finished, failures, self.rollout_slot)
+        return _conclude(
+            self.facts, self.now, self.context, finished, failures, self.rollout_slot, self.switchover
+        )
 
 
 def rfc3339(seconds: float) -> str:
@@ -329,7 +342,14 @@ def decide(facts: Facts, now: float) -> Decision:
         claim_mode=claim_mode(ctx) if persistent(ctx) else None,
         complete_log=complete_log(ctx),
     )
-    desired = attrs.evolve(desired, backup_running=facts.backup_running)
+    asked = _recorded_switchover(facts.recorded)
+    request = requested(cluster.metadata.annotations, asked, SWITCHOVER_ANNOTATION)
+    desired = attrs.evolve(
+        desired,
+        backup_running=facts.backup_running,
+        spread_held=holds_spread(request, asked),
+        pinned_primary=pinned(asked),
+    )
     if isinstance(restore, RestoreSource):
         # The backup's layout first, primaries only (restore.py); spec.shards and replicas after.
         desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
@@ -352,7 +372,34 @@ def decide(facts: Facts, now: float) -> Decision:
     if not facts.paused:
         actions = (*(CreateObject(owned) for owned in created_users), *actions)
     planned = attrs.evolve(planned, actions=actions)
-    return _conclude(facts, now, ctx, planned, (), slot)
+    planned, switch = _switchover(facts, now, planned, request, asked)
+    return _conclude(facts, now, ctx, planned, (), slot, switch)
+
+
+def _switchover(
+    facts: Facts, now: float, planned: Plan, request: str | None, asked: Obj | None
+) -> tuple[Plan, Outcome]:
+    """The plan with the switchover's hand-over (last: it waits while anything disruptive is
+    planned) and a short requeue while one runs, and the switchover's status and Events."""
+    situation = Situation(
+        paused=facts.paused,
+        restoring=facts.restoring,
+        rolling=planned.rolling,
+        planned=planned.actions,
+        now=now,
+        now_text=rfc3339(now),
+    )
+    switch = decide_switchover(planned.view, request, asked, situation)
+    if switch.actions:
+        planned = attrs.evolve(planned, actions=(*planned.actions, *switch.actions))
+    if switch.running:  # the hand-over shows in Valkey, not as a Kubernetes event: look again soon
+        planned = attrs.evolve(planned, requeue_after=min(planned.requeue_after, REQUEUE_WAITING))
+    return planned, switch
+
+
+def _recorded_switchover(recorded: Obj) -> Obj | None:
+    found = recorded.get("switchover")
+    return found if isinstance(found, dict) else None
 
 
 def _with_passwords(
@@ -460,6 +507,7 @@ def _conclude(
     planned: Plan,
     failures: Sequence[Failure],
     slot: RolloutSlot,
+    switch: Outcome | None = None,
 ) -> Decision:
     meta = facts.cluster.metadata
     current = facts.recorded
@@ -474,6 +522,9 @@ def _conclude(
         status["restore"] = _restore_status(facts, planned)
     if facts.last_backup:
         status["lastBackup"] = facts.last_backup
+    if switch is not None and switch.status is not None:
+        status["switchover"] = switch.status
+    switch_events = tuple(Event(n.type, n.reason, n.message) for n in (switch.events if switch else ()))
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
     problems = tuple(_problems(current, planned.status))
@@ -489,7 +540,7 @@ def _conclude(
     return Decision(
         actions=planned.actions,
         status=status,
-        events=(*transition, *rollout_events, *problems),
+        events=(*transition, *rollout_events, *problems, *switch_events),
         metrics=metrics,
         requeue_after=quiet.interval if quiet is not None else planned.requeue_after,
         rollout_slot=slot,
@@ -498,6 +549,7 @@ def _conclude(
         plan=planned,
         facts=facts,
         now=now,
+        switchover=switch,
     )
 
 

@@ -101,6 +101,10 @@ class Desired:
     be in two shards' files, or in none (the backup checks the layout again at its end)."""
     restore: RestoreSource | None = None
     """spec.restore not yet verified: the backup's shards, loaded at its layout (restore.py)."""
+    spread_held: bool = False
+    """A switchover is requested or Running: the primary spread moves nothing (switchover.py)."""
+    pinned_primary: str | None = None
+    """The pod a Succeeded switchover made primary: the spread does not move that primary away."""
 
     @property
     def pods_per_shard(self) -> int:

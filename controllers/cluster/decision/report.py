@@ -29,7 +29,15 @@ from controllers.cluster.decision.rebalance import (
 from controllers.cluster.decision.rollout import FAILOVER_TIMEOUT_S, Rollout
 from controllers.cluster.decision.versions import format_version, meets_floor
 from controllers.cluster.decision.view import Node, View
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, STALLED, ClusterState, NodeStatus
+from valkey_operator.api.cluster import (
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    STALLED,
+    ClusterState,
+    NodeRole,
+    NodeStatus,
+)
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 from valkey_operator.valkey.slots import (
     ALL_SLOTS,
@@ -662,7 +670,15 @@ def _node_status(view: View, pod: PodObservation, shard: int) -> NodeStatus:
         ip=pod.ip,
         version=format_version(obs.version) or obs.version_text,
         slots=format_slot_ranges(obs.slots) or None,
+        in_sync=_in_sync(view, node) if obs.role is NodeRole.REPLICA else None,
     )
+
+
+def _in_sync(view: View, replica: Node) -> bool:
+    """The rule a roll and a switchover hand a primary over by (View.in_sync). A replica's readiness
+    (readyNodes) reads the same rule, so this changes the status only when that line is crossed."""
+    primary = view.by_id.get(replica.obs.primary_id or "")
+    return primary is not None and view.in_sync(replica, primary)
 
 
 def _version_message(view: View) -> str:

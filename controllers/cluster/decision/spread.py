@@ -16,7 +16,9 @@ stays as it is. When no crowded primary has such a replica, a primary on a
 full node that does have one moves first to make room (two failovers where
 one cannot do it: the scheduler may stack two shards' replicas on one node).
 Each request is recorded on the replica's pod first (the rollout's failover
-annotation) and is not repeated before it times out.
+annotation) and is not repeated before it times out. A switchover a user asked
+for (switchover.py) holds the spread while it is pending, and the primary it
+made stays where it is: the spread may move other shards' primaries around it.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def _zone(view: View, node: Node) -> str | None:
 def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
     """The one coordinated failover that improves the spread now (and the replica's earlier request)."""
     facts = spread(view)
-    if facts is None or not settled_for_a_step(view) or view.transfers():
+    if facts is None or view.desired.spread_held or not settled_for_a_step(view) or view.transfers():
         return None
     if sum(1 for node in view.members.values() if node.is_primary and node.obs.slots) != view.desired.shards:
         return None  # a scale is under way
@@ -108,6 +110,7 @@ def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
         for node in view.members.values()
         if node.is_primary
         and node.obs.slots
+        and node.pod.name != view.desired.pinned_primary
         and facts.overloaded(node.pod.node_name or "", _zone(view, node))
     ]
     # The busiest node first, then the lowest shard: a deterministic order across passes.
@@ -130,6 +133,8 @@ def _making_room(view: View, facts: Spread, overloaded: list[Node]) -> Node | No
                 continue
             for resident in view.members.values():
                 if not (resident.is_primary and resident.obs.slots and resident.pod.node_name == host):
+                    continue
+                if resident.pod.name == view.desired.pinned_primary:
                     continue
                 replica = _best_replica(view, facts, resident)
                 if replica is None or replica.pod.node_name is None:
@@ -169,8 +174,8 @@ def request_in_flight(view: View) -> bool:
 def describe(view: View) -> str | None:
     """What the spread does this pass, for the status; None when nothing is to move."""
     facts = spread(view)
-    if facts is None:
-        return None
+    if facts is None or view.desired.spread_held:
+        return None  # a switchover's request in flight is the switchover's (status.switchover)
     move = next_move(view)
     if move is None and not request_in_flight(view):
         return None

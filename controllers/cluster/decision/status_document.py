@@ -99,6 +99,7 @@ def blocked_status(
             "rollout",
             "tls",
             "maxPrimariesPerNode",
+            "switchover",
         }
     }
     result.update(

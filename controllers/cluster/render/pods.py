@@ -37,8 +37,9 @@ from controllers.cluster.render import exporter, layout, names
 from controllers.cluster.render.claims import DATA_VOLUME, claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
-from controllers.cluster.render.template import template_hash
+from controllers.cluster.render.template import restarted_at, template_hash
 from valkey_operator.api.config import DEFAULT_POD_ID
+from valkey_operator.api.resources import RESTARTED_AT_ANNOTATION
 from valkey_operator.core.rest import Obj
 
 TERMINATION_GRACE_PERIOD_S = 60
@@ -209,8 +210,12 @@ def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = No
     """A new pod for `shard` named `name` (from names.pod_name), on `claim` when the config asks for
     persistence; labels carry the template hash."""
     metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx)))
-    if ctx.cluster.spec.pod_annotations:
-        metadata["annotations"] = dict(ctx.cluster.spec.pod_annotations)
+    annotations = dict(ctx.cluster.spec.pod_annotations)
+    restart = restarted_at(ctx)
+    if restart is not None:
+        annotations[RESTARTED_AT_ANNOTATION] = restart  # what the pod was created for, as a Deployment's
+    if annotations:
+        metadata["annotations"] = annotations
     vols, _ = volumes(ctx, claim)
     pod = {
         "apiVersion": "v1",
