@@ -6,10 +6,13 @@ server side is a tenth of the core's import time, and `"0"` turns both off).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
+import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = structlog.get_logger(__name__)
 
 Check = Callable[[], bool]
 
@@ -35,8 +38,17 @@ class HttpEndpoint:
         await self._runner.cleanup()
 
 
-def metrics_app(registry: CollectorRegistry) -> web.Application:
+ScrapeHook = Callable[[], Awaitable[None]]
+"""Awaited before each /metrics body is generated: a collector that reads its values on scrape."""
+
+
+def metrics_app(registry: CollectorRegistry, hooks: Sequence[ScrapeHook] = ()) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
+        for hook in hooks:
+            try:
+                await hook()
+            except Exception:  # a collector's read never costs the scrape: its last values are served
+                log.exception("scrape hook failed")
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
