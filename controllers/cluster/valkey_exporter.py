@@ -24,13 +24,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import attrs
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from controllers.cluster.valkey_series import COUNTER, INFO_SECTIONS, Sample, help_of, node_samples, up
+from controllers.cluster.valkey_exposition import NodeSamples, render
+from controllers.cluster.valkey_series import INFO_SECTIONS, Sample, node_samples, up
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError, parse_info, text_of
-
-NODE_LABELS = ("namespace", "cluster", "shard", "pod")
 
 MAX_AGE = 10.0
 """Seconds a read serves scrapes before a scrape reads again (below the usual 15-30 s interval)."""
@@ -76,6 +75,8 @@ class ValkeyExporter(Collector):
         self._samples: dict[tuple[str, str, str], NodeSamples] = {}
         self._read_at: float | None = None
         self._reading: asyncio.Task[None] | None = None
+        self._body: bytes | None = b""
+        """The redis_* exposition of the last read; None once nodes were dropped since it was rendered."""
         self.last_read_seconds = 0.0
         self.last_read_time = 0.0
 
@@ -93,28 +94,30 @@ class ValkeyExporter(Collector):
         listed = {node.pod for node in nodes}
         for gone in [k for k in self._samples if k[:2] == key and k[2] not in listed]:
             del self._samples[gone]
+            self._body = None
 
     def forget(self, namespace: str, cluster: str) -> None:
         self._clusters.pop((namespace, cluster), None)
         for gone in [k for k in self._samples if k[:2] == (namespace, cluster)]:
             del self._samples[gone]
+            self._body = None
 
     def node_count(self) -> int:
         return sum(len(cluster.nodes) for cluster in self._clusters.values())
 
     # --- reading (the scrape hook) ---
 
-    async def refresh(self) -> None:
-        """Read every node unless a read is under way (then wait for it) or younger than max_age."""
+    async def refresh(self) -> bytes:
+        """The redis_* exposition (the manager's scrape hook): read every node first unless a read
+        is under way (then wait for it) or the last is younger than max_age."""
         if self._reading is not None and not self._reading.done():
             await asyncio.shield(self._reading)
-            return
-        if self._read_at is not None and self._clock() - self._read_at < self.max_age:
-            return
-        if not self._clusters:
-            return
-        self._reading = asyncio.ensure_future(self._read_all())
-        await asyncio.shield(self._reading)
+        elif self._clusters and (self._read_at is None or self._clock() - self._read_at >= self.max_age):
+            self._reading = asyncio.ensure_future(self._read_all())
+            await asyncio.shield(self._reading)
+        if self._body is None:
+            self._body = render(list(self._samples.values()))
+        return self._body
 
     async def _read_all(self) -> None:
         started = self._clock()
@@ -128,6 +131,7 @@ class ValkeyExporter(Collector):
             if self._clusters.get(key) is None or node not in self._clusters[key].nodes:
                 continue  # forgotten or replaced while reading
             self._samples[(*key, node.pod)] = ((*key, node.shard, node.pod), samples)
+        self._body = render(list(self._samples.values()))
         self._read_at = self._clock()
         self.last_read_seconds = self._read_at - started
         self.last_read_time = self._wall()
@@ -150,10 +154,9 @@ class ValkeyExporter(Collector):
     # --- exposing (prometheus_client) ---
 
     def describe(self) -> Iterable[Metric]:
-        return []  # the families depend on what the nodes report: nothing to check at registration
+        return []  # collected at every scrape, never at registration
 
     def collect(self) -> Iterator[Metric]:
-        yield from families(list(self._samples.values()))
         read = GaugeMetricFamily(
             "valkey_operator_node_metrics_read_seconds",
             "How long the last read of every node's INFO for the redis_* series took",
@@ -166,25 +169,6 @@ class ValkeyExporter(Collector):
         )
         at.add_metric([], self.last_read_time)
         yield at
-
-
-NodeSamples = tuple[tuple[str, ...], Sequence[Sample]]
-"""A node's label values (NODE_LABELS) and its samples."""
-
-
-def families(nodes: Iterable[NodeSamples]) -> list[Metric]:
-    """Pure: the samples of every node as metric families, each node's labels first."""
-    found: dict[str, Metric] = {}
-    for node_labels, samples in nodes:
-        for sample in samples:
-            family = found.get(sample.name)
-            if family is None:
-                names = [*NODE_LABELS, *(name for name, _ in sample.labels)]
-                kind = CounterMetricFamily if sample.kind == COUNTER else GaugeMetricFamily
-                family = found[sample.name] = kind(sample.name, help_of(sample.name), labels=names)
-            values = [*node_labels, *(value for _, value in sample.labels)]
-            family.add_metric(values, sample.value)  # type: ignore[attr-defined]
-    return list(found.values())
 
 
 _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ValkeyExporter] = weakref.WeakKeyDictionary()

@@ -38,18 +38,20 @@ class HttpEndpoint:
         await self._runner.cleanup()
 
 
-ScrapeHook = Callable[[], Awaitable[None]]
-"""Awaited before each /metrics body is generated: a collector that reads its values on scrape."""
+ScrapeHook = Callable[[], Awaitable[bytes]]
+"""Awaited at each /metrics request; returns exposition text (format 0.0.4) appended to the
+registry's: for families read on scrape and rendered by their owner, never also in the registry."""
 
 
 def metrics_app(registry: CollectorRegistry, hooks: Sequence[ScrapeHook] = ()) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
+        extra = []
         for hook in hooks:
             try:
-                await hook()
-            except Exception:  # a collector's read never costs the scrape: its last values are served
+                extra.append(await hook())
+            except Exception:  # a failed hook costs its own families, never the scrape
                 log.exception("scrape hook failed")
-        body = generate_latest(registry)
+        body = generate_latest(registry) + b"".join(extra)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()

@@ -113,7 +113,7 @@ class Manager:
         self._probe_address = parse_bind_address(health_probe_bind_address)
         self.metrics_endpoint: httpserver.HttpEndpoint | None = None
         self.probe_endpoint: httpserver.HttpEndpoint | None = None
-        self._scrape_hooks: list[Callable[[], Awaitable[None]]] = []
+        self._scrape_hooks: list[Callable[[], Awaitable[bytes]]] = []
         self._stop = asyncio.Event()
         self._caches_synced = False
         self._identity = leader_election.identity if leader_election else default_identity()
@@ -156,9 +156,10 @@ class Manager:
         """Run controller with the others (the builder's `complete` calls this)."""
         self.controllers.append(controller)
 
-    def add_scrape_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
-        """Await hook before each /metrics body: for collectors that read their values on scrape. The
-        hook bounds its own time (a scrape waits for it) and never raises."""
+    def add_scrape_hook(self, hook: Callable[[], Awaitable[bytes]]) -> None:
+        """Await hook at each /metrics request and append the exposition text it returns: for families
+        read on scrape and rendered by their owner (not registered in the registry). The hook bounds
+        its own time (a scrape waits for it); if it raises, its families are left out of that scrape."""
         self._scrape_hooks.append(hook)
 
     def event_recorder(self, controller_name: str) -> EventRecorder:

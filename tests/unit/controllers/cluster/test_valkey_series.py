@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controllers.cluster.valkey_exporter import NODE_LABELS, ValkeyExporter, families
+from controllers.cluster.valkey_exposition import NODE_LABELS, render
 from controllers.cluster.valkey_series import COUNTER, GAUGE, Sample, node_samples, up
 from valkey_operator.valkey.admin import parse_info
 
@@ -113,25 +112,19 @@ def test_counters_and_gauges_have_redis_exporters_types() -> None:
 
 
 def test_the_exposition_carries_the_nodes_labels_and_parses_back() -> None:
-    registry = CollectorRegistry()
-
-    class Fixed(ValkeyExporter):
-        def collect(self):  # type: ignore[no-untyped-def]
-            yield from families(
-                [
-                    (("shop", "cache", "0", "cache-0-a"), node_samples(*captured("primary"), NOW)),
-                    (("shop", "cache", "0", "cache-0-b"), node_samples(*captured("replica"), NOW)),
-                    (("shop", "cache", "1", "cache-1-a"), [up(False)]),
-                ]
-            )
-
-    registry.register(Fixed())
-    text = generate_latest(registry).decode()
+    text = render(
+        [
+            (("shop", "cache", "0", "cache-0-a"), node_samples(*captured("primary"), NOW)),
+            (("shop", "cache", "0", "cache-0-b"), node_samples(*captured("replica"), NOW)),
+            (("shop", "cache", "1", "cache-1-a"), [up(False)]),
+        ]
+    ).decode()
     assert "# TYPE redis_commands_processed_total counter" in text
     parsed = {f.name: f for f in text_string_to_metric_families(text)}
     ups = {s.labels["pod"]: s.value for s in parsed["redis_up"].samples}
     assert ups == {"cache-0-a": 1, "cache-0-b": 1, "cache-1-a": 0}
     (used,) = [s for s in parsed["redis_memory_used_bytes"].samples if s.labels["pod"] == "cache-0-a"]
+    assert used.value == 3213440
     assert {key: used.labels[key] for key in NODE_LABELS} == {
         "namespace": "shop",
         "cluster": "cache",
@@ -142,3 +135,13 @@ def test_the_exposition_carries_the_nodes_labels_and_parses_back() -> None:
     assert commands.type == "counter" and {s.name for s in commands.samples} == {
         "redis_commands_processed_total"
     }
+    (info,) = [s for s in parsed["redis_instance_info"].samples if s.labels["pod"] == "cache-0-b"]
+    assert info.labels["role"] == "slave" and info.labels["maxmemory_policy"] == "allkeys-lru"
+
+
+def test_label_values_are_escaped() -> None:
+    sample = Sample("redis_instance_info", GAUGE, (("os", 'Linux "x"\\n'),), 1.0)
+    text = render([(("a\nb", "c", "0", "p"), [sample])]).decode()
+    (parsed,) = text_string_to_metric_families(text)
+    assert parsed.samples[0].labels["namespace"] == "a\nb"
+    assert parsed.samples[0].labels["os"] == 'Linux "x"\\n'
