@@ -138,7 +138,8 @@ class ValkeyExporter(Collector):
 
     async def _read(self, admin: AdminClient, node: NodeTarget) -> list[Sample]:
         try:
-            async with self._limit, asyncio.timeout(self.deadline), admin.connect(node.ip) as connection:
+            # The deadline covers the wait for a slot too: every node's starts with the read.
+            async with asyncio.timeout(self.deadline), self._limit, admin.connect(node.ip) as connection:
                 info_reply, cluster_reply = await connection.pipeline(
                     ("INFO", *INFO_SECTIONS), ("CLUSTER", "INFO")
                 )
