@@ -63,7 +63,8 @@ async def fill(admin: AdminClient, ip: str) -> int:
             keys = [f"{{fill}}{batch}-{index}" for index in range(50)]
             replies = await node.pipeline(*(("SET", key, VALUE) for key in keys))
             written += sum(1 for reply in replies if not isinstance(reply, ValkeyAdminError))
-            if any(isinstance(reply, ValkeyCommandError) and "OOM" in str(reply) for reply in replies):
+            # valkey-py drops the OOM prefix: "command not allowed when used memory > 'maxmemory'".
+            if any(isinstance(reply, ValkeyCommandError) and "maxmemory" in str(reply) for reply in replies):
                 return written
     raise AssertionError(f"{ip} took {written} keys without refusing a write: maxmemory is not set")
 
