@@ -73,24 +73,6 @@ NOT_YET: tuple[NotYet, ...] = (
         issue=26,
         built_if=(("crds/valkeyclusters.yaml", r"switchover"), ("valkey_operator/api/*.py", r"switchover")),
     ),
-    NotYet(
-        "Valkey's own metrics under redis_exporter's names",
-        (
-            r"\bredis_exporter\b",
-            r"\bredis_(?:up|commands|memory|connected|keyspace|evicted|db_keys|instance)\w*",
-            r"\b(?:keyspace |cache )?hit (?:ratio|rate)\b",
-        ),
-        (
-            "The dashboard charts the hit ratio and memory of every node.",
-            "Scrape redis_exporter's series from each pod.",
-            "Alert on redis_memory_used_bytes near maxmemory.",
-        ),
-        issue=26,
-        built_if=(
-            ("controllers/**/*.py", r"redis_exporter|redis_memory_used_bytes"),
-            ("charts/**/*.yaml", r"redis_exporter|redis_memory_used_bytes"),
-        ),
-    ),
 )
 
 
