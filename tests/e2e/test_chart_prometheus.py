@@ -9,13 +9,18 @@ Service is routable on the test bed, so this is the Service spelled as pod disco
 the alert rules as the chart renders them (the PrometheusRule's spec); the dashboard is the one in
 the chart's dashboard ConfigMap.
 
-Three live ValkeyClusters give every panel and alert something to show:
+Four live ValkeyClusters give every panel and alert something to show:
 - `tls`, TLS 1x1, whose certificate expires in 30 days: inside the 60-day window, so
   ValkeyCertificateExpiringSoon names both nodes; after `helm upgrade` to 7 days it names none.
 - `roll`, 1x1, rolled onto a newer Valkey (a rollout duration, coordinated failovers) and then
   onto an image whose binary is below the version floor: the roll stops while the old pods serve,
   Updating (ValkeyClusterNotActive, ValkeyRolloutFailed, the clusters-not-Active table).
 - `failed`, 1x0, created on that image: it serves nothing and is Failed (ValkeyClusterFailed).
+- `store`, 1x1, not a cache (noeviction, 16 MiB maxmemory): its primary is written until it refuses
+  writes (ValkeyMemoryNearMaxmemory) and serves reads (hits and misses) while the dashboard is
+  checked; its replica gets a wrong primaryauth and is disconnected (ValkeyReplicaLinkDown).
+The redis_* series come from the leader only; at the end the leader pod is deleted and the time
+until the new leader's redis_* series are in Prometheus is printed.
 
 Data means a finite sample: a NaN (a quantile of no observations, 0/0) is not counted. Every series
 selector inside a query must match too (Prometheus' own parser finds them), so a renamed metric in
