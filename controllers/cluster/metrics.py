@@ -7,7 +7,7 @@
   one Failed, a roll stopped) because a node runs a Valkey below the floor;
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
   `valkey_node_replication_lag_bytes` (replicas: primary offset minus replica offset),
-  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`,
+  `valkey_node_cluster_state_ok` (1 ok, 0 not), `valkey_node_used_memory_bytes`, `valkey_node_slots`,
   `valkey_node_tls_certificate_expiry_seconds` (TLS clusters: from the probe's own handshake);
 - `valkey_operator_rollouts_{started,finished,failed}_total{namespace,cluster}`, the histogram
   `valkey_operator_rollout_duration_seconds`, and `valkey_operator_failovers_total{mode}`
@@ -36,6 +36,7 @@ from controllers.cluster.decision.observe import Observation
 from controllers.cluster.observer import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation
+from valkey_operator.valkey.slots import slot_count
 
 NODE_LABELS = ["namespace", "cluster", "pod"]
 
@@ -77,6 +78,12 @@ class ClusterMetrics:
         )
         self.used_memory = Gauge(
             "valkey_node_used_memory_bytes", "used_memory from INFO memory", NODE_LABELS, registry=registry
+        )
+        self.slots = Gauge(
+            "valkey_node_slots",
+            "Hash slots the node serves (a primary's; 0 on a replica), as the last pass observed",
+            NODE_LABELS,
+            registry=registry,
         )
         self.tls_expiry = Gauge(
             "valkey_node_tls_certificate_expiry_seconds",
@@ -235,6 +242,7 @@ class ClusterMetrics:
             for role in NodeRole:
                 self.node_role.labels(**labels, role=role.value).set(1 if obs.role is role else 0)
             self.cluster_state_ok.labels(**labels).set(1 if obs.cluster_ok else 0)
+            self.slots.labels(**labels).set(slot_count(obs.slots))
             primary = by_id.get(obs.primary_id or "")
             if obs.role is NodeRole.REPLICA and primary is not None:
                 self.replication_lag.labels(**labels).set(max(primary.repl_offset - obs.repl_offset, 0))
@@ -288,7 +296,13 @@ class ClusterMetrics:
                 self.failovers.remove(namespace, cluster, mode)
 
     def _remove_pod(self, namespace: str, cluster: str, pod: str) -> None:
-        for gauge in (self.replication_lag, self.cluster_state_ok, self.used_memory, self.tls_expiry):
+        for gauge in (
+            self.replication_lag,
+            self.cluster_state_ok,
+            self.used_memory,
+            self.slots,
+            self.tls_expiry,
+        ):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, cluster, pod)
         for role in NodeRole:

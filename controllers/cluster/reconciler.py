@@ -48,7 +48,7 @@ from controllers.cluster.decision.observe import ClaimObservation, Observation
 from controllers.cluster.decision.owned import owned_names
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observer import NodeExtras, observe, owned_pods
+from controllers.cluster.observer import NodeExtras, observe, owned_pods, should_probe
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render import names
 from controllers.cluster.render.credentials import (
@@ -62,6 +62,7 @@ from controllers.cluster.render.user_passwords import missing_generated, passwor
 from controllers.cluster.rollout_gate import RolloutGate
 from controllers.cluster.secrets import ReferencedSecrets
 from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
+from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
 from controllers.cluster.written import WrittenStatuses
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
@@ -133,6 +134,16 @@ def cluster_claims(claims: list[Obj], cluster_uid: str) -> list[Obj]:
     return found
 
 
+def export_targets(observation: Observation) -> list[NodeTarget]:
+    """The nodes whose redis_* series the exporter reads: those the pass probes (Ready or
+    terminating, with an IP), with their shard label."""
+    return [
+        NodeTarget(pod=pod.name, ip=pod.ip, shard="" if pod.shard is None else str(pod.shard))
+        for pod in observation.pods
+        if should_probe(pod) and pod.ip is not None
+    ]
+
+
 def pod_cluster_key(pod: Obj) -> list[str]:
     metadata = pod.get("metadata", {})
     cluster = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL)
@@ -154,6 +165,7 @@ class ClusterReconciler:
         secrets: ReferencedSecrets,
         zone_of: Callable[[str], str | None] = lambda _node: None,
         restores: RestoreSources | None = None,
+        exporter: ValkeyExporter | None = None,
     ) -> None:
         self.client = client
         self.index = index
@@ -166,6 +178,8 @@ class ClusterReconciler:
         self.secrets = secrets
         self.zone_of = zone_of
         self.restores = restores or RestoreSources(client, index.backup, options.operator_image)
+        self.exporter = exporter
+        """Reads the redis_* series of the nodes each pass found (valkey_exporter.py), on scrape."""
         self.expectations = PodExpectations()
         self.written = WrittenStatuses()
         self.rollouts = RolloutGate(index.clusters_rolling)
@@ -180,6 +194,8 @@ class ClusterReconciler:
         obj = self.cached(VALKEY_CLUSTERS, request.namespace, request.name)
         if obj is None:
             self.metrics.forget_cluster(request.namespace, request.name)
+            if self.exporter is not None:
+                self.exporter.forget(request.namespace, request.name)
             self.expectations.forget(str(request))
             self.rollouts.release(str(request))
             self.written.forget(str(request))
@@ -226,6 +242,13 @@ class ClusterReconciler:
             self.metrics.record_observed(
                 cluster.metadata.namespace or "", cluster.metadata.name, facts.observation, gathered.extras
             )
+            if self.exporter is not None:
+                self.exporter.update(
+                    cluster.metadata.namespace or "",
+                    cluster.metadata.name,
+                    gathered.admin,
+                    export_targets(facts.observation),
+                )
         return Result(requeue_after=decision.requeue_after)
 
     # --- gathering ---
@@ -463,6 +486,8 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     metrics = cluster_metrics(manager.registry)
     # Every replica exports its warning window: ValkeyCertificateExpiringSoon compares with it.
     metrics.tls_expiry_warning.set(options.tls_expiry_warning_days * 86400.0)
+    exporter = valkey_exporter(manager.registry)
+    manager.add_scrape_hook(exporter.refresh)
     reconciler = ClusterReconciler(
         manager.client,
         index,
@@ -474,6 +499,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         options=options,
         secrets=ReferencedSecrets(manager.client, secret_meta),
         zone_of=zone_of,
+        exporter=exporter,
     )
     return (
         build_controller(manager, CONTROLLER_NAME)

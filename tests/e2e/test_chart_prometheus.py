@@ -9,13 +9,18 @@ Service is routable on the test bed, so this is the Service spelled as pod disco
 the alert rules as the chart renders them (the PrometheusRule's spec); the dashboard is the one in
 the chart's dashboard ConfigMap.
 
-Three live ValkeyClusters give every panel and alert something to show:
+Four live ValkeyClusters give every panel and alert something to show:
 - `tls`, TLS 1x1, whose certificate expires in 30 days: inside the 60-day window, so
   ValkeyCertificateExpiringSoon names both nodes; after `helm upgrade` to 7 days it names none.
 - `roll`, 1x1, rolled onto a newer Valkey (a rollout duration, coordinated failovers) and then
   onto an image whose binary is below the version floor: the roll stops while the old pods serve,
   Updating (ValkeyClusterNotActive, ValkeyRolloutFailed, the clusters-not-Active table).
 - `failed`, 1x0, created on that image: it serves nothing and is Failed (ValkeyClusterFailed).
+- `store`, 1x1, not a cache (noeviction, 16 MiB maxmemory): its primary is written until it refuses
+  writes (ValkeyMemoryNearMaxmemory) and serves reads (hits and misses) while the dashboard is
+  checked; its replica gets a wrong primaryauth and is disconnected (ValkeyReplicaLinkDown).
+The redis_* series come from the leader only; at the end the leader pod is deleted and the time
+until the new leader's redis_* series are in Prometheus is printed.
 
 Data means a finite sample: a NaN (a quantile of no observations, 0/0) is not counted. Every series
 selector inside a query must match too (Prometheus' own parser finds them), so a renamed metric in
@@ -53,6 +58,7 @@ from cluster_support import (
     settled,
     status_of,
 )
+from node_metrics_support import break_link, fill, link_status, load, memory_ratio, roles, store_config
 
 from controllers.cluster.decision.versions import meets_floor, version_from_info
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
@@ -327,6 +333,11 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
     liar = await catalog.image("liar", "9.0.0", version="9.0.1")
     roll_config = await catalog.config("rollcfg", old_image)
     await create_cluster(kube, workloads, "roll", roll_config, shards=1, replicas=1)
+    # A store (not a cache: noeviction, 16 MiB maxmemory), filled to its maxmemory, whose replica
+    # loses its link: ValkeyMemoryNearMaxmemory and ValkeyReplicaLinkDown.
+    await create_cluster(
+        kube, workloads, "store", await store_config(catalog, "storecfg", new_image), shards=1, replicas=1
+    )
 
     with running_prometheus(
         service_scrape(service, kubeconfig_path), rules_path, tmp_path / "prometheus"
@@ -363,6 +374,18 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
 
         await settled(kube, workloads, "tls", 300)
         await settled(kube, workloads, "roll", 300)
+        await settled(kube, workloads, "store", 300)
+        store_admin = await admin_client(kube, workloads, "store")
+        store_nodes = await roles(kube, workloads, "store")
+        ((store_primary, primary_ip),) = [
+            (p, ip) for p, (role, ip) in store_nodes.items() if role == "master"
+        ]
+        ((store_replica, replica_ip),) = [(p, ip) for p, (role, ip) in store_nodes.items() if role == "slave"]
+        print(
+            f"store primary {store_primary} refused writes after {await fill(store_admin, primary_ip)} keys"
+        )
+        await break_link(store_admin, replica_ip)
+        assert await link_status(store_admin, replica_ip) == "down"
         tls_status = await status_of(kube, workloads, "tls")
         degraded = find_condition(tls_status.get("conditions"), "Degraded") or {}
         assert degraded.get("reason") == "CertificateExpiring", degraded  # the operator agrees with the alert
@@ -382,6 +405,10 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
         nodes = await query(server, f'valkey_node_role{{namespace="{workloads}"}} == 1')
         assert {s["metric"]["instance"] for s in nodes} == {targets[leader]["labels"]["instance"]}, nodes
         assert {s["metric"]["pod"] for s in nodes}.isdisjoint(pods)
+        # So are redis_exporter's series, read from the nodes on scrape (every Ready node is read).
+        read = await query(server, f'redis_up{{namespace="{workloads}"}} == 1')
+        assert {s["metric"]["instance"] for s in read} == {targets[leader]["labels"]["instance"]}, read
+        assert set(store_nodes) <= {s["metric"]["pod"] for s in read}, read
 
         # Every dashboard query and every series selector in it has data.
         async def dashboard_populated() -> bool | NotYet:
@@ -390,8 +417,10 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
                 found += await gaps(server, where, expr, whole=True)
             return not found or NotYet(found)
 
-        await eventually(dashboard_populated, "every dashboard query populated", 120, interval=2)
-        print(f"{len(dashboard_queries(board, workloads))} dashboard queries populated")
+        async with load(store_admin, primary_ip) as sent:
+            await eventually(dashboard_populated, "every dashboard query populated", 120, interval=2)
+        count = len(dashboard_queries(board, workloads))
+        print(f"{count} dashboard queries populated ({sent[0]} reads of load)")
 
         # Every alert's selectors have data, and each expression names exactly what the clusters
         # show: the stopped roll, the Failed cluster, the roll's reported nodes that say
@@ -409,12 +438,22 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
             "ValkeyFailoverTimedOut": set(),
             "ValkeyRolloutFailed": {(workloads, "roll")},
             "ValkeyCertificateExpiringSoon": {(workloads, "tls", pod) for pod in tls_pods},
+            "ValkeyMemoryNearMaxmemory": set(),  # the store's nodes over 90%: read from them below
+            "ValkeyEvictingNotACache": set(),  # noeviction never evicts
+            "ValkeyReplicaLinkDown": {(workloads, "store", store_replica)},
+            "ValkeyRejectedConnections": set(),
         }
         alerts = alert_rules(rule_file)
         assert set(alerts) == set(expected), "an alert this test has no expectation for"
 
         async def alerts_as_expected() -> bool | NotYet:
             found = []
+            ratios = {pod: await memory_ratio(store_admin, ip) for pod, (_role, ip) in store_nodes.items()}
+            expected["ValkeyMemoryNearMaxmemory"] = {
+                (workloads, "store", p) for p, r in ratios.items() if r > 0.9
+            }
+            if (workloads, "store", store_primary) not in expected["ValkeyMemoryNearMaxmemory"]:
+                found.append(f"the filled primary is not over 90% of maxmemory: {ratios}")
             for name, expr in alerts.items():
                 found += await gaps(server, f"alert {name}", expr, whole=False)
                 named = {identity(s["metric"]) for s in await query(server, expr)}
@@ -473,4 +512,30 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
             return done or NotYet(seen)
 
         await eventually(narrowed, f"the certificate outside a {NARROW_DAYS}-day window", 120, interval=2)
+
+        # A leader handover: the new leader exports every node's redis_* series, under its own
+        # instance, once it has reconciled the cluster and been scraped.
+        async def leading_instance() -> tuple[str, str] | NotYet:
+            current = await scraped(kube, server, service)
+            leading = await query(server, "leader_election_master_status == 1")
+            names = [s["metric"]["pod"] for s in leading if s["metric"]["pod"] in current]
+            if len(names) != 1:
+                return NotYet(leading)
+            return names[0], current[names[0]]["labels"]["instance"]
+
+        old_leader, old_instance = await eventually(leading_instance, "one current leader", 60, interval=1)
+        handover = time.monotonic()
+        await kube.delete(PODS, old_leader, namespace)
+
+        async def new_leader_exports() -> set[str] | NotYet:
+            read = await query(
+                server,
+                f'redis_up{{namespace="{workloads}", cluster="store", instance!="{old_instance}"}} == 1',
+            )
+            pods_read = {s["metric"]["pod"] for s in read}
+            return pods_read if pods_read >= set(store_nodes) else NotYet(pods_read)
+
+        await eventually(new_leader_exports, "the new leader's redis_* series", 180, interval=0.5)
+        print(f"leader {old_leader} deleted: the new leader's redis_* series in Prometheus after "
+              f"{time.monotonic() - handover:.1f}s")  # fmt: skip
         print(f"test body {time.monotonic() - started:.1f}s")

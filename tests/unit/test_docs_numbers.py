@@ -185,3 +185,17 @@ def test_side_by_side_table_is_the_bench_record() -> None:
         f"medians of {record['args']['rounds']} rounds",
     ):
         assert claim in page, claim
+
+
+def test_monitoring_shows_the_node_metrics_bench_record() -> None:
+    """docs/monitoring.md shows bench/valkey_metrics.py's own table of
+    bench/results/valkey-metrics.json."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        bench = importlib.import_module("valkey_metrics")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    record = json.loads((ROOT / "bench" / "results" / "valkey-metrics.json").read_text())
+    assert record["nodes_up"] == record["nodes"] == 100
+    table = bench.table(record)
+    assert table in (ROOT / "docs" / "monitoring.md").read_text(), table

@@ -6,10 +6,13 @@ server side is a tenth of the core's import time, and `"0"` turns both off).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
+import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = structlog.get_logger(__name__)
 
 Check = Callable[[], bool]
 
@@ -35,9 +38,20 @@ class HttpEndpoint:
         await self._runner.cleanup()
 
 
-def metrics_app(registry: CollectorRegistry) -> web.Application:
+ScrapeHook = Callable[[], Awaitable[bytes]]
+"""Awaited at each /metrics request; returns exposition text (format 0.0.4) appended to the
+registry's: for families read on scrape and rendered by their owner, never also in the registry."""
+
+
+def metrics_app(registry: CollectorRegistry, hooks: Sequence[ScrapeHook] = ()) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
-        body = generate_latest(registry)
+        extra = []
+        for hook in hooks:
+            try:
+                extra.append(await hook())
+            except Exception:  # a failed hook costs its own families, never the scrape
+                log.exception("scrape hook failed")
+        body = generate_latest(registry) + b"".join(extra)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()

@@ -16,7 +16,7 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -113,6 +113,7 @@ class Manager:
         self._probe_address = parse_bind_address(health_probe_bind_address)
         self.metrics_endpoint: httpserver.HttpEndpoint | None = None
         self.probe_endpoint: httpserver.HttpEndpoint | None = None
+        self._scrape_hooks: list[Callable[[], Awaitable[bytes]]] = []
         self._stop = asyncio.Event()
         self._caches_synced = False
         self._identity = leader_election.identity if leader_election else default_identity()
@@ -154,6 +155,12 @@ class Manager:
     def add(self, controller: Controller) -> None:
         """Run controller with the others (the builder's `complete` calls this)."""
         self.controllers.append(controller)
+
+    def add_scrape_hook(self, hook: Callable[[], Awaitable[bytes]]) -> None:
+        """Await hook at each /metrics request and append the exposition text it returns: for families
+        read on scrape and rendered by their owner (not registered in the registry). The hook bounds
+        its own time (a scrape waits for it); if it raises, its families are left out of that scrape."""
+        self._scrape_hooks.append(hook)
 
     def event_recorder(self, controller_name: str) -> EventRecorder:
         """An EventRecorder whose Events name controller_name and this replica as their source."""
@@ -256,7 +263,7 @@ class Manager:
         from valkey_operator.core import httpserver  # aiohttp's server side: imported only when used
 
         if self._metrics_address is not None:
-            app = httpserver.metrics_app(self.registry)
+            app = httpserver.metrics_app(self.registry, self._scrape_hooks)
             self.metrics_endpoint = httpserver.HttpEndpoint(app, *self._metrics_address)
             await self.metrics_endpoint.start()
         if self._probe_address is not None:
