@@ -7,8 +7,9 @@ One valkey-server from the test bed's image catalog on 127.0.0.1, cluster-enable
             ("key:<n>" -> a value of that size); used_memory after minus before,
             per key, and the part of it above the value itself (the overhead);
   cow       a dataset of --cow-megabytes of 1000-byte values, then BGSAVE twice:
-            idle, and while a writer process overwrites random existing keys as
-            fast as one pipelined connection goes. Valkey's own count of the
+            idle, and while a writer process overwrites random existing keys at
+            each of --write-rates SET/s (0: as fast as one pipelined connection
+            goes). Valkey's own count of the
             child's copy-on-write (INFO persistence rdb_last_cow_size) is what the
             fork costs on top of used_memory; the same fork serves a replica's
             full sync and an AOF rewrite.
@@ -18,7 +19,7 @@ One valkey-server from the test bed's image catalog on 127.0.0.1, cluster-enable
 Prints one line per measurement. Run with nice on a shared machine:
 
     nice python bench/sizing.py [--image valkey/valkey:9.1.2] [--keys 200000]
-        [--sizes 16,100,1000,4096] [--cow-megabytes 256]
+        [--sizes 16,100,1000,4096] [--cow-megabytes 256] [--write-rates 1000,10000,0]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -69,8 +71,9 @@ def per_key(server: ValkeyServer, keys: int, size: int) -> None:
     )
 
 
-def writer(host: str, port: int, keys: int, seconds: float, value_size: int) -> None:
-    """Overwrite random existing keys (DEBUG POPULATE's names) with pipelined SETs; print the count."""
+def writer(host: str, port: int, keys: int, seconds: float, value_size: int, rate: float) -> None:
+    """Overwrite random existing keys (DEBUG POPULATE's names) with pipelined SETs, at most `rate`
+    per second (0: as fast as one connection goes); print the count."""
     sock = socket.create_connection((host, port))
     stream = sock.makefile("rb")
     sock.sendall(encode_command(["AUTH", PASSWORD]))
@@ -78,14 +81,20 @@ def writer(host: str, port: int, keys: int, seconds: float, value_size: int) -> 
     value = b"w" * value_size
     rng = random.Random(1)
     written = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    deadline = started + seconds
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    while time.monotonic() < deadline and not stop:
+        if rate and written > rate * (time.monotonic() - started):
+            time.sleep(0.005)
+            continue
         batch = b"".join(encode_command([b"SET", b"key:%d" % rng.randrange(keys), value]) for _ in range(64))
         sock.sendall(batch)
         for _ in range(64):
             read_reply_blocking(stream)
         written += 64
-    print(written, flush=True)
+    print(written, time.monotonic() - started, flush=True)
 
 
 def bgsave(server: ValkeyServer) -> tuple[float, int, dict[str, str]]:
@@ -101,38 +110,43 @@ def bgsave(server: ValkeyServer) -> tuple[float, int, dict[str, str]]:
         time.sleep(0.05)
 
 
-def cow(server: ValkeyServer, megabytes: int) -> None:
+def cow(server: ValkeyServer, megabytes: int, rates: list[float]) -> None:
     keys = megabytes * 1000
     server.command("FLUSHALL", "SYNC", timeout=120)
     server.command("DEBUG", "POPULATE", keys, "key", 1000, timeout=600)
     dataset = settle(server)
-    took, at_start, info = bgsave(server)
+    took, _, info = bgsave(server)
     idle_cow = int(info.get("rdb_last_cow_size", 0))
     print(
         f"cow idle      dataset {dataset / 2**20:7.1f} MiB  BGSAVE {took:5.2f} s"
         f"  copy-on-write {idle_cow / 2**20:7.1f} MiB ({idle_cow / dataset:6.1%} of used_memory)"
     )
-    # Writes during the fork: the writer runs until well after the save ends.
-    spawn = [sys.executable, __file__, "--writer", server.host, str(server.port), str(keys), "0"]
-    probe = subprocess.run([*spawn[:-1], "2"], capture_output=True, text=True, check=True)
-    rate = int(probe.stdout.split()[0]) / 2
-    window = max(4.0, took * 3 + 2)
-    spawn[-1] = str(window)
-    load = subprocess.Popen(spawn, stdout=subprocess.PIPE, text=True)
+    for rate in rates:
+        cow_under_writes(server, keys, took, rate)
+
+
+def cow_under_writes(server: ValkeyServer, keys: int, idle_took: float, rate: float) -> None:
+    """BGSAVE while a writer process overwrites random keys at `rate` SET/s (0: flat out); the writer
+    runs from a second before the save until it ends (SIGTERM), and its rate is over that time."""
+    spawn = [sys.executable, __file__, "--writer", server.host, str(server.port), str(keys), "3600"]
+    load = subprocess.Popen([*spawn, str(rate)], stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)
         took, at_start, info = bgsave(server)
         written_cow = int(info.get("rdb_last_cow_size", 0))
-        out, _ = load.communicate(timeout=window + 60)
+        load.send_signal(signal.SIGTERM)
+        out, _ = load.communicate(timeout=60)
     finally:
         if load.poll() is None:
             load.kill()
             load.wait()
-    during = int(out.split()[0]) / window
+    count, seconds = out.split()
+    during = int(count) / float(seconds)
     print(
         f"cow writes    dataset {at_start / 2**20:7.1f} MiB  BGSAVE {took:5.2f} s"
         f"  copy-on-write {written_cow / 2**20:7.1f} MiB ({written_cow / at_start:6.1%} of used_memory)"
-        f"  writer {during:8.0f} SET/s (alone {rate:8.0f} SET/s, 1000 B values over {keys} keys)"
+        f"  writer {during:8.0f} SET/s ({'flat out' if not rate else f'paced at {rate:.0f}'};"
+        f" 1000 B values over {keys} keys)"
     )
 
 
@@ -148,14 +162,17 @@ def defaults(server: ValkeyServer) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        host, port, keys, seconds = sys.argv[2:6]
-        writer(host, int(port), int(keys), float(seconds), 1000)
+        host, port, keys, seconds, rate = sys.argv[2:7]
+        writer(host, int(port), int(keys), float(seconds), 1000, float(rate))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default="valkey/valkey:9.1.2")
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--sizes", default="16,100,1000,4096")
     parser.add_argument("--cow-megabytes", type=int, default=256)
+    parser.add_argument(
+        "--write-rates", default="1000,10000,0", help="SET/s during the BGSAVE under writes; 0: flat out"
+    )
     args = parser.parse_args()
     image = images.resolve_image(args.image)
     if image is None:
@@ -168,7 +185,7 @@ def main() -> None:
         defaults(server)
         for size in (int(s) for s in args.sizes.split(",")):
             per_key(server, args.keys, size)
-        cow(server, args.cow_megabytes)
+        cow(server, args.cow_megabytes, [float(r) for r in args.write_rates.split(",")])
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -36,6 +36,11 @@ CLI_UTILS = "v0.37.2"
 # its posix backend serves a local directory over the S3 API. The newest release the Go module proxy
 # served on 2026-12-03 (its go.mod asks Go 1.25).
 VERSITYGW = "v1.8.0"
+# Third-party CRDs the example tests apply (testing/thirdparty.py), read from the Go module zips the
+# module proxy serves (deploy/crds/ and example/prometheus-operator-crd/), cached in the Go module
+# cache, never copied into this repository: the newest releases the proxy served on 2026-12-03.
+CERT_MANAGER = "v1.21.2"
+PROMETHEUS_OPERATOR = "v0.85.0"
 
 # The image catalog (valkey_operator.testing.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`
