@@ -73,7 +73,7 @@ def per_key(server: ValkeyServer, keys: int, size: int) -> None:
 
 def writer(host: str, port: int, keys: int, seconds: float, value_size: int, rate: float) -> None:
     """Overwrite random existing keys (DEBUG POPULATE's names) with pipelined SETs, at most `rate`
-    per second (0: as fast as one connection goes); print the count."""
+    per second (0: as fast as one connection goes) until SIGTERM; print the count and the seconds."""
     sock = socket.create_connection((host, port))
     stream = sock.makefile("rb")
     sock.sendall(encode_command(["AUTH", PASSWORD]))
