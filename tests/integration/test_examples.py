@@ -43,11 +43,13 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subproces
     return run(binaries().kubectl, f"--kubeconfig={kubeconfig}", *args, stdin=stdin)
 
 
-def dry_run(kubeconfig: Path, namespace: str, *args: str, stdin: str | None = None) -> str:
-    """Server-side apply with server-side dry run; the output (one line per object) or the refusal."""
+def dry_run(kubeconfig: Path, namespace: str | None, *args: str, stdin: str | None = None) -> str:
+    """Server-side apply with server-side dry run (into namespace, or where each object says); the
+    output (one line per object) or the refusal."""
+    where = ["-n", namespace] if namespace else []
     done = kubectl(
         kubeconfig, "apply", "--server-side", "--dry-run=server", "--force-conflicts",
-        f"--field-manager={FIELD_MANAGER}", "-n", namespace, *args, stdin=stdin,
+        f"--field-manager={FIELD_MANAGER}", *where, *args, stdin=stdin,
     )  # fmt: skip
     return done.stdout + done.stderr if done.returncode else done.stdout
 
@@ -179,7 +181,17 @@ def test_a_values_example_renders_and_the_api_server_accepts_every_object(
         assert rendered.returncode == 0, rendered.stderr
         docs = documents(rendered.stdout)
         assert {"Deployment", "CustomResourceDefinition", "ServiceAccount"} <= {doc["kind"] for doc in docs}
-        output = dry_run(kubeconfig_path, namespace, "-f", "-", stdin=rendered.stdout)
+        # The ServiceAccount admission plugin looks up a pod's account (the `helm test` pod's), which
+        # a dry run does not store: the rendered ServiceAccounts are created for real first.
+        accounts = [doc for doc in docs if doc["kind"] == "ServiceAccount"]
+        created_accounts = kubectl(
+            kubeconfig_path, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-n", namespace,
+            "-f", "-", stdin=yaml.safe_dump_all(accounts),
+        )  # fmt: skip
+        assert created_accounts.returncode == 0, created_accounts.stderr
+        # helm template names every namespaced object's namespace (the release's, a watched one, or
+        # `default` for the Events of cluster-scoped kinds).
+        output = dry_run(kubeconfig_path, None, "-f", "-", stdin=rendered.stdout)
         assert applied(output, docs) == [], output
     finally:
         for name in created:
