@@ -202,3 +202,24 @@ def test_the_operations_pages_link_only_to_files_and_anchors_that_exist() -> Non
         page = ROOT / "docs" / name
         assert page.exists(), page
         assert broken_links(page) == [], name
+
+
+def section_bodies(markdown: str) -> dict[str, str]:
+    """Level-3 heading -> the text under it, up to the next heading."""
+    bodies: dict[str, str] = {}
+    current = None
+    for line in markdown.splitlines():
+        match = re.match(r"(#{1,6}) (.+)", line)
+        if match:
+            current = match.group(2).strip() if len(match.group(1)) == 3 else None
+            if current is not None:
+                bodies[current] = ""
+        elif current is not None:
+            bodies[current] += line + "\n"
+    return bodies
+
+
+def test_the_sections_marked_warning_event_are_the_reasons_that_record_one() -> None:
+    bodies = section_bodies(DOC.read_text())
+    marked = {name for name, body in bodies.items() if body.lstrip().startswith("**Warning Event.**")}
+    assert marked == {str(reason) for reason in decide.EVENT_REASONS}
