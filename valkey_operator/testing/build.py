@@ -442,6 +442,11 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
         from valkey_operator.testing.redisexporter import build_exporter
 
         build_exporter(progress)
+
+        # cert-manager's and the Prometheus Operator's CRDs, for the example tests (Go module cache).
+        from valkey_operator.testing import thirdparty
+
+        thirdparty.fetch(progress)
     size = sum(
         path.stat().st_size for path in bins.bin_dir.iterdir() if path.is_file() and not path.is_symlink()
     )

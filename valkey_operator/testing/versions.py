@@ -42,6 +42,12 @@ VERSITYGW = "v1.8.0"
 # served this exact version (v1.80.0 and v1.67.0 were refused).
 REDIS_EXPORTER = "v1.74.0"
 
+# Third-party CRDs the example tests apply (testing/thirdparty.py), read from the Go module zips the
+# module proxy serves (deploy/crds/ and example/prometheus-operator-crd/), cached in the Go module
+# cache, never copied into this repository: the newest releases the proxy served on 2026-12-03.
+CERT_MANAGER = "v1.21.2"
+PROMETHEUS_OPERATOR = "v0.85.0"
+
 # The image catalog (valkey_operator.testing.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`
 # source package at this version, the one tested. Unstable keeps one upload and
