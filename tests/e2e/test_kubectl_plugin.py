@@ -19,16 +19,19 @@ from pathlib import Path
 import pytest
 import yaml
 from backup_support import destination, storage_secret
-from cluster_support import Catalog, create_cluster, formed_cluster
+from cluster_support import Catalog, create_cluster, formed_cluster, owned_pods
 from operator_process import ROOT, OperatorProcesses
 
-from valkey_operator.api.resources import PAUSED_ANNOTATION, VALKEY_BACKUPS, VALKEY_CLUSTERS
-from valkey_operator.core.client import Client
-from valkey_operator.kubectl.requests import (
+from valkey_operator.api.resources import (
+    PAUSED_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     SWITCHOVER_ANNOTATION,
-    parse_switchover,
+    VALKEY_BACKUPS,
+    VALKEY_CLUSTERS,
 )
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import EVENTS
+from valkey_operator.kubectl.requests import parse_switchover
 from valkey_operator.testing.build import binaries
 from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.testing.wait import NotYet, eventually
@@ -206,6 +209,38 @@ async def test_status_pause_resume_logs_and_backup_of_a_live_cluster(
     taken = await kube.get(VALKEY_BACKUPS, "by-plugin", namespace)
     assert taken["spec"] == {"clusterName": NAME, "destination": scheduled["destination"]}
     assert taken["status"]["phase"] == "Completed"
+
+
+@pytest.mark.timeout(600)
+async def test_switchover_and_restart_are_carried_out_by_the_operator(
+    plugin: Plugin, kube: Client, catalog: Catalog, namespace: str, operators: OperatorProcesses
+) -> None:
+    """The plugin asks, the operator acts, and the plugin waits for its answer in the status."""
+    operators.start("plugin-requests")
+    await formed_cluster(kube, catalog, namespace, NAME, shards=2, replicas=1)
+    doc = json.loads(await plugin.ok("status", NAME, "-n", namespace, "-o", "json"))
+    shard = next(shard for shard in doc["shards"] if shard["shard"] == 1)
+    primary, replica = (node["pod"] for node in shard["nodes"])  # primary first
+
+    out = await plugin.ok("switchover", NAME, "1", "--to", replica, "-n", namespace, "--timeout", "3m")
+    print(f"[plugin] switchover:\n{out}")
+    assert "Succeeded" in out.splitlines()[-1], out
+    doc = json.loads(await plugin.ok("status", NAME, "-n", namespace, "-o", "json"))
+    shard = next(shard for shard in doc["shards"] if shard["shard"] == 1)
+    assert [(node["pod"], node["role"]) for node in shard["nodes"]] == [
+        (replica, "primary"),
+        (primary, "replica"),
+    ], shard
+    assert doc["switchover"]["phase"] == "Succeeded", doc["switchover"]
+    assert (doc["switchover"]["from"], doc["switchover"]["to"]) == (primary, replica)
+    events = [e for e in await kube.list(EVENTS, namespace) if e.get("reason") == "SwitchoverSucceeded"]
+    assert len(events) == 1 and replica in events[0]["note"], events
+
+    before = {pod["metadata"]["uid"] for pod in await owned_pods(kube, namespace, NAME)}
+    out = await plugin.ok("restart", NAME, "-n", namespace, "--timeout", "5m")
+    print(f"[plugin] restart:\n{out}")
+    after = {pod["metadata"]["uid"] for pod in await owned_pods(kube, namespace, NAME)}
+    assert len(after) == 4 and not before & after, (before, after, out)
 
 
 @pytest.mark.timeout(120)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import datetime
 import re
 
-from valkey_operator.api.resources import GROUP, PAUSED_ANNOTATION, VALKEY_BACKUPS
+from valkey_operator.api.resources import (
+    GROUP,
+    PAUSED_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+    VALKEY_BACKUPS,
+)
 
-SWITCHOVER_ANNOTATION = f"{GROUP}/switchover"
-"""`<shard>[/<pod>]@<token>`: promote a replica of that shard (that pod, else the operator's pick)."""
-RESTARTED_AT_ANNOTATION = f"{GROUP}/restartedAt"
-"""An RFC 3339 time: the operator rolls every pod created before it (its normal rolling update)."""
 CLUSTER_LABEL = f"{GROUP}/cluster"
 """The label on a cluster's pods (controllers/cluster/render/names.py; a unit test keeps them equal)."""
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from valkey_operator.api.resources import RESTARTED_AT_ANNOTATION
 from valkey_operator.core.resource import PODS
 from valkey_operator.kubectl import common, view
 from valkey_operator.kubectl.kube import Session
-from valkey_operator.kubectl.requests import CLUSTER_LABEL, RESTARTED_AT_ANNOTATION, restart_patch
+from valkey_operator.kubectl.requests import CLUSTER_LABEL, restart_patch
 
 HELP = "replace every pod of a cluster, one shard at a time, through the operator"
 EXAMPLES = f"""The plugin writes the annotation {RESTARTED_AT_ANNOTATION}=<now, RFC 3339>; the operator

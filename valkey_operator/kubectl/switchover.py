@@ -12,13 +12,10 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from valkey_operator.api.resources import SWITCHOVER_ANNOTATION
 from valkey_operator.kubectl import common
 from valkey_operator.kubectl.kube import CommandFailed, Session, TimedOut, UsageError
-from valkey_operator.kubectl.requests import (
-    SWITCHOVER_ANNOTATION,
-    TERMINAL_SWITCHOVER_PHASES,
-    switchover_value,
-)
+from valkey_operator.kubectl.requests import TERMINAL_SWITCHOVER_PHASES, switchover_value
 
 HELP = "move a shard's primary role to a replica, through the operator"
 EXAMPLES = f"""The plugin writes the annotation {SWITCHOVER_ANNOTATION}=<shard>[/<pod>]@<token>

@@ -10,8 +10,8 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from valkey_operator.api.resources import PAUSED_ANNOTATION
-from valkey_operator.kubectl.requests import CLUSTER_LABEL, RESTARTED_AT_ANNOTATION, SWITCHOVER_ANNOTATION
+from valkey_operator.api.resources import PAUSED_ANNOTATION, RESTARTED_AT_ANNOTATION, SWITCHOVER_ANNOTATION
+from valkey_operator.kubectl.requests import CLUSTER_LABEL
 
 Obj = dict[str, Any]
 SHARD_LABEL = CLUSTER_LABEL.rsplit("/", 1)[0] + "/shard"
