@@ -313,3 +313,17 @@ def crowding(hosts: dict[str, str], status: Obj) -> tuple[str, list[str]]:
         shards_on.setdefault(hosts[node["pod"]], {}).setdefault(node["shard"], node["pod"])
     host = max(shards_on, key=lambda name: (len(shards_on[name]), name))
     return host, sorted(shards_on[host].values())
+
+
+async def cli(ip: str, user: str, password: str, *args: str) -> str:
+    """valkey-cli of the newest image, run as a user of the cluster runs it; its output and errors."""
+    entry = images.resolve_image(images.newest_image())
+    assert entry is not None
+    process = await asyncio.create_subprocess_exec(
+        str(entry.executable("valkey-cli")),
+        *("-h", ip, "-p", "6379", "--user", user, "--pass", password, "--no-auth-warning", *args),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 15)
+    return (out + err).decode()

@@ -9,13 +9,12 @@ password rotation must replace no pod: uids and restart counts are compared.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import time
 
 import pytest
-from cluster_support import Catalog, owned_pods, settled, status_of, whole_passes
+from cluster_support import Catalog, cli, owned_pods, settled, status_of, whole_passes
 from inprocess_operator import Operator
 
 from controllers.cluster.render import names as render_names
@@ -37,19 +36,6 @@ MEMORY_BYTES = 256 * 2**20
 WATCHED_WITHIN = 15.0
 """A watched Secret's change reaches the nodes in about a second; without the watch it waits for the
 next periodic pass, REQUEUE_STEADY (30 s) after the last one, which the test makes just happen."""
-
-
-async def cli(ip: str, user: str, password: str, *args: str) -> str:
-    entry = images.resolve_image(images.newest_image())
-    assert entry is not None
-    process = await asyncio.create_subprocess_exec(
-        str(entry.executable("valkey-cli")),
-        *("-h", ip, "-p", "6379", "--user", user, "--pass", password, "--no-auth-warning", *args),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 15)
-    return (out + err).decode()
 
 
 async def logs_in(ip: str, user: str, password: str) -> bool:

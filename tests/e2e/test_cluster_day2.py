@@ -8,7 +8,6 @@ restart counts are compared before and after.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import time
@@ -16,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 
 import pytest
 import pytest_asyncio
-from cluster_support import Catalog, create_cluster, owned_pods, settled, status_of, warnings
+from cluster_support import Catalog, cli, create_cluster, owned_pods, settled, status_of, warnings
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 from tunable_samples import SAMPLES
@@ -70,19 +69,6 @@ async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Ope
 
 
 # --- valkey-cli, as a user of the cluster would run it -----------------------------------------------
-
-
-async def cli(ip: str, user: str, password: str, *args: str) -> str:
-    entry = images.resolve_image(images.newest_image())
-    assert entry is not None
-    process = await asyncio.create_subprocess_exec(
-        str(entry.executable("valkey-cli")),
-        *("-h", ip, "-p", "6379", "--user", user, "--pass", password, "--no-auth-warning", *args),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 15)
-    return (out + err).decode()
 
 
 async def admin_password(kube: Client, namespace: str, cluster: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from chart_support import CHART, RELEASE, helm, set_flags
-from cluster_support import Catalog, admin_client, create_cluster, image_config, owned_pods, settled
+from cluster_support import Catalog, admin_client, cli, create_cluster, image_config, owned_pods, settled
 from inprocess_operator import Operator
 
 from controllers.cluster.render import exporter, names
@@ -38,19 +38,6 @@ ENABLED = {"metrics": {"exporter": {"enabled": True}}}
 async def scrape(ip: str) -> dict[str, float]:
     result = await asyncio.to_thread(redisexporter.scrape, (ip, exporter.PORT))
     return result.samples()
-
-
-async def cli(ip: str, user: str, password: str, *args: str) -> str:
-    entry = images.resolve_image(images.newest_image())
-    assert entry is not None
-    process = await asyncio.create_subprocess_exec(
-        str(entry.executable("valkey-cli")),
-        *("-h", ip, "-p", "6379", "--user", user, "--pass", password, "--no-auth-warning", *args),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 15)
-    return (out + err).decode()
 
 
 def pod_monitor(kubeconfig: Path, namespace: str) -> Obj:
