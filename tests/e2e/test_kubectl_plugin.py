@@ -29,9 +29,9 @@ from valkey_operator.api.resources import (
     VALKEY_BACKUPS,
     VALKEY_CLUSTERS,
 )
+from valkey_operator.api.switchover import Request, parse
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import EVENTS
-from valkey_operator.kubectl.requests import parse_switchover
 from valkey_operator.testing.build import binaries
 from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.testing.wait import NotYet, eventually
@@ -255,9 +255,9 @@ async def test_switchover_and_restart_write_the_requests(
     value = (await kube.get(VALKEY_CLUSTERS, NAME, namespace))["metadata"]["annotations"][
         SWITCHOVER_ANNOTATION
     ]
-    shard, pod, token = parse_switchover(value)
-    assert (shard, pod) == (1, None) and value in out
-    stamp = datetime.datetime.strptime(token, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
+    request = parse(value)
+    assert isinstance(request, Request) and (request.shard, request.pod) == (1, None) and value in out
+    stamp = datetime.datetime.strptime(request.token or "", "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
     assert before <= stamp <= datetime.datetime.now(datetime.UTC)
 
     code, _, err = await plugin("switchover", NAME, "3", "-n", namespace, "--no-wait")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import re
 
+from valkey_operator.api.cluster import SwitchoverPhase
 from valkey_operator.api.resources import (
     GROUP,
     PAUSED_ANNOTATION,
@@ -19,9 +20,8 @@ from valkey_operator.api.resources import (
 CLUSTER_LABEL = f"{GROUP}/cluster"
 """The label on a cluster's pods (controllers/cluster/render/names.py; a unit test keeps them equal)."""
 
-TERMINAL_SWITCHOVER_PHASES = ("Succeeded", "Refused", "Failed")
-SWITCHOVER_PHASES = ("Pending", "Running", *TERMINAL_SWITCHOVER_PHASES)
-_TOKEN = re.compile(r"^\d{8}T\d{6}Z$")
+TERMINAL_SWITCHOVER_PHASES = (SwitchoverPhase.SUCCEEDED, SwitchoverPhase.REFUSED, SwitchoverPhase.FAILED)
+"""The phases that answer a request: the plugin stops waiting."""
 _POD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -43,17 +43,6 @@ def switchover_value(shard: int, to_pod: str | None, now: datetime.datetime) -> 
         raise ValueError(f"--to {to_pod!r} is not a pod name")
     target = f"{shard}/{to_pod}" if to_pod else str(shard)
     return f"{target}@{token(now)}"
-
-
-def parse_switchover(value: str) -> tuple[int, str | None, str]:
-    """(shard, pod or None, token) of a switchover annotation value; ValueError when malformed."""
-    target, at, stamp = value.rpartition("@")
-    if not at or not _TOKEN.match(stamp):
-        raise ValueError(f"{value!r}: expected <shard>[/<pod>]@<YYYYMMDDTHHMMSSZ>")
-    shard_text, slash, pod = target.partition("/")
-    if not shard_text.isdigit() or (slash and not pod):
-        raise ValueError(f"{value!r}: expected <shard>[/<pod>]@<YYYYMMDDTHHMMSSZ>")
-    return int(shard_text), pod or None, stamp
 
 
 def rfc3339(now: datetime.datetime) -> str:

@@ -31,7 +31,6 @@ is (spread.py): the request was explicit.
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Mapping
 
 import attrs
@@ -47,44 +46,16 @@ from controllers.cluster.decision.rollout import (
 )
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, Node, View
 from valkey_operator.api.cluster import SwitchoverPhase
+from valkey_operator.api.switchover import parse, shown
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.rest import Obj
 
 SWITCHOVER_TIMEOUT_S = 60.0
 """How long after acceptance the replica may take to serve the shard (covers the rollout's retries)."""
-FORMAT = "<shard>[/<pod>][@<token>]"
-EXAMPLE = "1/mycluster-1-x7k2p@20261203T132000Z"
-
 STARTED = "SwitchoverStarted"
 SUCCEEDED = "SwitchoverSucceeded"
 REFUSED = "SwitchoverRefused"
 FAILED = "SwitchoverFailed"
-
-_VALUE = re.compile(
-    r"^(?P<shard>[0-9]{1,4})(?:/(?P<pod>[a-z0-9](?:[-a-z0-9]{0,251}[a-z0-9])?))?(?:@(?P<token>.*))?$"
-)
-
-
-@attrs.frozen
-class Request:
-    """A parsed annotation value."""
-
-    shard: int
-    pod: str | None = None
-    token: str | None = None
-
-
-def parse(value: str) -> Request | str:
-    """The request, or why the value is not one (a message naming the expected format)."""
-    found = _VALUE.match(value.strip())
-    if found is None:
-        return f"expected {FORMAT} (for example {EXAMPLE}), got {shown(value)}"
-    return Request(int(found["shard"]), found["pod"], found["token"])
-
-
-def shown(value: str, limit: int = 120) -> str:
-    """The value quoted for a message, cut short: an annotation may hold 256 KiB."""
-    return repr(value if len(value) <= limit else value[:limit] + "...")
 
 
 @attrs.frozen

@@ -14,12 +14,11 @@ from controllers.cluster.decision.switchover import (
     REFUSED,
     STARTED,
     SUCCEEDED,
-    Request,
-    parse,
 )
 from controllers.cluster.render.template import template_hash, template_inputs
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import PAUSED_ANNOTATION, RESTARTED_AT_ANNOTATION, SWITCHOVER_ANNOTATION
+from valkey_operator.api.switchover import Request, parse
 
 NODES = (("a", "z1"), ("b", "z2"), ("c", "z3"))
 
