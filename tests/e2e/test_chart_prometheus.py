@@ -39,6 +39,8 @@ import datetime
 import json
 import math
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -375,6 +377,18 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
         await settled(kube, workloads, "tls", 300)
         await settled(kube, workloads, "roll", 300)
         await settled(kube, workloads, "store", 300)
+        # The operator's lines about one cluster, read through pods/log as `kubectl valkey logs` reads
+        # them from the chart's operator pods.
+        plugin = [sys.executable, "-m", "valkey_operator.kubectl", f"--kubeconfig={kubeconfig_path}"]
+        logs = await asyncio.to_thread(
+            subprocess.run,
+            [*plugin, "logs", "tls", "-n", workloads, "--operator-namespace", namespace, "-o", "text"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert logs.returncode == 0 and f"cluster={workloads}/tls" in logs.stdout, logs
+        assert f"{workloads}/store" not in logs.stdout, logs.stdout
         store_admin = await admin_client(kube, workloads, "store")
         store_nodes = await roles(kube, workloads, "store")
         ((store_primary, primary_ip),) = [

@@ -20,6 +20,8 @@ from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPoli
 from valkey_operator.api.resources import (
     PAUSED_ANNOTATION,
     RESERVED_USERNAMES,
+    RESTARTED_AT_ANNOTATION,
+    SWITCHOVER_ANNOTATION,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
     VALKEY_IMAGES,
@@ -430,6 +432,12 @@ def cluster_spec(pool: Pool) -> Draw:
             ),
             "placement": sometimes(placement(pool), wrong_type()),
             "podAnnotations": label_map(4096),
+            "metrics": sometimes(
+                st.fixed_dictionaries(
+                    {"exporter": sometimes(st.fixed_dictionaries({"enabled": st.booleans()}), wrong_type())}
+                ),
+                wrong_type(),
+            ),
         },
     )
 
@@ -440,8 +448,16 @@ def metadata(pool: Pool, names: tuple[str, ...], namespaced: bool) -> Draw:
         st.sampled_from(["1cache", "Cache", "c" * 51, "c" * 50, "cache_0", ""]),
         hostile_text().map(lambda text: f"{pool.run}-{text}" if not namespaced else text),
     )
+    switchover = st.one_of(
+        st.sampled_from(["0", "1@t1", "2/missing-pod@t2", "0/", "-1", "shard-0", "9999"]), hostile_text()
+    )
     annotations: st.SearchStrategy[dict[str, str]] = st.one_of(
-        st.just({}), st.sampled_from(["true", "TRUE", "false", "yes"]).map(lambda v: {PAUSED_ANNOTATION: v})
+        st.just({}),
+        st.sampled_from(["true", "TRUE", "false", "yes"]).map(lambda v: {PAUSED_ANNOTATION: v}),
+        switchover.map(lambda v: {SWITCHOVER_ANNOTATION: v}),
+        st.one_of(st.just("2026-12-03T13:00:00Z"), hostile_text()).map(
+            lambda v: {RESTARTED_AT_ANNOTATION: v}
+        ),
     )
 
     def build(name: str, notes: dict[str, str]) -> Obj:
