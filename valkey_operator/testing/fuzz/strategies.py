@@ -451,13 +451,15 @@ def metadata(pool: Pool, names: tuple[str, ...], namespaced: bool) -> Draw:
     switchover = st.one_of(
         st.sampled_from(["0", "1@t1", "2/missing-pod@t2", "0/", "-1", "shard-0", "9999"]), hostile_text()
     )
-    annotations: st.SearchStrategy[dict[str, str]] = st.one_of(
-        st.just({}),
-        st.sampled_from(["true", "TRUE", "false", "yes"]).map(lambda v: {PAUSED_ANNOTATION: v}),
+    paused = st.sampled_from(["true", "TRUE", "false", "yes"]).map(lambda v: {PAUSED_ANNOTATION: v})
+    requests = st.one_of(  # the day-2 requests a ValkeyCluster reads (api/switchover.py)
         switchover.map(lambda v: {SWITCHOVER_ANNOTATION: v}),
         st.one_of(st.just("2026-12-03T13:00:00Z"), hostile_text()).map(
             lambda v: {RESTARTED_AT_ANNOTATION: v}
         ),
+    )
+    annotations: st.SearchStrategy[dict[str, str]] = (
+        st.one_of(st.just({}), paused, requests) if namespaced else st.one_of(st.just({}), paused)
     )
 
     def build(name: str, notes: dict[str, str]) -> Obj:
