@@ -7,6 +7,7 @@ records in bench/results/fleet-before.json and fleet-after.json hold them.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ RECORDS = [ROOT / "bench" / "results" / f"fleet-{when}.json" for when in ("befor
 
 
 def load_bench() -> ModuleType:
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))  # the script imports its sibling operators.py
     spec = importlib.util.spec_from_file_location("bench_fleet", ROOT / "bench" / "fleet.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -39,6 +42,44 @@ def _stats(total: int, replconf: int = 0, auth: int = 0) -> dict[str, str]:
 def test_the_operators_commands_leave_out_replication_and_the_benchs_own_info() -> None:
     before, after = _stats(100, replconf=10), _stats(160, replconf=40)
     assert bench.operator_commands(before, after, ours=1) == 60 - 30 - 1
+
+
+def test_commands_of_others_than_the_operator_are_left_out_with_the_benchs_own() -> None:
+    """The peer's exec probes send AUTH and PING; the bench's AUTH is then among the AUTHs."""
+    before, after = _stats(100, auth=10), _stats(150, auth=25)
+    assert bench.operator_commands(before, after, ours=1, others=("auth",)) == 50 - 15 - 1
+
+
+def test_the_calls_of_every_command_in_between() -> None:
+    before = {**_stats(1, replconf=1), "cmdstat_hello": "calls=2,usec=1"}
+    after = {**_stats(9, replconf=4, auth=1), "cmdstat_hello": "calls=2,usec=1", "cmdstat_info": "calls=3"}
+    assert bench.command_deltas(before, after) == {"replconf": 3, "auth": 1, "info": 3}
+
+
+def test_the_peer_is_settled_by_its_ready_condition_for_the_current_generation() -> None:
+    side = bench.Peer(bench.peer.Peer(Path("/bin/true"), Path("/")))
+
+    def cluster(
+        generation: int, observed: int, status: str = "True", state: str = "Ready"
+    ) -> dict[str, object]:
+        ready = {"type": "Ready", "status": status, "observedGeneration": observed}
+        return {"metadata": {"generation": generation}, "status": {"state": state, "conditions": [ready]}}
+
+    assert side.settled(cluster(2, 2))
+    assert not side.settled(cluster(2, 1)), "an older generation's Ready"
+    assert not side.settled(cluster(2, 2, status="False"))
+    assert not side.settled(cluster(2, 2, state="Reconciling"))
+    assert not side.settled({"metadata": {"generation": 1}})
+    obj = {"spec": {"shards": 2, "replicas": 1}}
+    assert side.shape_of(obj) == bench.Shape(2, 1) and side.edit(obj) == {"spec": {"replicas": 2}}
+    body = side.body("c001", "ns", bench.Shape(1, 0))
+    assert body["spec"]["podSecurityContext"]["runAsNonRoot"] is True, "the fleet's namespaces are restricted"
+    assert side.selector("c001") == "valkey.io/cluster=c001"
+
+
+def test_a_side_may_have_sizes_of_its_own() -> None:
+    args = argparse.Namespace(sizes=[1, 10, 100], sizes_of=["peer=10,1"])
+    assert bench.sizes_of("peer", args) == [1, 10] and bench.sizes_of("ours", args) == [1, 10, 100]
 
 
 def test_a_command_never_called_counts_zero() -> None:
