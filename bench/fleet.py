@@ -3,7 +3,9 @@
 One operator process (a real subprocess, so its CPU and RSS are its own) and
 one namespace per cluster shape. The fleet grows in place: for each size the
 missing clusters are created (bounded concurrency), then, once every cluster
-is Active for its generation:
+is settled (its own status says Active / Ready for its generation, and Valkey
+itself serves it as asked: every pod ready, every node cluster_state:ok, every
+slot served once, no migration, replicas linked; bench/operators.py `serving`):
 
   settle   `--settle` seconds of nothing (what a quiet fleet converges to);
   window   `--window` seconds of nothing (at least the operator's longest
@@ -11,20 +13,25 @@ is Active for its generation:
            seconds per second (utime + stime from /proc), its RSS (VmRSS)
            and peak (VmHWM); on every Valkey node, the commands the operator
            sent (INFO stats total_commands_processed delta, minus replication
-           traffic (REPLCONF, PING, PSYNC, SYNC from commandstats) and the
-           INFO and AUTH of ours counted in it) per node per second, and the
-           connections it opened per node per minute (AUTH calls less ours:
-           the kubelet's tcpSocket probes connect too, but send nothing);
+           traffic (REPLCONF, PING, PSYNC, SYNC from commandstats), the
+           commands of others a side names (the peer's exec probes: AUTH) and
+           the INFO and AUTH of ours counted in it) per node per second, the
+           connections it opened per node per minute (calls of the command
+           its client opens a connection with, less ours), the connections of
+           everyone else (the kubelet's probes: tcpSocket for ours, exec
+           valkey-cli for the peer) and every command's calls, for the record;
   edit     one settled cluster (a different one per size) gets one more
-           replica per shard (`replicasPerShard` +1); timed from the patch
-           until it is Active for the new generation (polled every 0.2 s).
+           replica per shard (`replicasPerShard` / `replicas` +1); timed from
+           the patch until it is settled again for the new generation (polled
+           every 0.2 s; Valkey asked once the status says so).
 
 Prints a row per size and how each number grows with the fleet; `--output`
 writes them as JSON. Everything created is deleted at the end (namespaces,
 the operator process, and the control plane when this script started it).
 
     nice -n 10 python bench/fleet.py [--sizes 1,10,50,100] [--shapes 1x0,2x1] [--max-pods 120]
-        [--settle 180] [--window 300] [--sides ours] [--operator-checkout DIR] [--kubeconfig PATH]
+        [--settle 180] [--window 300] [--sides ours,peer] [--sizes-of peer=1,10] [--together]
+        [--operator-checkout DIR] [--kubeconfig PATH] [--output FILE]
 
 A shape's sizes stop at `--max-pods` pods (printed as skipped): on the shared
 2-core machine 2x1 beyond 10 clusters (40 pods, plus their replication and
@@ -32,9 +39,13 @@ gossip) is more than the machine bears next to other work.
 
 `--sides` takes registered sides (SIDES below): `ours` is this checkout's
 operator, or the one in `--operator-checkout DIR` (PYTHONPATH=DIR) to measure
-another revision in the same conditions. A peer operator joins by adding a
-FleetSide to SIDES: how to start it, a cluster's manifest, when it is settled,
-the edit, and the nodes' credentials.
+another revision in the same conditions; `peer` is the official operator
+(valkey_operator/testing/peer.py: VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS).
+`--together` runs the sides at once on one test bed, each with its own
+operator process and namespaces: both under the same machine load, in half
+the time. A side joins by adding a FleetSide to SIDES: how to start it, a
+cluster's manifest, when its status says settled, its pods' label, the edit,
+the nodes' credentials and which node traffic is not its operator's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""bench/fleet.py without a server: its pure helpers, and the docs' fleet tables equal to its records.
+"""bench/fleet.py without a server: its pure helpers, its peer side, and the docs' fleet tables
+equal to its records.
 
-The benchmark itself is a documented command (35 minutes on the shared machine),
-not part of the test run. docs/performance.md quotes its rows exactly as the
-records in bench/results/fleet-before.json and fleet-after.json hold them.
+The benchmark itself is a documented command (35 to 55 minutes on the shared
+machine), not part of the test run. docs/performance.md quotes its rows exactly
+as the records in bench/results/fleet-*.json (RECORDS) hold them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = [ROOT / "bench" / "results" / f"fleet-{when}.json" for when in ("before", "after", "after-cycle")]
+RECORDS = [
+    ROOT / "bench" / "results" / f"fleet-{when}.json"
+    for when in ("before", "after", "after-cycle", "peer", "peer-50")
+]
 
 
 def load_bench() -> ModuleType:
