@@ -3,7 +3,9 @@
 One operator process (a real subprocess, so its CPU and RSS are its own) and
 one namespace per cluster shape. The fleet grows in place: for each size the
 missing clusters are created (bounded concurrency), then, once every cluster
-is Active for its generation:
+is settled (its own status says Active / Ready for its generation, and Valkey
+itself serves it as asked: every pod ready, every node cluster_state:ok, every
+slot served once, no migration, replicas linked; bench/operators.py `serving`):
 
   settle   `--settle` seconds of nothing (what a quiet fleet converges to);
   window   `--window` seconds of nothing (at least the operator's longest
@@ -11,20 +13,25 @@ is Active for its generation:
            seconds per second (utime + stime from /proc), its RSS (VmRSS)
            and peak (VmHWM); on every Valkey node, the commands the operator
            sent (INFO stats total_commands_processed delta, minus replication
-           traffic (REPLCONF, PING, PSYNC, SYNC from commandstats) and the
-           INFO and AUTH of ours counted in it) per node per second, and the
-           connections it opened per node per minute (AUTH calls less ours:
-           the kubelet's tcpSocket probes connect too, but send nothing);
+           traffic (REPLCONF, PING, PSYNC, SYNC from commandstats), the
+           commands of others a side names (the peer's exec probes: AUTH) and
+           the INFO and AUTH of ours counted in it) per node per second, the
+           connections it opened per node per minute (calls of the command
+           its client opens a connection with, less ours), the connections of
+           everyone else (the kubelet's probes: tcpSocket for ours, exec
+           valkey-cli for the peer) and every command's calls, for the record;
   edit     one settled cluster (a different one per size) gets one more
-           replica per shard (`replicasPerShard` +1); timed from the patch
-           until it is Active for the new generation (polled every 0.2 s).
+           replica per shard (`replicasPerShard` / `replicas` +1); timed from
+           the patch until it is settled again for the new generation (polled
+           every 0.2 s; Valkey asked once the status says so).
 
 Prints a row per size and how each number grows with the fleet; `--output`
 writes them as JSON. Everything created is deleted at the end (namespaces,
 the operator process, and the control plane when this script started it).
 
     nice -n 10 python bench/fleet.py [--sizes 1,10,50,100] [--shapes 1x0,2x1] [--max-pods 120]
-        [--settle 180] [--window 300] [--sides ours] [--operator-checkout DIR] [--kubeconfig PATH]
+        [--settle 180] [--window 300] [--sides ours,peer] [--sizes-of peer=1,10] [--together]
+        [--operator-checkout DIR] [--kubeconfig PATH] [--output FILE]
 
 A shape's sizes stop at `--max-pods` pods (printed as skipped): on the shared
 2-core machine 2x1 beyond 10 clusters (40 pods, plus their replication and
@@ -32,9 +39,13 @@ gossip) is more than the machine bears next to other work.
 
 `--sides` takes registered sides (SIDES below): `ours` is this checkout's
 operator, or the one in `--operator-checkout DIR` (PYTHONPATH=DIR) to measure
-another revision in the same conditions. A peer operator joins by adding a
-FleetSide to SIDES: how to start it, a cluster's manifest, when it is settled,
-the edit, and the nodes' credentials.
+another revision in the same conditions; `peer` is the official operator
+(valkey_operator/testing/peer.py: VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS).
+`--together` runs the sides at once on one test bed, each with its own
+operator process and namespaces: both under the same machine load, in half
+the time. A side joins by adding a FleetSide to SIDES: how to start it, a
+cluster's manifest, when its status says settled, its pods' label, the edit,
+the nodes' credentials and which node traffic is not its operator's.
 """
 
 from __future__ import annotations
@@ -55,14 +66,15 @@ import attrs
 import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
-from operators import delete_namespace
+from operators import Shape as Served
+from operators import delete_namespace, serving
 
 from controllers.cluster.render import layout, names
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes
+from valkey_operator.testing import peer, processes
 from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.demo import curated_examples
 from valkey_operator.testing.images import newest_image
@@ -103,6 +115,11 @@ class FleetSide(Protocol):
 
     name: str
     resource: Resource
+    handshake: str
+    """The command its operator opens every connection to a node with (counts its connections)."""
+    not_operator: tuple[str, ...]
+    """Commands the nodes receive from others than its operator, besides replication (its pods'
+    exec probes)."""
 
     async def install(self, kube: Client) -> None:
         """CRDs (before the operator starts)."""
@@ -117,7 +134,13 @@ class FleetSide(Protocol):
         """A cluster's manifest."""
 
     def settled(self, obj: Obj) -> bool:
-        """Active (ready) for its current generation."""
+        """Its own status says Active (ready) for its current generation."""
+
+    def shape_of(self, obj: Obj) -> Shape:
+        """The layout its spec asks for."""
+
+    def selector(self, name: str) -> str:
+        """The label selector of one cluster's pods."""
 
     def edit(self, obj: Obj) -> Obj:
         """The merge patch of the timed spec edit."""
@@ -132,6 +155,8 @@ class FleetSide(Protocol):
 class Ours:
     name = "ours"
     resource = VALKEY_CLUSTERS
+    handshake = "auth"
+    not_operator: tuple[str, ...] = ()  # its pods' probes are tcpSocket: they connect, send nothing
 
     def __init__(self, checkout: Path | None) -> None:
         self.checkout = checkout
@@ -161,6 +186,12 @@ class Ours:
         generation = obj["metadata"].get("generation", 0)
         return status.get("state") == "Active" and status.get("observedGeneration", 0) >= generation
 
+    def shape_of(self, obj: Obj) -> Shape:
+        return Shape(obj["spec"]["shards"], obj["spec"]["replicasPerShard"])
+
+    def selector(self, name: str) -> str:
+        return f"{names.CLUSTER_LABEL}={name}"
+
     def edit(self, obj: Obj) -> Obj:
         return {"spec": {"replicasPerShard": obj["spec"]["replicasPerShard"] + 1}}
 
@@ -173,9 +204,76 @@ class Ours:
         return (pod["metadata"].get("labels") or {}).get(names.CLUSTER_LABEL)
 
 
+class Peer:
+    """The official operator (valkey_operator/testing/peer.py), unchanged, out of cluster.
+
+    Settings go through its own ValkeyCluster: `--bind $(POD_IP)`, cluster-node-timeout 5000 and
+    its exporter off (as in bench/peers.py), and, since the fleet's namespaces enforce the
+    "restricted" Pod Security Standard as ours pass it, its pods' security contexts. Its operator
+    opens each connection with HELLO 3 AUTH (valkey-go); its pods' exec probes (valkey-cli PING,
+    every 5 s, readiness and liveness) send AUTH and PING, so AUTH is not counted as its operator's.
+    """
+
+    name = "peer"
+    resource = peer.VALKEY_CLUSTERS
+    handshake = "hello"
+    not_operator: tuple[str, ...] = ("auth",)
+
+    def __init__(self, found: peer.Peer) -> None:
+        self.found = found
+
+    async def install(self, kube: Client) -> None:
+        await peer.install_peer_crds(kube, self.found)
+
+    async def shared(self, kubeconfig: str, log_dir: Path) -> None:
+        return None
+
+    def start(self, kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
+        return peer.start_peer(self.found, kubeconfig, log_dir / "peer.log").record
+
+    def body(self, name: str, namespace: str, shape: Shape) -> Obj:
+        return peer.cluster_manifest(
+            name, namespace, shards=shape.shards, replicas=shape.replicas, image=IMAGE, restricted=True
+        )
+
+    def settled(self, obj: Obj) -> bool:
+        """Its Ready condition True for the current generation, and its state Ready."""
+        status = obj.get("status") or {}
+        generation = obj["metadata"].get("generation", 0)
+        ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+        return (
+            bool(ready)
+            and ready[0].get("status") == "True"
+            and ready[0].get("observedGeneration") == generation
+            and status.get("state") == "Ready"
+        )
+
+    def shape_of(self, obj: Obj) -> Shape:
+        return Shape(obj["spec"]["shards"], obj["spec"].get("replicas", 0))
+
+    def selector(self, name: str) -> str:
+        return f"{peer.CLUSTER_LABEL}={name}"
+
+    def edit(self, obj: Obj) -> Obj:
+        return {"spec": {"replicas": obj["spec"].get("replicas", 0) + 1}}
+
+    async def credentials(self, kube: Client, namespace: str, cluster: str) -> Credentials | None:
+        return None  # it leaves the default user open
+
+    def cluster_of(self, pod: Obj) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get(peer.CLUSTER_LABEL)
+
+
+def make_peer(args: argparse.Namespace) -> FleetSide:
+    found = peer.find_peer()
+    if isinstance(found, peer.Absent):
+        raise SystemExit(f"the peer is absent: {found.reason}")
+    return Peer(found)
+
+
 SIDES: dict[str, Callable[[argparse.Namespace], FleetSide]] = {
     "ours": lambda args: Ours(Path(args.operator_checkout) if args.operator_checkout else None),
-    # The peer (valkey_operator/testing/peer.py) registers here once wired in.
+    "peer": make_peer,
 }
 
 
@@ -208,14 +306,30 @@ def calls(info: dict[str, str], command: str) -> int:
     return int(fields.get("calls", 0))
 
 
-def operator_commands(before: dict[str, str], after: dict[str, str], ours: int) -> int:
+def operator_commands(
+    before: dict[str, str], after: dict[str, str], ours: int, others: tuple[str, ...] = ()
+) -> int:
     """Commands the operator sent between two `INFO stats commandstats` replies on one node.
 
-    Pure: the total delta minus replication traffic and `ours` (our own commands between them)."""
+    Pure: the total delta minus replication traffic, the `others` commands (sent by others than
+    the operator, such as exec probes) and `ours` (the bench's own commands between them, not
+    already among the others)."""
 
     total = int(after["total_commands_processed"]) - int(before["total_commands_processed"])
-    replication = sum(calls(after, c) - calls(before, c) for c in REPLICATION_COMMANDS)
-    return total - replication - ours
+    excluded = sum(calls(after, c) - calls(before, c) for c in (*REPLICATION_COMMANDS, *others))
+    return total - excluded - ours
+
+
+def command_deltas(before: dict[str, str], after: dict[str, str]) -> dict[str, int]:
+    """Calls per command between two `INFO commandstats` replies (commands called in between)."""
+    found = {}
+    for key in after:
+        if key.startswith("cmdstat_"):
+            command = key.removeprefix("cmdstat_")
+            delta = calls(after, command) - calls(before, command)
+            if delta:
+                found[command] = delta
+    return found
 
 
 @attrs.frozen
@@ -228,6 +342,10 @@ class Window:
     commands_per_node_s: float
     connections_per_node_min: float
     load: float
+    other_connections_per_node_min: float | None = None
+    """Connections from others than the operator and the bench (the kubelet's probes, replicas)."""
+    calls_per_node_s: dict[str, float] = attrs.field(factory=dict)
+    """Every command the nodes received in the window, per node per second (replication included)."""
 
 
 async def measure_window(side: FleetSide, kube: Client, namespace: str, pid: int, seconds: float) -> Window:
@@ -259,9 +377,19 @@ async def measure_window(side: FleetSide, kube: Client, namespace: str, pid: int
     await asyncio.sleep(seconds)
     cpu1, elapsed = cpu_seconds(pid), time.monotonic() - started
     after = await asyncio.gather(*(read(pod) for pod in pods))
-    # Ours between the two replies: the first INFO, and the second connection's AUTH.
-    commands = [operator_commands(b, a, ours=2) for b, a in zip(before, after, strict=True)]
-    connections = [calls(a, "auth") - calls(b, "auth") - 1 for b, a in zip(before, after, strict=True)]
+    # Ours between the two replies: the first INFO, and the second connection (its AUTH).
+    pairs = list(zip(before, after, strict=True))
+    ours = 1 if "auth" in side.not_operator else 2
+    commands = [operator_commands(b, a, ours, side.not_operator) for b, a in pairs]
+    own_handshake = 1 if side.handshake == "auth" else 0
+    connections = [calls(a, side.handshake) - calls(b, side.handshake) - own_handshake for b, a in pairs]
+    received = [
+        int(a["total_connections_received"]) - int(b["total_connections_received"]) - 1 for b, a in pairs
+    ]
+    by_command: dict[str, int] = {}
+    for b, a in pairs:
+        for command, delta in command_deltas(b, a).items():
+            by_command[command] = by_command.get(command, 0) + delta
     memory = memory_kib(pid)
     count = max(1, len(pods))
     return Window(
@@ -273,6 +401,8 @@ async def measure_window(side: FleetSide, kube: Client, namespace: str, pid: int
         commands_per_node_s=sum(commands) / count / elapsed,
         connections_per_node_min=sum(connections) / count / elapsed * 60,
         load=load_average(),
+        other_connections_per_node_min=(sum(received) - sum(connections)) / count / elapsed * 60,
+        calls_per_node_s={c: round(n / count / elapsed, 4) for c, n in sorted(by_command.items())},
     )
 
 
@@ -289,13 +419,35 @@ async def bounded(items: list[Any], work: Callable[[Any], Awaitable[object]], li
     await asyncio.gather(*(one(item) for item in items))
 
 
+async def valkey_says(side: FleetSide, kube: Client, obj: Obj) -> str:
+    """'' when Valkey itself serves the cluster as its spec asks (bench/operators.py `serving`: every
+    pod ready, every node cluster_state:ok, every slot served once, no migration, replicas linked);
+    else why not. The same judge for every side."""
+    name, namespace = obj["metadata"]["name"], obj["metadata"]["namespace"]
+    shape = side.shape_of(obj)
+    found = await side.credentials(kube, namespace, name)
+    auth = (found.username, found.password) if found else (None, None)
+    return await serving(
+        kube, namespace, Served(shape.shards, shape.replicas, IMAGE), auth, side.selector(name)
+    )
+
+
 async def all_settled(side: FleetSide, kube: Client, namespace: str, count: int, timeout: float) -> float:
+    """Every cluster settled by its own status and served as asked by Valkey itself."""
     started = time.monotonic()
+    confirmed: set[str] = set()
+    gate = asyncio.Semaphore(PROBE_CONCURRENCY)
+
+    async def confirm(obj: Obj) -> None:
+        async with gate:
+            if not await valkey_says(side, kube, obj):
+                confirmed.add(obj["metadata"]["name"])
 
     async def check() -> bool | NotYet:
-        found = await kube.list(side.resource, namespace)
-        done = sum(1 for obj in found if side.settled(obj))
-        return done == count or NotYet(f"{done} of {count} settled")
+        found = [obj for obj in await kube.list(side.resource, namespace) if side.settled(obj)]
+        await asyncio.gather(*(confirm(obj) for obj in found if obj["metadata"]["name"] not in confirmed))
+        done = sum(1 for obj in found if obj["metadata"]["name"] in confirmed)
+        return done == count or NotYet(f"{done} of {count} settled and serving")
 
     await eventually(check, f"{count} clusters to settle", timeout, interval=1.0)
     return time.monotonic() - started
@@ -310,9 +462,10 @@ async def timed_edit(side: FleetSide, kube: Client, namespace: str, name: str, t
     async def settled() -> bool | NotYet:
         obj = await kube.get(side.resource, name, namespace)
         status = obj.get("status") or {}
-        return (obj["metadata"]["generation"] == generation and side.settled(obj)) or NotYet(
-            f"{status.get('state')}: {status.get('message')}"
-        )
+        if not (obj["metadata"]["generation"] == generation and side.settled(obj)):
+            return NotYet(f"{status.get('state')}: {status.get('message')}")
+        why = await valkey_says(side, kube, obj)
+        return not why or NotYet(why)
 
     await eventually(settled, f"{name} to settle after the edit", timeout, interval=POLL)
     return time.monotonic() - started
@@ -434,21 +587,37 @@ async def drive(kubeconfig: str, args: argparse.Namespace, log_dir: Path) -> lis
     await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     host = urlparse(str(configuration.host)).hostname or ""
     check_address(host, LOOPBACK_NETWORKS)
-    rows: list[Row] = []
     async with k8s.ApiClient(configuration) as api:
         kube = Client(RestClient(api), field_manager="bench")
-        for side_name in args.sides.split(","):
+
+        async def one_side(side_name: str) -> list[Row]:
             side = SIDES[side_name](args)
             await side.install(kube)
             operator = side.start(kubeconfig, log_dir / side.name)
+            rows: list[Row] = []
             try:
                 await side.shared(kubeconfig, log_dir)
                 pid = live_pid(operator, log_dir / side.name)
                 for shape_text in args.shapes.split(","):
-                    rows += await run_shape(side, kube, pid, Shape.parse(shape_text), args.sizes, args)
+                    shape = Shape.parse(shape_text)
+                    rows += await run_shape(side, kube, pid, shape, sizes_of(side.name, args), args)
             finally:
                 processes.stop([operator])
-    return rows
+            return rows
+
+        chosen = args.sides.split(",")
+        if args.together:
+            return [row for rows in await asyncio.gather(*(one_side(n) for n in chosen)) for row in rows]
+        return [row for name in chosen for row in await one_side(name)]
+
+
+def sizes_of(side: str, args: argparse.Namespace) -> list[int]:
+    """--sizes, or a side's own --sizes-of side=1,10 (a side slower to bring up, fewer sizes)."""
+    for entry in args.sizes_of or []:
+        name, _, sizes = entry.partition("=")
+        if name == side:
+            return sorted(int(size) for size in sizes.split(","))
+    return list(args.sizes)
 
 
 def main() -> None:
@@ -470,6 +639,18 @@ def main() -> None:
         "--timeout", type=float, default=300.0, help="per wait, seconds (plus 8 s per new cluster)"
     )
     parser.add_argument("--sides", default="ours", help=f"comma-separated: {', '.join(SIDES)}")
+    parser.add_argument(
+        "--sizes-of",
+        action="append",
+        metavar="SIDE=SIZES",
+        help="one side's own sizes (peer=1,10), instead of --sizes; repeatable",
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run the sides at once, each with its own operator and namespaces, on one test bed "
+        "(same load for both; each operator's CPU and RSS are still its own process's)",
+    )
     parser.add_argument("--operator-checkout", help="run ours from this checkout (PYTHONPATH)")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--output", help="write the rows as JSON here")
@@ -501,6 +682,8 @@ def main() -> None:
         record = {
             "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "cpus": os.cpu_count(),
+            "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
+            "peer": peer.PINNED_VERSION if "peer" in args.sides.split(",") else None,
             "args": {key: value for key, value in vars(args).items() if key != "kubeconfig"},
             "rows": [attrs.asdict(row) for row in rows],
         }

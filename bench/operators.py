@@ -252,9 +252,13 @@ async def command(address: Address, auth: Auth, *args: str) -> str:
         await client.aclose()
 
 
-async def pod_addresses(kube: Client, namespace: str, image: str | None = None) -> list[Address] | str:
-    """The serving pods' addresses; with image, a reason unless every pod is ready on that image."""
-    pods = [pod for pod in await kube.list(PODS, namespace) if not pod["metadata"].get("deletionTimestamp")]
+async def pod_addresses(
+    kube: Client, namespace: str, image: str | None = None, selector: str | None = None
+) -> list[Address] | str:
+    """The serving pods' addresses (of the namespace, or of a label selector in it); with image, a
+    reason unless every pod is ready on that image."""
+    found = await kube.list(PODS, namespace, label_selector=selector)
+    pods = [pod for pod in found if not pod["metadata"].get("deletionTimestamp")]
     addresses = []
     for pod in pods:
         status = pod.get("status") or {}
@@ -274,10 +278,11 @@ def parse_nodes(text: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines() if line.strip()]
 
 
-async def serving(kube: Client, namespace: str, shape: Shape, auth: Auth) -> str:
-    """'' when the namespace's cluster has shape's layout on shape's image, every slot served once,
-    replicas linked, no migration under way, and every node says cluster_state:ok; else why not."""
-    addresses = await pod_addresses(kube, namespace, shape.image)
+async def serving(kube: Client, namespace: str, shape: Shape, auth: Auth, selector: str | None = None) -> str:
+    """'' when the namespace's cluster (the pods of selector, when several share it) has shape's
+    layout on shape's image, every slot served once, replicas linked, no migration under way, and
+    every node says cluster_state:ok; else why not."""
+    addresses = await pod_addresses(kube, namespace, shape.image, selector)
     if isinstance(addresses, str):
         return addresses
     want = shape.shards * (1 + shape.replicas)

@@ -57,6 +57,8 @@ NODE_TIMEOUT_MS = 5000
 """TESTBED.md asks for >= 5 s on 2 shared cores (CPU starvation causes false failovers); the
 peer's built-in is 2000 ms. Compare operators at the same timeout: it bounds failover time."""
 PORT = 6379
+VALKEY_UID = 999
+"""The official Valkey image's `valkey` user and group (its pods run as them when restricted)."""
 
 
 @attrs.frozen
@@ -243,6 +245,7 @@ def cluster_manifest(
     replicas: int,
     image: str = DEFAULT_IMAGE,
     node_timeout_ms: int | None = NODE_TIMEOUT_MS,
+    restricted: bool = False,
 ) -> Obj:
     """A ValkeyCluster of the peer's API with what the test bed needs, through that API only.
 
@@ -252,21 +255,38 @@ def cluster_manifest(
     effect (its `spec.config` cannot: the peer writes its base config after the user's). Its
     metrics exporter is off: the exporter image is not in the catalog. `node_timeout_ms=None`
     keeps the peer's own 2000 ms.
+
+    `restricted` makes its pods admissible in a namespace enforcing the "restricted" Pod Security
+    Standard (ours are by default): its shipped pods set no securityContext, so the API server
+    refuses them there (allowPrivilegeEscalation, capabilities, runAsNonRoot, seccompProfile) and
+    the cluster waits in "Updating ValkeyNodes" forever. Its own `spec.podSecurityContext` and the
+    server container's `securityContext` carry them, as the Valkey image's user.
     """
     args = ["--bind", "$(POD_IP)"]
     if node_timeout_ms is not None:
         args += ["--cluster-node-timeout", str(node_timeout_ms)]
+    server: Obj = {"name": "server", "args": args}
+    spec: Obj = {
+        "shards": shards,
+        "replicas": replicas,
+        "image": image,
+        "exporter": {"enabled": False},
+        "containers": [server],
+    }
+    if restricted:
+        spec["podSecurityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": VALKEY_UID,
+            "runAsGroup": VALKEY_UID,
+            "fsGroup": VALKEY_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        server["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     return {
         "apiVersion": VALKEY_CLUSTERS.api_version,
         "kind": VALKEY_CLUSTERS.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "shards": shards,
-            "replicas": replicas,
-            "image": image,
-            "exporter": {"enabled": False},
-            "containers": [{"name": "server", "args": args}],
-        },
+        "spec": spec,
     }
 
 

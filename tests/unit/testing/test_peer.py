@@ -61,6 +61,17 @@ def test_its_cluster_carries_the_test_bed_settings_through_its_own_api() -> None
     own = peer.cluster_manifest("c", "ns", shards=1, replicas=0, node_timeout_ms=None)
     assert own["spec"]["containers"] == [{"name": "server", "args": ["--bind", "$(POD_IP)"]}]
     assert own["spec"]["image"] == "valkey/valkey:9.0.0", "the peer's own default"
+    assert "podSecurityContext" not in own["spec"], "its own defaults unless asked"
+
+
+def test_a_restricted_cluster_sets_what_the_restricted_pod_security_standard_asks() -> None:
+    spec = peer.cluster_manifest("c", "ns", shards=1, replicas=0, restricted=True)["spec"]
+    pod = spec["podSecurityContext"]
+    assert pod["runAsNonRoot"] is True and pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["runAsUser"] == pod["runAsGroup"] == pod["fsGroup"] == peer.VALKEY_UID
+    (server,) = spec["containers"]
+    assert server["name"] == "server" and server["args"][:2] == ["--bind", "$(POD_IP)"]
+    assert server["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def test_usage_of_a_live_process() -> None:
