@@ -29,13 +29,17 @@ from valkey_operator.api.backup import (
 from valkey_operator.api.cluster import (
     AclUser,
     ClusterState,
+    Exporter,
     KeyAccess,
     KeyPattern,
+    Metrics,
     NodeRole,
     NodeStatus,
     Permission,
     Placement,
     RolloutStatus,
+    SwitchoverPhase,
+    SwitchoverStatus,
     TaintEffect,
     Tls,
     TlsStatus,
@@ -236,6 +240,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             ),
             pod_annotations={"example.com/scrape": "true"},
             image_pull_secrets=("registry",),
+            metrics=Metrics(exporter=Exporter(enabled=False)),  # enabled is refused with tls
             backup=BackupSchedule(schedule="0 3 * * *", destination=DESTINATION, keep=7),
             restore=Restore(backup_name=f"nightly-{suffix}"),
         ),
@@ -260,7 +265,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                     version="9.0.1",
                     slots="0-3276",
                 ),
-                NodeStatus(pod="cache-0-fghij", shard=0, role=NodeRole.REPLICA),
+                NodeStatus(pod="cache-0-fghij", shard=0, role=NodeRole.REPLICA, in_sync=True),
             ),
             conditions=conditions("Ready", "Progressing", "Degraded"),
             rollout=RolloutStatus(
@@ -282,6 +287,15 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 loaded_keys=3000,
             ),
             last_backup=f"nightly-{suffix}-2",
+            switchover=SwitchoverStatus(
+                request="0/cache-0-fghij@20261201T100000Z",
+                phase=SwitchoverPhase.SUCCEEDED,
+                from_="cache-0-abcde",
+                to="cache-0-fghij",
+                message="cache-0-fghij is the primary of shard 0",
+                started_at="2026-12-01T10:00:00Z",
+                finished_at="2026-12-01T10:00:03Z",
+            ),
         ),
     )
     backup = ValkeyBackup(

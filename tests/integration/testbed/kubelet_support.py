@@ -159,6 +159,8 @@ class Pods:
 
     async def wait_log(self, name: str, text: str, timeout: float = 60.0) -> str:
         async def has() -> str | None:
+            if await self.kubelet.pod(self.namespace, name) is None:
+                return None  # not on a node yet
             log = await self.log(name)
             return log if text in log else None
 
