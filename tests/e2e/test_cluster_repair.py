@@ -247,7 +247,7 @@ async def place_primaries(
             for shard, pod in wanted.items()
         )
 
-    await eventually(placed, f"primaries on {sorted(wanted.values())}", 60)
+    await eventually(placed, f"primaries on {sorted(wanted.values())}", 120)  # 60 s ran out once in CI
     return status
 
 
