@@ -168,7 +168,9 @@ def used(events: list[audit.AuditEvent]) -> set[tuple[str, str]]:
 
 
 def refused(event: audit.AuditEvent) -> bool:
-    return event.decision != "allow" or event.code == 403
+    """The authorizer said no. A 403 it allowed came from admission: a namespace being deleted (a
+    cluster-wide operator meets other tests' namespaces as they go), not from the chart's RBAC."""
+    return event.decision != "allow"
 
 
 def judge_rbac(log: Path, account: str, grants: set[tuple[str, str]], uninstalled_at: str) -> None:

@@ -190,7 +190,10 @@ class PeerProcess:
         deadline = time.monotonic() + grace
         while True:
             reaped = self._reap()
-            if reaped is not None or not self.record.alive():
+            if reaped is not None:
+                break
+            if not self.record.alive():
+                reaped = self._reap()  # it may have exited between the two looks: reap it now
                 break
             if time.monotonic() >= deadline:
                 with contextlib.suppress(ProcessLookupError):
