@@ -18,6 +18,15 @@ from valkey_operator.valkey.slots import SlotRanges
 
 
 @attrs.frozen
+class Event:
+    """A Kubernetes Event a pass records on the cluster (type Normal or Warning, reason, message)."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@attrs.frozen
 class CreatePod:
     """Create one pod for shard, with these extra annotations. The planner names the shard and, with
     persistence, the existing `claim` the pod comes back on (a node lost without being planned);

@@ -40,6 +40,7 @@ from controllers.cluster.decision.actions import (
     CreateObject,
     CreatePod,
     DeletePod,
+    Event,
     Failover,
     Failure,
     Promote,
@@ -215,13 +216,6 @@ class Facts:
     @property
     def restoring(self) -> bool:
         return restoring(self.cluster.spec.restore, self.recorded)
-
-
-@attrs.frozen
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @attrs.frozen(kw_only=True)
@@ -524,7 +518,7 @@ def _conclude(
         status["lastBackup"] = facts.last_backup
     if switch is not None and switch.status is not None:
         status["switchover"] = switch.status
-    switch_events = tuple(Event(n.type, n.reason, n.message) for n in (switch.events if switch else ()))
+    switch_events = switch.events if switch else ()
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
     problems = tuple(_problems(current, planned.status))

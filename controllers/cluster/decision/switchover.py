@@ -35,7 +35,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from controllers.cluster.decision.actions import Action, Failover
+from controllers.cluster.decision.actions import Action, Event, Failover
 from controllers.cluster.decision.rollout import (
     FAILOVER_TIMEOUT_S,
     FailoverRequest,
@@ -58,21 +58,12 @@ REFUSED = "SwitchoverRefused"
 FAILED = "SwitchoverFailed"
 
 
-@attrs.frozen
-class Notice:
-    """An Event to record (type, reason, message)."""
-
-    type: str
-    reason: str
-    message: str
-
-
 @attrs.frozen(kw_only=True)
 class Outcome:
     status: Obj | None = None
     """status.switchover to store (None: there is none)."""
     actions: tuple[Action, ...] = ()
-    events: tuple[Notice, ...] = ()
+    events: tuple[Event, ...] = ()
 
     @property
     def running(self) -> bool:
@@ -168,7 +159,7 @@ def _new(view: View, value: str, at: Situation) -> Outcome:
     }
     # Recorded before anything is done: the pass that acts reads a Running status, so a status write
     # that is lost can only repeat the checks, never a failover already sent.
-    return Outcome(status=status, events=(Notice(NORMAL, STARTED, f"shard {shard}: {status['message']}"),))
+    return Outcome(status=status, events=(Event(NORMAL, STARTED, f"shard {shard}: {status['message']}"),))
 
 
 def _running(view: View, status: Obj, at: Situation) -> Outcome:
@@ -264,7 +255,7 @@ def _refused(value: str, message: str, at: Situation) -> Outcome:
         "finishedAt": at.now_text,
     }
     return Outcome(
-        status=status, events=(Notice(WARNING, REFUSED, f"switchover {shown(value)} refused: {message}"),)
+        status=status, events=(Event(WARNING, REFUSED, f"switchover {shown(value)} refused: {message}"),)
     )
 
 
@@ -273,7 +264,7 @@ def _finished(
 ) -> Outcome:
     done = {**status, "phase": phase.value, "message": message, "finishedAt": at.now_text}
     source, target = status.get("from"), status.get("to")
-    return Outcome(status=done, events=(Notice(kind, reason, f"from {source} to {target}: {message}"),))
+    return Outcome(status=done, events=(Event(kind, reason, f"from {source} to {target}: {message}"),))
 
 
 def _sync_rule() -> str:
