@@ -91,14 +91,14 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
 
 
 def chart_for(minor: str, tmp_path: Path) -> Path:
-    """The chart as it is; only under `compat` (CANDIDATE set), for a minor its kubeVersion does not
-    claim yet, a copy whose kubeVersion also claims it."""
+    """The chart as it is; only under `compat` (CANDIDATE set), for a minor older than its
+    kubeVersion's floor, a copy whose floor is that minor."""
     claimed = compat.chart_kube_version((CHART / "Chart.yaml").read_text())
-    if minor in compat.claimed_minors(claimed) or not os.environ.get(compat.CANDIDATE):
+    if compat.admits(claimed, minor) or not os.environ.get(compat.CANDIDATE):
         return CHART
     copy = tmp_path / "chart"
     shutil.copytree(CHART, copy, symlinks=False)
-    widened = f"{claimed} || {compat.minor_range(minor, minor)}"
+    widened = compat.kube_version_floor([minor])
     chart_file = copy / "Chart.yaml"
     chart_file.write_text(compat.with_kube_version(chart_file.read_text(), widened))
     print(f"[compat] the chart claims {claimed!r}; a candidate run installs it claiming {widened!r}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.objectstore import Destination, ObjectStore, S3Credentials, StorageError, open_store
+from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
 from valkey_operator.objectstore.transfer import MIB, partial_path
 from valkey_operator.testing import processes
 from valkey_operator.testing.objectstore import ObjectStoreServer
@@ -351,17 +351,21 @@ async def test_tls_is_verified_against_the_given_ca(object_store_tls: ObjectStor
     assert "TLS verification failed: [SSL: CERTIFICATE_VERIFY_FAILED]" in str(raised.value)
 
 
-async def test_the_ca_file_is_removed_when_the_store_closes(object_store_tls: ObjectStoreServer) -> None:
+async def test_a_private_ca_needs_no_writable_filesystem(
+    object_store_tls: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The chart's image runs on a read-only root with no writable /tmp: with no usable temporary
+    directory, a store with a private CA still verifies, uploads and reads back (it failed with
+    "No usable temporary directory" when the CA went through a temp file)."""
     import tempfile
 
-    def ca_files() -> set[str]:
-        return {
-            name for name in os.listdir(tempfile.gettempdir()) if name.startswith("valkey-operator-s3-ca-")
-        }
-
-    before = ca_files()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))
+    with pytest.raises(FileNotFoundError):
+        tempfile.mkstemp()
     server = object_store_tls
-    async with open_store(destination(server, "x"), credentials(server), ca_pem=server.ca_pem) as store:
-        assert isinstance(store, ObjectStore)
-        assert len(ca_files() - before) == 1
-    assert ca_files() == before
+    bucket = server.create_bucket()
+    async with open_store(destination(server, bucket), credentials(server), ca_pem=server.ca_pem) as store:
+        await store.check()
+        await store.put_json(store.key("ro"), {"read": "only"})
+        assert await store.get_json(store.key("ro")) == {"read": "only"}
+    assert not os.listdir(tmp_path)

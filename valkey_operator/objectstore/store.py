@@ -19,7 +19,6 @@ import functools
 import json
 import os
 import ssl
-import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -160,17 +159,24 @@ class ObjectStore:
 
 @contextlib.contextmanager
 def _ca_file(ca_pem: str | None) -> Iterator[str | None]:
-    """botocore verifies against a CA file path: the PEM in a private temp file while the store is open."""
+    """botocore verifies against a CA file path only, and the operator's image runs on a read-only
+    root with no writable /tmp: the PEM lives in an anonymous in-memory file (memfd), named by its
+    /proc/self/fd path while the store is open. It is checked here, so a bad CA is a StorageError
+    before any request."""
     if ca_pem is None:
         yield None
         return
-    handle, path = tempfile.mkstemp(prefix="valkey-operator-s3-ca-", suffix=".pem")
     try:
-        with os.fdopen(handle, "w") as file:
-            file.write(ca_pem)
-        yield path
+        ssl.create_default_context(cadata=ca_pem)
+    except (ssl.SSLError, ValueError) as exc:
+        raise StorageError("StorageFailed", f"the CA is not a PEM certificate: {exc}") from exc
+    descriptor = os.memfd_create("valkey-operator-s3-ca", os.MFD_CLOEXEC)
+    try:
+        with open(descriptor, "wb", closefd=False) as file:
+            file.write(ca_pem.encode())
+        yield f"/proc/self/fd/{descriptor}"
     finally:
-        os.unlink(path)
+        os.close(descriptor)
 
 
 @contextlib.asynccontextmanager
@@ -192,25 +198,20 @@ async def open_store(
         response_checksum_validation="when_required",
         user_agent_extra="valkey-operator",
     )
-    if ca_pem is not None:
+    async with contextlib.AsyncExitStack() as stack:
+        ca_path = stack.enter_context(_ca_file(ca_pem))
         try:
-            ssl.create_default_context(cadata=ca_pem)
-        except (ssl.SSLError, ValueError) as exc:
-            raise StorageError("StorageFailed", f"the CA is not a PEM certificate: {exc}") from exc
-    with _ca_file(ca_pem) as ca_path:
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                client = await stack.enter_async_context(
-                    get_session().create_client(
-                        "s3",
-                        endpoint_url=destination.endpoint,
-                        region_name=destination.region,
-                        aws_access_key_id=credentials.access_key_id,
-                        aws_secret_access_key=credentials.secret_access_key,
-                        verify=ca_path,
-                        config=config,
-                    )
+            client = await stack.enter_async_context(
+                get_session().create_client(
+                    "s3",
+                    endpoint_url=destination.endpoint,
+                    region_name=destination.region,
+                    aws_access_key_id=credentials.access_key_id,
+                    aws_secret_access_key=credentials.secret_access_key,
+                    verify=ca_path,
+                    config=config,
                 )
-            except ValueError as exc:  # botocore refuses a malformed endpoint URL
-                raise StorageError("StorageFailed", f"endpoint {destination.endpoint!r}: {exc}") from exc
-            yield ObjectStore(client, destination, timeout)
+            )
+        except Exception as exc:  # a malformed endpoint URL (ValueError), or anything else botocore meets
+            raise classify(exc, f"endpoint {destination.endpoint!r}") from exc
+        yield ObjectStore(client, destination, timeout)

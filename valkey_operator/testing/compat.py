@@ -4,8 +4,8 @@ For each minor of versions.KUBERNETES_MINORS (or those asked for), oldest first:
 plane (cached), then run tests/e2e/test_compat_scenario.py through pytest against it (helm install
 of the chart in both RBAC modes, a 2x1 TLS cluster Active, a scale, a spread move, a rolling update,
 a certificate rotation, delete, helm uninstall). Each result goes into docs/kubernetes-compat.json
-(one entry per minor, the latest run's), and from there into the chart's kubeVersion and the
-table in docs/install.md, which claim exactly the minors whose latest run passed
+(one entry per minor, the latest run's), and from there into the table in docs/install.md and the
+chart's kubeVersion: the oldest minor that passed, with no upper bound
 (tests/unit/test_kubernetes_compat.py keeps them equal). Needs a checkout: the scenario is one of its tests.
 """
 
@@ -40,7 +40,7 @@ yet, install a copy that does (the run decides whether the claim is earned). Uns
 is installed as it is, so a chart that does not claim the default minor fails."""
 PASSED = "passed"
 
-_RANGE = re.compile(r"^>=\s*(\d+)\.(\d+)\.0-0\s+<\s*(\d+)\.(\d+)\.0-0$")
+_FLOOR = re.compile(r"^>=\s*(\d+)\.(\d+)\.0-0$")
 _KUBE_VERSION_LINE = re.compile(r'^kubeVersion:\s*"[^"\n]*"\s*$', re.MULTILINE)
 
 Progress = Callable[[str], None]
@@ -71,40 +71,28 @@ def _minor_key(minor: str) -> tuple[int, int]:
 # -- the chart's kubeVersion -------------------------------------------------------------------
 
 
-def minor_range(first: str, last: str) -> str:
-    """`>=1.34.0-0 <1.38.0-0` for 1.34..1.37 (`-0` admits providers' pre-release-tagged builds)."""
-    major, low = _minor_key(first)
-    _, high = _minor_key(last)
-    return f">={major}.{low}.0-0 <{major}.{high + 1}.0-0"
-
-
-def kube_version_constraint(minors: Iterable[str]) -> str:
-    """The chart's kubeVersion claiming exactly these minors: one range per run of consecutive
-    minors, joined with `||`."""
+def kube_version_floor(minors: Iterable[str]) -> str:
+    """The chart's kubeVersion: the oldest minor that passed, and no upper bound (`>=1.34.0-0`; `-0`
+    admits providers' pre-release-tagged builds). An upper bound would fail every `helm upgrade` and
+    GitOps sync of a release the day its cluster moves to a newer minor; which minors were tested is
+    the table's to say, not the constraint's."""
     ordered = sorted(set(minors), key=_minor_key)
     if not ordered:
         raise ValueError("no minor passed: the chart cannot claim any Kubernetes version")
-    runs: list[list[str]] = []
-    for minor in ordered:
-        if runs and _minor_key(runs[-1][-1]) == (_minor_key(minor)[0], _minor_key(minor)[1] - 1):
-            runs[-1].append(minor)
-        else:
-            runs.append([minor])
-    return " || ".join(minor_range(run[0], run[-1]) for run in runs)
+    major, number = _minor_key(ordered[0])
+    return f">={major}.{number}.0-0"
 
 
-def claimed_minors(constraint: str) -> set[str]:
-    """The minors a kubeVersion written by kube_version_constraint claims."""
-    minors: set[str] = set()
-    for alternative in constraint.split("||"):
-        match = _RANGE.match(alternative.strip())
-        if match is None:
-            raise ValueError(f"kubeVersion {constraint!r} is not of the form '>=1.A.0-0 <1.B.0-0 || ...'")
-        major, low, end_major, end = (int(group) for group in match.groups())
-        if major != end_major:
-            raise ValueError(f"kubeVersion {constraint!r} spans majors")
-        minors.update(f"{major}.{number}" for number in range(low, end))
-    return minors
+def floor_minor(constraint: str) -> str:
+    """The oldest minor a kubeVersion written by kube_version_floor admits."""
+    match = _FLOOR.match(constraint.strip())
+    if match is None:
+        raise ValueError(f"kubeVersion {constraint!r} is not of the form '>=1.A.0-0'")
+    return f"{match.group(1)}.{match.group(2)}"
+
+
+def admits(constraint: str, minor: str) -> bool:
+    return _minor_key(minor) >= _minor_key(floor_minor(constraint))
 
 
 def chart_kube_version(chart_yaml: str) -> str:
@@ -232,7 +220,7 @@ def publish(repo: Path, outcomes: dict[str, Outcome]) -> None:
     passed = passed_minors(record)
     if passed:
         chart = repo / CHART_FILE
-        chart.write_text(with_kube_version(chart.read_text(), kube_version_constraint(passed)))
+        chart.write_text(with_kube_version(chart.read_text(), kube_version_floor(passed)))
     doc = repo / INSTALL_DOC
     text = doc.read_text()
     if TABLE_BEGIN in text:

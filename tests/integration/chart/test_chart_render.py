@@ -88,6 +88,25 @@ def test_the_packaged_chart_renders_every_crd_with_the_keep_policy_and_small_eno
     assert rendered == {}
 
 
+@pytest.mark.parametrize("kube_version", ["v1.38.0", "v1.40.2", None], ids=["1.38", "1.40", "helm-default"])
+def test_the_packaged_chart_renders_for_newer_minors_than_tested(
+    tmp_path: Path, kube_version: str | None
+) -> None:
+    """No upper bound on kubeVersion: the day a user's cluster moves past the minors we tested,
+    `helm upgrade` and GitOps syncs still render (`<1.38.0-0` refused all of these)."""
+    helm("package", str(CHART), "-d", str(tmp_path))
+    (package,) = tmp_path.glob("valkey-operator-*.tgz")
+    pinned = ("--kube-version", kube_version) if kube_version else ()
+    text = helm("template", "vo", str(package), "-n", "ops", *pinned).stdout
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(text) if doc}
+    assert {"Deployment", "CustomResourceDefinition", "ServiceAccount"} <= kinds
+
+
+def test_the_chart_still_refuses_a_minor_older_than_tested(tmp_path: Path) -> None:
+    done = helm("template", "vo", str(CHART), "--kube-version", "v1.33.9", check=False)
+    assert done.returncode != 0 and "kubeVersion" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize(
     "values", [(), ("--set", "watchNamespaces={a,b}")], ids=["cluster-wide", "namespaced"]
 )

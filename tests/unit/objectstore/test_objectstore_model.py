@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import botocore.exceptions
 import pytest
 
 from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
 from valkey_operator.objectstore.errors import classify
 from valkey_operator.objectstore.model import object_key
+from valkey_operator.testing import certs
 
 
 @pytest.mark.parametrize(
@@ -116,3 +120,15 @@ async def test_a_malformed_endpoint_or_ca_fails_before_any_request(
     assert raised.value.reason == "StorageFailed"
     assert str(raised.value).startswith(says)
     assert "very-secret" not in str(raised.value)
+
+
+async def test_a_private_ca_opens_with_no_usable_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The chart's image has a read-only root and no writable /tmp: the CA must not need a file."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))
+    ca, _ = certs.issue_ca("store")
+    destination = Destination(endpoint="https://127.0.0.1:9", bucket="backups")
+    creds = S3Credentials(access_key_id="AKIAEXAMPLE", secret_access_key="very-secret")
+    async with open_store(destination, creds, ca_pem=certs.pem(ca).decode()) as store:
+        assert store.bucket == "backups"

@@ -87,24 +87,22 @@ def test_each_release_has_its_own_cache_directory(monkeypatch: pytest.MonkeyPatc
     assert build.binaries().bin_dir == tmp_path / "k8s" / "v1.35.4" / "bin"
 
 
-def test_the_chart_claims_exactly_the_minors_given() -> None:
-    assert compat.kube_version_constraint(["1.37"]) == ">=1.37.0-0 <1.38.0-0"
-    assert compat.kube_version_constraint(["1.36", "1.34", "1.35", "1.37"]) == ">=1.34.0-0 <1.38.0-0"
-    gap = compat.kube_version_constraint(["1.34", "1.36", "1.37"])
-    assert gap == ">=1.34.0-0 <1.35.0-0 || >=1.36.0-0 <1.38.0-0"
-    assert compat.claimed_minors(gap) == {"1.34", "1.36", "1.37"}
+def test_the_charts_kube_version_is_the_oldest_passed_minor_with_no_upper_bound() -> None:
+    assert compat.kube_version_floor(["1.37"]) == ">=1.37.0-0"
+    assert compat.kube_version_floor(["1.36", "1.34", "1.35", "1.37"]) == ">=1.34.0-0"
+    assert compat.floor_minor(">=1.34.0-0") == "1.34"
+    assert compat.admits(">=1.34.0-0", "1.40") and compat.admits(">=1.34.0-0", "1.34")
+    assert not compat.admits(">=1.34.0-0", "1.33")
     with pytest.raises(ValueError):
-        compat.kube_version_constraint([])
+        compat.kube_version_floor([])
     with pytest.raises(ValueError):
-        compat.claimed_minors(">=1.34.0")
+        compat.floor_minor(">=1.34.0-0 <1.38.0-0")
 
 
 def test_only_the_kube_version_line_of_chart_yaml_changes() -> None:
-    text = (
-        'name: x\n# a comment about kubeVersion: "no"\nkubeVersion: ">=1.37.0-0 <1.38.0-0"\nkeywords: [a]\n'
-    )
-    assert compat.chart_kube_version(text) == ">=1.37.0-0 <1.38.0-0"
-    changed = compat.with_kube_version(text, ">=1.36.0-0 <1.38.0-0")
+    text = 'name: x\n# a comment about kubeVersion: "no"\nkubeVersion: ">=1.37.0-0"\nkeywords: [a]\n'
+    assert compat.chart_kube_version(text) == ">=1.37.0-0"
+    changed = compat.with_kube_version(text, ">=1.36.0-0")
     assert changed == text.replace('kubeVersion: ">=1.37.0-0', 'kubeVersion: ">=1.36.0-0')
     with pytest.raises(ValueError):
         compat.with_kube_version("name: x\n", ">=1.36.0-0 <1.38.0-0")
@@ -114,7 +112,7 @@ def test_publish_merges_the_record_and_rewrites_chart_and_table(tmp_path: Path) 
     (tmp_path / "docs").mkdir()
     (tmp_path / "charts" / "valkey-operator").mkdir(parents=True)
     chart = tmp_path / compat.CHART_FILE
-    chart.write_text('name: valkey-operator\nkubeVersion: ">=1.37.0-0 <1.38.0-0"\nversion: 0.2.0\n')
+    chart.write_text('name: valkey-operator\nkubeVersion: ">=1.37.0-0"\nversion: 0.2.0\n')
     doc = tmp_path / compat.INSTALL_DOC
     doc.write_text(f"# Install\n\nbefore\n\n{compat.TABLE_BEGIN}\nold table\n{compat.TABLE_END}\n\nafter\n")
     day = datetime.date(2026, 12, 2).isoformat()
@@ -126,7 +124,7 @@ def test_publish_merges_the_record_and_rewrites_chart_and_table(tmp_path: Path) 
 
     record = compat.load_record(tmp_path / compat.RECORD)
     assert list(record) == ["1.35", "1.36", "1.37"] and record["1.37"] == first
-    assert compat.chart_kube_version(chart.read_text()) == ">=1.36.0-0 <1.38.0-0"
+    assert compat.chart_kube_version(chart.read_text()) == ">=1.36.0-0"
     assert chart.read_text().startswith("name: valkey-operator\n") and chart.read_text().endswith(
         "version: 0.2.0\n"
     )
