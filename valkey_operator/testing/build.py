@@ -311,11 +311,32 @@ def _build_helm(work: Path, output: Path, progress: Progress) -> None:
         '//go:build tools\n\npackage tools\n\nimport _ "helm.sh/helm/v3/cmd/helm"\n'
     )
     _run(["go", "mod", "tidy"], work, progress)
-    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM}"
+    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM} " + _helm_kube_ldflags(work)
     _run(
         ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), "helm.sh/helm/v3/cmd/helm"],
         work,
         progress,
+    )
+
+
+def _helm_kube_ldflags(work: Path) -> str:
+    """The Kubernetes version `helm template` and `helm lint` assume without --kube-version, stamped
+    as helm's own release build does (1.<client-go minor>): unstamped it is 1.20, which no chart
+    with a current kubeVersion floor accepts, so the test bed's helm would refuse what users' helm
+    renders."""
+    listed = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go"],
+        cwd=work,
+        env=go_env(work),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    minor = listed.removeprefix("v0.").split(".")[0]
+    return " ".join(
+        f"-X helm.sh/helm/v3/pkg/{package}.k8sVersion{part}={value}"
+        for package in ("chartutil", "lint/rules")
+        for part, value in (("Major", "1"), ("Minor", minor))
     )
 
 
@@ -379,7 +400,7 @@ def _tool_artifacts() -> list[_Artifact]:
     from valkey_operator.testing import localpath  # builds on this module
 
     return [
-        _Artifact("helm", f"helm {versions.HELM}", _build_helm),
+        _Artifact("helm", f"helm {versions.HELM} (default Kubernetes version stamped)", _build_helm),
         # Two builds of one module: the second reuses the first's compiled packages (one GOCACHE).
         prometheus("prometheus"),
         prometheus("promtool"),
