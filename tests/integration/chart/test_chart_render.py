@@ -243,6 +243,28 @@ def test_optional_objects_render_when_enabled() -> None:
     assert json.loads(dashboards[0]["data"]["valkey-operator.json"])["panels"]
 
 
+
+def runbook_urls(docs: list[dict[str, Any]]) -> list[str]:
+    (rule,) = of_kind(docs, "PrometheusRule")
+    return [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+def test_runbook_links_are_the_repository_path_or_under_the_configured_base() -> None:
+    """No made-up host: by default each runbook_url is the repository path of the alert's section
+    (a file that exists); prometheusRule.runbookBaseURL is put before it, with or without a slash."""
+    plain = runbook_urls(render("--set", "prometheusRule.enabled=true"))
+    assert len(plain) >= 9
+    for url in plain:
+        path, _, anchor = url.partition("#")
+        assert path == "docs/troubleshooting.md" and anchor and (ROOT / path).is_file(), url
+    for base in ("https://docs.example.test/vo/blob/v1", "https://docs.example.test/vo/blob/v1/"):
+        rendered = runbook_urls(
+            render("--set", "prometheusRule.enabled=true", "--set", f"prometheusRule.runbookBaseURL={base}")
+        )
+        assert rendered == ["https://docs.example.test/vo/blob/v1/" + url for url in plain]
+    assert "runbookBaseURL" in refusal("--set", "prometheusRule.runbookBaseURL=docs.example.test")
+
+
 def test_the_test_hook_runs_the_operator_image_with_least_privilege() -> None:
     docs = render()
     tests = hooks(docs)
