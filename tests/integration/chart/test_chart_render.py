@@ -337,11 +337,14 @@ def test_the_notes_commands_paste_into_a_shell(tmp_path: Path, values: tuple[str
     commands = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
     for command in commands:
         words = shlex.split(command)
-        assert words[0] in ("kubectl", "helm", "echo"), command
-        if words[0] == "echo":
-            manifest = json.loads(words[1])
-            assert manifest["kind"] == "ValkeyImage" and manifest["spec"]["version"], manifest
-    assert any("| kubectl apply -f -" in command for command in commands), notes
+        assert words[0] in ("kubectl", "helm"), command
+        for flag, value in zip(words, words[1:], strict=False):
+            if flag == "-f":
+                assert (ROOT / value).is_file(), command  # run from the repository's checkout
+            if flag == "--overrides":
+                assert json.loads(value)["spec"]["containers"], command
+    applied = [shlex.split(command)[-1] for command in commands if command.startswith("kubectl apply -f ")]
+    assert applied == ["docs/examples/curated.yaml", "docs/examples/cluster.yaml"], notes
     assert any(command.startswith("helm test vo -n ops") for command in commands), notes
     assert "10.0.0.0/8" in notes  # the networks the operator dials
 
