@@ -6,6 +6,7 @@ values.schema.json or by the templates."""
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import re
 import shlex
@@ -243,7 +244,6 @@ def test_optional_objects_render_when_enabled() -> None:
     assert json.loads(dashboards[0]["data"]["valkey-operator.json"])["panels"]
 
 
-
 def runbook_urls(docs: list[dict[str, Any]]) -> list[str]:
     (rule,) = of_kind(docs, "PrometheusRule")
     return [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]]
@@ -338,7 +338,7 @@ def test_the_notes_commands_paste_into_a_shell(tmp_path: Path, values: tuple[str
     for command in commands:
         words = shlex.split(command)
         assert words[0] in ("kubectl", "helm"), command
-        for flag, value in zip(words, words[1:], strict=False):
+        for flag, value in itertools.pairwise(words):
             if flag == "-f":
                 assert (ROOT / value).is_file(), command  # run from the repository's checkout
             if flag == "--overrides":
