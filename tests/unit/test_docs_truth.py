@@ -53,7 +53,7 @@ from typing import Any
 import attrs
 import pytest
 import yaml
-from test_troubleshooting_doc import anchors
+from test_troubleshooting_doc import anchors, github_anchor
 
 from controllers.cluster.render.user_passwords import URI_KEY, user_secret_name
 
@@ -463,6 +463,8 @@ def uninstallable(path: Path) -> list[str]:
     ]
 
 
+_NAMED_SECTION = re.compile(r"\b(docs/[\w/.-]+\.md), \"([^\"]+)\"")
+"""A section named in plain text, as NOTES.txt does: docs/install.md, "A first cluster"."""
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _HTML_ID = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
 OWN_HOME = re.compile(
@@ -492,6 +494,14 @@ def broken_link(page: Path, target: str) -> str | None:
     return None
 
 
+def names_a_part(page: Path, name: str) -> bool:
+    """page has a heading called name, or a paragraph led by it in bold ("**Node failure.**")."""
+    if not page.is_file():
+        return False
+    text = page.read_text()
+    return github_anchor(name) in anchors(text) or f"**{name}.**" in text or f"**{name}**" in text
+
+
 def link_findings(path: Path) -> list[str]:
     text = path.read_text()
     found = [
@@ -501,6 +511,9 @@ def link_findings(path: Path) -> list[str]:
         for target in _LINK.findall(text):
             if (why := broken_link(path, target)) is not None:
                 found.append(f"{path.relative_to(ROOT)}: {why}")
+    for page, name in _NAMED_SECTION.findall(text):  # NOTES: docs/install.md, "A first cluster"
+        if not names_a_part(ROOT / page, name):
+            found.append(f'{path.relative_to(ROOT)}: {page}, "{name}": no such heading or bold lead-in')
     return found
 
 
@@ -784,6 +797,11 @@ def test_the_link_rules_catch_a_made_up_home_and_a_missing_anchor() -> None:
     )
     assert broken_link(page, "performance.md#backups-and-restores-benchbackuppy") is None
     assert broken_link(page, "nowhere.md") == "nowhere.md: no such file"
+    notes = ROOT / "charts" / "valkey-operator" / "templates" / "NOTES.txt"
+    assert '"A first cluster"' in notes.read_text() and not link_findings(notes)
+    assert _NAMED_SECTION.findall('see docs/install.md, "A last cluster"') == [
+        ("docs/install.md", "A last cluster")
+    ]
 
 
 def test_a_page_sent_to_for_a_kind_shows_how_to_create_it() -> None:
