@@ -30,14 +30,16 @@ claims that do: a heading over a section that names entries, a sentence
 ending in ":" over list items that each name one, or a section's first
 block (the heading is read with it).
 
-The pages are every one users read (USER_PAGES): the README, every page
-under docs/, every README of the chart, crds/ and bench/, the chart's
-NOTES.txt, and the CRD descriptions in crds/ and in the chart. On them too:
-`pip install` only of a path (no package index serves this one), relative
-links only to files and anchors that exist, no link to a home of this
-project on a code host (it has none: runbooks link the repository path, see
-the chart's prometheusRule.runbookBaseURL), and a page sent to "for" a kind
-mentions the kind.
+The pages are every one users read (user_pages()): every Markdown page
+outside tests/ and hidden folders (the README, docs/, the READMEs of the
+chart, crds/ and bench/), the chart's NOTES.txt, and the CRD descriptions in
+crds/ and in the chart. On them too: `pip install` of this project only from
+a path (no package index serves it); relative links, and sections named in
+plain text, only to files, anchors and sections that exist; no link to a
+home of this project on a code host (it has none: runbooks link the
+repository path, see the chart's prometheusRule.runbookBaseURL); a page
+sent to "for" a kind shows how to create it; and the first-cluster commands
+of install.md and NOTES use only what the examples create.
 """
 
 from __future__ import annotations
