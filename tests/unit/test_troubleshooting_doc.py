@@ -27,7 +27,8 @@ from valkey_operator.objectstore.errors import Reason as StorageReason
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "troubleshooting.md"
 ALERTS = ROOT / "charts" / "valkey-operator" / "files" / "alerts.yaml"
-RUNBOOK_BASE = "https://github.com/gomomento/valkey-operator/blob/main/docs/troubleshooting.md#"
+RUNBOOK_BASE = "docs/troubleshooting.md#"
+"""The repository path of the runbooks; the chart puts prometheusRule.runbookBaseURL before it."""
 SCANNED = (ROOT / "controllers", ROOT / "valkey_operator" / "objectstore")
 REASON_FIRST = frozenset(
     {"BackupFailed", "RestoreHeld", "AccessProblem", "ResolutionFailure", "StorageError", "Finding"}

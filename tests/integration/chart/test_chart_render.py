@@ -6,6 +6,7 @@ values.schema.json or by the templates."""
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import re
 import shlex
@@ -243,6 +244,27 @@ def test_optional_objects_render_when_enabled() -> None:
     assert json.loads(dashboards[0]["data"]["valkey-operator.json"])["panels"]
 
 
+def runbook_urls(docs: list[dict[str, Any]]) -> list[str]:
+    (rule,) = of_kind(docs, "PrometheusRule")
+    return [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+def test_runbook_links_are_the_repository_path_or_under_the_configured_base() -> None:
+    """No made-up host: by default each runbook_url is the repository path of the alert's section
+    (a file that exists); prometheusRule.runbookBaseURL is put before it, with or without a slash."""
+    plain = runbook_urls(render("--set", "prometheusRule.enabled=true"))
+    assert len(plain) >= 9
+    for url in plain:
+        path, _, anchor = url.partition("#")
+        assert path == "docs/troubleshooting.md" and anchor and (ROOT / path).is_file(), url
+    for base in ("https://docs.example.test/vo/blob/v1", "https://docs.example.test/vo/blob/v1/"):
+        rendered = runbook_urls(
+            render("--set", "prometheusRule.enabled=true", "--set", f"prometheusRule.runbookBaseURL={base}")
+        )
+        assert rendered == ["https://docs.example.test/vo/blob/v1/" + url for url in plain]
+    assert "runbookBaseURL" in refusal("--set", "prometheusRule.runbookBaseURL=docs.example.test")
+
+
 def test_the_test_hook_runs_the_operator_image_with_least_privilege() -> None:
     docs = render()
     tests = hooks(docs)
@@ -315,11 +337,14 @@ def test_the_notes_commands_paste_into_a_shell(tmp_path: Path, values: tuple[str
     commands = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
     for command in commands:
         words = shlex.split(command)
-        assert words[0] in ("kubectl", "helm", "echo"), command
-        if words[0] == "echo":
-            manifest = json.loads(words[1])
-            assert manifest["kind"] == "ValkeyImage" and manifest["spec"]["version"], manifest
-    assert any("| kubectl apply -f -" in command for command in commands), notes
+        assert words[0] in ("kubectl", "helm"), command
+        for flag, value in itertools.pairwise(words):
+            if flag == "-f":
+                assert (ROOT / value).is_file(), command  # run from the repository's checkout
+            if flag == "--overrides":
+                assert json.loads(value)["spec"]["containers"], command
+    applied = [shlex.split(command)[-1] for command in commands if command.startswith("kubectl apply -f ")]
+    assert applied == ["docs/examples/curated.yaml", "docs/examples/cluster.yaml"], notes
     assert any(command.startswith("helm test vo -n ops") for command in commands), notes
     assert "10.0.0.0/8" in notes  # the networks the operator dials
 
