@@ -548,7 +548,10 @@ cluster_statuses = st.builds(
         shards=st.none() | st.integers(min_value=0),
         keys=st.none() | st.integers(min_value=0),
         loaded_keys=st.none() | st.integers(min_value=0),
-    ),
+    )
+    # status.restore is empty_is_none: an empty object is no restore status (it renders to {},
+    # which reads back as absent), so only a status that says something is a value to round-trip.
+    .filter(lambda restore: restore != RestoreStatus()),
     last_backup=st.none() | text,
     conditions=small_tuples(conditions),
 )
