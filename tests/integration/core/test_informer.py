@@ -23,7 +23,7 @@ import aiohttp
 import attrs
 import pytest
 import structlog.testing
-from informer_running import running
+from informer_running import holding, running
 from kubernetes_asyncio import client
 
 from valkey_operator.core.informer import (
@@ -266,9 +266,8 @@ async def test_handler_added_after_sync_gets_existing_objects_then_live_events(
     informer = SharedInformer(RestClient(kube_api), CONFIG_MAPS, namespace=namespace)
     async with running(informer):
         listed = [o["kind"] for o in informer.store.list()]
-        # The first LIST reads the watch cache (resourceVersion "0"), which may not have the last
-        # create yet (CI: 2 of 3); the watch brings it. The next test forces that case.
-        await eventually(lambda: len(cached(informer)) == 3, "the three ConfigMaps cached")
+        # Synced may not hold the last create yet (CI: 2 of 3): see holding. The next test forces it.
+        await holding(informer, *(f"{namespace}/cm-{index}" for index in (1, 2, 3)))
         late = Recorder()
         informer.add_event_handler(late)
         # Synthetic adds happen synchronously, inside add_event_handler.
@@ -592,6 +591,9 @@ async def test_factory_shares_one_informer_per_resource_and_namespace(
         async with asyncio.timeout(20):
             await factory.wait_for_cache_sync()
         assert all(informer.has_synced() for informer in factory.informers)
+        await holding(scoped, f"{namespace}/cm-shared")
+        await holding(everywhere, f"{namespace}/cm-shared")
+        await holding(factory.informer_for(NAMESPACES), namespace)
         assert f"{namespace}/cm-shared" in scoped.store
         assert {o["metadata"].get("namespace") for o in scoped.store.list()} == {namespace}
         assert f"{namespace}/cm-shared" in everywhere.store
