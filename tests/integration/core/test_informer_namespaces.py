@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from informer_running import running
+from informer_running import holding, running
 from kubernetes_asyncio import client
 
 from valkey_operator.core.cache import NotCached
@@ -60,6 +60,7 @@ async def test_an_informer_of_two_namespaces_sees_both_and_nothing_else(
     added: list[str] = []
     informer.add_event_handler(FuncHandler(on_add=lambda o: added.append(o["metadata"]["namespace"])))
     async with running(informer):
+        await holding(informer, f"{first}/before", f"{second}/before")
         assert keys(informer) == [f"{first}/before", f"{second}/before"]
         for namespace in three_namespaces:
             await kube.create(CONFIG_MAPS, config_map(namespace, "after"))
@@ -86,6 +87,7 @@ async def test_a_manager_scoped_to_namespaces_shares_one_informer_and_reads_them
     informer = manager.informer(CONFIG_MAPS)
     assert manager.informer(CONFIG_MAPS, namespace=(first, second)) is informer
     async with running(informer):
+        await holding(informer, f"{first}/settings", f"{second}/settings")
         listed = manager.cache.list(CONFIG_MAPS)
         found = sorted(o["metadata"]["namespace"] for o in listed if o["metadata"]["name"] == "settings")
         assert [n for n in found if n in three_namespaces] == [first, second]

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from informer_running import running
+from informer_running import holding, running
 from kubernetes_asyncio import client
 
 from valkey_operator.core.builder import build_controller
@@ -230,6 +230,8 @@ async def test_factory_label_selector_limits_the_full_informer_not_the_metadata_
     try:
         async with asyncio.timeout(20):
             await factory.wait_for_cache_sync()
+        await holding(full, f"{namespace}/s-owned")
+        await holding(metadata, f"{namespace}/s-owned", f"{namespace}/s-foreign")
         assert names(full) == {"s-owned"}
         owned = full.store.get_by_key(f"{namespace}/s-owned")
         assert owned is not None
