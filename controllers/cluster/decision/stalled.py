@@ -13,8 +13,9 @@ that crashed: PodsFailing retries after its window).
 Human-only, by where it is seen:
 - blocked before anything is planned (BLOCKED): the operator's own flags (RestoreImageUnknown), a
   backup that ended Failed (final: spec.restore is set at creation, and a ValkeyBackup never runs
-  again), a manifest format this operator version cannot read, an internal Secret someone damaged
-  (never regenerated: live nodes know the old passwords);
+  again), a Completed backup that names no manifest, a manifest format this operator version
+  cannot read, an internal Secret someone damaged (never regenerated: live nodes know the old
+  passwords);
 - findings of a planning pass (FINDINGS): the API server's authorizer refused an action (RBAC:
   only a change of the operator's Role can allow it), and a pod's image that the kubelet cannot
   pull for IMAGE_PULL_BOUND seconds or cannot even parse.
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 
 RESTORE_IMAGE_UNKNOWN = "RestoreImageUnknown"
 BACKUP_FAILED = "BackupFailed"
+MANIFEST_MISSING = "ManifestMissing"
 MANIFEST_UNSUPPORTED = "ManifestUnsupported"
 INTERNAL_SECRET_DAMAGED = "InternalSecretDamaged"
 FORBIDDEN = "Forbidden"
@@ -37,6 +39,8 @@ BLOCKED: Mapping[str, str] = {
     "(the Helm chart sets it; VALKEY_OPERATOR_IMAGE in its environment works too)",
     BACKUP_FAILED: "a Failed backup never completes: delete this cluster and create it again with "
     "spec.restore naming a Completed ValkeyBackup",
+    MANIFEST_MISSING: "a Completed backup that names no manifest never will: delete this cluster and "
+    "create it again with spec.restore naming another backup",
     MANIFEST_UNSUPPORTED: "run an operator version that reads this manifest format, or restore from "
     "another backup (delete and recreate the cluster)",
     INTERNAL_SECRET_DAMAGED: "restore the Secret's passwords, or delete the Secret and the cluster's "
