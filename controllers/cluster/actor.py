@@ -67,6 +67,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.stalled import rbac_denied
 from controllers.cluster.render import layout, names
 from controllers.cluster.render.context import RenderContext
 from valkey_operator import failpoints
@@ -137,7 +138,8 @@ class Actor:
         try:
             await self._dispatch(action)
         except (ApiError, ValkeyAdminError) as exc:
-            self.failures.append(Failure(action, f"{_describe(action)}: {exc}"))
+            denied = isinstance(exc, ApiError) and rbac_denied(exc.status, exc.message)
+            self.failures.append(Failure(action, f"{_describe(action)}: {exc}", forbidden=denied))
             return
         failpoints.hit(f"after:{name}")
 

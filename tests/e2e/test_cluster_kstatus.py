@@ -3,8 +3,10 @@
 A sampler reads the ValkeyCluster from the API server every few tenths of a second and runs
 sigs.k8s.io/cli-utils' kstatus (valkey_operator/testing/kstatus) on it, through a new cluster, a
 roll, a scale, a runtime setting, a spread move and a blocked config: InProgress while a new
-cluster is not yet Ready, Current throughout while it serves, Failed only when clients are
-affected (a new cluster whose binary is below the version floor serves nothing). `kubectl wait
+cluster is not yet Ready, Current throughout while it serves, Failed when clients are affected
+and the operator cannot go on (a new cluster whose binary is below the version floor serves
+nothing) or when only a human can go on (a restore held by an operator started without
+--operator-image). `kubectl wait
 --for=condition=Ready` returns during a roll. With -s it prints `[kstatus]` lines: samples per
 verdict in each phase.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
 from chart_support import kubectl
 from cluster_support import (
     NODE_TIMEOUT_MS,
@@ -30,6 +33,7 @@ from cluster_support import (
     create_cluster,
     crowding,
     fail_over_by_hand,
+    formed_cluster,
     owned_pods,
     pause,
     resume,
@@ -37,13 +41,18 @@ from cluster_support import (
     status_of,
 )
 from inprocess_operator import Operator
+from kubernetes_asyncio import client as k8s
 
+from controllers.options import ControllerOptions
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
+from valkey_operator.testing.images import OPERATOR_IMAGE
 from valkey_operator.testing.kstatus import status_of as kstatus
+from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -302,3 +311,64 @@ async def test_kstatus_says_failed_only_when_a_new_cluster_cannot_serve(
     first_failed = next(index for index, sample in enumerate(written) if sample.verdict == "Failed")
     assert {sample.verdict for sample in written[:first_failed]} <= {"InProgress"}, written[:first_failed]
     assert all(sample.ready != "True" for sample in written), "Ready while no slot was served"
+
+
+@pytest.mark.timeout(900)
+async def test_kstatus_says_failed_while_a_restore_waits_for_the_operator_s_image_flag(
+    kube_api: k8s.ApiClient, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    """An operator started without --operator-image has no image for a restore's download init
+    container: the restore is held with RestoreImageUnknown, and no pass of that operator changes
+    it. The cluster is Stalled=True with what to do, so kstatus says Failed (not InProgress until a
+    GitOps timeout); the same operator restarted with the flag lifts it and the restore goes on."""
+    without = Operator(
+        kube_api, namespace, ControllerOptions(node_networks=LOOPBACK_NETWORKS, operator_image="")
+    )
+    await without.start()
+    try:
+        await formed_cluster(kube, catalog, namespace, "source", shards=1, replicas=0)
+        bucket = object_store.create_bucket()
+        await storage_secret(kube, namespace, object_store)
+        await start_backup(kube, namespace, "nightly", "source", destination(object_store, bucket))
+        backup = await finished(kube, namespace, "nightly")
+        assert backup["phase"] == "Completed", backup
+        config = catalog("cfg")
+        started = time.monotonic()
+        await restore_cluster(kube, namespace, "restored", config, "nightly", 1, 0)
+        async with sampling(kube, namespace, "restored", 600) as sampler:
+
+            async def failed() -> Sample | NotYet:
+                sample = await sampler.sample()
+                return sample if sample.verdict == "Failed" else NotYet(sample)
+
+            found = await eventually(failed, "kstatus Failed", 120, interval=0.5)
+            seconds = time.monotonic() - started
+            held = await status_of(kube, namespace, "restored")
+            stalled = find_condition(held["conditions"], "Stalled") or {}
+            print(f"[kstatus] restore held by the missing flag: Failed {seconds:.1f}s after creation")
+            assert (stalled.get("status"), stalled.get("reason")) == ("True", "RestoreImageUnknown"), stalled
+            assert "--operator-image" in stalled.get("message", ""), stalled
+            assert "--operator-image" in found.message, found
+            assert held["restore"]["phase"] == "Held", held.get("restore")
+            written = [sample for sample in sampler.samples if sample.written]
+            assert {sample.verdict for sample in written} <= {"InProgress", "Failed"}, written
+            assert not await owned_pods(kube, namespace, "restored"), "nothing created while held"
+            await without.stop()
+
+            sampler.phase = "flag set"
+            with_flag = Operator(
+                kube_api,
+                namespace,
+                ControllerOptions(node_networks=LOOPBACK_NETWORKS, operator_image=OPERATOR_IMAGE),
+            )
+            await with_flag.start()
+            try:
+                restored = await settled(kube, namespace, "restored", 360)
+                await sampler.sample()
+            finally:
+                await with_flag.stop()
+        assert restored["restore"]["phase"] == "Verified", restored["restore"]
+        assert (find_condition(restored["conditions"], "Stalled") or {}).get("status") == "False"
+        assert sampler.of("flag set")[-1].verdict == "Current", sampler.of("flag set")[-1]
+    finally:
+        await without.stop()

@@ -73,8 +73,9 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 STALLED = "Stalled"
-"""kstatus's abnormal-true condition: True (kstatus Failed) only while clients are affected and the
-operator cannot go on by itself."""
+"""kstatus's abnormal-true condition: True (kstatus Failed) while the operator cannot go on by itself:
+a new cluster that cannot serve, or what only a human can lift (an operator flag, RBAC, an image
+that never pulls: controllers/cluster/decision/stalled.py)."""
 
 
 class KeyAccess(enum.StrEnum):

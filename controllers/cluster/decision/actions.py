@@ -262,3 +262,6 @@ class Failure:
     refused: str | None = None
     """What the server refused for a reason in its input, not its health: a directive (SetConfig)
     or a username (SyncAcl). Refusals repeat until the input changes; other failures may not."""
+    forbidden: bool = False
+    """The API server's authorizer refused the request (RBAC, stalled.rbac_denied): it repeats
+    until a human grants the operator the permission."""

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
+from controllers.cluster.decision import stalled
 from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
@@ -128,12 +129,14 @@ EVENT_REASONS = frozenset(
         Reason.CLAIM_GROWTH_REFUSED,
         Reason.VOLUME_LOST,
         Reason.RESTORE_INCOMPLETE,
+        Reason.FORBIDDEN,
+        Reason.IMAGE_PULL_FAILED,
     }
 )
 """Findings that also become a Warning Event when they first show up."""
 
 TLS_SECRET_INVALID = "TlsSecretInvalid"
-INTERNAL_SECRET_DAMAGED = "InternalSecretDamaged"
+INTERNAL_SECRET_DAMAGED = stalled.INTERNAL_SECRET_DAMAGED
 PASSWORD_SECRET_INVALID = "PasswordSecretInvalid"
 REQUEUE_BLOCKED = 60.0
 """A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""

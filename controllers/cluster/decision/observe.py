@@ -21,6 +21,7 @@ from typing import Self
 
 import attrs
 
+from controllers.cluster.decision.stalled import PULL_ERRORS, PULL_NEVER
 from controllers.cluster.decision.versions import Version
 from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION, claim_of
 from controllers.cluster.render.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH_LABEL, shard_of
@@ -150,6 +151,11 @@ class PodObservation:
     """Carries the member label: the client Service hands it to clients (membership.py)."""
     claim: str | None = None
     """The data claim the pod runs on (persistence), else None (claims.py)."""
+    image_wait: str | None = None
+    """A container waits for its image: the kubelet's reason (ErrImagePull, ImagePullBackOff,
+    InvalidImageName, ErrImageNeverPull), else None (stalled.py reads it)."""
+    image_wait_message: str = ""
+    """That container's name, image and the kubelet's message."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -183,6 +189,7 @@ class PodObservation:
             phase = PodPhase.UNKNOWN
         created = metadata.get("creationTimestamp", "")
         ended = phase in {PodPhase.SUCCEEDED, PodPhase.FAILED}
+        image_wait = None if ended else _image_wait(status)
         return cls(
             name=metadata["name"],
             shard=shard_of(labels),
@@ -200,6 +207,8 @@ class PodObservation:
             node_name=(pod.get("spec") or {}).get("nodeName") or None,
             member=labels.get(MEMBER_LABEL) == MEMBER,
             claim=claim_of(pod),
+            image_wait=image_wait[0] if image_wait else None,
+            image_wait_message=image_wait[1] if image_wait else "",
             unschedulable=next(
                 (
                     str(c.get("message") or c.get("reason") or "unschedulable")
@@ -274,6 +283,18 @@ def _terminations(status: Obj) -> Iterable[tuple[str, Obj]]:
         terminated = (container.get("state") or {}).get("terminated") or {}
         if terminated:
             yield container.get("name", ""), terminated
+
+
+def _image_wait(status: Obj) -> tuple[str, str] | None:
+    """The first container (init containers first) waiting for its image: reason and what it says."""
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        if reason in PULL_ERRORS | PULL_NEVER:
+            said = str(waiting.get("message") or "").strip()[:300]
+            text = f"container {container.get('name', '')} ({container.get('image', '')}): {reason}"
+            return reason, f"{text}: {said}" if said else text
+    return None
 
 
 def _printed_version(status: Obj) -> str | None:

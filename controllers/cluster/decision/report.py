@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, data_claims, spread, upkeep
+from controllers.cluster.decision import certificates, data_claims, spread, stalled, upkeep
 from controllers.cluster.decision.actions import (
     Action,
     CreatePod,
@@ -101,6 +101,8 @@ class Reason(enum.StrEnum):
     VOLUME_LOST = "VolumeLost"
     RESTORING = "Restoring"
     RESTORE_INCOMPLETE = "RestoreIncomplete"
+    FORBIDDEN = stalled.FORBIDDEN
+    IMAGE_PULL_FAILED = stalled.IMAGE_PULL_FAILED
 
 
 @attrs.frozen
@@ -110,6 +112,11 @@ class Finding:
     reason: Reason
     message: str
     problem: bool = False
+
+    @property
+    def advice(self) -> str | None:
+        """What a human must do, for a finding only a human can clear (stalled.py): Stalled=True."""
+        return stalled.finding_advice(self.reason)
 
 
 @attrs.frozen
@@ -219,7 +226,9 @@ def report(
         nodes=tuple(
             _node_status(view, pod, pod.shard) for pod in view.pods if pod.shard is not None and not pod.ended
         ),
-        conditions=_conditions(view, state, message, findings, impact),
+        conditions=conditions(
+            state, message, findings, impact, rejected=bool(view.rejected), paused=view.desired.paused
+        ),
         uncovered=uncovered,
         findings=findings,
         config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
@@ -371,9 +380,12 @@ def _failure_findings(view: View, failures: Sequence[Failure]) -> Iterable[Findi
     """Actions that failed this pass: refusals name what was refused and Valkey's words."""
     refused: dict[tuple[Reason, str, str], list[str]] = {}
     others = []
+    forbidden = []
     for failure in failures:
         action = failure.action
-        if failure.refused == "" and isinstance(action, SetConfig):  # Valkey named no directive
+        if failure.forbidden:
+            forbidden.append(failure.message)
+        elif failure.refused == "" and isinstance(action, SetConfig):  # Valkey named no directive
             key = (
                 Reason.CONFIG_REJECTED,
                 f"CONFIG SET of {', '.join(dict(action.settings))}",
@@ -396,6 +408,12 @@ def _failure_findings(view: View, failures: Sequence[Failure]) -> Iterable[Findi
             refused.setdefault(key, []).append(action.node)
         else:
             others.append(failure.message)
+    if forbidden:
+        yield Finding(
+            Reason.FORBIDDEN,
+            f"the API server refused for RBAC: {'; '.join(dict.fromkeys(forbidden))}"[:1000],
+            problem=True,
+        )
     for (reason, what, message), pods in sorted(refused.items()):
         count = len(set(pods))  # refused this pass and before: one node
         yield Finding(reason, f"{what} refused by {count} node(s): {message}", problem=True)
@@ -527,6 +545,22 @@ def _pod_findings(view: View, actions: Sequence[Action], rolling: Rollout) -> It
     beyond = sorted({pod.shard for pod in view.pods if pod.shard is not None and not view.in_spec(pod)})
     if beyond:
         yield Finding(Reason.SCALE_DOWN_PENDING, f"pods of shards beyond spec.shards: {beyond}")
+    stuck = [
+        pod
+        for pod in view.pods
+        if pod.live
+        and pod.template_hash == view.desired.template_hash
+        and pod.image_wait is not None
+        and stalled.pull_stuck(pod.image_wait, pod.created_at, view.now)
+    ]
+    if stuck:
+        parts = "; ".join(f"{pod.name}: {pod.image_wait_message}" for pod in stuck[:3])
+        yield Finding(
+            Reason.IMAGE_PULL_FAILED,
+            f"{len(stuck)} pod(s) cannot get their image (pulls failing for "
+            f"{stalled.IMAGE_PULL_BOUND:.0f}s or more, or a reference that never pulls): {parts}",
+            problem=True,
+        )
     for pod in view.pods:
         if pod.live and pod.unschedulable:
             yield Finding(
@@ -715,15 +749,23 @@ def _client_impact(view: View, uncovered: SlotRanges) -> Finding | None:
     return None
 
 
-def _conditions(
-    view: View, state: ClusterState, message: str, findings: Sequence[Finding], impact: Finding | None
+def conditions(
+    state: ClusterState,
+    message: str,
+    findings: Sequence[Finding],
+    impact: Finding | None,
+    *,
+    rejected: bool = False,
+    paused: bool = False,
 ) -> tuple[PlannedCondition, ...]:
     """Ready says whether clients are served, Progressing whether the operator is changing something,
-    Degraded whether something needs attention, Stalled (kstatus: Failed) whether clients are
-    affected and the operator cannot go on by itself (SPEC 1.8)."""
+    Degraded whether something needs attention, Stalled (kstatus: Failed) whether the operator
+    cannot go on by itself: a new cluster that cannot serve (state Failed), or a finding only a
+    human can clear (stalled.py), serving or not (SPEC 1.8). rejected: nodes below the version
+    floor were seen; paused: the cluster is paused."""
     problems = [finding for finding in findings if finding.problem]
     if state is ClusterState.FAILED:
-        reason = Reason.VERSION_BELOW_FLOOR if view.rejected else Reason.PODS_FAILING
+        reason = Reason.VERSION_BELOW_FLOOR if rejected else Reason.PODS_FAILING
         ready = PlannedCondition(READY, False, reason, message)
         progressing = PlannedCondition(PROGRESSING, False, reason, message)
         degraded = PlannedCondition(DEGRADED, True, reason, message)
@@ -743,14 +785,23 @@ def _conditions(
         # A roll that cannot go on stops progressing (the Deployment convention), old pods serving.
         stuck = first.reason in {Reason.VERSION_BELOW_FLOOR, Reason.PODS_FAILING}
         progressing = PlannedCondition(PROGRESSING, not stuck, first.reason, message)
-    if view.desired.paused:
+    if paused:
         progressing = PlannedCondition(PROGRESSING, False, Reason.PAUSED, message)
     if problems:
         degraded_message = "; ".join(problem.message for problem in problems)
         degraded = PlannedCondition(DEGRADED, True, problems[0].reason, degraded_message)
     else:
         degraded = PlannedCondition(DEGRADED, False, Reason.AS_EXPECTED, "")
-    return (ready, progressing, degraded, PlannedCondition(STALLED, False, Reason.AS_EXPECTED, ""))
+    return (ready, progressing, degraded, _stalled(findings))
+
+
+def _stalled(findings: Sequence[Finding]) -> PlannedCondition:
+    """Stalled=True on the first finding only a human can clear, its message ending in what to do."""
+    for finding in findings:
+        advice = finding.advice
+        if advice is not None:
+            return PlannedCondition(STALLED, True, finding.reason, f"{finding.message}; {advice}")
+    return PlannedCondition(STALLED, False, Reason.AS_EXPECTED, "")
 
 
 def _ranges_text(ranges: SlotRanges, limit: int = 4) -> str:

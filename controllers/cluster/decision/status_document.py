@@ -7,6 +7,7 @@ pass's `now` (RFC 3339), never the real clock, so the same facts give the same d
 from __future__ import annotations
 
 from controllers.cluster.decision.report import PlannedStatus
+from controllers.cluster.decision.stalled import blocked_advice
 from controllers.cluster.render import layout, names
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, STALLED, ClusterState
 from valkey_operator.core.conditions import find_condition, set_condition
@@ -71,7 +72,9 @@ def blocked_status(
 
     Nothing is observed, so Ready keeps what the last pass saw: a cluster that served keeps
     serving on its pods (Ready stays True, kstatus Current); one that never served is not Ready.
-    Not Stalled: what blocks it (a ValkeyConfig, image, role or Secret) may appear at any time."""
+    Not Stalled when what blocks it (a ValkeyConfig, image, role, Secret or backup) may appear
+    or complete at any time; Stalled (kstatus Failed, serving or not) when only a human can lift
+    it (stalled.BLOCKED: an operator flag, a Failed backup), the message saying what to do."""
     recorded = current.get("state") or ClusterState.CREATING.value
     conditions = current.get("conditions")
     ready = find_condition(conditions, READY)
@@ -83,7 +86,11 @@ def blocked_status(
         conditions = set_condition(conditions, READY, False, reason, message, generation, now)
     conditions = set_condition(conditions, PROGRESSING, False, reason, message, generation, now)
     conditions = set_condition(conditions, DEGRADED, True, reason, message, generation, now)
-    conditions = set_condition(conditions, STALLED, False, "AsExpected", "", generation, now)
+    advice = blocked_advice(reason)
+    if advice is None:
+        conditions = set_condition(conditions, STALLED, False, "AsExpected", "", generation, now)
+    else:
+        conditions = set_condition(conditions, STALLED, True, reason, f"{message}; {advice}", generation, now)
     result = {
         key: value
         for key, value in current.items()

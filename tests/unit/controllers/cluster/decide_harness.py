@@ -189,6 +189,7 @@ def step(
     unreachable: Collection[str] = (),
     act_unreachable: Collection[str] = (),
     hands: Hands | None = None,
+    forbidden: Callable[[Action], bool] | None = None,
 ) -> Decision:
     """One reconcile pass against the simulated world, then one tick of time."""
     sim = world.sim
@@ -198,7 +199,7 @@ def step(
     assert decide(facts, now) == decision, "decide is not deterministic"
     if decision.plan is not None:
         sim.template_hash = decision.plan.view.desired.template_hash
-    failures = act(sim, decision.actions, {*unreachable, *act_unreachable})
+    failures = act(sim, decision.actions, {*unreachable, *act_unreachable}, forbidden)
     world.refusals.remember(KEY, decision.actions, failures)
     decision = decision.after(failures)
     world.status = decision.status
@@ -228,17 +229,33 @@ def reasons_of(decision: Decision) -> set[str]:
     return found
 
 
-def act(sim: SimulatedCluster, actions: Sequence[Action], unreachable: Collection[str]) -> list[Failure]:
-    """The actions carried out in order, as the actor would; what failed, as the actor reports it."""
+def act(
+    sim: SimulatedCluster,
+    actions: Sequence[Action],
+    unreachable: Collection[str],
+    forbidden: Callable[[Action], bool] | None = None,
+) -> list[Failure]:
+    """The actions carried out in order, as the actor would; what failed, as the actor reports it.
+    forbidden: actions the API server's authorizer refuses (not carried out; reported as the actor
+    reports a 403 from RBAC)."""
     failures: list[Failure] = []
     for action in actions:
         after = action.after if isinstance(action, PatchPodMetadata) else None
         if after is not None and any(failure.action == after for failure in failures):
             continue
+        if forbidden is not None and forbidden(action):
+            failures.append(Failure(action, f"{type(action).__name__}: {RBAC_DENIAL}", forbidden=True))
+            continue
         (outcome,) = sim.apply([action], unreachable)
         failures += failures_of(outcome)
     return failures
 
+
+RBAC_DENIAL = (
+    '403 Forbidden: pods is forbidden: User "system:serviceaccount:ops:valkey-operator" cannot create '
+    'resource "pods" in API group "" in the namespace "ns"'
+)
+"""How the API server words a request its authorizer refused (the actor's message for it)."""
 
 _REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from restore_support import backup, source
 from simulate import SimSettings
 
+from controllers.cluster.decision.actions import ApplyObject, CreateObject
 from controllers.cluster.decision.decide import (
     INTERNAL_SECRET_DAMAGED,
     PASSWORD_SECRET_INVALID,
@@ -289,6 +290,35 @@ def certificates_rotate(rng: random.Random) -> World:
     return found
 
 
+def the_operator_may_not_and_the_image_never_pulls(rng: random.Random) -> World:
+    """Only a human can help: RBAC refuses the owned objects (then is granted), and the pods of a
+    new cluster wait for an image reference that never pulls."""
+    found = active(1, 0, rng)
+    # Owned Services gone (deleted by hand): applying them again is refused, then allowed.
+    found.sim.objects = {
+        key: body for key, body in found.sim.objects.items() if not key.startswith("Service")
+    }
+    step(found, forbidden=lambda action: isinstance(action, CreateObject | ApplyObject))
+    assert dict_of(found.status, "Stalled")["status"] == "True", found.status["conditions"]
+    run(found, passes=20)
+    fresh = world(1, rng.randint(0, 1))
+
+    def no_image(observation: Observation) -> Observation:
+        pods = tuple(
+            attrs.evolve(pod, phase=PodPhase.PENDING, ready=False, image_wait="InvalidImageName")
+            for pod in observation.pods
+        )
+        return attrs.evolve(observation, pods=pods, nodes={})
+
+    run(fresh, passes=4, until=lambda w: False, hands=no_image)
+    found.reasons |= fresh.reasons
+    return found
+
+
+def dict_of(status: dict, kind: str) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
 def blocked(rng: random.Random) -> World:
     """Every fact that blocks a cluster, one after another, on a live one."""
     found = active(1, 0, rng)
@@ -434,6 +464,7 @@ STORIES: dict[Story, frozenset[str]] = {
         {Reason.VOLUME_LOST, Reason.CLAIM_SHRINK_REFUSED, Reason.CLAIM_GROWTH_REFUSED}
     ),
     a_restore_counts_wrong_then_right: frozenset({Reason.RESTORING, Reason.RESTORE_INCOMPLETE, Reason.READY}),
+    the_operator_may_not_and_the_image_never_pulls: frozenset({Reason.FORBIDDEN, Reason.IMAGE_PULL_FAILED}),
 }
 
 
