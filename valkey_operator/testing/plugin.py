@@ -63,18 +63,7 @@ from valkey_operator.testing import kubeversion, objectstore
 from valkey_operator.testing.build import build
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
-
-# The session kubelet: three zoned nodes, and timings shortened for tests.
-NODES = 3
-SYNC_DELAY = 2.0
-BACKOFF_BASE = 1.0
-BACKOFF_MAX = 10.0
-KUBELET_ARGS = (
-    f"--sync-delay={SYNC_DELAY}",
-    f"--backoff-base={BACKOFF_BASE}",
-    f"--backoff-max={BACKOFF_MAX}",
-)
-
+from valkey_operator.testing.sessionbed import KUBELET_ARGS, NODES
 
 WORKER_STATE_DIR = "valkey_operator_testbed_state_dir"
 """The key of xdist's workerinput carrying the controller's control-plane state dir."""
