@@ -323,7 +323,8 @@ def kubeconfig_path(kube_control_plane: ControlPlane) -> Path:
 
 MISSING_ASYNCIO = (
     "the test bed's async fixtures (kube_api, namespace) need pytest-asyncio: install the testing "
-    "extra, `pip install 'valkey-operator[testing]'`, and set `asyncio_mode = \"auto\"` (docs/testing.md)"
+    "extra from a checkout of this repository, `pip install '.[testing]'`, and set "
+    '`asyncio_mode = "auto"` (docs/testing.md)'
 )
 
 
