@@ -248,12 +248,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     against a test's timeout; so is the first start of the shared plane (a build check and ~15 s)."""
     state_dir = _worker_state_dir(item.config)
     uses_plane = "kube_control_plane" in getattr(item, "fixturenames", ())
+    held = item.config.stash.get(_HELD, None)
     if state_dir is None or not uses_plane:
-        yield
+        try:
+            yield
+        finally:
+            # A test without the plane in a locked module (say its last, a pure schema check)
+            # still ends the module's run: else the worker, out of tests, kept the lock.
+            if held is not None and _run_ends(item, nextitem, held[0]):
+                del item.config.stash[_HELD]
+                held[1].close()
         return
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = _lock_key(item)
-    held = item.config.stash.get(_HELD, None)
     if held is None or held[0] != key:
         if held is not None:
             held[1].close()
@@ -267,9 +274,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         yield
     finally:
-        if nextitem is None or nextitem.path != item.path or _lock_key(nextitem) != key:
+        if _run_ends(item, nextitem, key):
             del item.config.stash[_HELD]
             held[1].close()
+
+
+def _run_ends(item: pytest.Item, nextitem: pytest.Item | None, key: tuple[str, ...]) -> bool:
+    """Whether the lock `key` held for item's module is released after item: the worker has no
+    next test, or it is in another module, or it takes another lock."""
+    return nextitem is None or nextitem.path != item.path or _lock_key(nextitem) != key
 
 
 def _lock_key(item: pytest.Item) -> tuple[str, ...]:
