@@ -9,6 +9,13 @@ python -m valkey_operator.testing build-image
 python -m valkey_operator.testing chaos --seed N --minutes M [--state-dir DIR] [--plain] [--json FILE]
 python -m valkey_operator.testing fuzz --seed N --examples M [--rounds R] [--state-dir DIR]
 
+Every command runs after a plain `pip install -e .` except two that need the `testing` extra
+(TESTING_EXTRA): fuzz (hypothesis generates its objects) and compat (it runs a test through pytest).
+Without it they stop at once with one line naming the extra, not a traceback. Each command's code is
+imported only when that command runs (its parser's `implementation` default, plus `needs`), so
+`--help` never depends on an extra; tests/unit/testing/test_cli_without_extras.py runs every
+command's imports with the extra's modules hidden.
+
 --kubernetes (a minor such as 1.36, or a release such as v1.36.3) does what the environment
 variable VALKEY_OPERATOR_KUBERNETES does; the default is versions.KUBERNETES.
 """
@@ -16,18 +23,54 @@ variable VALKEY_OPERATOR_KUBERNETES does; the default is versions.KUBERNETES.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from valkey_operator.testing import build, compat, kubeversion, operatorimage
-from valkey_operator.testing.controlplane import ControlPlane, ControlPlaneError
-from valkey_operator.testing.demo import run_demo
+from valkey_operator.testing import kubeversion
+
+TESTING_EXTRA = frozenset({"pytest", "_pytest", "pytest_asyncio", "pytest_timeout", "xdist", "hypothesis"})
+"""Top-level modules that only the `testing` extra installs (setup.cfg)."""
+INSTALL_TESTING = "pip install -e '.[testing]'"
 
 
-def _parser() -> argparse.ArgumentParser:
+class MissingExtra(Exception):
+    """A command needs a module of the testing extra, which is not installed: one line says so."""
+
+
+def load(args: argparse.Namespace) -> None:
+    """Import what the chosen command runs (its `implementation` and `needs`), or raise MissingExtra
+    naming the extra when one of the testing extra's modules is missing."""
+    for name in (args.implementation, *args.needs):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").split(".")[0]
+            if missing not in TESTING_EXTRA:
+                raise
+            raise MissingExtra(
+                f"error: `python -m valkey_operator.testing {args.command}` needs the testing extra "
+                f"(no module named {missing!r}): {INSTALL_TESTING}"
+            ) from exc
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    text: str,
+    implementation: str,
+    needs: tuple[str, ...] = (),
+) -> argparse.ArgumentParser:
+    """A subcommand, with the module its code lives in and the extra modules it runs."""
+    command = commands.add_parser(name, help=text)
+    command.set_defaults(implementation=implementation, needs=needs)
+    return command
+
+
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m valkey_operator.testing", description=__doc__.split("\n")[0]
     )
@@ -36,27 +79,41 @@ def _parser() -> argparse.ArgumentParser:
         "Kubernetes minor (1.36) or release (v1.36.3) of versions.KUBERNETES_MINORS; default "
         f"${kubeversion.ENV}, else {kubeversion.default_release().kubernetes}"
     )
-    built = commands.add_parser("build", help="build (or reuse) the control-plane binaries")
+    testing = "valkey_operator.testing"
+    built = _command(commands, "build", "build (or reuse) the control-plane binaries", f"{testing}.build")
     built.add_argument("--kubernetes", help=kube_help)
-    commands.add_parser(
-        "build-image", help="build the operator image from the Containerfile and load it for the kubelet"
+    _command(
+        commands,
+        "build-image",
+        "build the operator image from the Containerfile and load it for the kubelet",
+        f"{testing}.operatorimage",
     )
-    compat_command = commands.add_parser(
-        "compat", help="build and run the chart's scenario on each Kubernetes minor; record the results"
+    compat_command = _command(
+        commands,
+        "compat",
+        "build and run the chart's scenario on each Kubernetes minor; record the results",
+        f"{testing}.compat",
+        needs=("pytest", "pytest_asyncio"),  # each minor's scenario runs as `python -m pytest`
     )
     compat_command.add_argument(
         "--minors",
         help="comma-separated minors (default: every minor of versions.KUBERNETES_MINORS, oldest first)",
     )
-    fuzz = commands.add_parser(
-        "fuzz", help="send hypothesis-generated objects to a test bed with the operator running; count"
+    fuzz = _command(
+        commands,
+        "fuzz",
+        "send hypothesis-generated objects to a test bed with the operator running; count",
+        f"{testing}.fuzz.cli",
     )
     fuzz.add_argument("--seed", type=int, default=0, help="hypothesis seed (the same seed, the same objects)")
     fuzz.add_argument("--examples", type=int, default=100, help="examples in all (each a few writes)")
     fuzz.add_argument("--rounds", type=int, default=4, help="rounds: settle, quiet window, delete all")
     fuzz.add_argument("--state-dir", type=Path, help="use (or start) the test bed here; default: a fresh one")
-    chaos_command = commands.add_parser(
-        "chaos", help="faults and spec changes at seeded random under client load; checks the invariants"
+    chaos_command = _command(
+        commands,
+        "chaos",
+        "faults and spec changes at seeded random under client load; checks the invariants",
+        f"{testing}.chaos.command",
     )
     chaos_command.add_argument(
         "--seed", type=int, required=True, help="the schedule's seed (reproduces a run)"
@@ -79,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
         ("down", "stop every process the state dir started"),
         ("demo", "build, start, install the CRDs and show the operator at work"),
     ):
-        command = commands.add_parser(name, help=text)
+        implementation = f"{testing}.demo" if name == "demo" else f"{testing}.controlplane"
+        command = _command(commands, name, text, implementation)
         command.add_argument(
             "--state-dir", type=Path, required=True, help="directory holding the test bed's state"
         )
@@ -92,8 +150,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser's subcommands by name (tests cover each one the command line has)."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = command_line().parse_args(argv)
     if getattr(args, "kubernetes", None):
         try:
             kubeversion.parse(args.kubernetes)
@@ -102,14 +169,30 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         # Like the variable: every process started from here (the kubelet, pytest) sees the choice.
         os.environ[kubeversion.ENV] = args.kubernetes
+    try:
+        load(args)
+    except MissingExtra as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The chosen command (its modules are importable: load() checked)."""
     if args.command == "build":
+        from valkey_operator.testing import build
+
         return build.main(kubeversion.selected())
     if args.command == "build-image":
+        from valkey_operator.testing import operatorimage
+
         return operatorimage.main()
     if args.command == "compat":
+        from valkey_operator.testing import compat
+
         return compat.main(args.minors)
     if args.command == "chaos":
-        from valkey_operator.testing.chaos import command  # imports pytest (the plugin's kubelet settings)
+        from valkey_operator.testing.chaos import command
 
         return command.main(
             seed=args.seed,
@@ -121,9 +204,15 @@ def main(argv: list[str] | None = None) -> int:
             benchmark=not args.no_benchmark,
         )
     if args.command == "fuzz":
-        from valkey_operator.testing.fuzz import cli  # hypothesis: imported only for this command
+        from valkey_operator.testing.fuzz import cli
 
         return cli.main(args.seed, args.examples, args.rounds, args.state_dir)
+    if args.command == "demo":
+        from valkey_operator.testing.demo import run_demo
+
+        return run_demo(args.state_dir.resolve())
+    from valkey_operator.testing.controlplane import ControlPlane, ControlPlaneError
+
     plane = ControlPlane(args.state_dir.resolve(), nodes=getattr(args, "nodes", 0))
     if args.command == "up":
         started = time.monotonic()
@@ -141,8 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f'export PATH={shlex.quote(str(plane.recorded_bin_dir() or plane.bins.bin_dir))}:"$PATH"')
     elif args.command == "down":
         plane.down()
-    elif args.command == "demo":
-        return run_demo(plane.state_dir)
     return 0
 
 

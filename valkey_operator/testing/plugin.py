@@ -1,8 +1,12 @@
 """pytest plugin: one real control plane per test session, a fresh namespace per test.
 
 Registered as the `valkey_operator_testbed` pytest11 entry point, so any
-project that installs this package (with the `testing` extra) gets these
-fixtures. Nothing starts until a test asks for one of them.
+project that installs this package gets these fixtures, and this plugin loads
+in every pytest run of that environment. It starts nothing (no build, no
+process, no state dir) unless a test that runs uses `kube_control_plane` or a
+fixture depending on it (`kubelet`, `kubeconfig_path`, `kube_api`,
+`namespace`), or `object_store`/`object_store_tls`; then it starts what that
+fixture needs, once per session, when the first such test sets up.
 
 - `kube_control_plane` (session): the running ControlPlane, with the process
   kubelet's three zoned nodes (pods really run; see docs/testing.md) and the
@@ -27,8 +31,13 @@ The Kubernetes release is versions.KUBERNETES unless VALKEY_OPERATOR_KUBERNETES 
 minor of versions.KUBERNETES_MINORS (kubeversion.py): the same tests then run against that API
 server (`python -m valkey_operator.testing compat` does so). The session header says which.
 
-With pytest-xdist (`-n 2`), the controller process starts the one control plane
-and every worker attaches to it; namespaces keep their tests apart. A test
+With pytest-xdist (`-n 2`), the controller process does not collect, so it
+starts nothing: it names a state dir (--testbed-state-dir, or a fresh one under
+the temporary directory, not created) and passes it to the workers. The first
+worker test that uses the control plane creates the dir and starts the plane
+there (under a file lock, before the test's timeout starts); every other worker
+attaches to it; the controller stops it at the end of the session if the dir
+exists (unless kept). Namespaces keep their tests apart. A test
 module that changes what all tests share (fails or taints a node, replaces a
 CRD) is marked `testbed_exclusive`: while it runs no other module that uses
 the control plane runs, and it waits for those running to finish (a
@@ -63,24 +72,20 @@ from valkey_operator.testing import kubeversion, objectstore
 from valkey_operator.testing.build import build
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
-
-# The session kubelet: three zoned nodes, and timings shortened for tests.
-NODES = 3
-SYNC_DELAY = 2.0
-BACKOFF_BASE = 1.0
-BACKOFF_MAX = 10.0
-KUBELET_ARGS = (
-    f"--sync-delay={SYNC_DELAY}",
-    f"--backoff-base={BACKOFF_BASE}",
-    f"--backoff-max={BACKOFF_MAX}",
-)
-
+from valkey_operator.testing.sessionbed import KUBELET_ARGS, NODES
 
 WORKER_STATE_DIR = "valkey_operator_testbed_state_dir"
-"""The key of xdist's workerinput carrying the controller's control-plane state dir."""
+"""The key of xdist's workerinput carrying the session's control-plane state dir."""
+WORKER_SESSION = "valkey_operator_testbed_session"
+"""The key of xdist's workerinput carrying the session's token (which worker starts the plane)."""
+STATE_DIR_PREFIX = "valkey-operator-testbed-"
+"""Name of a session's own state dir (under the temporary directory) without --testbed-state-dir."""
 EXCLUSIVE = "testbed_exclusive"
 SERIAL = "testbed_serial"
-_SHARED_PLANE = pytest.StashKey[tuple[ControlPlane, bool]]()
+_SHARED_DIR = pytest.StashKey[tuple[Path, bool, str]]()
+"""The xdist controller's (state dir, kept, session token); the dir exists once a worker needed it."""
+_SHARED_START = pytest.StashKey[Exception | None]()
+"""A worker's outcome of starting or attaching to the shared plane: None, or why it failed."""
 _HELD = pytest.StashKey[tuple[tuple[str, ...], contextlib.ExitStack]]()
 
 
@@ -117,25 +122,32 @@ def pytest_configure(config: pytest.Config) -> None:
         "releases that take ownership of the CRDs), beside ordinary test-bed modules",
     )
     if _is_xdist_controller(config):
+        # Only a name: the controller does not collect, so it cannot know whether any test uses the
+        # control plane. The first worker test that does creates the dir and starts the plane there.
         kept = config.getoption("--testbed-state-dir")
-        config.stash[_SHARED_PLANE] = (_start_plane(kept, config.getoption("--testbed-nodes")), bool(kept))
+        state_dir = (
+            Path(kept) if kept else Path(tempfile.gettempdir()) / f"{STATE_DIR_PREFIX}{uuid.uuid4().hex}"
+        )
+        config.stash[_SHARED_DIR] = (state_dir.resolve(), bool(kept), uuid.uuid4().hex)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shared = config.stash.get(_SHARED_PLANE, None)
+    """xdist controller: stop the session's plane if a worker started one (its dir exists)."""
+    shared = config.stash.get(_SHARED_DIR, None)
     if shared is not None:
-        plane, kept = shared
-        if not kept:
-            plane.down()
-            shutil.rmtree(plane.state_dir, ignore_errors=True)
+        state_dir, kept, _token = shared
+        if not kept and state_dir.exists():
+            ControlPlane(state_dir).down()
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist: tell each worker where the controller's control plane runs."""
-    shared = node.config.stash.get(_SHARED_PLANE, None)
+    """xdist: tell each worker where the session's control plane runs (or will)."""
+    shared = node.config.stash.get(_SHARED_DIR, None)
     if shared is not None:
-        node.workerinput[WORKER_STATE_DIR] = str(shared[0].state_dir)
+        node.workerinput[WORKER_STATE_DIR] = str(shared[0])
+        node.workerinput[WORKER_SESSION] = shared[2]
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
@@ -147,6 +159,34 @@ def _worker_state_dir(config: pytest.Config) -> Path | None:
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
     state_dir = workerinput.get(WORKER_STATE_DIR)
     return Path(state_dir) if state_dir else None
+
+
+def _shared_plane(config: pytest.Config, state_dir: Path) -> None:
+    """xdist worker: make sure the session's plane runs in state_dir. The first worker to need it
+    starts it, as _start_plane does (a plane already running in a kept dir is used as it is); the
+    others, holding the same lock until it is up, attach. Each worker tries once: a failure is
+    kept, and raised again for every test that asks for the plane."""
+    if _SHARED_START in config.stash:
+        failed = config.stash[_SHARED_START]
+        if failed is not None:
+            raise failed
+        return
+    nodes = config.getoption("--testbed-nodes")
+    token: str = getattr(config, "workerinput", {})[WORKER_SESSION]
+    try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        session = state_dir / ".xdist-session"
+        with (state_dir / ".xdist-start").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+            if session.exists() and session.read_text() == token:
+                ControlPlane(state_dir, nodes=nodes, kubelet_args=KUBELET_ARGS).attach()
+            else:
+                _start_plane(str(state_dir), nodes)
+                session.write_text(token)
+    except Exception as exc:
+        config.stash[_SHARED_START] = exc
+        raise
+    config.stash[_SHARED_START] = None
 
 
 def _start_plane(kept: str | None, nodes: int) -> ControlPlane:
@@ -180,14 +220,14 @@ def _check_nodes(plane: ControlPlane, nodes: int) -> None:
 
 @pytest.fixture(scope="session")
 def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """Build (if needed) and start the control plane once for the whole session (under xdist: attach
-    to the one the controller started)."""
+    """Build (if needed) and start the control plane once for the whole session (under xdist: the
+    first worker that needs it starts it, the others attach, and the controller stops it)."""
     shared = _worker_state_dir(request.config)
     if shared is not None:
-        nodes = request.config.getoption("--testbed-nodes")
-        plane = ControlPlane(shared, nodes=nodes, kubelet_args=KUBELET_ARGS)
-        plane.attach()
-        yield plane
+        _shared_plane(request.config, shared)  # already done by pytest_runtest_protocol, as a rule
+        yield ControlPlane(
+            shared, nodes=request.config.getoption("--testbed-nodes"), kubelet_args=KUBELET_ARGS
+        )
         return
     kept = request.config.getoption("--testbed-state-dir")
     plane = _start_plane(kept, request.config.getoption("--testbed-nodes"))
@@ -205,14 +245,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     shared, exclusive for `testbed_exclusive`, shared plus its group's lock for `testbed_serial`.
     A module keeps its lock from test to test; a parameter marked otherwise takes its own. Taken
     outside pytest-timeout's timer (this wrapper runs first), so waiting for the lock never counts
-    against a test's timeout."""
+    against a test's timeout; so is the first start of the shared plane (a build check and ~15 s)."""
     state_dir = _worker_state_dir(item.config)
     uses_plane = "kube_control_plane" in getattr(item, "fixturenames", ())
-    if state_dir is None or not uses_plane:
-        yield
-        return
-    key = _lock_key(item)
     held = item.config.stash.get(_HELD, None)
+    if state_dir is None or not uses_plane:
+        try:
+            yield
+        finally:
+            # A test without the plane in a locked module (say its last, a pure schema check)
+            # still ends the module's run: else the worker, out of tests, kept the lock.
+            if held is not None and _run_ends(item, nextitem, held[0]):
+                del item.config.stash[_HELD]
+                held[1].close()
+        return
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = _lock_key(item)
     if held is None or held[0] != key:
         if held is not None:
             held[1].close()
@@ -221,12 +269,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             stack.enter_context(_group_lock(state_dir, key[1]))
         stack.enter_context(_module_lock(state_dir, exclusive=key[0] == EXCLUSIVE))
         held = item.config.stash[_HELD] = (key, stack)
+    with contextlib.suppress(Exception):  # kept: the kube_control_plane fixture raises it in the test
+        _shared_plane(item.config, state_dir)
     try:
         yield
     finally:
-        if nextitem is None or nextitem.path != item.path or _lock_key(nextitem) != key:
+        if _run_ends(item, nextitem, key):
             del item.config.stash[_HELD]
             held[1].close()
+
+
+def _run_ends(item: pytest.Item, nextitem: pytest.Item | None, key: tuple[str, ...]) -> bool:
+    """Whether the lock `key` held for item's module is released after item: the worker has no
+    next test, or it is in another module, or it takes another lock."""
+    return nextitem is None or nextitem.path != item.path or _lock_key(nextitem) != key
 
 
 def _lock_key(item: pytest.Item) -> tuple[str, ...]:
@@ -280,7 +336,8 @@ def kubeconfig_path(kube_control_plane: ControlPlane) -> Path:
 
 MISSING_ASYNCIO = (
     "the test bed's async fixtures (kube_api, namespace) need pytest-asyncio: install the testing "
-    "extra, `pip install 'valkey-operator[testing]'`, and set `asyncio_mode = \"auto\"` (docs/testing.md)"
+    "extra from a checkout of this repository, `pip install '.[testing]'`, and set "
+    '`asyncio_mode = "auto"` (docs/testing.md)'
 )
 
 

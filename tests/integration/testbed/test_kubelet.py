@@ -46,7 +46,7 @@ from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.kubelet.nodes import NODES
 from valkey_operator.testing.kubelet.pods import STRATEGIC_MERGE_PATCH
-from valkey_operator.testing.plugin import BACKOFF_BASE, SYNC_DELAY
+from valkey_operator.testing.sessionbed import BACKOFF_BASE, SYNC_DELAY
 from valkey_operator.testing.wait import NotYet, eventually
 
 # The tests that fail a node are marked testbed_exclusive: while they run no other test-bed module

@@ -24,7 +24,7 @@ from valkey_operator.core.restconfig import load_config
 from valkey_operator.testing.chaos.run import Options, chaos
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.plugin import KUBELET_ARGS, NODES
+from valkey_operator.testing.sessionbed import KUBELET_ARGS, NODES
 
 
 def main(
