@@ -1,4 +1,5 @@
-"""Fixtures of the end-to-end tests: the in-process operator, real operator processes, a per-test catalog."""
+"""Fixtures of the end-to-end tests: the operator as the chart installs it (the default), the
+in-process operator (for the few tests that reach inside), real operator processes, a per-test catalog."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from chart_operator import ChartOperator
 from chart_support import RELEASE, helm
 from cluster_support import Catalog
 from inprocess_operator import Operator
@@ -18,9 +20,47 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES
 from valkey_operator.testing import operatorimage
 
+OPERATOR_VALUES = "operator_values"
+"""Mark: more chart values for the `operator` fixture, e.g.
+`@pytest.mark.operator_values("operatorConfig.secretSyncSeconds=5")` (on a test or a module)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{OPERATOR_VALUES}(*values): more --set values of the test's chart release"
+    )
+
 
 @pytest_asyncio.fixture
-async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+async def operator(
+    kube: Client,
+    kubeconfig_path: Path,
+    namespace: str,
+    operator_image: operatorimage.BuiltImage,
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[ChartOperator]:
+    """The operator users install: a release of this checkout's chart in the test's namespace,
+    watching it only, its pod run from this checkout's image (chart_operator.py)."""
+    values = [value for mark in request.node.iter_markers(OPERATOR_VALUES) for value in mark.args]
+    running = ChartOperator(kube, kubeconfig_path, namespace, operator_image, values)
+    try:
+        await running.install()
+        print(
+            f"operator {running.release}: helm install --wait {running.install_seconds:.1f}s, "
+            f"leading {running.ready_seconds:.1f}s after install began"
+        )
+        yield running
+    finally:
+        try:
+            for log in [*running.earlier_logs, await running.logs()]:
+                print(log[-20000:])  # shown by pytest when the test fails
+        finally:
+            await running.uninstall()
+
+
+@pytest_asyncio.fixture
+async def inprocess_operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
+    """The operator's reconcilers in this process, for tests that must reach inside it."""
     running = Operator(kube_api, namespace)
     await running.start()
     yield running

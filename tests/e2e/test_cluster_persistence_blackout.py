@@ -25,8 +25,8 @@ import time
 
 import attrs
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import Catalog, status_of, warnings
-from inprocess_operator import Operator
 from keys_support import read_back
 from load_support import checker_for
 from persistence_support import (
@@ -90,7 +90,7 @@ async def write_last(durable: Durable) -> None:
 
 @pytest.mark.timeout(900)
 async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promises(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     modes = sorted(MODES)
     formed = await asyncio.gather(
@@ -128,7 +128,7 @@ async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promise
 
 @pytest.mark.timeout(600)
 async def test_a_node_whose_disk_died_comes_back_as_new_replicas_on_new_claims_losing_no_write(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     name = "disk-lost"
     status, admin = await persistent_cluster(kube, catalog, namespace, name, MODES["aof-everysec"])

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     NODE_TIMEOUT_MS,
     Catalog,
@@ -34,7 +35,6 @@ from cluster_support import (
     status_of,
     warnings,
 )
-from inprocess_operator import Operator
 from load_support import Load, LoadReport, checker_for
 from repair_support import (
     PREFILL,
@@ -141,7 +141,7 @@ async def lose_primary_under_load(
 
 @pytest.mark.timeout(300)
 async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowledged_write(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "handover", shards=3, replicas=1, timeout=FORMED
@@ -165,7 +165,7 @@ async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowl
 
 @pytest.mark.timeout(300)
 async def test_a_killed_primary_server_is_replaced_and_its_failed_pod_does_not_block_the_forget(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "crash", shards=3, replicas=1, timeout=FORMED
@@ -271,7 +271,7 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
     ],
 )
 async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses_no_key(
-    operator: Operator,
+    operator: ChartOperator,
     kube: Client,
     catalog: Catalog,
     namespace: str,
@@ -353,7 +353,7 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
 @pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "blackout", shards=3, replicas=1, timeout=FORMED
@@ -385,7 +385,7 @@ async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so
 
 @pytest.mark.timeout(240)
 async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_shards_keep_their_keys(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "cache", shards=3, replicas=0, timeout=FORMED
@@ -421,7 +421,7 @@ async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_
 
 @pytest.mark.timeout(240)
 async def test_a_killed_primary_of_a_single_shard_is_replaced_by_the_operator_promoting_its_replica(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "lone", shards=1, replicas=1, timeout=FORMED
@@ -458,7 +458,7 @@ async def test_a_killed_primary_of_a_single_shard_is_replaced_by_the_operator_pr
 
 @pytest.mark.timeout(300)
 async def test_two_of_three_primaries_killed_at_once_are_replaced_by_the_operator_promoting_their_replicas(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     """Two crashed servers leave Valkey without a majority of primaries: the operator promotes both
     replicas (TAKEOVER, the Failed pods can never run those identities again), nothing is lost, and
