@@ -3,6 +3,7 @@ in-process operator (for the few tests that reach inside), real operator process
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -103,10 +104,38 @@ def release(kubeconfig_path: Path, namespace: str) -> Iterator[str]:
     helm(kubeconfig_path, "uninstall", RELEASE, "-n", namespace, "--wait", "--ignore-not-found")
 
 
-@pytest.fixture(scope="module")
+_IMAGE: dict[str, operatorimage.BuiltImage | BaseException] = {}
+
+
+def built_image() -> operatorimage.BuiltImage:
+    """This checkout's operator image, built and loaded once per process (a failure is kept and
+    raised again)."""
+    if "image" not in _IMAGE:
+        try:
+            _IMAGE["image"] = operatorimage.build_and_load(lambda _: None)
+        except Exception as exc:  # raised again by the fixture, inside the test that needs it
+            _IMAGE["image"] = exc
+    found = _IMAGE["image"]
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Build the image before the first test that needs it, outside pytest-timeout's timer (this
+    wrapper runs first): after a source change the rebuild takes about a minute on an idle 2-core
+    machine, several under load, and must not count against one test's timeout."""
+    if {"operator", "operator_image"} & set(getattr(item, "fixturenames", ())):
+        with contextlib.suppress(Exception):
+            built_image()
+    yield
+
+
+@pytest.fixture(scope="session")
 def operator_image() -> operatorimage.BuiltImage:
     """The operator image of this checkout, as `python -m valkey_operator.testing build` built and
     loaded it (cached: rebuilt only when the source changed). Its tag is the chart's default and is
     shared by every checkout on the machine, so tests that must run this checkout's code pin its
     digest (`image.digest`)."""
-    return operatorimage.build_and_load(lambda _: None)
+    return built_image()
