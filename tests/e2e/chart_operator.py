@@ -87,9 +87,11 @@ class ChartOperator:
         ]
 
     async def install(self) -> None:
-        """helm install --wait, then the pod's Lease: reconciling has begun when this returns."""
+        """helm install, then the pod holding the Lease: reconciling has begun when this returns.
+        Not `--wait`: the Lease comes before the pod's first successful readiness probe (every 5 s),
+        a few seconds a test need not wait."""
         started = time.monotonic()
-        args = ["install", self.release, str(CHART), "-n", self.namespace, "--wait", "--timeout", "3m"]
+        args = ["install", self.release, str(CHART), "-n", self.namespace]
         await asyncio.to_thread(helm, self.kubeconfig, *args, *set_flags(self.chart_values()))
         self.install_seconds = time.monotonic() - started
         await self._leading(started)
@@ -104,25 +106,22 @@ class ChartOperator:
         return await self.kube.list(PODS, self.namespace, label_selector=selector)
 
     async def _leading(self, started: float, previous: str = "") -> None:
-        """Wait for one Ready pod (not `previous`) that holds the Lease; remember its name and IP."""
+        """Wait for a running pod (not `previous`) that holds the Lease; remember its name and IP."""
 
         async def leader() -> tuple[str, str] | NotYet:
             pods = [p for p in await self._pods() if not p["metadata"].get("deletionTimestamp")]
-            ready = [
+            running = [
                 p
                 for p in pods
-                if p["metadata"]["name"] != previous
-                and any(
-                    c["type"] == "Ready" and c["status"] == "True"
-                    for c in p.get("status", {}).get("conditions", [])
-                )
+                if p["metadata"]["name"] != previous and p.get("status", {}).get("phase") == "Running"
             ]
             lease = await self.kube.get_or_none(LEASES, LEASE, self.namespace)
             holder = ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
-            for pod in ready:
+            for pod in running:
                 if holder.rsplit("_", 1)[0] == pod["metadata"]["name"]:
                     return pod["metadata"]["name"], pod["status"]["podIP"]
-            return NotYet({"pods": [p["metadata"]["name"] for p in pods], "holder": holder})
+            phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in pods}
+            return NotYet({"pods": phases, "holder": holder})
 
         self.pod_name, self.pod_ip = await eventually(
             leader, f"operator {self.release} ready and leading", READY_WITHIN, interval=0.2

@@ -24,31 +24,45 @@ from valkey_operator.testing import operatorimage
 OPERATOR_VALUES = "operator_values"
 """Mark: more chart values for the `operator` fixture, e.g.
 `@pytest.mark.operator_values("operatorConfig.secretSyncSeconds=5")` (on a test or a module)."""
+IN_PROCESS = "inprocess_operator"
+"""Mark: the `operator` fixture is the in-process operator, for a test that must reach inside or
+that the operator must outlive; its one argument says why (docs/testing.md lists them)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{OPERATOR_VALUES}(*values): more --set values of the test's chart release"
     )
+    config.addinivalue_line("markers", f"{IN_PROCESS}(reason): the operator runs in the test process")
 
 
 @pytest_asyncio.fixture
 async def operator(
     kube: Client,
+    kube_api: k8s.ApiClient,
     kubeconfig_path: Path,
     namespace: str,
-    operator_image: operatorimage.BuiltImage,
     request: pytest.FixtureRequest,
-) -> AsyncIterator[ChartOperator]:
+) -> AsyncIterator[ChartOperator | Operator]:
     """The operator users install: a release of this checkout's chart in the test's namespace,
-    watching it only, its pod run from this checkout's image (chart_operator.py)."""
+    watching it only, its pod run from this checkout's image (chart_operator.py). Marked
+    inprocess_operator: the reconcilers in this process instead."""
     values = [value for mark in request.node.iter_markers(OPERATOR_VALUES) for value in mark.args]
-    running = ChartOperator(kube, kubeconfig_path, namespace, operator_image, values)
+    if request.node.get_closest_marker(IN_PROCESS) is not None:
+        assert not values, "chart values do not reach the in-process operator"
+        inside = Operator(kube_api, namespace)
+        await inside.start()
+        yield inside
+        await inside.stop()
+        return
+    running = ChartOperator(
+        kube, kubeconfig_path, namespace, request.getfixturevalue("operator_image"), values
+    )
     try:
         await running.install()
         print(
-            f"operator {running.release}: helm install --wait {running.install_seconds:.1f}s, "
-            f"leading {running.ready_seconds:.1f}s after install began"
+            f"operator {running.release}: helm install {running.install_seconds:.1f}s, "
+            f"its pod leading {running.ready_seconds:.1f}s after install began"
         )
         yield running
     finally:
@@ -126,7 +140,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Build the image before the first test that needs it, outside pytest-timeout's timer (this
     wrapper runs first): after a source change the rebuild takes about a minute on an idle 2-core
     machine, several under load, and must not count against one test's timeout."""
-    if {"operator", "operator_image"} & set(getattr(item, "fixturenames", ())):
+    names = set(getattr(item, "fixturenames", ()))
+    chart = "operator" in names and item.get_closest_marker(IN_PROCESS) is None
+    if chart or "operator_image" in names:
         with contextlib.suppress(Exception):
             built_image()
     yield

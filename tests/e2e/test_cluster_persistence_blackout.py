@@ -25,8 +25,8 @@ import time
 
 import attrs
 import pytest
-from chart_operator import ChartOperator
 from cluster_support import Catalog, status_of, warnings
+from inprocess_operator import Operator
 from keys_support import read_back
 from load_support import checker_for
 from persistence_support import (
@@ -47,6 +47,8 @@ from valkey_operator.valkey.admin import AdminClient
 
 # Fails every node: runs while no other test-bed module runs.
 pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+
+NODE_FAILURE = "the test fails the node(s) the operator pod may run on, and the operator must see the outage"
 
 EVERYSEC_MARGIN = 2.5
 """Seconds between the last acknowledged write and the failure for aof everysec: its promise is all
@@ -88,9 +90,10 @@ async def write_last(durable: Durable) -> None:
         durable.promised.update(checker.acknowledged)
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.timeout(900)
 async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promises(
-    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     modes = sorted(MODES)
     formed = await asyncio.gather(
@@ -126,9 +129,10 @@ async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promise
         )
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.timeout(600)
 async def test_a_node_whose_disk_died_comes_back_as_new_replicas_on_new_claims_losing_no_write(
-    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     name = "disk-lost"
     status, admin = await persistent_cluster(kube, catalog, namespace, name, MODES["aof-everysec"])

@@ -35,6 +35,7 @@ from cluster_support import (
     status_of,
     warnings,
 )
+from inprocess_operator import Operator
 from load_support import Load, LoadReport, checker_for
 from repair_support import (
     PREFILL,
@@ -63,6 +64,8 @@ from valkey_operator.valkey.slots import parse_slot_ranges
 # The tests that fail nodes are marked testbed_exclusive: while they run no other test-bed module
 # runs. The others disturb only this module's own pods and servers.
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+NODE_FAILURE = "the test fails the node(s) the operator pod may run on, and the operator must see the outage"
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 TAKEOVER_LIMIT = 30.0
@@ -261,6 +264,7 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
     await eventually(marked, f"{node} not Ready", timeout)
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
@@ -271,7 +275,7 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
     ],
 )
 async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses_no_key(
-    operator: ChartOperator,
+    operator: Operator,
     kube: Client,
     catalog: Catalog,
     namespace: str,
@@ -350,10 +354,11 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
     await no_data_lost_reported(kube, namespace)
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
-    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "blackout", shards=3, replicas=1, timeout=FORMED
