@@ -57,7 +57,7 @@ class Operator:
         self.task = asyncio.create_task(self.manager.run())
         await eventually(self.manager.ready, "the in-process operator ready", 30, interval=0.05)
 
-    def reconciles(self, controller: str) -> int:
+    async def reconciles(self, controller: str) -> int:
         """Passes the named controller (valkeycluster, valkeyimage, ...) finished, whatever their result."""
         return int(
             sum(
@@ -68,6 +68,10 @@ class Operator:
                 for result in RESULTS
             )
         )
+
+    async def sample(self, name: str, labels: Mapping[str, str]) -> float | None:
+        """One sample of the operator's registry (None: no sample with these labels)."""
+        return self.registry.get_sample_value(name, dict(labels))
 
     async def stop(self) -> None:
         if self.manager is not None and self.task is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cluster_scoped import ClusterScoped
-from inprocess_operator import Operator
+from operator_protocol import RunningOperator
 
 from controllers.cluster.render import names as render_names
 from valkey_operator.api.resources import (
@@ -117,7 +117,9 @@ async def owned_pods(kube: Client, namespace: str, name: str) -> list[Obj]:
     return await kube.list(PODS, namespace, label_selector=f"{render_names.CLUSTER_LABEL}={name}")
 
 
-async def whole_passes(operator: Operator, kube: Client, namespace: str, name: str, count: int = 2) -> None:
+async def whole_passes(
+    operator: RunningOperator, kube: Client, namespace: str, name: str, count: int = 2
+) -> None:
     """The positive signal to wait for before asserting that the operator did NOT do something.
 
     Returns once the cluster controller finished `count` passes that began after this call: the
@@ -125,10 +127,10 @@ async def whole_passes(operator: Operator, kube: Client, namespace: str, name: s
     counted (passes of one cluster never overlap). Only meaningful while the operator watches just
     this test's namespace, with one cluster in it.
     """
-    target = operator.reconciles(CLUSTER_CONTROLLER) + count + 1
+    target = await operator.reconciles(CLUSTER_CONTROLLER) + count + 1
 
     async def done() -> bool | NotYet:
-        seen = operator.reconciles(CLUSTER_CONTROLLER)
+        seen = await operator.reconciles(CLUSTER_CONTROLLER)
         if seen >= target:
             return True
         nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(time.monotonic())}}}
@@ -286,10 +288,12 @@ async def fail_over_by_hand(admin: AdminClient, replica_ips: Collection[str]) ->
     assert not await waiting(), "the coordinated failovers did not complete"
 
 
-def coordinated_failovers(operator: Operator, namespace: str, cluster: str, mode: str = "coordinated") -> int:
+async def coordinated_failovers(
+    operator: RunningOperator, namespace: str, cluster: str, mode: str = "coordinated"
+) -> int:
     """The operator's count of failovers it sent for the cluster (coordinated, or takeover)."""
     labels = {"namespace": namespace, "cluster": cluster, "mode": mode}
-    return int(operator.registry.get_sample_value("valkey_operator_failovers_total", labels) or 0)
+    return int(await operator.sample("valkey_operator_failovers_total", labels) or 0)
 
 
 async def primaries_by_pod(admin: AdminClient, status: Obj) -> set[str]:

@@ -9,8 +9,8 @@ import json
 
 import pytest
 from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
+from chart_operator import ChartOperator
 from cluster_support import Catalog, formed_cluster, warnings
-from inprocess_operator import Operator
 from keys_support import keys_of, write
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 @pytest.mark.timeout(600)
 async def test_bad_storage_input_fails_the_backup_with_the_reason(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
 ) -> None:
     await formed_cluster(kube, catalog, namespace, "small", shards=1, replicas=0)
     bucket = object_store.create_bucket()
@@ -53,7 +53,7 @@ async def test_bad_storage_input_fails_the_backup_with_the_reason(
 
 @pytest.mark.timeout(600)
 async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_active(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "small", shards=2, replicas=0)
     await write(status, admin.credentials.password, keys_of("k", 500))

@@ -20,8 +20,8 @@ import time
 
 import pytest
 from backup_support import destination, finished, restore_cluster, start_backup, storage_secret, writing
+from chart_operator import ChartOperator
 from cluster_support import Catalog, admin_client, formed_cluster, settled
-from inprocess_operator import Operator
 from keys_support import keys_of, read_back, write
 
 from valkey_operator.core.client import Client
@@ -35,7 +35,7 @@ RESTORED = 300.0
 
 @pytest.mark.timeout(900)
 async def test_a_cluster_under_write_load_is_backed_up_and_restored_at_three_two_and_five_shards(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "source", shards=3, replicas=1)
     password = admin.credentials.password

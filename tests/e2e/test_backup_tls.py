@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
+from chart_operator import ChartOperator
 from cluster_support import Catalog, admin_client, create_cluster, image_config, put_tls_secret, settled
-from inprocess_operator import Operator
 from keys_support import keys_of, read_back, write
 
 from valkey_operator.core.client import Client
@@ -27,7 +27,11 @@ TLS = {"secretRef": "tls"}
 
 @pytest.mark.timeout(600)
 async def test_a_tls_cluster_is_backed_up_over_https_and_restored_into_a_tls_cluster(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store_tls: ObjectStoreServer
+    operator: ChartOperator,
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    object_store_tls: ObjectStoreServer,
 ) -> None:
     ca, ca_key = certs.issue_ca("backup-tls")
     leaf, key = certs.issue_leaf(ca, ca_key, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True)

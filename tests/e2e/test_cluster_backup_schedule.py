@@ -10,8 +10,8 @@ import time
 
 import pytest
 from backup_support import destination, storage_secret
+from chart_operator import ChartOperator
 from cluster_support import Catalog, formed_cluster
-from inprocess_operator import Operator
 
 from valkey_operator.api.resources import VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 @pytest.mark.timeout(600)
 async def test_a_schedule_takes_backups_and_retention_deletes_the_old_ones_with_their_objects(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
 ) -> None:
     await formed_cluster(kube, catalog, namespace, "nightly", shards=1, replicas=1)
     bucket = object_store.create_bucket()

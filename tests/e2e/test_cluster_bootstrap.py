@@ -13,6 +13,7 @@ import time
 
 import attrs
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     PodsCreated,
@@ -27,7 +28,6 @@ from cluster_support import (
     whole_passes,
 )
 from cryptography.hazmat.primitives import serialization
-from inprocess_operator import Operator
 
 from valkey_operator.api.resources import (
     ADMIN_USER,
@@ -59,7 +59,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 @pytest.mark.timeout(240)
 async def test_one_shard_without_replicas_reaches_active(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     image = images.newest_image()
     config = await image_config(catalog, image)
@@ -87,7 +87,7 @@ async def test_one_shard_without_replicas_reaches_active(
 
 @pytest.mark.timeout(420)
 async def test_three_shards_with_a_replica_each_reach_active_and_serve_keys(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     started = time.monotonic()
@@ -124,7 +124,7 @@ async def test_three_shards_with_a_replica_each_reach_active_and_serve_keys(
 
 @pytest.mark.timeout(180)
 async def test_image_below_the_floor_declared_above_it_fails_and_no_node_joins(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     reference = "valkey/valkey:9.0.0"
     require_image(reference)
@@ -146,7 +146,7 @@ async def test_image_below_the_floor_declared_above_it_fails_and_no_node_joins(
     events = await kube.list(Resource("events.k8s.io", "v1", "events", "Event"), namespace)
     warnings = [e for e in events if e.get("reason") == "VersionBelowFloor" and e.get("type") == "Warning"]
     assert warnings and reference in warnings[0]["note"], events
-    rejections = operator.registry.get_sample_value(
+    rejections = await operator.sample(
         "valkey_operator_version_floor_rejections_total", {"namespace": namespace, "cluster": "old"}
     )
     assert rejections == 1
@@ -154,7 +154,7 @@ async def test_image_below_the_floor_declared_above_it_fails_and_no_node_joins(
 
 @pytest.mark.timeout(180)
 async def test_image_whose_server_cannot_start_fails_without_a_pod_storm(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     """Valkey 8.1.8 rejects the operator's valkey.conf (shutdown-on-sigterm failover) and exits at once.
 
@@ -190,7 +190,7 @@ async def test_image_whose_server_cannot_start_fails_without_a_pod_storm(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("broken", ["ImageNotFound", "BaseNotFound", "ConfigNotFound"])
 async def test_unresolvable_config_does_not_progress_and_creates_nothing(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, broken: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, broken: str
 ) -> None:
     """A missing image, a broken baseRef chain or a missing config: status says why, nothing is created."""
     if broken == "ImageNotFound":
@@ -228,7 +228,7 @@ async def test_unresolvable_config_does_not_progress_and_creates_nothing(
 
 @pytest.mark.timeout(240)
 async def test_deleting_the_cluster_removes_what_it_owns_and_releases_the_config(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     await create_cluster(kube, namespace, "doomed", config, shards=1, replicas=0)
@@ -261,7 +261,7 @@ async def test_deleting_the_cluster_removes_what_it_owns_and_releases_the_config
 
 @pytest.mark.timeout(420)
 async def test_an_operator_restarted_mid_bootstrap_resumes_and_finishes(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     await create_cluster(kube, namespace, "resumed", config, shards=3, replicas=1)
@@ -280,7 +280,7 @@ async def test_an_operator_restarted_mid_bootstrap_resumes_and_finishes(
 
 @pytest.mark.timeout(240)
 async def test_pods_pass_the_restricted_pod_security_standard(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     require_image(images.newest_image())
     labels = {
@@ -296,7 +296,7 @@ async def test_pods_pass_the_restricted_pod_security_standard(
 
 @pytest.mark.timeout(120)
 async def test_a_paused_cluster_changes_nothing_but_reports_status(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     body = {
@@ -340,7 +340,7 @@ async def _can_auth(ip: str, username: str, password: str) -> bool:
 
 @pytest.mark.timeout(240)
 async def test_acl_users_are_loaded_at_start_and_changed_at_runtime(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     role = catalog("rw")
@@ -391,7 +391,7 @@ async def test_acl_users_are_loaded_at_start_and_changed_at_runtime(
 
 @pytest.mark.timeout(240)
 async def test_a_tls_cluster_forms_and_serves_only_tls(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     require_image(images.tls_image())
     ca_cert, ca_key = certs.issue_ca("tls-e2e-ca")

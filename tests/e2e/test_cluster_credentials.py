@@ -14,8 +14,8 @@ import json
 import time
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import Catalog, cli, owned_pods, settled, status_of, whole_passes
-from inprocess_operator import Operator
 
 from controllers.cluster.render import names as render_names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES, VALKEY_ROLES
@@ -148,7 +148,7 @@ async def create_everything(kube: Client, catalog: Catalog, namespace: str) -> t
 
 @pytest.mark.timeout(720)
 async def test_passwords_from_secrets_generated_secrets_pull_secrets_digests_and_limits(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     pinned, config = await create_everything(kube, catalog, namespace)
     pods = await owned_pods(kube, namespace, NAME)

@@ -11,17 +11,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 import pytest
-import pytest_asyncio
+from chart_operator import ChartOperator
 from cluster_support import Catalog, cli, create_cluster, owned_pods, settled, status_of, warnings
-from inprocess_operator import Operator
-from kubernetes_asyncio import client as k8s
 from tunable_samples import SAMPLES
 
 from controllers.cluster.render import names as render_names
-from controllers.options import ControllerOptions
 from valkey_operator.api import tunables
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
@@ -29,11 +26,18 @@ from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import PODS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
-from valkey_operator.testing.images import OPERATOR_IMAGE
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+STEADY_PROBE_MAX = 60
+"""A hand edit inside Valkey raises no Kubernetes event: it is corrected by the next probe of a quiet
+cluster, at most this long after the last change (--steady-probe-max-seconds; 300 s by default)."""
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("valkey_crds"),
+    # A shorter back-off cap, so the ACL drift wait stays short.
+    pytest.mark.operator_values(f"extraArgs={{--steady-probe-max-seconds={STEADY_PROBE_MAX}}}"),
+]
 
 NODE_TIMEOUT_MS = "5000"
 UNSAFE_ON_A_LIVE_TEST_CLUSTER = {"cluster-node-timeout", "maxmemory", "maxclients", "hz", "timeout"}
@@ -47,25 +51,8 @@ LIVE_SAMPLES = {
     "hz": "20",
     "timeout": "3600",
 }
-STEADY_PROBE_MAX = 60
-"""A hand edit inside Valkey raises no Kubernetes event: it is corrected by the next probe of a quiet
-cluster, at most this long after the last change (--steady-probe-max-seconds; 300 s by default)."""
 REFUSED = ("maxclients", "1000000")
 """Admission accepts it, the node refuses it: more clients than the pod's open-files limit allows."""
-
-
-@pytest_asyncio.fixture
-async def operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
-    """The in-process operator with a shorter back-off cap, so the ACL drift wait stays short."""
-    options = ControllerOptions(
-        node_networks=LOOPBACK_NETWORKS,
-        operator_image=OPERATOR_IMAGE,
-        steady_probe_max_seconds=STEADY_PROBE_MAX,
-    )
-    running = Operator(kube_api, namespace, options)
-    await running.start()
-    yield running
-    await running.stop()
 
 
 # --- valkey-cli, as a user of the cluster would run it -----------------------------------------------
@@ -135,7 +122,7 @@ async def _image(catalog: Catalog) -> str:
 
 @pytest.mark.timeout(420)
 async def test_every_runtime_setting_reaches_every_node_without_replacing_a_pod(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     image = await _image(catalog)
     base = await _config(
@@ -256,7 +243,7 @@ async def cluster_with_app_user(
 
 @pytest.mark.timeout(420)
 async def test_annotations_acl_drift_and_role_edits_apply_to_live_pods(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     annotations = {"example.com/team": "cache", "example.com/gone": "soon"}
     role = await cluster_with_app_user(
@@ -361,7 +348,7 @@ async def acl_users(ip: str, password: str, usernames: tuple[str, ...]) -> dict[
 
 @pytest.mark.timeout(420)
 async def test_a_role_with_an_unknown_command_is_reported_and_new_pods_still_start(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     role = await cluster_with_app_user(
         kube, catalog, namespace, "unk", categories=["read", "write"], key_pattern="*", replicas=0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     coordinated_failovers,
@@ -23,7 +24,6 @@ from cluster_support import (
     whole_passes,
 )
 from handover_support import primary_logs
-from inprocess_operator import Operator
 from load_support import SHARD_GAP_LIMIT, Load, checker_for
 from test_cluster_rollout import assert_handed_over_first
 
@@ -69,7 +69,7 @@ def pods_of(status: Obj, shard: int, role: str) -> list[str]:
 
 @pytest.mark.timeout(900)
 async def test_a_switchover_keeps_every_acknowledged_write_and_a_refused_one_changes_nothing(
-    operator: Operator, kube: Client, kubelet: KubeletControl, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, kubelet: KubeletControl, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "sw", shards=2, replicas=1)
     (old,), (replica,) = pods_of(status, 1, "primary"), pods_of(status, 1, "replica")
@@ -79,7 +79,7 @@ async def test_a_switchover_keeps_every_acknowledged_write_and_a_refused_one_cha
 
     # Refused: a pod of another shard. Nothing moves, the message says why, a Warning Event says it.
     primaries = await primaries_by_pod(admin, status)
-    failovers = coordinated_failovers(operator, namespace, "sw")
+    failovers = await coordinated_failovers(operator, namespace, "sw")
     refused = f"1/{other}@{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     await annotate(kube, namespace, "sw", SWITCHOVER_ANNOTATION, refused)
     found = await switchover_ended(kube, namespace, "sw", refused, 60)
@@ -88,7 +88,7 @@ async def test_a_switchover_keeps_every_acknowledged_write_and_a_refused_one_cha
     await whole_passes(operator, kube, namespace, "sw", 3)
     assert (await status_of(kube, namespace, "sw"))["switchover"] == found, "handled once"
     assert await primaries_by_pod(admin, status) == primaries
-    assert coordinated_failovers(operator, namespace, "sw") == failovers
+    assert await coordinated_failovers(operator, namespace, "sw") == failovers
     (event,) = await events_of(kube, namespace, "SwitchoverRefused")
     assert event["type"] == "Warning" and other in event["note"], event
 
@@ -122,7 +122,7 @@ async def test_a_switchover_keeps_every_acknowledged_write_and_a_refused_one_cha
     status = await settled(kube, namespace, "sw", 120)
     assert replica in await primaries_by_pod(admin, status)
     assert old not in await primaries_by_pod(admin, status)
-    assert coordinated_failovers(operator, namespace, "sw", mode="takeover") == 0
+    assert await coordinated_failovers(operator, namespace, "sw", mode="takeover") == 0
     (event,) = await events_of(kube, namespace, "SwitchoverSucceeded")
     assert event["type"] == "Normal" and old in event["note"] and replica in event["note"], event
     # The same value again is never acted on: the status is unchanged after more passes.
@@ -137,7 +137,7 @@ async def pod_uids(kube: Client, namespace: str, name: str) -> set[str]:
 
 @pytest.mark.timeout(900)
 async def test_a_restart_rolls_every_pod_and_loses_no_acknowledged_write(
-    operator: Operator, kube: Client, kubelet: KubeletControl, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, kubelet: KubeletControl, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "rs", shards=2, replicas=1)
     before = await pod_uids(kube, namespace, "rs")

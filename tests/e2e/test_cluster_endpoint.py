@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 import attrs
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import Catalog, admin_client, create_cluster, owned_pods, settled, status_of
-from inprocess_operator import Operator
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
 from controllers.cluster.render import names
@@ -153,7 +153,7 @@ def _joined_after_ready(pods: Mapping[str, Obj], first_seen: Mapping[str, float]
 
 @pytest.mark.timeout(1200)
 async def test_every_address_the_endpoint_resolves_to_bootstraps_a_client_through_a_roll_and_a_scale_out(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     newest = images.valkey_version(images.newest_image())
     config = await catalog.config("cfg", await catalog.image("old", OLD))
@@ -205,7 +205,7 @@ async def test_every_address_the_endpoint_resolves_to_bootstraps_a_client_throug
 
 @pytest.mark.timeout(600)
 async def test_a_running_surge_pod_below_the_version_floor_is_never_handed_to_clients(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     """The ValkeyImage declares 9.0.1 (admission accepts it) but its binary is 9.0.0: the roll stalls
     at its surge pod, which runs and answers but never joins."""

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
+from chart_operator import ChartOperator
 from chart_support import CHART, RELEASE, helm, set_flags
 from cluster_support import Catalog, admin_client, cli, create_cluster, image_config, owned_pods, settled
-from inprocess_operator import Operator
 
 from controllers.cluster.render import exporter, names
 from valkey_operator.api.resources import EXPORTER_USER, VALKEY_CLUSTERS
@@ -67,7 +67,12 @@ def running_prometheus(scrape_job: prom.PodScrape, directory: Path) -> Iterator[
 
 
 async def test_the_sidecar_serves_redis_series_on_the_pod_ip_with_a_read_only_user(
-    kube: Client, namespace: str, operator: Operator, catalog: Catalog, kubeconfig_path: Path, tmp_path: Path
+    kube: Client,
+    namespace: str,
+    operator: ChartOperator,
+    catalog: Catalog,
+    kubeconfig_path: Path,
+    tmp_path: Path,
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     await create_cluster(kube, namespace, NAME, config, 1, 1, **ENABLED)
@@ -141,7 +146,7 @@ async def acl_users(kube: Client, namespace: str, name: str, ip: str) -> list[st
 
 
 async def test_turning_it_on_and_off_rolls_the_pods_and_adds_then_removes_its_user(
-    kube: Client, namespace: str, operator: Operator, catalog: Catalog
+    kube: Client, namespace: str, operator: ChartOperator, catalog: Catalog
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     await create_cluster(kube, namespace, NAME, config, 1, 1)

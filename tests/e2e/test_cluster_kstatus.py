@@ -24,6 +24,7 @@ from pathlib import Path
 import attrs
 import pytest
 from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
+from chart_operator import ChartOperator
 from chart_support import kubectl
 from cluster_support import (
     NODE_TIMEOUT_MS,
@@ -164,7 +165,7 @@ async def until(sampler: Sampler, check: str, timeout: float, done: Callable[[Ob
 
 @pytest.mark.timeout(1800)
 async def test_kstatus_says_current_while_the_cluster_serves_through_every_change(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubeconfig_path: Path
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubeconfig_path: Path
 ) -> None:
     newest = images.valkey_version(images.newest_image())
     old_image = await catalog.image("old", OLD)
@@ -291,7 +292,7 @@ async def test_kstatus_says_current_while_the_cluster_serves_through_every_chang
 
 @pytest.mark.timeout(600)
 async def test_kstatus_says_failed_only_when_a_new_cluster_cannot_serve(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     """The ValkeyImage declares 9.0.1 (admission accepts it) but its binary is 9.0.0: no node
     joins, no slot is served, and the operator cannot go on by itself."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import Catalog, owned_pods
-from inprocess_operator import Operator
 from load_support import Load
 from persistence_support import MODES, claim_of, claims_of, persistent_cluster, recorded_identities
 from repair_support import PREFILL, check_topology, checkers, kill_server, primary_of, repaired
@@ -88,7 +88,12 @@ async def lose_and_return(
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("mode", sorted(MODES))
 async def test_a_lost_durable_node_comes_back_on_its_claim_as_itself(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl, mode: str
+    operator: ChartOperator,
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    kubelet: KubeletControl,
+    mode: str,
 ) -> None:
     name = f"durable-{mode}"
     status, admin = await persistent_cluster(kube, catalog, namespace, name, MODES[mode])

@@ -48,6 +48,8 @@ from valkey_operator.valkey.admin import AdminClient
 # Fails every node: runs while no other test-bed module runs.
 pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
 
+NODE_FAILURE = "the test fails the node(s) the operator pod may run on, and the operator must see the outage"
+
 EVERYSEC_MARGIN = 2.5
 """Seconds between the last acknowledged write and the failure for aof everysec: its promise is all
 but about the last second."""
@@ -88,6 +90,7 @@ async def write_last(durable: Durable) -> None:
         durable.promised.update(checker.acknowledged)
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.timeout(900)
 async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promises(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
@@ -126,6 +129,7 @@ async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promise
         )
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.timeout(600)
 async def test_a_node_whose_disk_died_comes_back_as_new_replicas_on_new_claims_losing_no_write(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl

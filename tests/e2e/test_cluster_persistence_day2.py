@@ -22,6 +22,7 @@ import time
 from collections.abc import Collection
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     admin_client,
@@ -32,7 +33,6 @@ from cluster_support import (
     status_of,
     warnings,
 )
-from inprocess_operator import Operator
 from keys_support import read_back
 from load_support import Load, checker_for
 from persistence_support import (
@@ -114,7 +114,7 @@ async def check_claims_after_replacement(
 
 @pytest.mark.timeout(1200)
 async def test_a_rolling_update_moves_every_node_onto_a_new_claim_and_deletes_the_old_claims(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     newest = images.valkey_version(images.newest_image())
     old_image = await catalog.image("old", OLD)
@@ -147,7 +147,7 @@ async def test_a_rolling_update_moves_every_node_onto_a_new_claim_and_deletes_th
 
 @pytest.mark.timeout(1200)
 async def test_three_to_four_shards_and_back_keeps_every_key_and_deletes_the_leaving_shards_claims(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await persistent_cluster(kube, catalog, namespace, "scale", AOF)
     await recorded_identities(kube, namespace, "scale")
@@ -192,7 +192,7 @@ async def test_three_to_four_shards_and_back_keeps_every_key_and_deletes_the_lea
 
 @pytest.mark.timeout(900)
 async def test_retained_claims_bring_a_recreated_cluster_back_with_its_node_ids_and_keys(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     retained = {**AOF, "reclaimPolicy": "Retain"}
     config = await persistent_config(catalog, retained)
@@ -274,7 +274,7 @@ async def still_serving(admin: AdminClient, status: Obj, key: str) -> None:
 
 @pytest.mark.timeout(900)
 async def test_a_size_the_class_cannot_grow_to_and_a_chain_shrink_are_reported_and_leave_the_claims(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     reference = images.newest_image()
     image = await catalog.image("img", images.valkey_version(reference))
@@ -341,7 +341,7 @@ async def test_a_size_the_class_cannot_grow_to_and_a_chain_shrink_are_reported_a
 
 @pytest.mark.timeout(1200)
 async def test_a_persistence_mode_change_rolls_the_cluster_onto_new_claims_and_loses_no_write(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await persistent_config(catalog, AOF)
     status, admin = await persistent_cluster(kube, catalog, namespace, "mode", AOF, config=config)

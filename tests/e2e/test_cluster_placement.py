@@ -12,6 +12,7 @@ import math
 from collections import Counter
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     coordinated_failovers,
@@ -28,7 +29,6 @@ from cluster_support import (
     status_of,
     warnings,
 )
-from inprocess_operator import Operator
 from load_support import SHARD_GAP_LIMIT, Load, checker_for
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
@@ -62,7 +62,7 @@ async def placed(kube: Client, namespace: str, name: str, count: int, timeout: f
 
 @pytest.mark.timeout(600)
 async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_under_load(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "spread", shards=3, replicas=1)
     pods = {pod["metadata"]["name"]: pod for pod in await owned_pods(kube, namespace, "spread")}
@@ -87,7 +87,7 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
     for shard in range(3):  # the soft per-shard hostname spread kept each shard's copies apart
         shard_hosts = [hosts[node["pod"]] for node in status["nodes"] if node["shard"] == shard]
         assert len(set(shard_hosts)) == 2, shard_hosts
-    gauge = operator.registry.get_sample_value(
+    gauge = await operator.sample(
         "valkey_operator_cluster_max_primaries_per_node", {"namespace": namespace, "cluster": "spread"}
     )
     assert gauge == share
@@ -100,7 +100,7 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
     await fail_over_by_hand(admin, replicas)
     on_crowded = {pod for pod in await primaries_by_pod(admin, status) if hosts[pod] == crowded}
     assert len(on_crowded) == len(wanted) > share, (on_crowded, wanted)
-    failovers_before = coordinated_failovers(operator, namespace, "spread")
+    failovers_before = await coordinated_failovers(operator, namespace, "spread")
     async with (
         checker_for(status, admin, replicas=1) as durable,
         checker_for(status, admin, replicas=0, prefix="probe") as probe,
@@ -119,11 +119,11 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
             serving = await eventually(relieved, f"{crowded} relieved to {share} primary", 180, interval=0.5)
             report = await load.finish()
         verified = await durable.verify()
-    moves = coordinated_failovers(operator, namespace, "spread") - failovers_before
+    moves = await coordinated_failovers(operator, namespace, "spread") - failovers_before
     print(f"[placement] crowded {crowded} with {len(wanted)}, {moves} move(s) to {dict(serving)}: {report}")
     assert serving[crowded] <= share, serving
     assert moves >= len(wanted) - share
-    assert coordinated_failovers(operator, namespace, "spread", mode="takeover") == 0
+    assert await coordinated_failovers(operator, namespace, "spread", mode="takeover") == 0
     assert verified.ok, verified
     assert verified.checked == 1000 + report.durable.acknowledged, verified
     gaps = report.probe.gaps_by_slots
@@ -133,7 +133,7 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
 @pytest.mark.testbed_exclusive
 @pytest.mark.timeout(600)
 async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await image_config(catalog, images.newest_image())
     zones = await zones_of_nodes(kube)
@@ -217,7 +217,7 @@ async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
 
 @pytest.mark.timeout(900)
 async def test_a_zones_change_moves_the_pods_by_a_roll_and_loses_no_key(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "moving", shards=2, replicas=1, placement={"zones": ["a", "b"]}

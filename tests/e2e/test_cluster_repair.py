@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     NODE_TIMEOUT_MS,
     Catalog,
@@ -66,6 +67,8 @@ from valkey_operator.valkey.slots import parse_slot_ranges
 # The tests that fail nodes are marked testbed_exclusive: while they run no other test-bed module
 # runs. The others disturb only this module's own pods and servers.
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
+
+NODE_FAILURE = "the test fails the node(s) the operator pod may run on, and the operator must see the outage"
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 TAKEOVER_LIMIT = 30.0
@@ -148,7 +151,7 @@ async def lose_primary_under_load(
 
 @pytest.mark.timeout(300)
 async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowledged_write(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "handover", shards=3, replicas=1, timeout=FORMED
@@ -172,7 +175,7 @@ async def test_deleting_a_primary_pod_under_load_hands_over_and_loses_no_acknowl
 
 @pytest.mark.timeout(300)
 async def test_a_killed_primary_server_is_replaced_and_its_failed_pod_does_not_block_the_forget(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "crash", shards=3, replicas=1, timeout=FORMED
@@ -307,6 +310,7 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
     await eventually(marked, f"{node} not Ready", timeout)
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
@@ -396,6 +400,7 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
     await no_data_lost_reported(kube, namespace)
 
 
+@pytest.mark.inprocess_operator(NODE_FAILURE)
 @pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
@@ -431,7 +436,7 @@ async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so
 
 @pytest.mark.timeout(240)
 async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_shards_keep_their_keys(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "cache", shards=3, replicas=0, timeout=FORMED
@@ -467,7 +472,7 @@ async def test_a_killed_primary_without_replicas_is_rebuilt_empty_and_the_other_
 
 @pytest.mark.timeout(240)
 async def test_a_killed_primary_of_a_single_shard_is_replaced_by_the_operator_promoting_its_replica(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "lone", shards=1, replicas=1, timeout=FORMED
@@ -504,7 +509,7 @@ async def test_a_killed_primary_of_a_single_shard_is_replaced_by_the_operator_pr
 
 @pytest.mark.timeout(300)
 async def test_two_of_three_primaries_killed_at_once_are_replaced_by_the_operator_promoting_their_replicas(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     """Two crashed servers leave Valkey without a majority of primaries: the operator promotes both
     replicas (TAKEOVER, the Failed pods can never run those identities again), nothing is lost, and

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     admin_client,
@@ -23,11 +24,8 @@ from cluster_support import (
     warnings,
 )
 from handover_support import PrimaryLogs, primary_logs
-from inprocess_operator import Operator
-from kubernetes_asyncio import client as k8s
 from load_support import SHARD_GAP_LIMIT, Load, checker_for
 
-from controllers.options import ControllerOptions
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
@@ -35,7 +33,6 @@ from valkey_operator.core.resource import EVENTS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -73,7 +70,7 @@ async def pod_uids(kube: Client, namespace: str, name: str) -> set[str]:
     ("shards", "replicas"), [pytest.param(3, 1, id="3x1"), pytest.param(2, 0, id="2x0-surge")]
 )
 async def test_an_image_upgrade_replaces_every_pod_and_loses_no_acknowledged_write(
-    operator: Operator,
+    operator: ChartOperator,
     kube: Client,
     kubelet: KubeletControl,
     catalog: Catalog,
@@ -89,7 +86,7 @@ async def test_an_image_upgrade_replaces_every_pod_and_loses_no_acknowledged_wri
     status = await settled(kube, namespace, "roll", 300)
     admin = await admin_client(kube, namespace, "roll")
     before = await pod_uids(kube, namespace, "roll")
-    failovers_before = coordinated_failovers(operator, namespace, "roll")
+    failovers_before = await coordinated_failovers(operator, namespace, "roll")
     async with (
         checker_for(status, admin, replicas=replicas) as durable,
         checker_for(status, admin, replicas=0, prefix="probe") as probe,
@@ -115,8 +112,8 @@ async def test_an_image_upgrade_replaces_every_pod_and_loses_no_acknowledged_wri
     assert report.durable.acknowledged > 0
     assert len(gaps) == shards and all(gap < SHARD_GAP_LIMIT for gap in gaps.values()), gaps
     # One coordinated failover per starting primary (each had to move off its old pod), no takeover.
-    assert coordinated_failovers(operator, namespace, "roll") - failovers_before >= shards
-    assert coordinated_failovers(operator, namespace, "roll", mode="takeover") == 0
+    assert await coordinated_failovers(operator, namespace, "roll") - failovers_before >= shards
+    assert await coordinated_failovers(operator, namespace, "roll", mode="takeover") == 0
     after = await pod_uids(kube, namespace, "roll")
     assert not before & after, "a pod of the old template is still there"
     assert len(after) == shards * (1 + replicas)
@@ -135,7 +132,7 @@ async def events(kube: Client, namespace: str, reason: str) -> int:
 
 @pytest.mark.timeout(600)
 async def test_an_image_below_the_floor_stops_the_roll_and_a_revert_resumes(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     """The ValkeyImage declares 9.0.1 (admission accepts it) but its binary is 9.0.0."""
     old_image = await catalog.image("old", OLD)
@@ -159,7 +156,7 @@ async def test_an_image_below_the_floor_stops_the_roll_and_a_revert_resumes(
     assert status["state"] == "Updating" and ready.get("status") == "True", (status["state"], ready)
     assert await warnings(kube, namespace, "VersionBelowFloor")
     labels = {"namespace": namespace, "cluster": "floor"}
-    assert operator.registry.get_sample_value("valkey_operator_rollouts_failed_total", labels) == 1
+    assert await operator.sample("valkey_operator_rollouts_failed_total", labels) == 1
     assert before <= await pod_uids(kube, namespace, "floor"), "an old pod was replaced"
     await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": old_image}})
     status = await rolled(kube, namespace, "floor", f"valkey/valkey:{OLD}", 240)
@@ -167,45 +164,37 @@ async def test_an_image_below_the_floor_stops_the_roll_and_a_revert_resumes(
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.operator_values("operatorConfig.maxConcurrentRollouts=1")
 async def test_two_clusters_on_one_config_roll_one_after_the_other_with_max_concurrent_rollouts_1(
-    kube_api: k8s.ApiClient, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
-    operator = Operator(
-        kube_api, namespace, ControllerOptions(node_networks=LOOPBACK_NETWORKS, max_concurrent_rollouts=1)
-    )
-    await operator.start()
-    try:
-        old_image = await catalog.image("old", OLD)
-        new_image = await catalog.image("new", images.valkey_version(images.newest_image()))
-        config = await catalog.config("cfg", old_image)
-        for name in ("one", "two"):
-            await create_cluster(kube, namespace, name, config, shards=1, replicas=0)
-        for name in ("one", "two"):
-            await settled(kube, namespace, name, 300)
-        await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": new_image}})
-        rolling_seen: list[set[str]] = []
+    old_image = await catalog.image("old", OLD)
+    new_image = await catalog.image("new", images.valkey_version(images.newest_image()))
+    config = await catalog.config("cfg", old_image)
+    for name in ("one", "two"):
+        await create_cluster(kube, namespace, name, config, shards=1, replicas=0)
+    for name in ("one", "two"):
+        await settled(kube, namespace, name, 300)
+    await kube.patch(VALKEY_CONFIGS, config, {"spec": {"imageRef": new_image}})
+    rolling_seen: list[set[str]] = []
 
-        async def both_rolled() -> bool | NotYet:
-            statuses = {name: await status_of(kube, namespace, name) for name in ("one", "two")}
-            rolling_seen.append({name for name, status in statuses.items() if status.get("rollout")})
-            newest = f"valkey/valkey:{images.valkey_version(images.newest_image())}"
-            done = all(
-                s.get("state") == "Active" and s.get("currentImage") == newest for s in statuses.values()
-            )
-            return True if done else NotYet({n: s.get("message") for n, s in statuses.items()})
+    async def both_rolled() -> bool | NotYet:
+        statuses = {name: await status_of(kube, namespace, name) for name in ("one", "two")}
+        rolling_seen.append({name for name, status in statuses.items() if status.get("rollout")})
+        newest = f"valkey/valkey:{images.valkey_version(images.newest_image())}"
+        done = all(s.get("state") == "Active" and s.get("currentImage") == newest for s in statuses.values())
+        return True if done else NotYet({n: s.get("message") for n, s in statuses.items()})
 
-        await eventually(both_rolled, "both clusters rolled", 480, interval=0.3)
-        assert max(len(rolling) for rolling in rolling_seen) == 1, rolling_seen
-        assert {"one"} in rolling_seen and {"two"} in rolling_seen, "each rolled, one after the other"
-        waited = [await status_of(kube, namespace, name) for name in ("one", "two")]
-        assert all("rollout" not in status for status in waited)
-    finally:
-        await operator.stop()
+    await eventually(both_rolled, "both clusters rolled", 480, interval=0.3)
+    assert max(len(rolling) for rolling in rolling_seen) == 1, rolling_seen
+    assert {"one"} in rolling_seen and {"two"} in rolling_seen, "each rolled, one after the other"
+    waited = [await status_of(kube, namespace, name) for name in ("one", "two")]
+    assert all("rollout" not in status for status in waited)
 
 
 @pytest.mark.timeout(900)
 async def test_a_base_config_edit_a_config_ref_switch_and_an_image_tag_edit_each_roll_the_cluster(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     """Three more ways a pod template changes, one after the other under the same write load."""
     newest = images.valkey_version(images.newest_image())
@@ -260,7 +249,7 @@ async def test_a_base_config_edit_a_config_ref_switch_and_an_image_tag_edit_each
 
 @pytest.mark.timeout(600)
 async def test_an_unsatisfiable_new_placement_holds_the_roll_with_the_schedulers_reason(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     config = await catalog.config("cfg", await catalog.image("img", OLD))
     await create_cluster(kube, namespace, "place", config, shards=1, replicas=0)

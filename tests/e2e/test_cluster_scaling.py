@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     formed_cluster,
@@ -21,7 +22,6 @@ from cluster_support import (
     settled,
     status_of,
 )
-from inprocess_operator import Operator
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
 from controllers.cluster.decision.rebalance import quotas
@@ -113,7 +113,7 @@ async def write_during(checker: DataChecker, step: asyncio.Future[None], max_key
 
 @pytest.mark.timeout(900)
 async def test_three_to_five_to_two_shards_loses_no_acknowledged_key(
-    operator: Operator,
+    operator: ChartOperator,
     kube: Client,
     catalog: Catalog,
     namespace: str,
@@ -152,7 +152,7 @@ async def test_three_to_five_to_two_shards_loses_no_acknowledged_key(
 
 @pytest.mark.timeout(900)
 async def test_reverting_a_scale_midway_converges_without_slotless_shards(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "turn", shards=3, replicas=0, timeout=300)
     seeds = [(node["ip"], 6379) for node in status["nodes"]]
@@ -178,7 +178,7 @@ async def test_reverting_a_scale_midway_converges_without_slotless_shards(
 
 @pytest.mark.timeout(900)
 async def test_replicas_one_two_zero_one(
-    operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     status, admin = await formed_cluster(
         kube, catalog, namespace, "copies", shards=2, replicas=1, timeout=300

@@ -20,12 +20,12 @@ import datetime
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
+from chart_operator import ChartOperator
 from cluster_support import (
     Catalog,
     admin_client,
@@ -39,8 +39,6 @@ from cluster_support import (
     whole_passes,
 )
 from cryptography import x509
-from inprocess_operator import Operator
-from kubernetes_asyncio import client as k8s
 from tls_support import (
     TLS_FILES,
     ClientIdentity,
@@ -52,7 +50,6 @@ from tls_support import (
 )
 
 from controllers.cluster.render import layout
-from controllers.options import ControllerOptions
 from valkey_operator.api.resources import ADMIN_USER
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
@@ -65,21 +62,16 @@ from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyCommandError
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
-
 SYNC = 5
 """secretSyncSeconds for these tests: the test bed's kubelet writes Secret files after 2 s."""
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("valkey_crds"),
+    pytest.mark.operator_values(f"operatorConfig.secretSyncSeconds={SYNC}"),
+]
+
 ROTATION_BOUND = 60.0
 """Generous bound for Secret change -> every node presenting the new certificate (measured: a few s)."""
-
-
-@pytest_asyncio.fixture
-async def tls_operator(kube_api: k8s.ApiClient, namespace: str) -> AsyncIterator[Operator]:
-    options = ControllerOptions(node_networks=LOOPBACK_NETWORKS, secret_sync_seconds=SYNC)
-    running = Operator(kube_api, namespace, options=options)
-    await running.start()
-    yield running
-    await running.stop()
 
 
 class Pki:
@@ -249,7 +241,7 @@ async def still_open(admin: AdminClient, held: dict[str, set[str]]) -> dict[str,
 
 @pytest.mark.timeout(900)
 async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost_write(
-    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str, tmp_path: Path
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, tmp_path: Path
 ) -> None:
     """A new leaf, then a CA rotation (bundle, new-CA leaf, old CA dropped), judged by the nodes:
     a client certificate of the new CA only is accepted once every node loaded the bundle and the
@@ -409,7 +401,7 @@ EXPECTED = {
 
 @pytest.mark.timeout(300)
 async def test_a_bad_secret_at_creation_holds_the_cluster_and_says_why(
-    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str
 ) -> None:
     require_image(images.tls_image())
     pki = Pki("creation-ca")
@@ -445,7 +437,7 @@ async def test_a_bad_secret_at_creation_holds_the_cluster_and_says_why(
 
 @pytest.mark.timeout(600)
 async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until_fixed(
-    tls_operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
+    operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl
 ) -> None:
     """Each bad Secret reaches the pods' files, and still no node is told to reload: every node
     serves the old certificate until a good Secret replaces it."""
@@ -461,7 +453,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
     # The expiry: a gauge per node from the served certificate, Degraded and an Event.
     expected = x509.load_pem_x509_certificate(short[0]).not_valid_after_utc.timestamp() - time.time()
     for node in status["nodes"]:
-        seconds = tls_operator.registry.get_sample_value(
+        seconds = await operator.sample(
             "valkey_node_tls_certificate_expiry_seconds",
             {"namespace": namespace, "cluster": "run", "pod": node["pod"]},
         )
@@ -513,7 +505,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
         # A good Secret's content is loaded secretSyncSeconds after the operator first sees it: an
         # operator that reloaded a bad one would have done so by now, and in one of these passes.
         await asyncio.sleep(max(0.0, put_at + SYNC - time.monotonic()))
-        await whole_passes(tls_operator, kube, namespace, "run")
+        await whole_passes(operator, kube, namespace, "run")
         held[str(kind)] = round(time.monotonic() - put_at, 1)
         served = await serials(kube, namespace, "run")
         assert set(served.values()) == {serial_of(short[0])}, f"({kind}) a node serves another leaf: {served}"

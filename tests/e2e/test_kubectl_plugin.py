@@ -1,5 +1,5 @@
 """`kubectl valkey` end to end: the console script, run by the real kubectl as a plugin, against a
-cluster the real operator process formed on the test bed.
+cluster the operator formed on the test bed, installed by the chart and run from its image.
 
 The executable is what pip writes for setup.cfg's `kubectl-valkey` entry point (a script calling
 it with this checkout's interpreter), put on PATH next to the test bed's kubectl, so `kubectl
@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 from backup_support import destination, storage_secret
+from chart_operator import ChartOperator
 from cluster_support import Catalog, create_cluster, formed_cluster, owned_pods
-from operator_process import ROOT, OperatorProcesses
+from operator_process import ROOT
 
 from valkey_operator.api.resources import (
     PAUSED_ANNOTATION,
@@ -122,12 +123,11 @@ async def test_status_pause_resume_logs_and_backup_of_a_live_cluster(
     kube: Client,
     catalog: Catalog,
     namespace: str,
-    operators: OperatorProcesses,
+    operator: ChartOperator,
     kubeconfig_path: Path,
     tmp_path: Path,
     object_store: ObjectStoreServer,
 ) -> None:
-    operator = operators.start("plugin")
     status, _ = await formed_cluster(kube, catalog, namespace, NAME, shards=2, replicas=1)
     # A second cluster the operator logs about (its config does not exist: no pods).
     await create_cluster(kube, namespace, OTHER, "no-such-config", shards=1, replicas=0)
@@ -177,11 +177,11 @@ async def test_status_pause_resume_logs_and_backup_of_a_live_cluster(
     assert PAUSED_ANNOTATION not in (cluster["metadata"].get("annotations") or {})
     await eventually(lambda: reason_is("Reconciled"), "Progressing=Reconciled", 60)
 
-    # logs: the operator's lines about this cluster only, from its log (--file; the test bed's
-    # kubelet serves no pods/log).
-    log = operator.log_path
-    lines = (await plugin.ok("logs", NAME, "-n", namespace, "--file", str(log))).splitlines()
-    others = (await plugin.ok("logs", OTHER, "-n", namespace, "--file", str(log))).splitlines()
+    # logs: the operator's lines about this cluster only, read from the operator pod's log through
+    # the API server (pods/log), as users run it; then from a file and from stdin.
+    where = ("-n", namespace, "--operator-namespace", namespace)
+    lines = (await plugin.ok("logs", NAME, *where)).splitlines()
+    others = (await plugin.ok("logs", OTHER, *where)).splitlines()
     assert lines and others
     for line in lines:
         record = json.loads(line)
@@ -189,12 +189,16 @@ async def test_status_pause_resume_logs_and_backup_of_a_live_cluster(
     for line in others:
         assert f"{namespace}/{OTHER}" in (json.loads(line).get("cluster"), json.loads(line).get("key")), line
     assert any(json.loads(line)["event"] == "created pod" for line in lines)
-    assert len(lines) + len(others) < len(operator.log().splitlines())
+    log = tmp_path / "operator.log"
+    log.write_text(await operator.logs())
+    assert len(lines) + len(others) < len(log.read_text().splitlines())
+    from_file = (await plugin.ok("logs", NAME, "-n", namespace, "--file", str(log))).splitlines()
+    assert from_file[: len(lines)] == lines
     piped = await plugin.ok("logs", NAME, "-n", namespace, "--file", "-", stdin=log.read_bytes())
     assert piped.splitlines()[: len(lines)] == lines
 
-    # Without --file it reads the operator pods' logs; here no operator runs as a pod.
-    code, _, err = await plugin("logs", NAME, "-n", namespace, "--operator-namespace", namespace)
+    # A selector no operator pod matches: one line saying what to pass.
+    code, _, err = await plugin("logs", NAME, *where, "-l", "app.kubernetes.io/name=not-the-operator")
     assert code == 1 and "no running operator pod matches" in err, err
 
     # backup: refused without a destination; with spec.backup, a ValkeyBackup taken to Completed.
@@ -213,10 +217,9 @@ async def test_status_pause_resume_logs_and_backup_of_a_live_cluster(
 
 @pytest.mark.timeout(600)
 async def test_switchover_and_restart_are_carried_out_by_the_operator(
-    plugin: Plugin, kube: Client, catalog: Catalog, namespace: str, operators: OperatorProcesses
+    plugin: Plugin, kube: Client, catalog: Catalog, namespace: str, operator: ChartOperator
 ) -> None:
     """The plugin asks, the operator acts, and the plugin waits for its answer in the status."""
-    operators.start("plugin-requests")
     await formed_cluster(kube, catalog, namespace, NAME, shards=2, replicas=1)
     doc = json.loads(await plugin.ok("status", NAME, "-n", namespace, "-o", "json"))
     shard = next(shard for shard in doc["shards"] if shard["shard"] == 1)

@@ -89,6 +89,17 @@ def test_the_packaged_chart_renders_every_crd_with_the_keep_policy_and_small_eno
     assert rendered == {}
 
 
+def test_crds_install_false_renders_no_crd_and_everything_else() -> None:
+    """A platform that installs CRDs apart (or a second release beside the one that owns them) gets
+    the operator, its RBAC and its ConfigMap, and not one CRD: Helm would otherwise fight the other
+    owner for them."""
+    with_crds, without = render(), render("--set", "crds.install=false")
+    assert len(of_kind(with_crds, "CustomResourceDefinition")) == len(product_crds())
+    assert of_kind(without, "CustomResourceDefinition") == []
+    others = [doc for doc in with_crds if doc["kind"] != "CustomResourceDefinition"]
+    assert without == others
+
+
 @pytest.mark.parametrize("kube_version", ["v1.38.0", "v1.40.2", None], ids=["1.38", "1.40", "helm-default"])
 def test_the_packaged_chart_renders_for_newer_minors_than_tested(
     tmp_path: Path, kube_version: str | None
