@@ -35,8 +35,8 @@ METRICS_PORT = 8080
 LEASE = "valkey-operator-leader"
 """The chart's leaderElection.leaseName default, in the release namespace."""
 READY_WITHIN = 120.0
-"""A pod scheduled, its container started from the unpacked image and the Lease taken (measured
-4-8 s on an idle 2-core machine; the bound is for a loaded CI run)."""
+"""A pod scheduled, its container started from the unpacked image and the Lease taken (a test's
+whole setup measured 1.9-3.5 s on the shared 2-core machine; the bound is for a loaded CI run)."""
 
 Labels = Mapping[str, str]
 SampleKey = tuple[str, frozenset[tuple[str, str]]]
@@ -124,7 +124,7 @@ class ChartOperator:
             return NotYet({"pods": phases, "holder": holder})
 
         self.pod_name, self.pod_ip = await eventually(
-            leader, f"operator {self.release} ready and leading", READY_WITHIN, interval=0.2
+            leader, f"operator {self.release} running and leading", READY_WITHIN, interval=0.2
         )
         self.ready_seconds = time.monotonic() - started
 
