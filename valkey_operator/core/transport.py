@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import os
 import ssl
-import tempfile
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -25,6 +22,7 @@ import orjson
 
 from valkey_operator.core.clock import Clock
 from valkey_operator.core.credentials import token_source
+from valkey_operator.core.memfile import memory_file
 from valkey_operator.core.restconfig import PROXY_SCHEMES, ConfigError, RestConfig
 
 if TYPE_CHECKING:
@@ -204,20 +202,14 @@ def tls_context(config: RestConfig) -> ssl.SSLContext:
 
 @contextlib.contextmanager
 def _pem_files(config: RestConfig) -> Iterator[tuple[str, str]]:
-    """The client certificate and key as file paths; data goes to 0600 files in a 0700 directory,
-    removed on exit (load_cert_chain reads only files)."""
-    with tempfile.TemporaryDirectory(prefix="restconfig-") as directory:
+    """The client certificate and key as file paths (load_cert_chain reads only files); data is
+    held in memory files (memfile.py), so a kubeconfig with certificate data works on a read-only
+    root."""
+    with contextlib.ExitStack() as stack:
         paths = []
         for data, file, name in (
             (config.cert_data, config.cert_file, "tls.crt"),
             (config.key_data, config.key_file, "tls.key"),
         ):
-            if data is None:
-                paths.append(str(file))
-                continue
-            path = Path(directory) / name
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
-            paths.append(str(path))
+            paths.append(str(file) if data is None else stack.enter_context(memory_file(name, data)))
         yield paths[0], paths[1]
