@@ -194,7 +194,8 @@ async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
 
         status = await eventually(unschedulable, "the scheduler's reason in the status", 60)
         print(f"[placement] intolerant: {status['message']}")
-        assert await warnings(kube, namespace, "PodsUnschedulable")
+        # The Event is a write of its own after the status: the operator's pod may make it a moment later.
+        await eventually(lambda: warnings(kube, namespace, "PodsUnschedulable"), "the Warning Event", 30)
         (pending,) = await owned_pods(kube, namespace, "intolerant")
         assert not pending["spec"].get("nodeName")
     finally:

@@ -341,11 +341,24 @@ class ControlPlane:
         while time.monotonic() < deadline:
             dead = [record.name for record in records if not record.alive()]
             if dead:
-                raise ControlPlaneError(f"{', '.join(dead)} exited; see logs in {self.logs}")
+                raise ControlPlaneError(
+                    f"{', '.join(dead)} exited; see logs in {self.logs}{self._log_tails(dead)}"
+                )
             if check():
                 return
             time.sleep(0.2)
         raise ControlPlaneError(f"timed out after {timeout:.0f}s waiting for {what}; see logs in {self.logs}")
+
+    def _log_tails(self, names: list[str], lines: int = 15) -> str:
+        """The last lines of each named component's log, for an error that outlives the state dir
+        (a test's temporary bed is removed with its logs)."""
+        tails = []
+        for name in names:
+            path = self.logs / f"{name}.log"
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                tails.append(f"\n--- last lines of {path.name}:\n" + "\n".join(tail))
+        return "".join(tails)
 
     # -- components ------------------------------------------------------------
 
