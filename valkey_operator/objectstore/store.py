@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -25,7 +26,6 @@ from typing import Any, TypeVar
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
-from valkey_operator.core.memfile import memory_file
 from valkey_operator.objectstore import transfer
 from valkey_operator.objectstore.errors import StorageError, classify
 from valkey_operator.objectstore.model import Destination, S3Credentials, Uploaded, object_key
@@ -160,8 +160,10 @@ class ObjectStore:
 @contextlib.contextmanager
 def _ca_file(ca_pem: str | None) -> Iterator[str | None]:
     """botocore verifies against a CA file path only, and the operator's image runs on a read-only
-    root with no writable /tmp: the PEM lives in a memory file (core/memfile.py) while the store is
-    open. It is checked first, so a bad CA is a StorageError before any request."""
+    root with no writable /tmp: the PEM lives in an anonymous in-memory file (memfd), named by its
+    /proc/self/fd path while the store is open (core/memfile.py does the same for the core; this
+    layer imports nothing outside objectstore). It is checked here, so a bad CA is a StorageError
+    before any request."""
     if ca_pem is None:
         yield None
         return
@@ -169,8 +171,13 @@ def _ca_file(ca_pem: str | None) -> Iterator[str | None]:
         ssl.create_default_context(cadata=ca_pem)
     except (ssl.SSLError, ValueError) as exc:
         raise StorageError("StorageFailed", f"the CA is not a PEM certificate: {exc}") from exc
-    with memory_file("valkey-operator-s3-ca.pem", ca_pem.encode()) as path:
-        yield path
+    descriptor = os.memfd_create("valkey-operator-s3-ca", os.MFD_CLOEXEC)
+    try:
+        with open(descriptor, "wb", closefd=False) as file:
+            file.write(ca_pem.encode())
+        yield f"/proc/self/fd/{descriptor}"
+    finally:
+        os.close(descriptor)
 
 
 @contextlib.asynccontextmanager
