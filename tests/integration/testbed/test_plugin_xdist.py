@@ -10,12 +10,10 @@ apart from any other session's on this machine.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from nested_pytest import run_pytest_n2
 
 from valkey_operator.testing.plugin import STATE_DIR_PREFIX
 
@@ -61,17 +59,8 @@ def test_tests_on_two_workers_that_use_kube_api_share_one_plane_stopped_at_the_e
     (project / "pytest.ini").write_text(INI)
     for name in ("one", "two"):  # --dist loadfile: one module per worker
         (project / f"test_{name}.py").write_text(USES_THE_API.replace("NAME", name))
-    env = {**os.environ, "TMPDIR": str(tmp), "REPORTS": str(reports)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    env.pop("PYTEST_ADDOPTS", None)
-    argv = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"]
-    done = subprocess.run(
-        [*argv, "-p", "no:randomly", "--testbed-nodes", "0", str(project)],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=270,
+    done = run_pytest_n2(
+        project, tmp, "--dist", "loadfile", "--testbed-nodes", "0", env={"REPORTS": str(reports)}, timeout=270
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "2 passed" in output, output

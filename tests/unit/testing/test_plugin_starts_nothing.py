@@ -10,10 +10,9 @@ while the session runs, and the outer test looks again after it ends.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from nested_pytest import run_pytest_n2
 
 from valkey_operator.testing.plugin import STATE_DIR_PREFIX
 
@@ -74,18 +73,7 @@ def test_an_embedders_unit_tests_under_xdist_start_no_control_plane(tmp_path: Pa
     tmp.mkdir()
     (project / "pytest.ini").write_text("[pytest]\n")
     (project / "test_embedder.py").write_text(PLAIN_TESTS.replace("PREFIX", STATE_DIR_PREFIX))
-    env = {**os.environ, "TMPDIR": str(tmp)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    env.pop("PYTEST_ADDOPTS", None)
-    argv = [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    done = subprocess.run(
-        [*argv, str(project)],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = run_pytest_n2(project, tmp, timeout=240)
     output = done.stdout + done.stderr
     assert "test bed: Kubernetes" in output, output  # the plugin was loaded (its session header)
     assert "created: 2/2 workers" in output, output  # and xdist ran the tests
