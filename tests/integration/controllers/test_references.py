@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import pytest_asyncio
 from cluster_scoped import ClusterScoped
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config
 
 from valkey_operator.api.resources import (
     CONFIG_PROTECTION_FINALIZER,
@@ -25,8 +27,10 @@ from valkey_operator.api.resources import (
 )
 from valkey_operator.core.client import Client, retry_on_conflict
 from valkey_operator.core.conditions import find_condition
-from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import Obj
+from valkey_operator.core.resource import NAMESPACES, Resource
+from valkey_operator.core.rest import Obj, RestClient
+from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
@@ -355,10 +359,28 @@ async def test_deleted_base_cycles_go_while_a_used_chain_stays(
     )
 
 
-async def test_restart_mid_way_converges(
-    kube_api: k8s.ApiClient, kube: Client, names: Names, namespace: str
-) -> None:
-    first = Operator(kube_api, namespace)
+@pytest_asyncio.fixture
+async def lone_plane(kube_control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
+    """A control plane of its own (~3 s) with the CRDs: no other test's operator on the shared plane
+    can act on its cluster-scoped images while this test's operator is stopped."""
+    plane = ControlPlane(tmp_path / "plane", bins=kube_control_plane.bins)
+    try:
+        plane.up()
+        configuration = k8s.Configuration()
+        await config.load_kube_config(config_file=str(plane.kubeconfig), client_configuration=configuration)
+        async with k8s.ApiClient(configuration) as api:
+            await install_crds(Client(RestClient(api), field_manager="tests"))
+            yield api
+    finally:
+        plane.down()
+
+
+async def test_restart_mid_way_converges(lone_plane: k8s.ApiClient) -> None:
+    kube = Client(RestClient(lone_plane), field_manager="tests")
+    namespace = "restart"
+    await kube.create(NAMESPACES, {"metadata": {"name": namespace}})
+    names = Names(kube, "lone")
+    first = Operator(lone_plane, namespace)
     await first.start()
     await names.image("img")
     await names.config("cfg", imageRef="img")
@@ -367,12 +389,12 @@ async def test_restart_mid_way_converges(
     # While no operator runs: the image is deleted (marked) and its config removed.
     await kube.delete(VALKEY_IMAGES, names("img"))
     await kube.delete(VALKEY_CONFIGS, names("cfg"))
-    held = await kube.get(VALKEY_IMAGES, names("img"))  # no operator runs to release it
+    held = await kube.get(VALKEY_IMAGES, names("img"))  # no operator runs on this plane to release it
     assert (
         "deletionTimestamp" in held["metadata"]
         and IMAGE_PROTECTION_FINALIZER in held["metadata"]["finalizers"]
     )
-    second = Operator(kube_api, namespace)
+    second = Operator(lone_plane, namespace)
     await second.start()
     try:
         await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release after restart")
