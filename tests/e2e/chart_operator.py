@@ -4,7 +4,7 @@ read-only root, under the chart's ServiceAccount and least-privilege RBAC, with 
 
 One release per test, namespaced: it watches the test's namespace only and lives in it, so tests
 running beside it keep their own operators. The tests apply the CRDs themselves (`valkey_crds`), so
-the release renders none (`crds.install=false`): one release owns CRDs at a time. Every
+the release renders none (`crds.enabled=false`): one release owns CRDs at a time. Every
 cluster-scoped object the chart creates is named after the release, which is unique.
 
 What tests ask of an operator goes through the pod, never inside a process: metrics by scraping its
@@ -81,7 +81,7 @@ class ChartOperator:
             f"watchNamespaces={{{self.namespace}}}",
             f"image.digest={self.image.digest}",
             "replicaCount=1",
-            "crds.install=false",
+            "crds.enabled=false",
             "tests.enabled=false",
             *self.values,
         ]

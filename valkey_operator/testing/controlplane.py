@@ -55,6 +55,8 @@ CONTROLLERS = (
     "persistentvolume-protection-controller",
     "persistentvolumeclaim-protection-controller",
     "persistentvolume-expander-controller",
+    # The chart's ClusterRoles that fold the five kinds into the built-in view, edit and admin roles.
+    "clusterrole-aggregation-controller",
 )
 NODE_MONITOR_GRACE_PERIOD = "15s"
 

@@ -89,15 +89,46 @@ def test_the_packaged_chart_renders_every_crd_with_the_keep_policy_and_small_eno
     assert rendered == {}
 
 
-def test_crds_install_false_renders_no_crd_and_everything_else() -> None:
+def test_crds_enabled_false_renders_no_crd_and_everything_else() -> None:
     """A platform that installs CRDs apart (or a second release beside the one that owns them) gets
     the operator, its RBAC and its ConfigMap, and not one CRD: Helm would otherwise fight the other
     owner for them."""
-    with_crds, without = render(), render("--set", "crds.install=false")
+    with_crds, without = render(), render("--set", "crds.enabled=false")
     assert len(of_kind(with_crds, "CustomResourceDefinition")) == len(product_crds())
     assert of_kind(without, "CustomResourceDefinition") == []
     others = [doc for doc in with_crds if doc["kind"] != "CustomResourceDefinition"]
     assert without == others
+
+
+def test_crds_keep_false_lets_helm_delete_them_with_the_release() -> None:
+    def policies(*values: str) -> set[str | None]:
+        crds = of_kind(render(*values), "CustomResourceDefinition")
+        return {crd["metadata"].get("annotations", {}).get("helm.sh/resource-policy") for crd in crds}
+
+    assert policies() == {"keep"}
+    assert policies("--set", "crds.keep=false") == {None}
+
+
+def test_aggregated_roles_give_tenants_their_kinds_and_never_the_platform_kinds() -> None:
+    docs = render()
+    roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
+    view, edit = roles["vo-valkey-operator-view"], roles["vo-valkey-operator-edit"]
+    aggregation = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {
+        k for k, v in view["metadata"]["labels"].items() if k.startswith(aggregation) and v == "true"
+    } == {f"{aggregation}{role}" for role in ("view", "edit", "admin")}
+    assert {
+        k for k, v in edit["metadata"]["labels"].items() if k.startswith(aggregation) and v == "true"
+    } == {f"{aggregation}{role}" for role in ("edit", "admin")}
+    assert {verb for rule in view["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    assert {resource for rule in edit["rules"] for resource in rule["resources"]} == {
+        "valkeyclusters",
+        "valkeybackups",
+    }
+    assert "vo-valkey-operator-view" not in {
+        r["metadata"]["name"]
+        for r in of_kind(render("--set", "aggregatedRoles.enabled=false"), "ClusterRole")
+    }
 
 
 @pytest.mark.parametrize("kube_version", ["v1.38.0", "v1.40.2", None], ids=["1.38", "1.40", "helm-default"])
@@ -219,6 +250,8 @@ def test_new_values_reach_the_objects() -> None:
         *("--set", "extraArgs={--cluster-workers=9}", "--set", "extraEnv[0].name=TZ"),
         *("--set", "extraEnv[0].value=UTC", "--set", "podSecurityContext.runAsUser=1000"),
         *("--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1"),
+        *("--set", "extraVolumes[0].name=ca", "--set", "extraVolumes[0].secret.secretName=backup-ca"),
+        *("--set", "extraVolumeMounts[0].name=ca", "--set", "extraVolumeMounts[0].mountPath=/etc/backup-ca"),
     )
     for doc in docs:
         assert doc["metadata"]["labels"]["team"] == "platform", (doc["kind"], doc["metadata"]["name"])
@@ -231,6 +264,10 @@ def test_new_values_reach_the_objects() -> None:
     (deployment,) = of_kind(docs, "Deployment")
     assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "platform"
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 1000
+    assert deployment["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "ca", "secret": {"secretName": "backup-ca"}}
+    ]
+    assert container["volumeMounts"] == [{"name": "ca", "mountPath": "/etc/backup-ca"}]
     (budget,) = of_kind(docs, "PodDisruptionBudget")
     assert budget["spec"]["maxUnavailable"] == 1 and "minAvailable" not in budget["spec"]
     named = render("--set", "nameOverride=vko")
@@ -243,7 +280,18 @@ def test_optional_objects_render_when_enabled() -> None:
     docs = render(
         *("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true"),
         *("--set", "podDisruptionBudget.enabled=true", "--set", "prometheusRule.enabled=true"),
-        *("--set", "dashboard.enabled=true"),
+        *("--set", "dashboard.enabled=true", "--set", "metrics.exporter.podMonitor.enabled=true"),
+        *(
+            "--set",
+            "metrics.serviceMonitor.scrapeTimeout=10s",
+            "--set",
+            "metrics.podMonitor.scrapeTimeout=5s",
+        ),
+        *("--set", "metrics.serviceMonitor.relabelings[0].targetLabel=team"),
+        *("--set", "metrics.serviceMonitor.relabelings[0].replacement=platform"),
+        *("--set", "metrics.podMonitor.metricRelabelings[0].action=drop"),
+        *("--set", "metrics.podMonitor.metricRelabelings[0].regex=go_.*"),
+        *("--set", "metrics.exporter.podMonitor.relabelings[0].targetLabel=team"),
     )
     kinds = {doc["kind"] for doc in docs}
     assert {"ServiceMonitor", "PodMonitor", "PodDisruptionBudget", "PrometheusRule"} <= kinds
@@ -253,6 +301,20 @@ def test_optional_objects_render_when_enabled() -> None:
     assert rule["spec"]["groups"]
     dashboards = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")]
     assert json.loads(dashboards[0]["data"]["valkey-operator.json"])["panels"]
+    (monitor,) = of_kind(docs, "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scrapeTimeout"] == "10s" and endpoint["relabelings"] == [
+        {"targetLabel": "team", "replacement": "platform"}
+    ]
+    monitors = {
+        m["metadata"]["name"]: m["spec"]["podMetricsEndpoints"][0] for m in of_kind(docs, "PodMonitor")
+    }
+    operator, exporter = monitors["vo-valkey-operator"], monitors["vo-valkey-operator-valkey-exporter"]
+    assert operator["scrapeTimeout"] == "5s" and operator["metricRelabelings"] == [
+        {"action": "drop", "regex": "go_.*"}
+    ]
+    assert [r.get("targetLabel") for r in exporter["relabelings"]] == ["cluster", "team"]  # the chart's first
+    assert "scrapeTimeout" not in exporter
 
 
 def runbook_urls(docs: list[dict[str, Any]]) -> list[str]:
