@@ -131,7 +131,10 @@ async def test_chart_lifecycle_install_takeover_upgrade_uninstall(
     # A previous chart whose ValkeyCluster CRD lacks spec.podAnnotations (added since).
     previous = previous_chart(tmp_path / "previous", "podAnnotations")
     await adopt_crds(kube, namespace)
-    took = install(kubeconfig_path, namespace, f"watchNamespaces={{{workloads}}}", chart=previous)
+    # By digest: the tag is shared by every checkout's image on this machine (another checkout's test
+    # run may load its own under it); the default tag's rendering is the render tests' to check.
+    pinned = f"image.digest={operator_image.digest}"
+    took = install(kubeconfig_path, namespace, f"watchNamespaces={{{workloads}}}", pinned, chart=previous)
     print(f"helm install (previous chart) --wait: {took:.1f}s")
     crd = await kube.get(CUSTOM_RESOURCE_DEFINITIONS, "valkeyclusters.valkey.gomomento.com")
     assert "podAnnotations" not in json.dumps(crd["spec"]["versions"][0]["schema"])

@@ -306,7 +306,8 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
     ):
         require_image(reference)
     started = time.monotonic()
-    values = (f"watchNamespaces={{{workloads}}}",)
+    # By digest: the tag is shared by every checkout's image on this machine.
+    values = (f"watchNamespaces={{{workloads}}}", f"image.digest={operator_image.digest}")
     await adopt_crds(kube, namespace)
     took = install(kubeconfig_path, namespace, *values, f"operatorConfig.tlsExpiryWarningDays={WINDOW_DAYS}")
     print(f"helm install --wait: {took:.1f}s")

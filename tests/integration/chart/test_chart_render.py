@@ -131,6 +131,19 @@ def test_aggregated_roles_give_tenants_their_kinds_and_never_the_platform_kinds(
     }
 
 
+def test_the_admission_policy_binds_to_the_operators_serviceaccount_only() -> None:
+    docs = render("--set", "serviceAccount.name=valkey-op")
+    (policy,) = of_kind(docs, "ValidatingAdmissionPolicy")
+    (binding,) = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == 'request.userInfo.username == "system:serviceaccount:ops:valkey-op"'
+    without = render("--set", "admissionPolicy.enabled=false")
+    assert not of_kind(without, "ValidatingAdmissionPolicy") and not of_kind(
+        without, "ValidatingAdmissionPolicyBinding"
+    )
+
+
 @pytest.mark.parametrize("kube_version", ["v1.38.0", "v1.40.2", None], ids=["1.38", "1.40", "helm-default"])
 def test_the_packaged_chart_renders_for_newer_minors_than_tested(
     tmp_path: Path, kube_version: str | None
