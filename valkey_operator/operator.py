@@ -35,6 +35,7 @@ def build_manager(settings: Settings, rest_config: RestConfig) -> Manager:
         label_selectors=controllers.CACHE_LABEL_SELECTORS,
         namespace=settings.namespaces,
         metrics_bind_address=settings.metrics_bind_address,
+        metrics_secure=settings.metrics_secure,
         health_probe_bind_address=settings.health_probe_bind_address,
         leader_election=leader_election,
     )

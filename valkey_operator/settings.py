@@ -40,6 +40,8 @@ class Settings:
     metrics_bind_address: str
     health_probe_bind_address: str
     leader_elect: bool
+    metrics_secure: bool = False
+    """/metrics over HTTPS, for callers the API server allows `get /metrics` only."""
     leader_election_namespace: str | None
     """Where the leader Lease lives; set whenever leader_elect is."""
     leader_election_id: str
@@ -81,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
         default=":8080",
         help="Prometheus /metrics address: host:port, :port, [IP]:port (IPv6 or IPv4), or 0 to disable "
         "(default :8080)",
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS (a self-signed certificate) to callers whose bearer token the API "
+        "server authenticates and allows `get` on the /metrics URL (TokenReview, SubjectAccessReview)",
     )
     parser.add_argument(
         "--health-probe-bind-address",
@@ -160,6 +168,7 @@ def parse(
     return Settings(
         kubeconfig=_kubeconfig(args.kubeconfig),
         metrics_bind_address=args.metrics_bind_address,
+        metrics_secure=args.metrics_secure,
         health_probe_bind_address=args.health_probe_bind_address,
         leader_elect=args.leader_elect,
         leader_election_namespace=_lease_namespace(args, own_namespace),

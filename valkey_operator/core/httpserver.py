@@ -6,7 +6,9 @@ server side is a tenth of the core's import time, and `"0"` turns both off).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -20,15 +22,18 @@ Check = Callable[[], bool]
 class HttpEndpoint:
     """One aiohttp site; `port` is the bound port (useful with port 0)."""
 
-    def __init__(self, app: web.Application, host: str, port: int) -> None:
+    def __init__(
+        self, app: web.Application, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._runner = web.AppRunner(app, access_log=None)
         self._host = host
         self._requested_port = port
+        self._ssl_context = ssl_context
         self.port = port
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._requested_port)
+        site = web.TCPSite(self._runner, self._host, self._requested_port, ssl_context=self._ssl_context)
         await site.start()
         sockets = getattr(site._server, "sockets", None)
         if sockets:
@@ -43,7 +48,9 @@ ScrapeHook = Callable[[], Awaitable[bytes]]
 registry's: for families read on scrape and rendered by their owner, never also in the registry."""
 
 
-def metrics_app(registry: CollectorRegistry, hooks: Sequence[ScrapeHook] = ()) -> web.Application:
+def metrics_app(
+    registry: CollectorRegistry, hooks: Sequence[ScrapeHook] = (), middlewares: Sequence[Any] = ()
+) -> web.Application:
     async def metrics(_request: web.Request) -> web.Response:
         extra = []
         for hook in hooks:
@@ -54,7 +61,7 @@ def metrics_app(registry: CollectorRegistry, hooks: Sequence[ScrapeHook] = ()) -
         body = generate_latest(registry) + b"".join(extra)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/metrics", metrics)
     return app
 

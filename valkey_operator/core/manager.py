@@ -88,6 +88,7 @@ class Manager:
         namespace: Namespaces = None,
         label_selectors: Mapping[Resource, str] | None = None,
         metrics_bind_address: str = ":8080",
+        metrics_secure: bool = False,
         health_probe_bind_address: str = ":8081",
         leader_election: LeaderElectionConfig | None = None,
         registry: CollectorRegistry = REGISTRY,
@@ -96,7 +97,8 @@ class Manager:
     ) -> None:
         """`api_client`: a RestConfig (the manager's own session, closed when `run()` ends) or an
         embedder's kubernetes-asyncio ApiClient (its owner closes it). `label_selectors` limits what
-        a resource's full informer caches (see SharedInformerFactory)."""
+        a resource's full informer caches (see SharedInformerFactory). `metrics_secure`: /metrics over
+        HTTPS, only for callers allowed `get /metrics` (core/metricsauth.py)."""
         self.rest = RestClient(api_client)
         self.client = Client(self.rest, field_manager)
         self.namespaces = namespace_scope(namespace)
@@ -110,6 +112,7 @@ class Manager:
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
         self.controllers: list[Controller] = []
         self._metrics_address = parse_bind_address(metrics_bind_address)
+        self._metrics_secure = metrics_secure
         self._probe_address = parse_bind_address(health_probe_bind_address)
         self.metrics_endpoint: httpserver.HttpEndpoint | None = None
         self.probe_endpoint: httpserver.HttpEndpoint | None = None
@@ -263,8 +266,14 @@ class Manager:
         from valkey_operator.core import httpserver  # aiohttp's server side: imported only when used
 
         if self._metrics_address is not None:
-            app = httpserver.metrics_app(self.registry, self._scrape_hooks)
-            self.metrics_endpoint = httpserver.HttpEndpoint(app, *self._metrics_address)
+            middlewares, context = [], None
+            if self._metrics_secure:
+                from valkey_operator.core import metricsauth  # cryptography: imported only when used
+
+                middlewares.append(metricsauth.guarded(metricsauth.MetricsAuthorizer(self.rest, self.clock)))
+                context = metricsauth.self_signed_context(self._metrics_address[0], self.clock)
+            app = httpserver.metrics_app(self.registry, self._scrape_hooks, middlewares)
+            self.metrics_endpoint = httpserver.HttpEndpoint(app, *self._metrics_address, ssl_context=context)
             await self.metrics_endpoint.start()
         if self._probe_address is not None:
             app = httpserver.probes_app(self.healthy, self.ready)

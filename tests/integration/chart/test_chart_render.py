@@ -144,6 +144,24 @@ def test_the_admission_policy_binds_to_the_operators_serviceaccount_only() -> No
     )
 
 
+def test_secure_metrics_wire_the_flag_the_reviews_the_reader_role_and_the_monitor() -> None:
+    docs = render(*("--set", "metrics.secure=true", "--set", "metrics.serviceMonitor.enabled=true"))
+    assert "--metrics-secure" in operator_container(docs)["args"]
+    roles = {r["metadata"]["name"]: r["rules"] for r in of_kind(docs, "ClusterRole")}
+    reviews = {(rule["resources"][0], tuple(rule["verbs"])) for rule in roles["vo-valkey-operator"]}
+    assert {("tokenreviews", ("create",)), ("subjectaccessreviews", ("create",))} <= reviews
+    assert roles["vo-valkey-operator-metrics-reader"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    (monitor,) = of_kind(docs, "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    plain = render()
+    assert "--metrics-secure" not in operator_container(plain)["args"]
+    assert "vo-valkey-operator-metrics-reader" not in {
+        r["metadata"]["name"] for r in of_kind(plain, "ClusterRole")
+    }
+
+
 @pytest.mark.parametrize("kube_version", ["v1.38.0", "v1.40.2", None], ids=["1.38", "1.40", "helm-default"])
 def test_the_packaged_chart_renders_for_newer_minors_than_tested(
     tmp_path: Path, kube_version: str | None
@@ -164,7 +182,9 @@ def test_the_chart_still_refuses_a_minor_older_than_tested(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "values", [(), ("--set", "watchNamespaces={a,b}")], ids=["cluster-wide", "namespaced"]
+    "values",
+    [(), ("--set", "watchNamespaces={a,b}"), ("--set", "metrics.secure=true")],
+    ids=["cluster-wide", "namespaced", "secure-metrics"],
 )
 def test_rbac_has_no_wildcards_and_never_exec(values: tuple[str, ...]) -> None:
     docs = render(*values)
@@ -175,9 +195,11 @@ def test_rbac_has_no_wildcards_and_never_exec(values: tuple[str, ...]) -> None:
     for rule in rules:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule.get(field, []), rule
-        assert not {"pods/exec", "pods/attach", "pods/portforward", "secrets/*"} & set(rule["resources"])
+        assert not {"pods/exec", "pods/attach", "pods/portforward", "secrets/*"} & set(
+            rule.get("resources", [])
+        )
         assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
-    if values:
+    if "watchNamespaces={a,b}" in values:
         bound = {
             (b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in docs if "roleRef" in b
         }
@@ -480,6 +502,10 @@ def test_the_documented_values_file_form_works(tmp_path: Path) -> None:
             ("--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1",
              "--set", "podDisruptionBudget.minAvailable=1"),
             "set minAvailable or maxUnavailable, not both",
+        ),
+        (
+            ("--set", "metrics.secure=true", "--set", "metrics.podMonitor.enabled=true"),
+            "metrics.secure needs metrics.serviceMonitor",
         ),
     ],
 )  # fmt: skip
