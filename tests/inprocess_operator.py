@@ -51,6 +51,7 @@ class Operator:
             self.api,
             field_manager="valkey-operator",
             label_selectors=controllers.CACHE_LABEL_SELECTORS,
+            metadata_transforms=controllers.CACHE_METADATA_TRANSFORMS,
             namespace=self.namespace,
             metrics_bind_address="0",
             health_probe_bind_address="0",

@@ -34,6 +34,7 @@ def build_manager(settings: Settings, rest_config: RestConfig) -> Manager:
         rest_config,
         field_manager=FIELD_MANAGER,
         label_selectors=controllers.CACHE_LABEL_SELECTORS,
+        metadata_transforms=controllers.CACHE_METADATA_TRANSFORMS,
         namespace=settings.namespaces,
         metrics_bind_address=settings.metrics_bind_address,
         health_probe_bind_address=settings.health_probe_bind_address,
