@@ -27,9 +27,6 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectTooLarge, StorageError, open_store
 
 WAITING = frozenset({"", BackupPhase.PENDING, BackupPhase.RUNNING})
-UNTRUSTED = "ManifestUnsupported"
-"""The reason of a manifest refused for what it says (too large, too many shards, keys elsewhere, or
-not what the ValkeyBackup's status recorded): stalled.MANIFEST_UNSUPPORTED, a damaged manifest."""
 
 
 class RestoreSources:
@@ -109,7 +106,7 @@ class RestoreSources:
             str(backup["metadata"]["name"]),
         )
         if problem := key_problem(key, prefix):
-            return RestoreHeld(UNTRUSTED, f"manifest: {problem}")
+            return RestoreHeld("ManifestUnsupported", f"manifest: {problem}")
         access = await storage_access(self.client, namespace, destination)
         if isinstance(access, AccessProblem):
             return RestoreHeld(access.reason, access.message)
@@ -119,14 +116,16 @@ class RestoreSources:
             ) as store:
                 manifest = parse_manifest(await store.get_json(key, MAX_MANIFEST_BYTES))
         except ObjectTooLarge as exc:
-            return RestoreHeld(UNTRUSTED, f"manifest {key}: {exc}")
+            return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
         except StorageError as exc:
             return RestoreHeld(exc.reason, f"manifest {key}: {exc}")
         except ManifestError as exc:
-            return RestoreHeld(UNTRUSTED, f"manifest {key}: {exc}")
+            return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
         found = disagreements(manifest, (backup.get("status") or {}).get("shards") or [], prefix)
         if found:
             shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
-            return RestoreHeld(UNTRUSTED, f"manifest {key} disagrees with the ValkeyBackup: {shown}")
+            return RestoreHeld(
+                "ManifestUnsupported", f"manifest {key} disagrees with the ValkeyBackup: {shown}"
+            )
         self._manifests[held_key] = manifest
         return manifest

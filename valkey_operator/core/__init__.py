@@ -35,6 +35,7 @@ from valkey_operator.core.resource import (
 )
 from valkey_operator.core.rest import ApiError
 from valkey_operator.core.restconfig import ConfigError, RestConfig, load_config
+from valkey_operator.core.store import keep_metadata
 
 __all__ = [
     "CONFIG_MAPS",
@@ -78,6 +79,7 @@ __all__ = [
     "find_condition",
     "generation_changed",
     "has_finalizer",
+    "keep_metadata",
     "is_true",
     "load_config",
     "remove_finalizer",

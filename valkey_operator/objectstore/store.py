@@ -110,7 +110,9 @@ class ObjectStore:
             async with response["Body"] as body:
                 said = int(response.get("ContentLength") or 0)
                 if said > max_bytes:
-                    raise ObjectTooLarge(f"{operation}: {said} bytes, more than the {max_bytes} allowed")
+                    raise ObjectTooLarge(
+                        f"{operation}: {said} bytes, more than the {max_bytes} bytes allowed"
+                    )
                 data = bytearray()
                 while chunk := await body.read(min(transfer.DOWNLOAD_CHUNK, max_bytes + 1 - len(data))):
                     data += chunk
