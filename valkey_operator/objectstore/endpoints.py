@@ -3,11 +3,11 @@
 A backup's endpoint is a URL a tenant writes in its own ValkeyBackup or
 ValkeyCluster, and the operator, shared by every tenant, dials it. Pointed at
 loopback it reaches the operator pod's own ports; pointed at link-local it
-reaches the node's cloud metadata service (169.254.169.254, fd00:ec2::254
-aside), which hands out the node's credentials. So those ranges are refused
-unless the operator is told to allow a network within them
-(`--backup-endpoint-allowed-networks`: a test bed whose store listens on
-127.0.0.1).
+reaches the node's cloud metadata service (169.254.169.254; AWS's IPv6 one,
+fd00:ec2::254, is refused by name), which hands out the node's credentials.
+So those ranges are refused unless the operator is told to allow a network
+within them (`--backup-endpoint-allowed-networks`: a test bed whose store
+listens on 127.0.0.1).
 
 The check runs where the socket is made (`guarded_socket`, aiohttp's
 socket_factory), on the address actually dialled: a literal IP, every address a
@@ -35,6 +35,7 @@ REFUSED: tuple[tuple[Network, str], ...] = (
     (ipaddress.ip_network("::/128"), "this host"),
     (ipaddress.ip_network("169.254.0.0/16"), "link-local"),
     (ipaddress.ip_network("fe80::/10"), "link-local"),
+    (ipaddress.ip_network("fd00:ec2::254/128"), "a cloud metadata address"),
 )
 """Ranges an endpoint may not be in, with the word a refusal uses."""
 

@@ -30,6 +30,7 @@ TEST_BED = EndpointPolicy((ipaddress.ip_network("127.0.0.0/8"),))
         ("::ffff:169.254.169.254", "link-local"),
         ("fe80::1", "link-local"),
         ("fe80::1%eth0", "link-local"),
+        ("fd00:ec2::254", "a cloud metadata address"),
     ],
 )
 def test_loopback_this_host_and_link_local_are_refused_by_default(address: str, why: str) -> None:
@@ -41,7 +42,7 @@ def test_loopback_this_host_and_link_local_are_refused_by_default(address: str, 
 
 
 @pytest.mark.parametrize(
-    "address", ["10.0.0.5", "192.168.1.1", "52.95.110.1", "fd00:ec2::254", "2001:db8::1", "/run/s3.sock"]
+    "address", ["10.0.0.5", "192.168.1.1", "52.95.110.1", "fd00:ec2::253", "2001:db8::1", "/run/s3.sock"]
 )
 def test_other_addresses_are_never_refused(address: str) -> None:
     assert REFUSE_LOCAL.refusal(address) is None
