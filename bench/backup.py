@@ -76,6 +76,7 @@ from valkey_operator.api.resources import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS
 from valkey_operator.core.rest import RestClient
+from valkey_operator.objectstore import ANY_ADDRESS
 from valkey_operator.objectstore.model import Destination, S3Credentials
 from valkey_operator.objectstore.store import open_store
 from valkey_operator.testing import objectstore, processes, valkeyproc
@@ -454,7 +455,7 @@ class Bench:
         fetch_s = upload_s = 0.0
         with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="bench-backup-") as directory:
             started = time.monotonic()
-            async with open_store(destination, credentials) as store:
+            async with open_store(destination, credentials, endpoints=ANY_ADDRESS) as store:
                 for shard in shards:
                     ip = await self.pod_ip(shard["sourcePod"])
                     target = Path(directory) / f"shard-{shard['index']}.rdb"
@@ -519,7 +520,7 @@ class Bench:
                 directory.mkdir()
                 os.chown(directory, self.image.user, self.image.group)
             started = time.monotonic()
-            async with open_store(destination, credentials) as store:
+            async with open_store(destination, credentials, endpoints=ANY_ADDRESS) as store:
                 sizes = await asyncio.gather(
                     *(
                         store.download(shard["objectKey"], directory / "dump.rdb", shard["sha256"])

@@ -14,10 +14,18 @@ from controllers.options import ControllerOptions
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import SECRETS
+from valkey_operator.core.store import keep_metadata
 
 CACHE_LABEL_SELECTORS = {SECRETS: f"{MANAGED_BY_LABEL}={MANAGER}"}
 """Pass to the Manager: Secrets are cached in full only when the operator owns them; the TLS Secrets
 clusters reference are watched metadata-only and read when they change (controllers/cluster/secrets.py)."""
+SECRET_METADATA_KEPT = ("name", "namespace", "uid", "resourceVersion", "labels")
+"""All the operator reads of a Secret it does not own (ReferencedSecrets: its resourceVersion tells
+when to read it again; the key and labels find it)."""
+CACHE_METADATA_TRANSFORMS = {SECRETS: keep_metadata(SECRET_METADATA_KEPT)}
+"""Pass to the Manager: the metadata-only Secret informer keeps SECRET_METADATA_KEPT only. A Secret
+applied with client-side `kubectl apply` carries its whole data in the last-applied-configuration
+annotation, so keeping annotations would cache every such Secret's values in the cluster."""
 
 
 def setup_all(manager: Manager, workers: Mapping[str, int], options: ControllerOptions) -> list[Controller]:

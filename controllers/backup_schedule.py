@@ -40,7 +40,7 @@ from valkey_operator.core.events import WARNING, EventRecorder
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.rest import Obj
-from valkey_operator.objectstore import open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, open_store
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +69,7 @@ class BackupScheduleReconciler:
         backups_of: Callable[[str, str], list[Obj]],
         restoring: Callable[[str, str], bool],
         now: Callable[[], float],
+        endpoints: EndpointPolicy = REFUSE_LOCAL,
     ) -> None:
         """cached: (namespace, name) -> the ValkeyCluster; backups_of: (namespace, cluster) -> its
         ValkeyBackups (the index); restoring: (namespace, backup) -> whether a cluster restores from it."""
@@ -78,6 +79,7 @@ class BackupScheduleReconciler:
         self.backups_of = backups_of
         self.restoring = restoring
         self.now = now
+        self.endpoints = endpoints
         self.since: dict[str, float | None] = {}
         """namespace/name -> when this process first saw the cluster's schedule (None: it saw the
         cluster without one)."""
@@ -140,7 +142,9 @@ class BackupScheduleReconciler:
         try:
             async with (
                 asyncio.timeout(STORE_TIMEOUT_SECONDS),
-                open_store(access.destination, access.credentials, access.ca_pem) as store,
+                open_store(
+                    access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
+                ) as store,
             ):
                 deleted = await store.delete_prefix(store.key(namespace, cluster, name) + "/")
         except TimeoutError:
@@ -173,7 +177,6 @@ def setup(
     options: ControllerOptions,
 ) -> Controller:
     """Reconcile clusters on their own changes and on changes of any ValkeyBackup naming them."""
-    del options  # nothing here depends on the operator's configuration yet
 
     def cached(namespace: str, name: str) -> Obj | None:
         return manager.cache.get(VALKEY_CLUSTERS, name, namespace)
@@ -196,6 +199,7 @@ def setup(
         index.backups_of,
         restoring,
         manager.clock.wall,
+        options.backup_endpoints,
     )
     return (
         build_controller(manager, CONTROLLER_NAME)

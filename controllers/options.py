@@ -9,6 +9,7 @@ import attrs
 
 from controllers.cluster.render.exporter import DEFAULT_IMAGE as DEFAULT_EXPORTER_IMAGE
 from valkey_operator.api.cluster import ZoneSpread
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy
 from valkey_operator.valkey.admin import Network
 
 ANY_NETWORK: tuple[Network, ...] = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
@@ -22,6 +23,9 @@ class ControllerOptions:
     """How many clusters may roll at once (ConfigMap key maxConcurrentRollouts; 0: no limit)."""
     node_networks: tuple[Network, ...] = ANY_NETWORK
     """The networks the operator may dial Valkey nodes in (--node-networks)."""
+    backup_endpoints: EndpointPolicy = REFUSE_LOCAL
+    """Where backup endpoints may be (--backup-endpoint-allowed-networks): never loopback nor
+    link-local, except within the networks that flag allows (objectstore/endpoints.py)."""
     cluster_domain: str = "cluster.local"
     """The cluster's DNS domain, for status.endpoint (--cluster-domain)."""
     secret_sync_seconds: float = 120.0

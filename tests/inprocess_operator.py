@@ -13,14 +13,15 @@ from controllers.options import ControllerOptions
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.metrics import RESULTS
 from valkey_operator.testing.images import OPERATOR_IMAGE
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, TEST_BED_ENDPOINTS
 from valkey_operator.testing.wait import eventually
 
 
 class Operator:
     """A Manager with every reconciler, as `python -m valkey_operator` wires them, minus HTTP endpoints.
 
-    It dials 127.0.0.0/8 only (the test bed's rule), unless options say otherwise. It watches one
+    It dials 127.0.0.0/8 only (the test bed's rule), and allows a backup endpoint there (the test bed's
+    object store), unless options say otherwise. It watches one
     namespace, never all: tests share the control plane, and a cluster-wide operator would reconcile
     the clusters of tests running beside it, next to their own operators.
     """
@@ -37,7 +38,9 @@ class Operator:
         self.namespace = namespace
         self.workers = dict(workers or {})
         self.options = options or ControllerOptions(
-            node_networks=LOOPBACK_NETWORKS, operator_image=OPERATOR_IMAGE
+            node_networks=LOOPBACK_NETWORKS,
+            operator_image=OPERATOR_IMAGE,
+            backup_endpoints=TEST_BED_ENDPOINTS,
         )
         self.task: asyncio.Task[None] | None = None
         self.manager: Manager | None = None
@@ -48,6 +51,7 @@ class Operator:
             self.api,
             field_manager="valkey-operator",
             label_selectors=controllers.CACHE_LABEL_SELECTORS,
+            metadata_transforms=controllers.CACHE_METADATA_TRANSFORMS,
             namespace=self.namespace,
             metrics_bind_address="0",
             health_probe_bind_address="0",

@@ -14,6 +14,7 @@ from valkey_operator.core.leaderelection import LeadershipLost
 from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.manager import LeaderElectionConfig, Manager
 from valkey_operator.core.restconfig import RestConfig, load_config
+from valkey_operator.objectstore import EndpointPolicy
 from valkey_operator.operator_config import ConfigMapUnreadable, OperatorConfig, read_operator_config
 from valkey_operator.settings import Settings
 from valkey_operator.validation import InvalidValue, fail
@@ -33,6 +34,7 @@ def build_manager(settings: Settings, rest_config: RestConfig) -> Manager:
         rest_config,
         field_manager=FIELD_MANAGER,
         label_selectors=controllers.CACHE_LABEL_SELECTORS,
+        metadata_transforms=controllers.CACHE_METADATA_TRANSFORMS,
         namespace=settings.namespaces,
         metrics_bind_address=settings.metrics_bind_address,
         metrics_secure=settings.metrics_secure,
@@ -48,6 +50,7 @@ def controller_options(settings: Settings, operator_config: OperatorConfig) -> C
         secret_sync_seconds=operator_config.secret_sync_seconds,
         tls_expiry_warning_days=operator_config.tls_expiry_warning_days,
         node_networks=settings.node_networks,
+        backup_endpoints=EndpointPolicy(settings.backup_endpoint_allowed_networks),
         cluster_domain=settings.cluster_domain,
         operator_image=settings.operator_image,
         **({"exporter_image": settings.exporter_image} if settings.exporter_image else {}),
@@ -87,6 +90,8 @@ async def run(settings: Settings) -> int:
             default_zone_spread=options.default_zone_spread.value,
             max_concurrent_rollouts=options.max_concurrent_rollouts,
             node_networks=",".join(str(network) for network in options.node_networks),
+            backup_endpoint_allowed_networks=",".join(str(n) for n in options.backup_endpoints.allowed)
+            or "<none: loopback and link-local endpoints are refused>",
             cluster_domain=options.cluster_domain,
             operator_image=options.operator_image or "<unknown: restores are held>",
         )

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from valkey_operator.api.backup import CREDENTIAL_KEYS, DEFAULT_REGION
-from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
+from valkey_operator.objectstore import ANY_ADDRESS, Destination, S3Credentials, StorageError, open_store
 from valkey_operator.valkey.rdb_layout import place_rdb
 
 COMMAND = "restore-fetch"
@@ -65,7 +65,9 @@ async def fetch(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Pa
     )
     target = data_dir / DOWNLOAD_NAME
     try:
-        async with open_store(destination, credentials, ca_pem) as store:
+        # Any address: this runs in the tenant's own pod, with no reach its containers lack; the
+        # operator refused a loopback or link-local endpoint before it rendered this pod.
+        async with open_store(destination, credentials, ca_pem, endpoints=ANY_ADDRESS) as store:
             await store.download(args.key, target, args.sha256)
     except StorageError as exc:
         raise FetchFailed(exc.reason, f"{args.key}: {exc}") from None

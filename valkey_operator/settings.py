@@ -54,6 +54,8 @@ class Settings:
     workers: dict[str, int]
     node_networks: tuple[Network, ...]
     cluster_domain: str
+    backup_endpoint_allowed_networks: tuple[Network, ...] = ()
+    """Networks within loopback and link-local a backup endpoint may still be at (none: all refused)."""
     operator_image: str = ""
     """This operator's own image: restoring pods run it as their init container (empty: unknown)."""
     exporter_image: str = ""
@@ -130,6 +132,13 @@ def parser() -> argparse.ArgumentParser:
         help="comma-separated CIDRs the operator may dial Valkey nodes in (default: any address)",
     )
     parser.add_argument(
+        "--backup-endpoint-allowed-networks",
+        default="",
+        help="comma-separated CIDRs within loopback (127.0.0.0/8, ::1) and link-local (169.254.0.0/16, "
+        "fe80::/10) that a backup endpoint may still resolve to; elsewhere in those ranges it is refused "
+        "(default: none)",
+    )
+    parser.add_argument(
         "--cluster-domain", default="cluster.local", help="the cluster's DNS domain, used in status.endpoint"
     )
     parser.add_argument(
@@ -183,6 +192,11 @@ def parse(
         },
         node_networks=validation.networks("--node-networks", args.node_networks),
         cluster_domain=validation.dns_name("--cluster-domain", args.cluster_domain),
+        backup_endpoint_allowed_networks=(
+            validation.networks("--backup-endpoint-allowed-networks", args.backup_endpoint_allowed_networks)
+            if args.backup_endpoint_allowed_networks.strip()
+            else ()
+        ),
         operator_image=(args.operator_image or environ.get(OPERATOR_IMAGE_ENV) or "").strip(),
         exporter_image=(args.exporter_image or "").strip(),
         steady_probe_max_seconds=validation.integer(

@@ -13,9 +13,17 @@ from typing import Any
 
 import attrs
 
+from valkey_operator.api.limits import MAX_SHARDS
+
 FORMAT = "valkey-operator.backup/v1"
 MANIFEST_NAME = "manifest.json"
 SHA256_HEX = 64
+MAX_MANIFEST_BYTES = 1024 * 1024
+"""The most of a manifest a restore reads (the bucket may be anyone's, and the operator is shared).
+The largest manifest this operator can write is about 172 KiB: 64 shards (MAX_SHARDS) whose object
+keys are S3's longest (1024 characters) and whose slots are all 16384 listed one by one; a usual one
+at 64 shards is about 24 KiB. 1 MiB is six times that worst case, and a bound on the operator's
+memory per restore read (tests/unit/controllers/test_manifest_trust.py measures both)."""
 
 
 class ManifestError(ValueError):
@@ -117,6 +125,10 @@ def parse_manifest(document: Any) -> Manifest:
     raw_shards = document.get("shards")
     if not isinstance(raw_shards, Sequence) or not raw_shards:
         raise ManifestError("the manifest lists no shards")
+    if len(raw_shards) > MAX_SHARDS:
+        raise ManifestError(
+            f"the manifest lists {len(raw_shards)} shards, more than the {MAX_SHARDS} a cluster may have"
+        )
     shards = tuple(sorted((ShardEntry.from_dict(raw) for raw in raw_shards), key=lambda s: s.index))
     if [shard.index for shard in shards] != list(range(len(shards))):
         raise ManifestError("the manifest's shard indexes are not 0..n-1")

@@ -150,7 +150,9 @@ class BackupReconciler:
             raise BackupFailed(access.reason, access.message)
         started = time.time()
         try:
-            async with open_store(access.destination, access.credentials, access.ca_pem) as store:
+            async with open_store(
+                access.destination, access.credentials, access.ca_pem, endpoints=self.options.backup_endpoints
+            ) as store:
                 await store.check()
                 return await self._run(obj, status, target, found, store, access, started)
         except StorageError as exc:

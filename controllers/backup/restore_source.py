@@ -4,30 +4,43 @@ The cluster reconciler asks for the source on each pass of a restore that is
 not verified yet. The ValkeyBackup comes from the shared cache (named index);
 the manifest is read from the bucket, not from the backup's status: the bucket
 is what the init containers will download from, and its manifest is the proof
-that the backup finished. A manifest once read is kept per backup uid and key.
-Everything that stops a restore is a RestoreHeld with a reason word.
+that the backup finished. It is not trusted for that: at most MAX_MANIFEST_BYTES
+are read, at most MAX_SHARDS shards accepted, and it must agree with the
+ValkeyBackup's status (manifest_trust.py), or the restore is held with
+ManifestUnsupported. The endpoint is dialled only at addresses the operator's
+policy allows (EndpointRefused otherwise). A manifest once read and checked is
+kept per backup uid and key. Everything that stops a restore is a RestoreHeld
+with a reason word.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from controllers.backup.manifest import Manifest, ManifestError, parse_manifest
+from controllers.backup.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
+from controllers.backup.manifest_trust import backup_prefix, disagreements, key_problem
 from controllers.backup.storage import AccessProblem, destination_of, storage_access
 from controllers.cluster.decision.restore import RestoreFetch, RestoreHeld, RestoreShard, RestoreSource
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.objectstore import StorageError, open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectTooLarge, StorageError, open_store
 
 WAITING = frozenset({"", BackupPhase.PENDING, BackupPhase.RUNNING})
 
 
 class RestoreSources:
-    def __init__(self, client: Client, backup: Callable[[str, str], Obj | None], image: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        backup: Callable[[str, str], Obj | None],
+        image: str,
+        endpoints: EndpointPolicy = REFUSE_LOCAL,
+    ) -> None:
         self.client = client
         self.backup = backup
         self.image = image
+        self.endpoints = endpoints
         self._manifests: dict[tuple[str, str], Manifest] = {}
 
     async def source(self, namespace: str, backup_name: str) -> RestoreSource | RestoreHeld:
@@ -85,15 +98,34 @@ class RestoreSources:
             return RestoreHeld(
                 "ManifestMissing", f"ValkeyBackup {backup['metadata']['name']} names no manifest"
             )
+        spec = backup.get("spec") or {}
+        prefix = backup_prefix(
+            destination_of(destination).path,
+            namespace,
+            str(spec.get("clusterName", "")),
+            str(backup["metadata"]["name"]),
+        )
+        if problem := key_problem(key, prefix):
+            return RestoreHeld("ManifestUnsupported", f"manifest: {problem}")
         access = await storage_access(self.client, namespace, destination)
         if isinstance(access, AccessProblem):
             return RestoreHeld(access.reason, access.message)
         try:
-            async with open_store(access.destination, access.credentials, access.ca_pem) as store:
-                manifest = parse_manifest(await store.get_json(key))
+            async with open_store(
+                access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
+            ) as store:
+                manifest = parse_manifest(await store.get_json(key, MAX_MANIFEST_BYTES))
+        except ObjectTooLarge as exc:
+            return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
         except StorageError as exc:
             return RestoreHeld(exc.reason, f"manifest {key}: {exc}")
         except ManifestError as exc:
             return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
+        found = disagreements(manifest, (backup.get("status") or {}).get("shards") or [], prefix)
+        if found:
+            shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+            return RestoreHeld(
+                "ManifestUnsupported", f"manifest {key} disagrees with the ValkeyBackup: {shown}"
+            )
         self._manifests[held_key] = manifest
         return manifest

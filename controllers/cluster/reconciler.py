@@ -177,7 +177,9 @@ class ClusterReconciler:
         self.options = options
         self.secrets = secrets
         self.zone_of = zone_of
-        self.restores = restores or RestoreSources(client, index.backup, options.operator_image)
+        self.restores = restores or RestoreSources(
+            client, index.backup, options.operator_image, options.backup_endpoints
+        )
         self.exporter = exporter
         """Reads the redis_* series of the nodes each pass found (valkey_exporter.py), on scrape."""
         self.expectations = PodExpectations()

@@ -1,10 +1,12 @@
 """Bad input never half-works (SPEC 1.7): a backup with missing or wrong credentials, an unreachable
 endpoint, a missing bucket or no such cluster fails with the reason; a restore from a backup that is
-not whole (a corrupt or missing object, a manifest of another format or none, no such backup) is
-held with the reason and never reported Active."""
+not whole (a corrupt or missing object, a manifest of another format or none, no such backup) or
+not what the operator recorded (an object and its manifest entry rewritten together in the bucket)
+is held with the reason and never reported Active."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -59,7 +61,7 @@ async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_activ
     await write(status, admin.credentials.password, keys_of("k", 500))
     bucket = object_store.create_bucket()
     await storage_secret(kube, namespace, object_store)
-    names = ("corrupt", "missing-object", "other-format", "missing-manifest")
+    names = ("corrupt", "missing-object", "other-format", "missing-manifest", "rewritten")
     for name in names:
         await start_backup(kube, namespace, name, "small", destination(object_store, bucket))
     backups = {name: await finished(kube, namespace, name) for name in names}
@@ -78,6 +80,15 @@ async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_activ
         Body=json.dumps({**manifest, "format": "valkey-operator.backup/v0"}).encode(),
     )
     s3.delete_object(Bucket=bucket, Key=backups["missing-manifest"]["manifestKey"])
+    # Whoever can write to the bucket swaps shard 0's object and puts its checksum and size in the
+    # manifest, so the download would verify: the ValkeyBackup's status still has the original.
+    forged = b"REDIS0011 someone else's data"
+    rewritten = json.loads(
+        s3.get_object(Bucket=bucket, Key=backups["rewritten"]["manifestKey"])["Body"].read()
+    )
+    rewritten["shards"][0] |= {"sha256": hashlib.sha256(forged).hexdigest(), "bytes": len(forged)}
+    s3.put_object(Bucket=bucket, Key=rewritten["shards"][0]["objectKey"], Body=forged)
+    s3.put_object(Bucket=bucket, Key=backups["rewritten"]["manifestKey"], Body=json.dumps(rewritten).encode())
     config = catalog("cfg")
     for name in (*names, "no-backup"):
         await restore_cluster(kube, namespace, f"from-{name}", config, name, 2, 0)
@@ -86,11 +97,14 @@ async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_activ
         "missing-object": "ObjectMissing",
         "other-format": "ManifestUnsupported",
         "missing-manifest": "ObjectMissing",
+        "rewritten": "disagrees with the ValkeyBackup",
         "no-backup": "BackupNotFound",
     }
     held = await _held(kube, namespace, {f"from-{name}": words for name, words in expected.items()})
     for name, restore in held.items():
         assert restore["phase"] == "Held", (name, restore)
+    assert held["from-rewritten"]["reason"] == "ManifestUnsupported", held["from-rewritten"]
+    assert "shard 0: the manifest's bytes" in held["from-rewritten"]["message"], held["from-rewritten"]
     for name in held:
         cluster = await kube.get(VALKEY_CLUSTERS, name, namespace)
         assert cluster["status"]["state"] != "Active", cluster["status"]

@@ -53,7 +53,7 @@ from valkey_operator.testing import images
 from valkey_operator.testing.images import OPERATOR_IMAGE
 from valkey_operator.testing.kstatus import status_of as kstatus
 from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, TEST_BED_ENDPOINTS
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
@@ -323,7 +323,11 @@ async def test_kstatus_says_failed_while_a_restore_waits_for_the_operator_s_imag
     it. The cluster is Stalled=True with what to do, so kstatus says Failed (not InProgress until a
     GitOps timeout); the same operator restarted with the flag lifts it and the restore goes on."""
     without = Operator(
-        kube_api, namespace, ControllerOptions(node_networks=LOOPBACK_NETWORKS, operator_image="")
+        kube_api,
+        namespace,
+        ControllerOptions(
+            node_networks=LOOPBACK_NETWORKS, operator_image="", backup_endpoints=TEST_BED_ENDPOINTS
+        ),
     )
     await without.start()
     try:
@@ -360,7 +364,11 @@ async def test_kstatus_says_failed_while_a_restore_waits_for_the_operator_s_imag
             with_flag = Operator(
                 kube_api,
                 namespace,
-                ControllerOptions(node_networks=LOOPBACK_NETWORKS, operator_image=OPERATOR_IMAGE),
+                ControllerOptions(
+                    node_networks=LOOPBACK_NETWORKS,
+                    operator_image=OPERATOR_IMAGE,
+                    backup_endpoints=TEST_BED_ENDPOINTS,
+                ),
             )
             await with_flag.start()
             try:

@@ -20,14 +20,23 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
+from valkey_operator.objectstore import (
+    REFUSE_LOCAL,
+    Destination,
+    ObjectTooLarge,
+    S3Credentials,
+    StorageError,
+    open_store,
+)
 from valkey_operator.objectstore.transfer import MIB, partial_path
 from valkey_operator.testing import processes
 from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 PART = 5 * MIB
+MAX_JSON = MIB
 
 
 def destination(server: ObjectStoreServer, bucket: str, path: str = "backups/test") -> Destination:
@@ -65,7 +74,9 @@ async def test_a_stream_goes_up_in_parts_and_comes_down_byte_exact(
 ) -> None:
     bucket = object_store.create_bucket()
     data = pseudo_random(3 * PART + 12345, seed=7)
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         key = store.key("shard-0.rdb")
         uploaded = await store.upload(key, chunked(data), part_size=PART)
         assert uploaded.bytes == len(data)
@@ -101,7 +112,9 @@ async def test_parts_reach_the_server_before_the_stream_ends(
                 )
                 seen_parts.append(len(parts.get("Parts", [])))
 
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         uploaded = await store.upload(store.key("streamed"), source(), part_size=PART)
     assert uploaded.bytes == 4 * PART
     assert seen_parts and seen_parts[0] >= 2, seen_parts
@@ -120,7 +133,9 @@ async def test_an_upload_holds_about_one_part_in_memory(object_store: ObjectStor
         for _ in range(12 * PART // len(block)):
             yield block
 
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         tracemalloc.start()
         try:
             uploaded = await store.upload(store.key("big"), source(), part_size=PART)
@@ -139,7 +154,9 @@ async def test_a_failing_stream_aborts_its_multipart_upload(object_store: Object
             yield pseudo_random(PART, seed=index)
         raise ConnectionResetError("the valkey replica went away")
 
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         with pytest.raises(ConnectionResetError):
             await store.upload(store.key("broken"), broken(), part_size=PART)
         assert not await store.exists(store.key("broken"))
@@ -158,7 +175,9 @@ async def test_a_cancelled_upload_aborts_its_multipart_upload(object_store: Obje
             if index == 2 * PART // MIB + 1:
                 parts_sent.set()
 
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         task = asyncio.create_task(store.upload(store.key("cancelled"), endless(), part_size=PART))
         await asyncio.wait_for(parts_sent.wait(), 30)
         assert len(multipart_uploads(object_store, bucket)) == 1
@@ -170,7 +189,9 @@ async def test_a_cancelled_upload_aborts_its_multipart_upload(object_store: Obje
 
 async def test_a_small_object_is_one_put(object_store: ObjectStoreServer, tmp_path: Path) -> None:
     bucket = object_store.create_bucket()
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         uploaded = await store.upload(store.key("small"), chunked(b"tiny rdb"), part_size=PART)
         empty = await store.upload(store.key("empty"), chunked(b""), part_size=PART)
         assert await store.download(store.key("empty"), tmp_path / "empty", empty.sha256) == 0
@@ -184,7 +205,9 @@ async def test_a_corrupt_object_is_a_checksum_mismatch_and_leaves_no_file(
 ) -> None:
     bucket = object_store.create_bucket()
     data = pseudo_random(2 * MIB, seed=3)
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         key = store.key("shard-1.rdb")
         uploaded = await store.upload(key, chunked(data))
         corrupt = bytearray(data)
@@ -206,7 +229,9 @@ async def test_a_download_of_a_missing_object_is_object_missing(
     object_store: ObjectStoreServer, tmp_path: Path
 ) -> None:
     bucket = object_store.create_bucket()
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         with pytest.raises(StorageError) as raised:
             await store.download(store.key("nope.rdb"), tmp_path / "nope.rdb", None)
     assert raised.value.reason == "ObjectMissing"
@@ -218,20 +243,22 @@ async def test_json_documents_round_trip_and_a_missing_one_is_object_missing(
 ) -> None:
     bucket = object_store.create_bucket()
     manifest = {"version": 1, "shards": [{"slots": "0-5460", "sha256": "ab" * 32, "bytes": 123}]}
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         key = store.key("manifest.json")
         await store.put_json(store.key("manifest.json.old"), manifest)
         assert not await store.exists(key)
         await store.put_json(key, manifest)
         assert await store.exists(key)
         assert not await store.exists(store.key("manifest"))
-        assert await store.get_json(key) == manifest
+        assert await store.get_json(key, MAX_JSON) == manifest
         with pytest.raises(StorageError) as raised:
-            await store.get_json(store.key("other", "manifest.json"))
+            await store.get_json(store.key("other", "manifest.json"), MAX_JSON)
         assert raised.value.reason == "ObjectMissing"
         object_store.client().put_object(Bucket=bucket, Key=store.key("garbage.json"), Body=b"{not json")
         with pytest.raises(StorageError) as garbage:
-            await store.get_json(store.key("garbage.json"))
+            await store.get_json(store.key("garbage.json"), MAX_JSON)
         assert garbage.value.reason == "StorageFailed"
 
 
@@ -245,7 +272,9 @@ async def test_delete_prefix_deletes_everything_under_it_and_nothing_beside(
     for key in under + beside:
         client.put_object(Bucket=bucket, Key=key, Body=key.encode())
     async with open_store(
-        destination(object_store, bucket, path="backups"), credentials(object_store)
+        destination(object_store, bucket, path="backups"),
+        credentials(object_store),
+        endpoints=TEST_BED_ENDPOINTS,
     ) as store:
         assert await store.delete_prefix(store.key("b1")) == len(under)
         assert await store.delete_prefix(store.key("b1")) == 0
@@ -262,13 +291,15 @@ async def test_a_wrong_secret_is_credentials_rejected_and_never_shown(
     wrong = S3Credentials(access_key_id=object_store.access_key_id, secret_access_key="not-the-secret-42")
     unknown = S3Credentials(access_key_id="nobody", secret_access_key="not-the-secret-42")
     for creds in (wrong, unknown):
-        async with open_store(destination(object_store, bucket), creds) as store:
+        async with open_store(
+            destination(object_store, bucket), creds, endpoints=TEST_BED_ENDPOINTS
+        ) as store:
             with pytest.raises(StorageError) as checked:
                 await store.check()
             with pytest.raises(StorageError) as uploading:
                 await store.upload(store.key("x"), chunked(b"data"))
             with pytest.raises(StorageError) as reading:
-                await store.get_json(store.key("manifest.json"))
+                await store.get_json(store.key("manifest.json"), MAX_JSON)
             with pytest.raises(StorageError) as probing:
                 await store.exists(store.key("manifest.json"))
         for raised in (checked, uploading, reading, probing):
@@ -278,8 +309,81 @@ async def test_a_wrong_secret_is_credentials_rejected_and_never_shown(
     assert "not-the-secret-42" not in repr(wrong)
 
 
+async def test_a_json_document_longer_than_allowed_is_refused_without_holding_it(
+    object_store: ObjectStoreServer,
+) -> None:
+    """A 16 MiB "manifest" read with a 1 MiB cap: ObjectTooLarge, and Python's allocations peak
+    near the cap (tracemalloc), not near the object; a document at the cap is read."""
+    bucket = object_store.create_bucket()
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
+        huge = b'{"pad": "' + b"x" * (16 * MIB) + b'"}'
+        object_store.client().put_object(Bucket=bucket, Key=store.key("huge.json"), Body=huge)
+        fits = b'{"pad": "' + b"x" * (MAX_JSON - 11) + b'"}'
+        assert len(fits) == MAX_JSON
+        object_store.client().put_object(Bucket=bucket, Key=store.key("fits.json"), Body=fits)
+        tracemalloc.start()
+        try:
+            with pytest.raises(ObjectTooLarge) as raised:
+                await store.get_json(store.key("huge.json"), MAX_JSON)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert len((await store.get_json(store.key("fits.json"), MAX_JSON))["pad"]) == MAX_JSON - 11
+    assert raised.value.reason == "StorageFailed"
+    assert f"more than the {MAX_JSON}" in str(raised.value), raised.value
+    assert peak < 3 * MAX_JSON, f"peak {peak / MIB:.1f} MiB reading a 16 MiB object capped at 1 MiB"
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:{port}",
+        "http://localhost:{port}",
+        "http://127.9.9.9:{port}",
+        "http://[::ffff:127.0.0.1]:{port}",
+        "http://0.0.0.0:{port}",
+        "http://169.254.169.254:{port}",
+        "http://[fe80::1]:{port}",
+    ],
+)
+async def test_a_loopback_or_link_local_endpoint_is_refused_before_any_connection(endpoint: str) -> None:
+    """With the product's default policy, an endpoint at a loopback, this-host or link-local
+    address (literal, or a name resolving there) is EndpointRefused at the first request, and the
+    listener on 127.0.0.1 behind the loopback ones never sees a connection; allowed, it does."""
+    connections: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    where = Destination(endpoint=endpoint.format(port=port), bucket="backups")
+    creds = S3Credentials(access_key_id="key", secret_access_key="secret")
+    try:
+        async with open_store(where, creds, timeout=2.0, endpoints=REFUSE_LOCAL) as store:
+            with pytest.raises(StorageError) as refused:
+                await store.check()
+        assert refused.value.reason == "EndpointRefused", refused.value
+        assert "refused as a backup endpoint" in str(refused.value)
+        assert connections == []
+        if endpoint.startswith("http://127.0.0.1"):
+            async with open_store(where, creds, timeout=2.0, endpoints=TEST_BED_ENDPOINTS) as store:
+                with pytest.raises(StorageError) as allowed:
+                    await store.check()
+            assert allowed.value.reason != "EndpointRefused", allowed.value
+            assert connections, "the allowed network is dialled"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_a_missing_bucket_is_bucket_missing(object_store: ObjectStoreServer) -> None:
-    async with open_store(destination(object_store, "no-such-bucket"), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, "no-such-bucket"), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         with pytest.raises(StorageError) as checked:
             await store.check()
         with pytest.raises(StorageError) as uploading:
@@ -290,7 +394,9 @@ async def test_a_missing_bucket_is_bucket_missing(object_store: ObjectStoreServe
 
 async def test_the_right_bucket_and_credentials_pass_the_check(object_store: ObjectStoreServer) -> None:
     bucket = object_store.create_bucket()
-    async with open_store(destination(object_store, bucket), credentials(object_store)) as store:
+    async with open_store(
+        destination(object_store, bucket), credentials(object_store), endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         await store.check()
 
 
@@ -299,7 +405,7 @@ async def test_a_closed_port_is_endpoint_unreachable_within_the_timeout() -> Non
     unreachable = Destination(endpoint=f"http://127.0.0.1:{port}", bucket="backups")
     creds = S3Credentials(access_key_id="key", secret_access_key="secret")
     started = time.monotonic()
-    async with open_store(unreachable, creds, timeout=3.0) as store:
+    async with open_store(unreachable, creds, timeout=3.0, endpoints=TEST_BED_ENDPOINTS) as store:
         with pytest.raises(StorageError) as checked:
             await store.check()
         with pytest.raises(StorageError) as uploading:
@@ -321,7 +427,7 @@ async def test_a_server_that_never_answers_is_endpoint_unreachable_within_the_ti
     creds = S3Credentials(access_key_id="key", secret_access_key="secret")
     started = time.monotonic()
     try:
-        async with open_store(silent, creds, timeout=1.0) as store:
+        async with open_store(silent, creds, timeout=1.0, endpoints=TEST_BED_ENDPOINTS) as store:
             with pytest.raises(StorageError) as checked:
                 await store.check()
     finally:
@@ -339,12 +445,16 @@ async def test_tls_is_verified_against_the_given_ca(object_store_tls: ObjectStor
     server = object_store_tls
     assert server.ca_pem and server.endpoint.startswith("https://")
     bucket = server.create_bucket()
-    async with open_store(destination(server, bucket), credentials(server), ca_pem=server.ca_pem) as store:
+    async with open_store(
+        destination(server, bucket), credentials(server), ca_pem=server.ca_pem, endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         await store.check()
         uploaded = await store.upload(store.key("tls"), chunked(b"over tls"))
         assert await store.exists(store.key("tls"))
     assert uploaded.bytes == 8
-    async with open_store(destination(server, bucket), credentials(server), timeout=3.0) as store:
+    async with open_store(
+        destination(server, bucket), credentials(server), timeout=3.0, endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         with pytest.raises(StorageError) as raised:
             await store.check()
     assert raised.value.reason == "EndpointUnreachable", raised.value
@@ -364,8 +474,10 @@ async def test_a_private_ca_needs_no_writable_filesystem(
         tempfile.mkstemp()
     server = object_store_tls
     bucket = server.create_bucket()
-    async with open_store(destination(server, bucket), credentials(server), ca_pem=server.ca_pem) as store:
+    async with open_store(
+        destination(server, bucket), credentials(server), ca_pem=server.ca_pem, endpoints=TEST_BED_ENDPOINTS
+    ) as store:
         await store.check()
         await store.put_json(store.key("ro"), {"read": "only"})
-        assert await store.get_json(store.key("ro")) == {"read": "only"}
+        assert await store.get_json(store.key("ro"), MAX_JSON) == {"read": "only"}
     assert not os.listdir(tmp_path)

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from controllers.options import ControllerOptions
-from valkey_operator import settings, validation
+from valkey_operator import operator, settings, validation
 from valkey_operator.__main__ import main
+from valkey_operator.objectstore import REFUSE_LOCAL
+from valkey_operator.operator_config import OperatorConfig
 from valkey_operator.settings import ANY_ADDRESS, UsageError, parse
 from valkey_operator.validation import InvalidValue
 
@@ -178,6 +180,22 @@ def test_node_networks_must_be_cidrs(value: str) -> None:
     error = refused(f"--node-networks={value}")
     assert (error.setting, error.value) == ("--node-networks", value)
     assert "CIDRs" in str(error)
+
+
+def test_backup_endpoints_refuse_loopback_and_link_local_unless_a_network_is_allowed() -> None:
+    default = parsed()
+    assert default.backup_endpoint_allowed_networks == ()
+    assert operator.controller_options(default, OperatorConfig()).backup_endpoints == REFUSE_LOCAL
+    assert ControllerOptions().backup_endpoints == REFUSE_LOCAL  # the in-process default agrees
+    allowed = parsed("--backup-endpoint-allowed-networks=127.0.0.0/8, fe80::/64")
+    assert allowed.backup_endpoint_allowed_networks == (
+        ipaddress.ip_network("127.0.0.0/8"),
+        ipaddress.ip_network("fe80::/64"),
+    )
+    policy = operator.controller_options(allowed, OperatorConfig()).backup_endpoints
+    assert policy.refusal("127.0.0.1") is None and policy.refusal("169.254.169.254") == "link-local"
+    error = refused("--backup-endpoint-allowed-networks=localhost")
+    assert (error.setting, error.value) == ("--backup-endpoint-allowed-networks", "localhost")
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--log-format", "text"), ("--log-level", "verbose")])

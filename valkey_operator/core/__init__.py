@@ -35,6 +35,7 @@ from valkey_operator.core.resource import (
 )
 from valkey_operator.core.rest import ApiError
 from valkey_operator.core.restconfig import ConfigError, RestConfig, load_config
+from valkey_operator.core.store import keep_metadata
 
 __all__ = [
     "CONFIG_MAPS",
@@ -79,6 +80,7 @@ __all__ = [
     "generation_changed",
     "has_finalizer",
     "is_true",
+    "keep_metadata",
     "load_config",
     "remove_finalizer",
     "requests_for_controller_owner",

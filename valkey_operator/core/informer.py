@@ -38,6 +38,7 @@ from valkey_operator.core.store import (
     Transform,
     meta_namespace_key,
     strip_managed_fields,
+    then,
 )
 
 __all__ = [
@@ -317,6 +318,7 @@ class SharedInformerFactory:
         namespace: Namespaces = None,
         label_selectors: Mapping[Resource, str] | None = None,
         transform: Transform | None = strip_managed_fields,
+        metadata_transforms: Mapping[Resource, Transform] | None = None,
         watch_timeout: float | None = None,
         backoff: Callable[[], WatchBackoff] = WatchBackoff,
         clock: Clock | None = None,
@@ -327,11 +329,16 @@ class SharedInformerFactory:
         resource to matching objects, as controller-runtime's
         `cache.Options.ByObject[...].Label`; a metadata-only informer sees
         every object, so the rest of the kind can still be watched cheaply.
+
+        `metadata_transforms` narrows what a resource's metadata-only informers keep, after
+        `transform`, before an object enters the cache (controller-runtime's ByObject Transform), for
+        example `keep_metadata(...)`: a Secret's annotations may hold its data.
         """
         self._rest = rest
         self.namespace = namespace
         self.label_selectors: Mapping[Resource, str] = dict(label_selectors or {})
         self._transform = transform
+        self.metadata_transforms: Mapping[Resource, Transform] = dict(metadata_transforms or {})
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._clock = clock
@@ -406,7 +413,11 @@ class SharedInformerFactory:
                 label_selector=label_selector,
                 field_selector=field_selector,
                 metadata_only=metadata_only,
-                transform=self._transform,
+                transform=(
+                    then(self._transform, self.metadata_transforms.get(resource))
+                    if metadata_only
+                    else self._transform
+                ),
                 watch_timeout=self._watch_timeout,
                 backoff=self._backoff,
                 clock=self._clock,

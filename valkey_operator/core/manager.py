@@ -39,6 +39,7 @@ from valkey_operator.core.metrics import controller_metrics
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.core.restconfig import RestConfig
+from valkey_operator.core.store import Transform
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -87,6 +88,7 @@ class Manager:
         field_manager: str,
         namespace: Namespaces = None,
         label_selectors: Mapping[Resource, str] | None = None,
+        metadata_transforms: Mapping[Resource, Transform] | None = None,
         metrics_bind_address: str = ":8080",
         metrics_secure: bool = False,
         health_probe_bind_address: str = ":8081",
@@ -97,14 +99,18 @@ class Manager:
     ) -> None:
         """`api_client`: a RestConfig (the manager's own session, closed when `run()` ends) or an
         embedder's kubernetes-asyncio ApiClient (its owner closes it). `label_selectors` limits what
-        a resource's full informer caches (see SharedInformerFactory). `metrics_secure`: /metrics over
-        HTTPS, only for callers allowed `get /metrics` (core/metricsauth.py)."""
+        a resource's full informer caches, `metadata_transforms` what its metadata-only informers keep (see
+        SharedInformerFactory). `metrics_secure`: /metrics over HTTPS, only for callers allowed
+        `get /metrics` (core/metricsauth.py)."""
         self.rest = RestClient(api_client)
         self.client = Client(self.rest, field_manager)
         self.namespaces = namespace_scope(namespace)
         """The namespaces the manager's informers watch by default, sorted; () for all."""
         self.informers = SharedInformerFactory(
-            self.rest, namespace=self.namespaces, label_selectors=label_selectors
+            self.rest,
+            namespace=self.namespaces,
+            label_selectors=label_selectors,
+            metadata_transforms=metadata_transforms,
         )
         self.registry = registry
         self.clock = clock or RealClock()

@@ -12,7 +12,7 @@ handlers. Handlers and reconcilers must never mutate them; copy first
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -26,9 +26,11 @@ __all__ = [
     "KeyFunc",
     "Store",
     "Transform",
+    "keep_metadata",
     "meta_namespace_key",
     "split_meta_namespace_key",
     "strip_managed_fields",
+    "then",
     "unwrap_tombstone",
 ]
 
@@ -90,6 +92,33 @@ def strip_managed_fields(obj: Obj) -> Obj:
     if isinstance(metadata, dict):
         metadata.pop("managedFields", None)
     return obj
+
+
+def keep_metadata(fields: Collection[str]) -> Transform:
+    """A transform that keeps apiVersion, kind and only these metadata fields of an object (no spec, no
+    data, no annotations): for a metadata-only informer of a kind whose annotations may carry what must
+    not sit in memory (`kubectl apply`'s last-applied-configuration holds a Secret's whole data)."""
+    kept = tuple(fields)
+
+    def transform(obj: Obj) -> Obj:
+        metadata = obj.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        slim: Obj = {key: obj[key] for key in ("apiVersion", "kind") if key in obj}
+        slim["metadata"] = {key: metadata[key] for key in kept if key in metadata}
+        return slim
+
+    return transform
+
+
+def then(first: Transform | None, second: Transform | None) -> Transform | None:
+    """first, then second (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(obj: Obj) -> Obj:
+        return second(first(obj))
+
+    return both
 
 
 class Store:

@@ -13,9 +13,12 @@ from typing import Literal
 
 import botocore.exceptions
 
+from valkey_operator.objectstore.endpoints import refused_in
+
 Reason = Literal[
     "CredentialsRejected",
     "EndpointUnreachable",
+    "EndpointRefused",
     "BucketMissing",
     "ObjectMissing",
     "ChecksumMismatch",
@@ -54,6 +57,14 @@ class StorageError(Exception):
         super().__init__(line if len(line) <= _MAX_MESSAGE else line[: _MAX_MESSAGE - 3] + "...")
 
 
+class ObjectTooLarge(StorageError):
+    """An object longer than its reader allows (`get_json`'s max_bytes): read no further. Its reason is
+    StorageFailed for a caller that does not tell it apart; a restore does (a manifest refused)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("StorageFailed", message)
+
+
 def error_code(exc: botocore.exceptions.ClientError) -> str:
     """The S3 error code of an answer (the HTTP status for a body-less HEAD answer)."""
     error = exc.response.get("Error", {})
@@ -69,6 +80,8 @@ def classify(exc: BaseException, operation: str, *, bucket_operation: bool = Fal
     """
     if isinstance(exc, StorageError):
         return exc
+    if (refused := refused_in(exc)) is not None:
+        return StorageError("EndpointRefused", f"{operation}: {refused.explain()}")
     if isinstance(exc, botocore.exceptions.ClientError):
         code = error_code(exc)
         message = exc.response.get("Error", {}).get("Message") or ""

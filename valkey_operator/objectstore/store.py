@@ -27,7 +27,8 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
 from valkey_operator.objectstore import transfer
-from valkey_operator.objectstore.errors import StorageError, classify
+from valkey_operator.objectstore.endpoints import EndpointPolicy, guarded_socket
+from valkey_operator.objectstore.errors import ObjectTooLarge, StorageError, classify
 from valkey_operator.objectstore.model import Destination, S3Credentials, Uploaded, object_key
 
 T = TypeVar("T")
@@ -98,15 +99,26 @@ class ObjectStore:
             ),
         )
 
-    async def get_json(self, key: str) -> Any:
-        """The JSON document at key; ObjectMissing when absent, StorageFailed when not JSON."""
+    async def get_json(self, key: str, max_bytes: int) -> Any:
+        """The JSON document at key; ObjectMissing when absent, StorageFailed when not JSON, and
+        ObjectTooLarge when longer than max_bytes. The bucket may belong to anyone: never more than
+        max_bytes (plus one chunk) is held, whatever Content-Length says."""
         operation = f"GetObject {self.bucket}/{key}"
 
         async def get() -> bytes:
             response = await self._client.get_object(Bucket=self.bucket, Key=key)
             async with response["Body"] as body:
-                data: bytes = await body.read()
-            return data
+                said = int(response.get("ContentLength") or 0)
+                if said > max_bytes:
+                    raise ObjectTooLarge(
+                        f"{operation}: {said} bytes, more than the {max_bytes} bytes allowed"
+                    )
+                data = bytearray()
+                while chunk := await body.read(min(transfer.DOWNLOAD_CHUNK, max_bytes + 1 - len(data))):
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise ObjectTooLarge(f"{operation}: more than the {max_bytes} bytes allowed")
+            return bytes(data)
 
         data = await self._call(operation, get)
         try:
@@ -182,9 +194,17 @@ def _ca_file(ca_pem: str | None) -> Iterator[str | None]:
 
 @contextlib.asynccontextmanager
 async def open_store(
-    destination: Destination, credentials: S3Credentials, ca_pem: str | None = None, timeout: float = 10.0
+    destination: Destination,
+    credentials: S3Credentials,
+    ca_pem: str | None = None,
+    timeout: float = 10.0,
+    *,
+    endpoints: EndpointPolicy,
 ) -> AsyncIterator[ObjectStore]:
     """An ObjectStore on destination with credentials, its connections closed on exit.
+
+    endpoints: the addresses the endpoint may be at (endpoints.py), checked on every socket made, so a
+    refused one is StorageError EndpointRefused at the first request; every caller states it.
 
     ca_pem: verify the endpoint's TLS against this CA only; without it, https endpoints are verified
     against botocore's default (AWS_CA_BUNDLE when set, else its bundled CAs). timeout bounds connecting
@@ -198,6 +218,7 @@ async def open_store(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         user_agent_extra="valkey-operator",
+        connector_args={"socket_factory": guarded_socket(endpoints)},
     )
     async with contextlib.AsyncExitStack() as stack:
         ca_path = stack.enter_context(_ca_file(ca_pem))

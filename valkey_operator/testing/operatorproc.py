@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from valkey_operator.objectstore import EndpointPolicy
 from valkey_operator.testing import processes
 from valkey_operator.testing.build import binaries
 
@@ -20,6 +21,11 @@ NODE_NETWORKS = "127.0.0.0/8"
 """The only network the test bed's operator and tests dial (pods have loopback IPs)."""
 LOOPBACK_NETWORKS = (ipaddress.ip_network(NODE_NETWORKS),)
 """NODE_NETWORKS parsed, for an in-process operator's options or a test's admin client."""
+BACKUP_ENDPOINT_NETWORKS = "127.0.0.0/8"
+"""The test bed's object store listens on 127.0.0.1, which the operator refuses as a backup endpoint
+unless told: every test-bed operator allows it (--backup-endpoint-allowed-networks)."""
+TEST_BED_ENDPOINTS = EndpointPolicy((ipaddress.ip_network(BACKUP_ENDPOINT_NETWORKS),))
+"""BACKUP_ENDPOINT_NETWORKS as an in-process operator's options (or a test's open_store) take it."""
 
 
 def kubectl(kubeconfig: str, *args: str) -> None:
@@ -39,6 +45,7 @@ def operator_argv(kubeconfig: str | Path, *flags: str, node_networks: str = NODE
         "--health-probe-bind-address=127.0.0.1:0",
         "--log-format=json",
         f"--node-networks={node_networks}",
+        f"--backup-endpoint-allowed-networks={BACKUP_ENDPOINT_NETWORKS}",
         *flags,
     ]
 

@@ -11,7 +11,8 @@ False for what the operator retries and that may heal (an unreachable node or st
 that crashed: PodsFailing retries after its window).
 
 Human-only, by where it is seen:
-- blocked before anything is planned (BLOCKED): the operator's own flags (RestoreImageUnknown), a
+- blocked before anything is planned (BLOCKED): the operator's own flags (RestoreImageUnknown, and
+  EndpointRefused: a backup endpoint at a loopback or link-local address the flags do not allow), a
   backup that ended Failed (final: spec.restore is set at creation, and a ValkeyBackup never runs
   again), a Completed backup that names no manifest, a manifest format this operator version
   cannot read, an internal Secret someone damaged (never regenerated: live nodes know the old
@@ -31,6 +32,7 @@ BACKUP_FAILED = "BackupFailed"
 MANIFEST_MISSING = "ManifestMissing"
 MANIFEST_UNSUPPORTED = "ManifestUnsupported"
 INTERNAL_SECRET_DAMAGED = "InternalSecretDamaged"
+ENDPOINT_REFUSED = "EndpointRefused"
 FORBIDDEN = "Forbidden"
 IMAGE_PULL_FAILED = "ImagePullFailed"
 
@@ -43,6 +45,10 @@ BLOCKED: Mapping[str, str] = {
     "create it again with spec.restore naming another backup",
     MANIFEST_UNSUPPORTED: "run an operator version that reads this manifest format, or restore from "
     "another backup (delete and recreate the cluster)",
+    ENDPOINT_REFUSED: "the backup's endpoint resolves to a loopback or link-local address, which the "
+    "operator refuses: restore a backup stored elsewhere (delete and recreate the cluster), or, if the "
+    "store really listens there, allow that network with --backup-endpoint-allowed-networks (chart "
+    "value backupEndpointAllowedNetworks)",
     INTERNAL_SECRET_DAMAGED: "restore the Secret's passwords, or delete the Secret and the cluster's "
     "pods to start over (their data is lost unless persisted)",
 }

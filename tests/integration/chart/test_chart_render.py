@@ -238,6 +238,19 @@ def test_the_pod_is_restricted_without_a_fixed_uid_and_spread_over_nodes() -> No
     assert selector.items() <= labels.items()
 
 
+def test_backup_endpoints_on_loopback_or_link_local_are_refused_unless_a_value_allows_them() -> None:
+    """The default renders no allowance (the operator refuses such endpoints); the value renders the
+    flag, which the operator parses; a value that is not CIDRs is refused by the schema."""
+    flag = "--backup-endpoint-allowed-networks="
+    default = operator_container(render())["args"]
+    assert not [arg for arg in default if arg.startswith(flag)]
+    allowed = operator_container(render("--set", "backupEndpointAllowedNetworks=127.0.0.0/8"))["args"]
+    (arg,) = [arg for arg in allowed if arg.startswith(flag)]
+    parsed = settings.parse([arg], {}, Path("/nonexistent")).backup_endpoint_allowed_networks
+    assert parsed == (ipaddress.ip_network("127.0.0.0/8"),)
+    assert "backupEndpointAllowedNetworks" in refusal("--set", "backupEndpointAllowedNetworks=localhost")
+
+
 def test_the_default_node_networks_are_the_private_ranges() -> None:
     (flag,) = [arg for arg in operator_container(render())["args"] if arg.startswith("--node-networks=")]
     networks = settings.parse([flag], {}, Path("/nonexistent")).node_networks

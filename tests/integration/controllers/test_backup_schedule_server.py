@@ -35,6 +35,7 @@ from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import EVENTS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import objectstore as testbed_store
+from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
 from valkey_operator.testing.wait import NotYet, eventually
 
 ObjectStoreServer = testbed_store.ObjectStoreServer
@@ -54,7 +55,7 @@ async def schedule_controller(kube_api: k8s.ApiClient, namespace: str) -> AsyncI
         health_probe_bind_address="0",
         registry=CollectorRegistry(),
     )
-    setup(manager, ReferenceIndex.install(manager), 1, ControllerOptions())
+    setup(manager, ReferenceIndex.install(manager), 1, ControllerOptions(backup_endpoints=TEST_BED_ENDPOINTS))
     task = asyncio.create_task(manager.run())
     await eventually(manager.ready, "the schedule controller ready", 30, interval=0.05)
     yield manager

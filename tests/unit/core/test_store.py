@@ -6,13 +6,17 @@ from typing import Any
 
 import pytest
 
+from valkey_operator.core.informer import SharedInformerFactory
+from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.core.store import (
     DeletedFinalStateUnknown,
     Store,
+    keep_metadata,
     meta_namespace_key,
     split_meta_namespace_key,
     strip_managed_fields,
+    then,
     unwrap_tombstone,
 )
 
@@ -210,3 +214,63 @@ def test_upsert_applies_the_transform_before_keying() -> None:
     old, stored = store.upsert(with_fields)
     assert old is None and "managedFields" not in stored["metadata"]
     assert store.get_by_key("ns/a") is stored
+
+
+def test_keep_metadata_keeps_only_the_named_fields_and_no_payload() -> None:
+    """A Secret applied with client-side kubectl apply: its data is in an annotation too."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "s",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"team": "shop"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": '{"data":{"p":"c2VjcmV0"}}'},
+            "managedFields": [{"manager": "kubectl"}],
+            "ownerReferences": [{"name": "o"}],
+        },
+        "data": {"p": "c2VjcmV0"},
+    }
+    store = Store(
+        transform=then(
+            strip_managed_fields, keep_metadata(("name", "namespace", "uid", "resourceVersion", "labels"))
+        )
+    )
+    stored = store.add(secret)
+    assert stored == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "s",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"team": "shop"},
+        },
+    }
+    assert "c2VjcmV0" not in repr(store.list())
+    assert store.get_by_key("ns/s") == stored
+    assert keep_metadata(("name",))({"metadata": None}) == {"metadata": {}}
+    assert then(None, None) is None and then(strip_managed_fields, None) is strip_managed_fields
+
+
+def test_the_factory_narrows_only_the_metadata_only_informers_of_the_kinds_named() -> None:
+    factory = SharedInformerFactory(
+        None,  # type: ignore[arg-type]  # nothing is listed: only the stores' transforms are read
+        metadata_transforms={SECRETS: keep_metadata(("name", "namespace"))},
+    )
+    secret = {
+        "kind": "Secret",
+        "metadata": {"name": "s", "namespace": "ns", "annotations": {"a": "b"}},
+        "data": {},
+    }
+    narrowed = factory.informer_for(SECRETS, metadata_only=True).store.transform_object(dict(secret))
+    assert narrowed == {"kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}}
+    full = factory.informer_for(SECRETS).store.transform_object(dict(secret))
+    assert full["metadata"]["annotations"] == {"a": "b"}
+    other = factory.informer_for(CONFIG_MAPS, metadata_only=True).store.transform_object(
+        {"kind": "ConfigMap", "metadata": {"name": "c", "annotations": {"a": "b"}}}
+    )
+    assert other["metadata"]["annotations"] == {"a": "b"}

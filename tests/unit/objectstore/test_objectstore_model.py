@@ -8,7 +8,7 @@ from pathlib import Path
 import botocore.exceptions
 import pytest
 
-from valkey_operator.objectstore import Destination, S3Credentials, StorageError, open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, Destination, S3Credentials, StorageError, open_store
 from valkey_operator.objectstore.errors import classify
 from valkey_operator.objectstore.model import object_key
 from valkey_operator.testing import certs
@@ -115,7 +115,7 @@ async def test_a_malformed_endpoint_or_ca_fails_before_any_request(
     destination = Destination(endpoint=endpoint, bucket="backups")
     creds = S3Credentials(access_key_id="AKIAEXAMPLE", secret_access_key="very-secret")
     with pytest.raises(StorageError) as raised:
-        async with open_store(destination, creds, ca_pem=ca_pem):
+        async with open_store(destination, creds, ca_pem=ca_pem, endpoints=REFUSE_LOCAL):
             pytest.fail("opened")
     assert raised.value.reason == "StorageFailed"
     assert str(raised.value).startswith(says)
@@ -130,5 +130,5 @@ async def test_a_private_ca_opens_with_no_usable_temporary_directory(
     ca, _ = certs.issue_ca("store")
     destination = Destination(endpoint="https://127.0.0.1:9", bucket="backups")
     creds = S3Credentials(access_key_id="AKIAEXAMPLE", secret_access_key="very-secret")
-    async with open_store(destination, creds, ca_pem=certs.pem(ca).decode()) as store:
+    async with open_store(destination, creds, ca_pem=certs.pem(ca).decode(), endpoints=REFUSE_LOCAL) as store:
         assert store.bucket == "backups"
