@@ -49,6 +49,8 @@ def controller_options(settings: Settings, operator_config: OperatorConfig) -> C
         node_networks=settings.node_networks,
         cluster_domain=settings.cluster_domain,
         operator_image=settings.operator_image,
+        operator_namespace=settings.operator_namespace,
+        operator_pod_labels=settings.operator_pod_labels,
         **({"exporter_image": settings.exporter_image} if settings.exporter_image else {}),
         steady_probe_max_seconds=float(settings.steady_probe_max_seconds),
     )
