@@ -224,11 +224,9 @@ def _hex_id(*parts: object) -> str:
     return hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()
 
 
-def stored(body: Obj) -> Obj:
+def stored(key: str, body: Obj) -> Obj:
     """An object as the API server holds it: with a uid (one per kind and name, stable here)."""
-    metadata = body["metadata"]
-    uid = f"uid-{body['kind']}-{metadata['name']}"
-    return {**body, "metadata": {**metadata, "uid": uid}}
+    return {**body, "metadata": {**body["metadata"], "uid": f"uid-{key}"}}
 
 
 class SimulatedCluster:
@@ -458,7 +456,7 @@ class SimulatedCluster:
             case CreateObject(object=owned):
                 if owned.key in self.objects:
                     return Outcome(action, "AlreadyExists")
-                self.objects[owned.key] = stored(owned.body)
+                self.objects[owned.key] = stored(owned.key, owned.body)
                 return Outcome(action)
             case DeletePod(pod=pod):
                 if action.claim in self.claims:
@@ -494,7 +492,7 @@ class SimulatedCluster:
                         errors.append(f"{pod}: {error}")
                 return Outcome(action, "; ".join(errors) or None)
             case ApplyObject(object=owned):
-                self.objects[owned.key] = stored(owned.body)
+                self.objects[owned.key] = stored(owned.key, owned.body)
                 return Outcome(action)
             case DeleteObject(key=key, uid=uid):
                 current = self.objects.get(key)
