@@ -38,5 +38,11 @@ class ControllerOptions:
     unknown, and a restore is held until the operator is started with it."""
     steady_probe_max_seconds: float = 300.0
     """The longest a quiet Active cluster goes unprobed (--steady-probe-max-seconds; cadence.py)."""
+    operator_namespace: str | None = None
+    """The operator's own namespace (--operator-namespace, $POD_NAMESPACE): each cluster's
+    NetworkPolicy admits the operator's pods there to the client port. None: not in a cluster."""
+    operator_pod_labels: tuple[tuple[str, str], ...] = ()
+    """The operator pods' labels (--operator-pod-labels), narrowing that peer to them (empty: every
+    pod of the operator's namespace)."""
     tls_expiry_warning_days: float = 7.0
     """A certificate a node presents that expires sooner is reported (ConfigMap key tlsExpiryWarningDays)."""

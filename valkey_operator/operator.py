@@ -53,6 +53,8 @@ def controller_options(settings: Settings, operator_config: OperatorConfig) -> C
         backup_endpoints=EndpointPolicy(settings.backup_endpoint_allowed_networks),
         cluster_domain=settings.cluster_domain,
         operator_image=settings.operator_image,
+        operator_namespace=settings.operator_namespace,
+        operator_pod_labels=settings.operator_pod_labels,
         **({"exporter_image": settings.exporter_image} if settings.exporter_image else {}),
         steady_probe_max_seconds=float(settings.steady_probe_max_seconds),
     )

@@ -49,6 +49,8 @@ class Settings:
     """The only namespaces whose ValkeyClusters are reconciled (empty: all)."""
     operator_namespace: str | None
     """The operator's own namespace, where valkey-operator-config is read (None: unknown, defaults)."""
+    operator_pod_labels: tuple[tuple[str, str], ...] = ()
+    """Labels of the operator's pods: clusters' NetworkPolicies admit those pods to the client port."""
     log_format: str
     log_level: str
     workers: dict[str, int]
@@ -113,6 +115,13 @@ def parser() -> argparse.ArgumentParser:
         "--operator-namespace",
         help=f"the operator's own namespace, where it reads the valkey-operator-config ConfigMap "
         f"(default: ${POD_NAMESPACE_ENV}, else the service account's namespace)",
+    )
+    parser.add_argument(
+        "--operator-pod-labels",
+        default="",
+        help="labels of the operator's own pods, key=value comma-separated: each ValkeyCluster's "
+        "NetworkPolicy admits those pods of the operator's namespace to the client port (default: "
+        "every pod of that namespace; the Helm chart sets its pods' selector labels)",
     )
     parser.add_argument(
         "--log-format",
@@ -184,6 +193,7 @@ def parse(
         leader_election_id=validation.dns1123_subdomain("--leader-election-id", args.leader_election_id),
         namespaces=namespaces,
         operator_namespace=own_namespace,
+        operator_pod_labels=validation.labels("--operator-pod-labels", args.operator_pod_labels),
         log_format=validation.choice("--log-format", args.log_format, LOG_FORMATS),
         log_level=validation.choice("--log-level", args.log_level, LOG_LEVELS),
         workers={

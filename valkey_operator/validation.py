@@ -82,6 +82,21 @@ def dns_name(setting: str, value: str) -> str:
     return value
 
 
+LABEL_KEY = re.compile(rf"({DNS1123_SUBDOMAIN.pattern}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def labels(setting: str, value: str) -> tuple[tuple[str, str], ...]:
+    """key=value,key=value (Kubernetes label keys and values), sorted; "" is none."""
+    pairs = []
+    for part in filter(None, value.split(",")):
+        key, equals, label = part.partition("=")
+        if not (equals and LABEL_KEY.fullmatch(key) and len(label) <= 63 and LABEL_VALUE.fullmatch(label)):
+            raise InvalidValue(setting, value, "Kubernetes labels as key=value, comma-separated")
+        pairs.append((key, label))
+    return tuple(sorted(dict(pairs).items()))
+
+
 def networks(setting: str, value: str) -> tuple[Network, ...]:
     """Comma-separated CIDRs (IPv4 or IPv6, host bits zero); a bare address is a /32 or /128."""
     allowed = "comma-separated CIDRs such as 10.0.0.0/8,fd00::/8 (host bits zero)"

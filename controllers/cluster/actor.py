@@ -4,6 +4,7 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
 - CreateObject: a create (never an apply), so an existing internal Secret is
   never overwritten; a conflict is a failure the next pass reads back.
 - ApplyObject: server-side apply of the rendered owned object.
+- DeleteObject: an owned object the spec no longer asks for, uid as precondition.
 - PatchPodMetadata: a merge patch of the listed annotations, with the pod's uid
   as a precondition (another incarnation of the name is left alone); one
   `after` a reload is skipped when that reload failed this pass.
@@ -51,6 +52,7 @@ from controllers.cluster.decision.actions import (
     CreateObject,
     CreatePod,
     DeleteClaim,
+    DeleteObject,
     DeletePod,
     Failover,
     Failure,
@@ -151,6 +153,8 @@ class Actor:
             case ApplyObject():
                 await self.client.apply(action.object.resource, action.object.body)
                 log.info("applied owned object", object=action.object.key, cluster=self._key())
+            case DeleteObject():
+                await self._delete_object(action)
             case PatchPodMetadata():
                 patch = {"metadata": {"uid": action.uid, "annotations": dict(action.annotations)}}
                 await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
@@ -218,6 +222,15 @@ class Actor:
             raise
         self.deleted.append(pod)
         log.info("deleted pod", pod=pod, cluster=self._key())
+
+    async def _delete_object(self, action: DeleteObject) -> None:
+        try:
+            await self.client.delete(action.resource, action.name, self.ctx.namespace, uid=action.uid)
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:  # gone already, or another object by that name
+                return
+            raise
+        log.info("deleted owned object", object=action.key, cluster=self._key())
 
     async def _delete_claim(self, claim: str, uid: str | None) -> None:
         """Delete a data claim; the pvc-protection finalizer keeps it until no pod runs on it."""
@@ -336,6 +349,8 @@ def _describe(action: Action) -> str:
             return f"apply {action.object.key}"
         case CreateObject():
             return f"create {action.object.key}"
+        case DeleteObject():
+            return f"delete {action.key}"
         case CreatePod():
             return f"create a pod for shard {action.shard}"
         case DeletePod() | PruneFailedPod() | PatchPodMetadata() | MarkMember():

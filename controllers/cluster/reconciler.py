@@ -88,6 +88,7 @@ from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
+    NETWORK_POLICIES,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
@@ -511,6 +512,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         .owns(CONFIG_MAPS)
         .owns(SECRETS)
         .owns(POD_DISRUPTION_BUDGETS)
+        .owns(NETWORK_POLICIES)
         .watches(VALKEY_CONFIGS, clusters_of_config)
         .watches(VALKEY_IMAGES, clusters_of_image)
         .watches(VALKEY_ROLES, clusters_of_role)

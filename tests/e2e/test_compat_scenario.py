@@ -6,7 +6,7 @@ helm install of the chart (its CRDs, with their CEL rules, created or upgraded b
 operator it runs reconciling a 2x1 TLS ValkeyCluster with an ACL user of a ValkeyRole to Active,
 one scale (2 -> 3 shards), a crowded node relieved by the primary spread, one rolling update (a
 ValkeyConfig resources edit replaces every pod), one certificate rotation (every node presents the
-new leaf, no pod replaced), delete, helm uninstall.
+new leaf, no pod replaced), its NetworkPolicy switched off, delete, helm uninstall.
 
 The chart's RBAC is judged by the API server's audit log (testing/audit.py) of the operator's
 ServiceAccount over that lifecycle: enough when no request was refused, least when every rule the
@@ -50,7 +50,7 @@ from controllers.cluster.render import layout
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
-from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, PODS
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, NETWORK_POLICIES, PODS
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import audit, certs, compat, images, operatorimage
 from valkey_operator.testing.controlplane import ControlPlane
@@ -69,6 +69,7 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
     ("configmaps", "create"): _APPLY,
     ("services", "create"): _APPLY,
     ("poddisruptionbudgets.policy", "create"): _APPLY,
+    ("networkpolicies.networking.k8s.io", "create"): _APPLY,
     ("valkeyclusters.valkey.gomomento.com/finalizers", "update"): "checked by the "
     "OwnerReferencesPermissionEnforcement admission plugin on blockOwnerDeletion, not requested",
     ("secrets", "patch"): "server-side apply of the internal Secret when spec.acl or a user's password "
@@ -355,6 +356,17 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
     await eventually(everyone_presents, f"every node presenting {serial}", 120, interval=0.5)
     assert pod_uids(await owned_pods(kube, workloads, "compat")) == uids
     lap("TLS rotation", started)
+
+    # 5b. The NetworkPolicy rendered by default goes when switched off (the grant's delete).
+    started = time.monotonic()
+    assert await kube.get_or_none(NETWORK_POLICIES, "compat", workloads) is not None
+    await kube.patch(VALKEY_CLUSTERS, "compat", {"spec": {"networkPolicy": {"enabled": False}}}, workloads)
+
+    async def policy_gone() -> bool | NotYet:
+        return await kube.get_or_none(NETWORK_POLICIES, "compat", workloads) is None or NotYet("still there")
+
+    await eventually(policy_gone, "the NetworkPolicy deleted", 60, interval=0.5)
+    lap("NetworkPolicy off", started)
 
     # 6. Delete: the cluster and its pods go.
     started = time.monotonic()

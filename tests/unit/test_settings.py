@@ -11,6 +11,7 @@ from controllers.options import ControllerOptions
 from valkey_operator import operator, settings, validation
 from valkey_operator.__main__ import main
 from valkey_operator.objectstore import REFUSE_LOCAL
+from valkey_operator.operator import controller_options
 from valkey_operator.operator_config import OperatorConfig
 from valkey_operator.settings import ANY_ADDRESS, UsageError, parse
 from valkey_operator.validation import InvalidValue
@@ -303,3 +304,22 @@ def test_a_value_with_a_newline_stays_on_one_line(capsys: pytest.CaptureFixture[
         'valkey-operator: invalid --cluster-domain "cluster.local\\nevil": allowed a DNS name'
     )
     assert err.count("\n") == 1
+
+
+def test_operator_pod_labels_reach_the_controllers_sorted_and_checked() -> None:
+    found = parsed(
+        "--operator-pod-labels=app.kubernetes.io/name=valkey-operator,app.kubernetes.io/instance=ops",
+        environ={"POD_NAMESPACE": "valkey-system"},
+    )
+    assert found.operator_pod_labels == (
+        ("app.kubernetes.io/instance", "ops"),
+        ("app.kubernetes.io/name", "valkey-operator"),
+    )
+    options = controller_options(found, OperatorConfig())
+    assert (options.operator_namespace, options.operator_pod_labels) == (
+        "valkey-system",
+        found.operator_pod_labels,
+    )
+    assert parsed().operator_pod_labels == ()
+    for bad in ("novalue", "bad key=x", "k=not ok", "k=" + "x" * 64):
+        assert refused(f"--operator-pod-labels={bad}").setting == "--operator-pod-labels"

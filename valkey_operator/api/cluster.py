@@ -56,6 +56,7 @@ from valkey_operator.api.limits import (
     USERNAME,
 )
 from valkey_operator.api.meta import Condition, ObjectMeta
+from valkey_operator.api.network import NetworkPolicySpec
 from valkey_operator.api.resources import (
     INTERNAL_SECRET_SUFFIX,
     RESERVED_ANNOTATION_PREFIX,
@@ -622,6 +623,16 @@ class ValkeyClusterSpec(Model):
         default=None,
         metadata=schema(
             "Per-node Valkey metrics in redis_exporter's names, for the dashboards people already run."
+        ),
+    )
+    network_policy: NetworkPolicySpec | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Who may reach the cluster's pods: a NetworkPolicy named after the cluster, on unless "
+            "enabled is false. The cluster bus (16379) only from the cluster's own pods; the client "
+            "port (6379) from clientFrom (default: every pod in the namespace), the cluster's own pods "
+            "and the operator; the exporter's port (9121) from metricsFrom (default: every pod in the "
+            "namespace). Enforced only by a network plugin that implements NetworkPolicy."
         ),
     )
     backup: BackupSchedule | None = attrs.field(

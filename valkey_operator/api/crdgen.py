@@ -49,6 +49,7 @@ CEL_FUNCTIONS: Mapping[str, str] = {
     "lowerAscii": "CEL strings extension (1.25+)",
     "isQuantity, quantity, isGreaterThan, isLessThan": "Kubernetes quantity library (1.28+)",
     "semver, compareTo": "Kubernetes semver library (1.33+; usable in new CRDs from 1.34)",
+    "isCIDR, cidr, containsCIDR, prefixLength": "Kubernetes CIDR library (1.31+)",
 }
 """Every CEL function the rules call, with the Kubernetes version that introduced it."""
 

@@ -58,3 +58,9 @@ QUALIFIED_NAME = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
+MAX_POLICY_PEERS = 16
+MAX_SELECTOR_LABELS = 16
+MAX_SELECTOR_EXPRESSIONS = 8
+MAX_SELECTOR_VALUES = 16
+MAX_CIDR = 64
+MAX_CIDR_EXCEPT = 8

@@ -11,8 +11,9 @@ from typing import ClassVar
 
 import attrs
 
-from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.desired import OwnedObject, object_key
 from controllers.cluster.render.acl import UserAcl
+from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.slots import SlotRanges
 
@@ -103,6 +104,21 @@ class ApplyObject:
 
     object: OwnedObject
     disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
+class DeleteObject:
+    """Delete an owned object the spec no longer asks for (a switched-off NetworkPolicy): only the
+    one this cluster controls, with its uid as a precondition."""
+
+    resource: Resource
+    name: str
+    uid: str
+    disruptive: ClassVar[bool] = False
+
+    @property
+    def key(self) -> str:
+        return object_key(self.resource.kind, self.name)
 
 
 @attrs.frozen
@@ -239,6 +255,7 @@ NodeAction = SetConfig | ReloadTls | SyncAcl | TopologyAction
 Action = (
     CreateObject
     | ApplyObject
+    | DeleteObject
     | PatchPodMetadata
     | MarkMember
     | CreatePod

@@ -56,7 +56,7 @@ from controllers.cluster.decision.desired import (
     object_key,
 )
 from controllers.cluster.decision.observe import Observation, TlsRecord
-from controllers.cluster.decision.owned import owned_objects
+from controllers.cluster.decision.owned import owned_objects, retired_objects
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import (
@@ -91,6 +91,7 @@ from controllers.cluster.render.claims import (
 from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
+from controllers.cluster.render.network_policy import operator_peer
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.restore import with_restore
 from controllers.cluster.render.template import template_hash
@@ -280,6 +281,9 @@ def decide(facts: Facts, now: float) -> Decision:
         config=resolved,
         default_zone_spread=facts.options.default_zone_spread,
         exporter_image=facts.options.exporter_image,
+        operator_peer=operator_peer(
+            facts.options.operator_namespace, dict(facts.options.operator_pod_labels)
+        ),
     )
     if isinstance(facts.tls, TlsProblem):
         return _blocked(facts, now, TLS_SECRET_INVALID, facts.tls.message, ctx)
@@ -327,6 +331,7 @@ def decide(facts: Facts, now: float) -> Decision:
         runtime=runtime_settings(ctx.config),
         acl=acl,
         objects=owned_objects(ctx, internal),
+        retired=retired_objects(ctx),
         tls=DesiredTls(
             material=tls,
             sync_delay=facts.options.secret_sync_seconds,

@@ -84,6 +84,10 @@ class Desired:
     """spec.podAnnotations: new and changed keys are patched onto live pods."""
     acl: DesiredAcl = DesiredAcl()
     objects: tuple[OwnedObject, ...] = ()
+    retired: tuple[tuple[Resource, str], ...] = ()
+    """(resource, name) of owned objects that must not exist (a switched-off NetworkPolicy)."""
+    uid: str = ""
+    """The cluster's uid: a retired object is deleted only when its controller reference names it."""
     tls: DesiredTls | None = None
     """TLS clusters: the Secret every node must serve (checked; a bad one never reaches the planner)."""
     persistent: bool = False
@@ -121,6 +125,7 @@ class Desired:
         runtime: Mapping[str, str] | None = None,
         acl: DesiredAcl | None = None,
         objects: tuple[OwnedObject, ...] = (),
+        retired: tuple[tuple[Resource, str], ...] = (),
         tls: DesiredTls | None = None,
         claim_size: str | None = None,
         claim_bytes: int | None = None,
@@ -138,6 +143,8 @@ class Desired:
             pod_annotations=dict(cluster.spec.pod_annotations),
             acl=acl or DesiredAcl(),
             objects=objects,
+            retired=retired,
+            uid=cluster.metadata.uid or "",
             tls=tls,
             persistent=claim_size is not None,
             claim_size=claim_size,

@@ -11,6 +11,8 @@ from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.credentials import InternalCredentials
+from controllers.cluster.render.network_policy import enabled as network_policy_enabled
+from controllers.cluster.render.network_policy import render_network_policy
 from controllers.cluster.render.objects import (
     render_client_service,
     render_config_map,
@@ -21,6 +23,7 @@ from controllers.cluster.render.objects import (
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
+    NETWORK_POLICIES,
     POD_DISRUPTION_BUDGETS,
     SECRETS,
     SERVICES,
@@ -31,14 +34,16 @@ from valkey_operator.core.resource import (
 def owned_objects(
     ctx: RenderContext, internal: tuple[InternalCredentials, RenderedAcl] | None
 ) -> tuple[OwnedObject, ...]:
-    """The peer and client Services, ConfigMap, PDBs, and (once the passwords are known) the
-    internal Secret, first."""
+    """The peer and client Services, ConfigMap, PDBs, the NetworkPolicy unless switched off, and
+    (once the passwords are known) the internal Secret, first."""
     objects = [
         OwnedObject(SERVICES, render_service(ctx)),
         OwnedObject(SERVICES, render_client_service(ctx)),
         OwnedObject(CONFIG_MAPS, render_config_map(ctx)),
         *(OwnedObject(POD_DISRUPTION_BUDGETS, pdb) for pdb in render_pdbs(ctx)),
     ]
+    if network_policy_enabled(ctx):
+        objects.append(OwnedObject(NETWORK_POLICIES, render_network_policy(ctx)))
     if internal is not None:
         objects.insert(0, OwnedObject(SECRETS, render_internal_secret(ctx, *internal)))
     return tuple(objects)
@@ -53,4 +58,13 @@ def owned_names(cluster: ValkeyCluster) -> tuple[tuple[Resource, str], ...]:
         (SERVICES, names.client_service_name(name)),
         (CONFIG_MAPS, names.config_map_name(name)),
         *((POD_DISRUPTION_BUDGETS, names.pdb_name(name, shard)) for shard in range(cluster.spec.shards)),
+        (NETWORK_POLICIES, names.network_policy_name(name)),
     )
+
+
+def retired_objects(ctx: RenderContext) -> tuple[tuple[Resource, str], ...]:
+    """(resource, name) of what the cluster may have owned but must not now: the NetworkPolicy
+    once switched off. upkeep deletes each that exists and is this cluster's (uid checked)."""
+    if network_policy_enabled(ctx):
+        return ()
+    return ((NETWORK_POLICIES, names.network_policy_name(ctx.name)),)

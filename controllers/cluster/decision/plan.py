@@ -54,6 +54,7 @@ from controllers.cluster.decision.actions import (
     ApplyObject,
     AssignSlots,
     CreatePod,
+    DeleteObject,
     DeletePod,
     Failover,
     Failure,
@@ -156,7 +157,8 @@ def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
 def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     removal = _removal(view, rolling)
     leaving = {removal.pod} if removal is not None else set()
-    actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.patch_metadata(view)]
+    actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
+    actions += upkeep.patch_metadata(view)
     actions += data_claims.upkeep(view)
     actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
@@ -183,7 +185,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     return tuple(actions)
 
 
-_UPKEEP = (ApplyObject, PatchPodMetadata, SetConfig, SyncAcl)
+_UPKEEP = (ApplyObject, DeleteObject, PatchPodMetadata, SetConfig, SyncAcl)
 """Actions that leave the topology alone: a primary may move in the same pass."""
 
 

@@ -4,11 +4,12 @@ Each step compares what the pass observed with what is desired and asks for the
 smallest change; none is decided from a fact the pass could not read (a node
 whose CONFIG GET or ACL LIST failed is left alone until it answers).
 
-- Owned objects (Service, ConfigMap, internal Secret, PDBs) are applied when
-  the cached copy lacks a rendered field, or was applied from another
-  rendering (the `rendered-hash` annotation): server-side apply then also
-  removes the keys a new rendering dropped, since the operator's field manager
-  owned them.
+- Owned objects (Service, ConfigMap, internal Secret, PDBs, NetworkPolicy) are
+  applied when the cached copy lacks a rendered field, or was applied from
+  another rendering (the `rendered-hash` annotation): server-side apply then
+  also removes the keys a new rendering dropped, since the operator's field
+  manager owned them. One the spec no longer asks for (`Desired.retired`) is
+  deleted if this cluster is its controller.
 - Runtime settings: every runtime tunable a node does not run as desired is
   CONFIG SET in one call per node (docs/reference/valkeyconfig.md), except a
   value that node refused before (`Observation.refusals`), which is reported
@@ -30,8 +31,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controllers.cluster.decision.actions import ApplyObject, Failure, PatchPodMetadata, SetConfig, SyncAcl
-from controllers.cluster.decision.desired import OwnedObject
+from controllers.cluster.decision.actions import (
+    ApplyObject,
+    DeleteObject,
+    Failure,
+    PatchPodMetadata,
+    SetConfig,
+    SyncAcl,
+)
+from controllers.cluster.decision.desired import OwnedObject, object_key
 from controllers.cluster.decision.observe import Refusals
 from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import Node, View
@@ -82,6 +90,20 @@ def apply_objects(view: View) -> Iterable[ApplyObject]:
     for owned in desired_objects(view):
         if drifted(view.objects.get(owned.key), owned.body):
             yield ApplyObject(owned)
+
+
+def delete_objects(view: View) -> Iterable[DeleteObject]:
+    """Retired objects that exist and whose controller is this cluster (another's stays)."""
+    for resource, name in view.desired.retired:
+        current = view.objects.get(object_key(resource.kind, name))
+        if current is not None and controlled_by(current, view.desired.uid):
+            yield DeleteObject(resource, name, current["metadata"]["uid"])
+
+
+def controlled_by(obj: Obj, uid: str) -> bool:
+    """Whether obj's controller ownerReference names uid."""
+    references = obj.get("metadata", {}).get("ownerReferences") or []
+    return bool(uid) and any(ref.get("controller") and ref.get("uid") == uid for ref in references)
 
 
 def desired_objects(view: View) -> list[OwnedObject]:

@@ -23,6 +23,8 @@ class RenderContext:
     """The operator configuration's defaultZoneSpread (SPEC 1.5)."""
     exporter_image: str = DEFAULT_EXPORTER_IMAGE
     """The operator's --exporter-image: the metrics sidecar's image (render/exporter.py)."""
+    operator_peer: Obj | None = None
+    """The operator's pods as a NetworkPolicy peer (render/network_policy.py; None: unknown)."""
 
     def __attrs_post_init__(self) -> None:
         meta = self.cluster.metadata

@@ -51,6 +51,11 @@ def secret_name(cluster: str) -> str:
     return f"{cluster}-internal"
 
 
+def network_policy_name(cluster: str) -> str:
+    """The cluster's NetworkPolicy (render/network_policy.py)."""
+    return cluster
+
+
 def pdb_name(cluster: str, shard: int) -> str:
     return f"{cluster}-{shard}"
 

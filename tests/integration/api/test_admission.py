@@ -1267,12 +1267,135 @@ BACKUP_SCHEDULE_CASES = [
     ),
 ]
 
+NP = "spec.networkPolicy"
+APP_PEER = {"podSelector": {"matchLabels": {"role": "app"}}}
+NETWORK_POLICY_CASES = [
+    ok("cluster", "networkPolicy absent", expect={NP: DROP}),
+    ok("cluster", "networkPolicy on by default", (NP, {}), expect={f"{NP}.enabled": True}),
+    ok("cluster", "networkPolicy off", (NP, {"enabled": False})),
+    ok(
+        "cluster",
+        "networkPolicy peers: empty selectors kept, selectors ANDed, an ipBlock with except",
+        (
+            NP,
+            {
+                "clientFrom": [
+                    {"podSelector": {}},
+                    {"namespaceSelector": {}},
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apps"}},
+                        "podSelector": {
+                            "matchExpressions": [
+                                {"key": "tier", "operator": "In", "values": ["web", "api"]},
+                                {"key": "canary", "operator": "DoesNotExist"},
+                            ]
+                        },
+                    },
+                    {"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.1.0/24"]}},
+                    {"ipBlock": {"cidr": "2001:db8::/48"}},
+                ],
+                "metricsFrom": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            },
+        ),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy peer empty",
+        f"{NP}.clientFrom[0]",
+        "a peer sets ipBlock alone, or podSelector and/or namespaceSelector",
+        (NP, {"clientFrom": [{}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy ipBlock with a selector",
+        f"{NP}.clientFrom[0]",
+        "a peer sets ipBlock alone",
+        (NP, {"clientFrom": [{**APP_PEER, "ipBlock": {"cidr": "10.0.0.0/8"}}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy In without values",
+        f"{NP}.clientFrom[0].podSelector.matchExpressions[0].values",
+        "In and NotIn need values",
+        (NP, {"clientFrom": [{"podSelector": {"matchExpressions": [{"key": "tier", "operator": "In"}]}}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy Exists with values",
+        f"{NP}.metricsFrom[0].namespaceSelector.matchExpressions[0].values",
+        "Exists and DoesNotExist take none",
+        (
+            NP,
+            {
+                "metricsFrom": [
+                    {
+                        "namespaceSelector": {
+                            "matchExpressions": [{"key": "t", "operator": "Exists", "values": ["x"]}]
+                        }
+                    }
+                ]
+            },
+        ),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy operator enum",
+        f"{NP}.clientFrom[0].podSelector.matchExpressions[0].operator",
+        "Unsupported value",
+        (
+            NP,
+            {
+                "clientFrom": [
+                    {"podSelector": {"matchExpressions": [{"key": "t", "operator": "Gt", "values": ["1"]}]}}
+                ]
+            },
+        ),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy label key",
+        f"{NP}.clientFrom[0].podSelector.matchLabels",
+        "a label key is [prefix/]name",
+        (NP, {"clientFrom": [{"podSelector": {"matchLabels": {"bad key": "x"}}}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy label value",
+        f"{NP}.clientFrom[0].namespaceSelector.matchLabels",
+        "a label value is at most 63",
+        (NP, {"clientFrom": [{"namespaceSelector": {"matchLabels": {"team": "not ok"}}}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy cidr",
+        f"{NP}.clientFrom[0].ipBlock.cidr",
+        ("must be a CIDR", "got 10.0.0.0/33"),
+        (NP, {"clientFrom": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy except outside cidr",
+        f"{NP}.clientFrom[0].ipBlock.except",
+        "each except range must lie strictly inside cidr",
+        (NP, {"clientFrom": [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.1.0.0/24"]}}]}),
+    ),
+    bad(
+        "cluster",
+        "networkPolicy except equal to cidr",
+        f"{NP}.clientFrom[0].ipBlock.except",
+        "each except range must lie strictly inside cidr",
+        (NP, {"clientFrom": [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.0.0/16"]}}]}),
+    ),
+]
+
+
 CASES = (
     IMAGE_CASES
     + CONFIG_CASES
     + PERSISTENCE_CASES
     + ROLE_CASES
     + CLUSTER_CASES
+    + NETWORK_POLICY_CASES
     + BACKUP_CASES
     + BACKUP_SCHEDULE_CASES
 )

@@ -262,6 +262,11 @@ CEL_FUNCTION_INTRODUCED = {
     "quantity": (1, 28),
     "isGreaterThan": (1, 28),
     "isLessThan": (1, 28),
+    # Kubernetes CIDR library
+    "isCIDR": (1, 31),
+    "cidr": (1, 31),
+    "containsCIDR": (1, 31),
+    "prefixLength": (1, 31),
     # Kubernetes semver library: introduced in 1.33, usable in new CRDs from 1.34
     "semver": (1, 34),
     "compareTo": (1, 34),

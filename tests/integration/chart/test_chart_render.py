@@ -288,6 +288,10 @@ def test_the_listener_flags_parse_for_an_ipv4_and_an_ipv6_pod_ip(pod_ip: str) ->
     assert parse_bind_address(parsed.metrics_bind_address) == (pod_ip, 9090)
     assert parse_bind_address(parsed.health_probe_bind_address) == (pod_ip, 9091)
     assert parsed.leader_election_namespace == "ops"
+    # Clusters' NetworkPolicies admit the operator by these: they must be on the operator's pods.
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert parsed.operator_namespace == "ops" and parsed.operator_pod_labels
+    assert all(labels.get(key) == value for key, value in parsed.operator_pod_labels), labels
 
 
 def test_new_values_reach_the_objects() -> None:

@@ -37,6 +37,7 @@ from controllers.cluster.decision.actions import (
     CreateObject,
     CreatePod,
     DeleteClaim,
+    DeleteObject,
     DeletePod,
     Failover,
     Forget,
@@ -221,6 +222,11 @@ class Outcome:
 
 def _hex_id(*parts: object) -> str:
     return hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()
+
+
+def stored(key: str, body: Obj) -> Obj:
+    """An object as the API server holds it: with a uid (one per kind and name, stable here)."""
+    return {**body, "metadata": {**body["metadata"], "uid": f"uid-{key}"}}
 
 
 class SimulatedCluster:
@@ -450,7 +456,7 @@ class SimulatedCluster:
             case CreateObject(object=owned):
                 if owned.key in self.objects:
                     return Outcome(action, "AlreadyExists")
-                self.objects[owned.key] = owned.body
+                self.objects[owned.key] = stored(owned.key, owned.body)
                 return Outcome(action)
             case DeletePod(pod=pod):
                 if action.claim in self.claims:
@@ -486,7 +492,13 @@ class SimulatedCluster:
                         errors.append(f"{pod}: {error}")
                 return Outcome(action, "; ".join(errors) or None)
             case ApplyObject(object=owned):
-                self.objects[owned.key] = owned.body
+                self.objects[owned.key] = stored(owned.key, owned.body)
+                return Outcome(action)
+            case DeleteObject(key=key, uid=uid):
+                current = self.objects.get(key)
+                if current is None or current["metadata"].get("uid") != uid:
+                    return Outcome(action, "NotFound")  # the client's uid precondition
+                del self.objects[key]
                 return Outcome(action)
             case PatchPodMetadata(pod=pod, uid=uid, annotations=annotations):
                 current = self.pods.get(pod)
