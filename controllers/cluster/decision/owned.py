@@ -18,6 +18,7 @@ from controllers.cluster.render.objects import (
     render_pdbs,
     render_service,
 )
+from controllers.cluster.render.user_passwords import user_secret_name
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
@@ -54,3 +55,15 @@ def owned_names(cluster: ValkeyCluster) -> tuple[tuple[Resource, str], ...]:
         (CONFIG_MAPS, names.config_map_name(name)),
         *((POD_DISRUPTION_BUDGETS, names.pdb_name(name, shard)) for shard in range(cluster.spec.shards)),
     )
+
+
+def written_names(cluster: ValkeyCluster) -> tuple[tuple[Resource, str], ...]:
+    """(resource, name) of every object the cluster writes by name: owned_names and the generated
+    user Secrets. An existing one controlled by another is never taken over (conflicts.py)."""
+    name = cluster.metadata.name
+    users = tuple(
+        (SECRETS, user_secret_name(name, user.username))
+        for user in cluster.spec.acl
+        if user.generated_password
+    )
+    return (*owned_names(cluster), *users)

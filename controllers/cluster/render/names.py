@@ -55,6 +55,14 @@ def pdb_name(cluster: str, shard: int) -> str:
     return f"{cluster}-{shard}"
 
 
+def cluster_candidates(name: str) -> list[str]:
+    """The cluster names an object of this name could belong to: itself (the peer Service) and
+    every prefix before a '-' (`<cluster>-<suffix>`: every other name the operator writes). An event
+    on such an object requeues those clusters, so one blocked by a NameConflict goes on at once
+    when the object is deleted."""
+    return [name] + [name[:i] for i, char in enumerate(name) if char == "-" and i > 0]
+
+
 def pod_name(cluster: str, shard: int, rng: random.Random, taken: Collection[str] = ()) -> str:
     """A name for a new incarnation of a pod in `shard`, distinct from every name in `taken`.
 
