@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping
 
-from valkey_operator.api.resources import GROUP
+from valkey_operator.api.resources import CLIENT_SERVICE_SUFFIX, GROUP, INTERNAL_SECRET_SUFFIX
 
 APP_NAME = "valkey"
 MANAGER = "valkey-operator"
@@ -40,7 +40,7 @@ def service_name(cluster: str) -> str:
 
 def client_service_name(cluster: str) -> str:
     """The client Service (`status.endpoint`): resolves only to member pods that serve."""
-    return f"{cluster}-client"
+    return f"{cluster}-{CLIENT_SERVICE_SUFFIX}"
 
 
 def config_map_name(cluster: str) -> str:
@@ -48,7 +48,7 @@ def config_map_name(cluster: str) -> str:
 
 
 def secret_name(cluster: str) -> str:
-    return f"{cluster}-internal"
+    return f"{cluster}-{INTERNAL_SECRET_SUFFIX}"
 
 
 def pdb_name(cluster: str, shard: int) -> str:
