@@ -19,9 +19,10 @@ from valkey_operator.core.store import keep_metadata
 CACHE_LABEL_SELECTORS = {SECRETS: f"{MANAGED_BY_LABEL}={MANAGER}"}
 """Pass to the Manager: Secrets are cached in full only when the operator owns them; the TLS Secrets
 clusters reference are watched metadata-only and read when they change (controllers/cluster/secrets.py)."""
-SECRET_METADATA_KEPT = ("name", "namespace", "uid", "resourceVersion", "labels")
+SECRET_METADATA_KEPT = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
 """All the operator reads of a Secret it does not own (ReferencedSecrets: its resourceVersion tells
-when to read it again; the key and labels find it)."""
+when to read it again; the key and labels find it; ownerReferences name who controls a Secret of one
+of a cluster's names, decision/conflicts.py)."""
 CACHE_METADATA_TRANSFORMS = {SECRETS: keep_metadata(SECRET_METADATA_KEPT)}
 """Pass to the Manager: the metadata-only Secret informer keeps SECRET_METADATA_KEPT only. A Secret
 applied with client-side `kubectl apply` carries its whole data in the last-applied-configuration

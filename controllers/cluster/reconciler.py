@@ -36,6 +36,7 @@ from controllers.backup.restore_source import RestoreSources
 from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.cadence import Quiet
+from controllers.cluster.decision.conflicts import conflicts
 from controllers.cluster.decision.decide import (
     Decision,
     Facts,
@@ -44,8 +45,9 @@ from controllers.cluster.decision.decide import (
     commands_to_probe,
     decide,
 )
+from controllers.cluster.decision.desired import object_key
 from controllers.cluster.decision.observe import ClaimObservation, Observation
-from controllers.cluster.decision.owned import owned_names
+from controllers.cluster.decision.owned import owned_names, written_names
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
 from controllers.cluster.observer import NodeExtras, observe, owned_pods, should_probe
@@ -167,8 +169,12 @@ class ClusterReconciler:
         zone_of: Callable[[str], str | None] = lambda _node: None,
         restores: RestoreSources | None = None,
         exporter: ValkeyExporter | None = None,
+        secret_meta: CachedLookup = lambda _resource, _namespace, _name: None,
     ) -> None:
         self.client = client
+        self.secret_meta = secret_meta
+        """Every Secret's metadata (the metadata-only informer): the full Secret cache holds only
+        the operator's own, and a Secret of one of the cluster's names may be anyone's."""
         self.index = index
         self.events = events
         self.metrics = metrics
@@ -266,7 +272,10 @@ class ClusterReconciler:
             recorded=self.written.recorded(key, obj),
             options=self.options,
             resolved=resolve(cluster.spec.config_ref, self.index.config, self.index.image),
+            named=self._named(cluster),
         )
+        if conflicts(meta.uid or "", facts.named):
+            return Gathered(facts=facts)  # nothing of the cluster is read or written meanwhile
         if isinstance(facts.resolved, ResolutionFailure):
             return Gathered(facts=facts)
         tls: TlsMaterial | None = None
@@ -337,6 +346,18 @@ class ClusterReconciler:
             name_seed=_RNG.getrandbits(64),
         )
         return Gathered(facts=facts, pods=pods, admin=admin, extras=dict(observed.extras))
+
+    def _named(self, cluster: ValkeyCluster) -> dict[str, Obj | None]:
+        """kind/name -> the cached object (None: absent) of every name the cluster writes, from the
+        informer caches only (no API call in the steady state)."""
+        namespace = cluster.metadata.namespace or ""
+        found: dict[str, Obj | None] = {}
+        for resource, name in written_names(cluster):
+            obj = self.cached(resource, namespace, name)
+            if obj is None and resource == SECRETS:
+                obj = self.secret_meta(resource, namespace, name)
+            found[object_key(resource.kind, name)] = obj
+        return found
 
     def _expandable(self, claims: tuple[ClaimObservation, ...]) -> dict[str, bool]:
         """allowVolumeExpansion of each StorageClass the claims use, from the cache (absent: not found)."""
@@ -470,12 +491,23 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     def clusters_of_role(role: Obj) -> list[Request]:
         return requests(index.clusters_using_role(role["metadata"]["name"]))
 
+    def clusters_named_by(obj: Obj) -> list[Request]:
+        """The existing clusters one of whose names this object takes (a NameConflict, or ours)."""
+        namespace, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+        return requests(
+            [
+                f"{namespace}/{cluster}"
+                for cluster in names.cluster_candidates(name)
+                if manager.cache.get(VALKEY_CLUSTERS, cluster, namespace) is not None
+            ]
+        )
+
     def clusters_of_secret(secret: Obj) -> list[Request]:
         namespace, name = secret["metadata"].get("namespace", ""), secret["metadata"]["name"]
         return requests(
             index.clusters_using_tls_secret(namespace, name)
             + index.clusters_using_password_secret(namespace, name)
-        )
+        ) + clusters_named_by(secret)
 
     def secret_meta(namespace: str, name: str) -> Obj | None:
         return manager.cache.get(SECRETS, name, namespace, metadata_only=True)
@@ -503,6 +535,9 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         secrets=ReferencedSecrets(manager.client, secret_meta),
         zone_of=zone_of,
         exporter=exporter,
+        secret_meta=lambda resource, namespace, name: manager.cache.get(
+            resource, name, namespace, metadata_only=True
+        ),
     )
     return (
         build_controller(manager, CONTROLLER_NAME)
@@ -513,6 +548,10 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         .owns(SECRETS)
         .owns(POD_DISRUPTION_BUDGETS)
         .owns(NETWORK_POLICIES)
+        .watches(SERVICES, clusters_named_by)
+        .watches(CONFIG_MAPS, clusters_named_by)
+        .watches(POD_DISRUPTION_BUDGETS, clusters_named_by)
+        .watches(NETWORK_POLICIES, clusters_named_by)
         .watches(VALKEY_CONFIGS, clusters_of_config)
         .watches(VALKEY_IMAGES, clusters_of_image)
         .watches(VALKEY_ROLES, clusters_of_role)

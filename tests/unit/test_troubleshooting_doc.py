@@ -73,7 +73,12 @@ def condition_reasons() -> set[str]:
     """Every reason a ValkeyCluster, ValkeyConfig, ValkeyRole or ValkeyBackup condition (or a
     backup's status.reason, a restore's status.restore.reason) can carry. ValkeyImage has none."""
     reasons = {str(reason) for reason in Reason}
-    reasons |= {decide.TLS_SECRET_INVALID, decide.INTERNAL_SECRET_DAMAGED, decide.PASSWORD_SECRET_INVALID}
+    reasons |= {
+        decide.TLS_SECRET_INVALID,
+        decide.INTERNAL_SECRET_DAMAGED,
+        decide.PASSWORD_SECRET_INVALID,
+        decide.NAME_CONFLICT,
+    }
     for literal in (FailureReason, AclErrorReason, StorageReason):
         reasons |= set(typing.get_args(literal))
     # A backup's conditions carry its phase as the reason until it fails (reconciler._conditions).

@@ -29,7 +29,6 @@ from valkey_operator.api.fields import (
 from valkey_operator.api.limits import (
     ACL_PATTERN,
     DNS_LABEL_1035,
-    DNS_SUBDOMAIN,
     LABEL_VALUE,
     MAX_ACL_USERS,
     MAX_ANNOTATION_VALUE,
@@ -58,6 +57,8 @@ from valkey_operator.api.limits import (
 from valkey_operator.api.meta import Condition, ObjectMeta
 from valkey_operator.api.network import NetworkPolicySpec
 from valkey_operator.api.resources import (
+    CLIENT_SERVICE_SUFFIX,
+    GENERATED_USERNAME,
     INTERNAL_SECRET_SUFFIX,
     RESERVED_ANNOTATION_PREFIX,
     RESERVED_USERNAMES,
@@ -182,8 +183,9 @@ _HASH_MESSAGE = (
 
 
 _GENERATED_NAME = (
-    "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, and not "
-    + INTERNAL_SECRET_SUFFIX
+    "lowercase letters and digits, with '.' between them but no '-' (the last '-' of "
+    "<cluster>-<username> must separate the cluster from the user, so no two clusters' Secrets "
+    "share a name), and not " + INTERNAL_SECRET_SUFFIX
 )
 
 
@@ -198,7 +200,7 @@ _GENERATED_NAME = (
         ),
         rule(
             "has(self.passwordHashes) || has(self.passwordSecretName) || "
-            f"(self.username.matches({raw(DNS_SUBDOMAIN)}) && "
+            f"(self.username.matches({raw(GENERATED_USERNAME)}) && "
             f"self.username != {lit(INTERNAL_SECRET_SUFFIX)})",
             "a user without passwordHashes or passwordSecretName gets a generated Secret named "
             f"<cluster>-<username>, so its username must be {_GENERATED_NAME}",
@@ -861,7 +863,20 @@ class ValkeyClusterStatus(Model):
             )
             + " + self.metadata.name",
             field_path=".metadata.name",
-        )
+        ),
+        rule(
+            f"!self.metadata.name.endsWith({lit('-' + CLIENT_SERVICE_SUFFIX)})",
+            f"a ValkeyCluster name may not end with -{CLIENT_SERVICE_SUFFIX}: the cluster's client "
+            f"Service is <cluster>-{CLIENT_SERVICE_SUFFIX} and its peer Service <cluster>, so the "
+            "peer Service would take another cluster's client Service name",
+            message_expression=lit(
+                f"a ValkeyCluster name may not end with -{CLIENT_SERVICE_SUFFIX}: its peer Service "
+                f"is named after it, and cluster <x>'s client Service is <x>-{CLIENT_SERVICE_SUFFIX}; "
+                "got "
+            )
+            + " + self.metadata.name",
+            field_path=".metadata.name",
+        ),
     ],
 )
 @attrs.frozen(kw_only=True)

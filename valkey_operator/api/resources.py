@@ -37,6 +37,15 @@ RESERVED_USERNAMES = ("default", ADMIN_USER, REPLICATION_USER, EXPORTER_USER)
 INTERNAL_SECRET_SUFFIX = "internal"
 """The operator's own Secret is `<cluster>-internal`; a generated user Secret `<cluster>-<user>` must
 not take that name, so a user with a generated password may not be called this."""
+CLIENT_SERVICE_SUFFIX = "client"
+"""The client Service is `<cluster>-client` and the peer Service `<cluster>`: a cluster named
+`<x>-client` would have the peer Service of cluster `<x>`'s client Service, so no cluster name ends
+with `-client` (docs/reference/valkeycluster.md, "Reserved names")."""
+GENERATED_USERNAME = r"^[a-z0-9]+(\.[a-z0-9]+)*$"
+"""A user with a generated password: its Secret `<cluster>-<user>` must name one user of one
+cluster. Without '-' in the username, the last '-' of the Secret's name splits it back into the
+cluster and the user, so cluster `a`'s user `b-x` and cluster `a-b`'s user `x` (both `a-b-x`), or
+cluster `a`'s user `b-internal` and cluster `a-b`'s internal Secret, cannot be written."""
 
 # The oldest Valkey release the operator runs (SPEC 1.1): atomic slot migration et al.
 VERSION_FLOOR = (9, 0, 1)

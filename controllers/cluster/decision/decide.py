@@ -5,6 +5,8 @@ resolution, the TLS Secret checked against `now`, the internal Secret as read,
 the ValkeyRoles, the observation, the rollout slots held, a seed for pod
 names), calls decide, carries the actions out, and writes what was decided.
 Every choice is made here, in this order:
+0. names: an object of one of the cluster's names that someone else controls
+   blocks the cluster (NameConflict, conflicts.py): it is never taken over;
 1. blocked: a config that does not resolve, a TLS Secret that fails its
    checks, a damaged internal Secret, an ACL that does not render: the status
    says why (blocked_status), one Warning Event when the reason or message
@@ -47,6 +49,7 @@ from controllers.cluster.decision.actions import (
     Promote,
 )
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
+from controllers.cluster.decision.conflicts import conflict_message, conflicts
 from controllers.cluster.decision.desired import (
     Desired,
     DesiredAcl,
@@ -138,6 +141,7 @@ EVENT_REASONS = frozenset(
 
 TLS_SECRET_INVALID = "TlsSecretInvalid"
 INTERNAL_SECRET_DAMAGED = stalled.INTERNAL_SECRET_DAMAGED
+NAME_CONFLICT = stalled.NAME_CONFLICT
 PASSWORD_SECRET_INVALID = "PasswordSecretInvalid"
 REQUEUE_BLOCKED = 60.0
 """A blocked cluster (missing config/image/role, damaged Secret) waits for a watch event."""
@@ -208,6 +212,9 @@ class Facts:
     """The newest Completed backup spec.backup's schedule made: status.lastBackup."""
     quiet: Quiet | None = None
     """What the previous pass left if it was quiet (cadence.py): its signature and interval."""
+    named: Mapping[str, Obj | None] = attrs.field(factory=dict)
+    """kind/name -> the cached object (None: absent), for every object the cluster writes by
+    name (owned.written_names): one someone else controls blocks the cluster (conflicts.py)."""
 
     @property
     def key(self) -> str:
@@ -273,6 +280,9 @@ def rfc3339(seconds: float) -> str:
 def decide(facts: Facts, now: float) -> Decision:
     """Every action, the whole status, the Events and metric changes of one pass (pure)."""
     cluster = facts.cluster
+    taken = conflicts(cluster.metadata.uid or "", facts.named)
+    if taken:
+        return _blocked(facts, now, NAME_CONFLICT, conflict_message(taken))
     resolved = facts.resolved
     if isinstance(resolved, ResolutionFailure):
         return _blocked(facts, now, resolved.reason, resolved.message)

@@ -20,7 +20,9 @@ from controllers.cluster.render.objects import (
     render_pdbs,
     render_service,
 )
+from controllers.cluster.render.user_passwords import user_secret_name
 from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.api.network import network_policy_enabled as network_policy_on
 from valkey_operator.core.resource import (
     CONFIG_MAPS,
     NETWORK_POLICIES,
@@ -68,3 +70,18 @@ def retired_objects(ctx: RenderContext) -> tuple[tuple[Resource, str], ...]:
     if network_policy_enabled(ctx):
         return ()
     return ((NETWORK_POLICIES, names.network_policy_name(ctx.name)),)
+
+
+def written_names(cluster: ValkeyCluster) -> tuple[tuple[Resource, str], ...]:
+    """(resource, name) of every object the cluster writes by name: owned_names (the NetworkPolicy
+    only while on) and the generated user Secrets. An existing one controlled by another is never
+    taken over (conflicts.py)."""
+    name = cluster.metadata.name
+    users = tuple(
+        (SECRETS, user_secret_name(name, user.username))
+        for user in cluster.spec.acl
+        if user.generated_password
+    )
+    policy_on = network_policy_on(cluster.spec.network_policy)
+    owned = tuple(pair for pair in owned_names(cluster) if policy_on or pair[0] != NETWORK_POLICIES)
+    return (*owned, *users)

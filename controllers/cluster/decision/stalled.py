@@ -16,7 +16,8 @@ Human-only, by where it is seen:
   backup that ended Failed (final: spec.restore is set at creation, and a ValkeyBackup never runs
   again), a Completed backup that names no manifest, a manifest format this operator version
   cannot read, an internal Secret someone damaged (never regenerated: live nodes know the old
-  passwords);
+  passwords), an object of one of the cluster's names that someone else controls (NameConflict:
+  never taken over, conflicts.py);
 - findings of a planning pass (FINDINGS): the API server's authorizer refused an action (RBAC:
   only a change of the operator's Role can allow it), and a pod's image that the kubelet cannot
   pull for IMAGE_PULL_BOUND seconds or cannot even parse.
@@ -35,6 +36,7 @@ INTERNAL_SECRET_DAMAGED = "InternalSecretDamaged"
 ENDPOINT_REFUSED = "EndpointRefused"
 FORBIDDEN = "Forbidden"
 IMAGE_PULL_FAILED = "ImagePullFailed"
+NAME_CONFLICT = "NameConflict"
 
 BLOCKED: Mapping[str, str] = {
     RESTORE_IMAGE_UNKNOWN: "restart the operator with --operator-image set to its own image "
@@ -51,6 +53,9 @@ BLOCKED: Mapping[str, str] = {
     "value backupEndpointAllowedNetworks)",
     INTERNAL_SECRET_DAMAGED: "restore the Secret's passwords, or delete the Secret and the cluster's "
     "pods to start over (their data is lost unless persisted)",
+    NAME_CONFLICT: "delete that object (or hand it over: make this ValkeyCluster its controller "
+    "ownerReference), or create the cluster under another name; the cluster goes on by itself once "
+    "no object of its names belongs to someone else",
 }
 """Block reasons only a human can lift -> what that human must do."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping
 
-from valkey_operator.api.resources import GROUP
+from valkey_operator.api.resources import CLIENT_SERVICE_SUFFIX, GROUP, INTERNAL_SECRET_SUFFIX
 
 APP_NAME = "valkey"
 MANAGER = "valkey-operator"
@@ -40,7 +40,7 @@ def service_name(cluster: str) -> str:
 
 def client_service_name(cluster: str) -> str:
     """The client Service (`status.endpoint`): resolves only to member pods that serve."""
-    return f"{cluster}-client"
+    return f"{cluster}-{CLIENT_SERVICE_SUFFIX}"
 
 
 def config_map_name(cluster: str) -> str:
@@ -48,7 +48,7 @@ def config_map_name(cluster: str) -> str:
 
 
 def secret_name(cluster: str) -> str:
-    return f"{cluster}-internal"
+    return f"{cluster}-{INTERNAL_SECRET_SUFFIX}"
 
 
 def network_policy_name(cluster: str) -> str:
@@ -58,6 +58,14 @@ def network_policy_name(cluster: str) -> str:
 
 def pdb_name(cluster: str, shard: int) -> str:
     return f"{cluster}-{shard}"
+
+
+def cluster_candidates(name: str) -> list[str]:
+    """The cluster names an object of this name could belong to: itself (the peer Service) and
+    every prefix before a '-' (`<cluster>-<suffix>`: every other name the operator writes). An event
+    on such an object requeues those clusters, so one blocked by a NameConflict goes on at once
+    when the object is deleted."""
+    return [name] + [name[:i] for i, char in enumerate(name) if char == "-" and i > 0]
 
 
 def pod_name(cluster: str, shard: int, rng: random.Random, taken: Collection[str] = ()) -> str:

@@ -730,6 +730,15 @@ CLUSTER_CASES = [
         ("metadata.name", "c" * 51),
     ),
     ok("cluster", "name of 50 characters", ("metadata.name", "c" * 50)),
+    bad(
+        "cluster",
+        "name ending with -client",
+        "metadata.name",
+        ("may not end with -client", "client Service is <x>-client", "got web-client"),
+        ("metadata.name", "web-client"),
+    ),
+    ok("cluster", "a name that only contains client", ("metadata.name", "client-web")),
+    ok("cluster", "a name ending with client but not -client", ("metadata.name", "webclient")),
     ok("cluster", "no acl", ("spec.acl", DROP)),
     ok("cluster", "two users", ("spec.acl", [user("app"), user("reporting")])),
     ok("cluster", "username with dots and dashes", ("spec.acl.0.username", "team.app-1_x")),
@@ -761,7 +770,18 @@ CLUSTER_CASES = [
     bad("cluster", "username empty", "spec.acl[0].username", "at least 1 chars", ("spec.acl.0.username", "")),
     ok("cluster", "rotation with two hashes", ("spec.acl.0.passwordHashes", [HASH, OTHER_HASH])),
     ok("cluster", "password from a Secret", ("spec.acl", [secret_user("app", "app-passwords")])),
-    ok("cluster", "generated password", ("spec.acl", [generated_user("app.v2-x")])),
+    ok("cluster", "generated password", ("spec.acl", [generated_user("app.v2")])),
+    *[
+        bad(
+            "cluster",
+            f"generated password for a username with a dash: {name}",
+            "spec.acl[0].username",
+            (f"user {name} " + NEITHER, "no '-'", "no two clusters' Secrets share a name"),
+            ("spec.acl", [generated_user(name)]),
+        )
+        for name in ("app-x", "b-internal")
+    ],
+    ok("cluster", "a dashed username with hashes", ("spec.acl", [user("b-internal")])),
     ok(
         "cluster",
         "the three sources side by side",

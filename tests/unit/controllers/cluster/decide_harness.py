@@ -27,8 +27,11 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.cadence import Quiet
+from controllers.cluster.decision.conflicts import conflicts
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
+from controllers.cluster.decision.desired import object_key
 from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.owned import written_names
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.credentials import InternalCredentials, read_credentials
@@ -133,7 +136,14 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         recorded=world.status,
         options=world.options,
         resolved=resolve(cluster.spec.config_ref, world.configs.get, world.images.get),
+        named={
+            key: world.sim.objects.get(key)
+            for resource, name in written_names(cluster)
+            if (key := object_key(resource.kind, name))
+        },
     )
+    if conflicts(cluster.metadata.uid or "", facts.named):
+        return facts
     if isinstance(facts.resolved, ResolutionFailure):
         return facts
     facts = attrs.evolve(facts, tls=world.tls)

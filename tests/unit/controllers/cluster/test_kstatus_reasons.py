@@ -43,6 +43,7 @@ BLOCKED = {
     *typing.get_args(AclErrorReason),
     decide.TLS_SECRET_INVALID,
     decide.INTERNAL_SECRET_DAMAGED,
+    decide.NAME_CONFLICT,
     decide.PASSWORD_SECRET_INVALID,
 }
 
