@@ -66,6 +66,14 @@ from valkey_operator.api.config import (
 )
 from valkey_operator.api.image import ValkeyImage, ValkeyImageSpec, ValkeyImageStatus
 from valkey_operator.api.meta import Condition, ConditionStatus, ObjectMeta, OwnerReference
+from valkey_operator.api.network import (
+    IpBlock,
+    LabelSelector,
+    NetworkPolicyPeer,
+    NetworkPolicySpec,
+    SelectorOperator,
+    SelectorRequirement,
+)
 from valkey_operator.api.resources import API_VERSION
 from valkey_operator.api.role import (
     Access,
@@ -126,6 +134,18 @@ def meta(name: str, namespace: str | None = None, **extra: Any) -> ObjectMeta:
         annotations={"example.com/note": "every field"},
         finalizers=(HOLD,),
         **extra,
+    )
+
+
+def every_peer() -> tuple[NetworkPolicyPeer, ...]:
+    """NetworkPolicy peers using every field: selectors (labels and expressions) and an ipBlock."""
+    selector = LabelSelector(
+        match_labels={"app": "checkout"},
+        match_expressions=(SelectorRequirement(key="tier", operator=SelectorOperator.IN, values=("w",)),),
+    )
+    return (
+        NetworkPolicyPeer(pod_selector=selector, namespace_selector=selector),
+        NetworkPolicyPeer(ip_block=IpBlock(cidr="10.0.0.0/8", except_=("10.1.0.0/16",))),
     )
 
 
@@ -239,6 +259,9 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 priority_class_name="high-priority",
             ),
             pod_annotations={"example.com/scrape": "true"},
+            network_policy=NetworkPolicySpec(
+                enabled=True, client_from=every_peer(), metrics_from=every_peer()
+            ),
             image_pull_secrets=("registry",),
             metrics=Metrics(exporter=Exporter(enabled=False)),  # enabled is refused with tls
             backup=BackupSchedule(schedule="0 3 * * *", destination=DESTINATION, keep=7),
@@ -662,6 +685,8 @@ def test_schema_fields_and_enums_are_exactly_the_models() -> None:
     assert enum_at("ValkeyCluster", *tolerations, "operator") == set(TolerationOperator)
     assert enum_at("ValkeyCluster", *tolerations, "effect") == set(TaintEffect)
     assert enum_at("ValkeyCluster", "status", "state") == set(ClusterState)
+    selector = ("spec", "networkPolicy", "clientFrom", "[]", "podSelector", "matchExpressions", "[]")
+    assert enum_at("ValkeyCluster", *selector, "operator") == set(SelectorOperator)
     assert enum_at("ValkeyCluster", "status", "nodes", "[]", "role") == set(NodeRole)
     assert enum_at("ValkeyCluster", "status", "restore", "phase") == set(RestorePhase)
     assert enum_at("ValkeyBackup", "status", "phase") == set(BackupPhase)
