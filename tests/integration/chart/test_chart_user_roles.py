@@ -92,11 +92,19 @@ async def test_edit_and_view_in_a_namespace_reach_the_tenants_kinds_only(
     await bind(kube, "tenant", "edit", namespace)
     await bind(kube, "reader", "view", namespace)
 
+    async def grants(role: str, verb: str) -> bool:
+        rules = (await kube.get(CLUSTER_ROLES, role)).get("rules") or []
+        return any(
+            GROUP in rule.get("apiGroups", [])
+            and verb in rule["verbs"]
+            and "valkeyclusters" in rule["resources"]
+            for rule in rules
+        )
+
     async def aggregated() -> bool | NotYet:
-        edit = await kube.get(CLUSTER_ROLES, "edit")
-        rules = [rule for rule in edit.get("rules") or [] if GROUP in rule.get("apiGroups", [])]
-        has_write = any("create" in rule["verbs"] and "valkeyclusters" in rule["resources"] for rule in rules)
-        return has_write or NotYet(rules)
+        """Each built-in role is folded on its own: wait for both the tenant's and the reader's."""
+        done = {role: await grants(role, verb) for role, verb in (("edit", "create"), ("view", "list"))}
+        return all(done.values()) or NotYet(done)
 
     await eventually(aggregated, "the chart's rules folded into the built-in edit role", 30, interval=0.5)
     for resource in ("valkeyclusters", "valkeybackups"):
