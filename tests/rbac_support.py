@@ -1,12 +1,16 @@
-"""RBAC kinds the tests arrange, and a ServiceAccount allowed everything for as long as a test needs."""
+"""RBAC kinds the tests arrange, a ServiceAccount's token (TokenRequest) and a RestConfig that presents it,
+and a ServiceAccount allowed everything for as long as a test needs."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
 
+import attrs
+
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
+from valkey_operator.core.restconfig import RestConfig
 
 RBAC = "rbac.authorization.k8s.io"
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
@@ -14,6 +18,21 @@ ROLES = Resource(RBAC, "v1", "roles", "Role")
 ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding")
 CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False)
+
+
+async def service_account_token(kube: Client, namespace: str, account: str) -> str:
+    """A token of an existing ServiceAccount from the TokenRequest API (the API server's default expiry)."""
+    answer = await kube.rest.request(
+        "POST",
+        SERVICE_ACCOUNTS.path(namespace, account, "token"),
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    return str(answer["status"]["token"])
+
+
+def presenting(admin: RestConfig, token: str) -> RestConfig:
+    """The admin's server and CA, with token instead of the admin's client certificate."""
+    return attrs.evolve(admin, cert_file=None, key_file=None, cert_data=None, key_data=None, token=token)
 
 
 @contextlib.asynccontextmanager

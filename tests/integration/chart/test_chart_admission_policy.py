@@ -14,6 +14,15 @@ import attrs
 import pytest
 import pytest_asyncio
 import yaml
+from rbac_support import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    presenting,
+    service_account_token,
+)
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import (
@@ -35,14 +44,12 @@ from valkey_operator.testing.wait import NotYet, eventually
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "valkey-operator"
-RBAC = "rbac.authorization.k8s.io"
 ADMISSION = "admissionregistration.k8s.io"
 KINDS = {
-    "ServiceAccount": Resource("", "v1", "serviceaccounts", "ServiceAccount"),
-    "ClusterRole": Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
-    "ClusterRoleBinding": Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
-    "Role": Resource(RBAC, "v1", "roles", "Role"),
-    "RoleBinding": Resource(RBAC, "v1", "rolebindings", "RoleBinding"),
+    **{
+        resource.kind: resource
+        for resource in (SERVICE_ACCOUNTS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS)
+    },
     "ValidatingAdmissionPolicy": Resource(
         ADMISSION, "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", namespaced=False
     ),
@@ -101,19 +108,6 @@ async def install(kube: Client, namespace: str) -> AsyncIterator[Install]:
                 await kube.delete(KINDS[doc["kind"]], doc["metadata"]["name"])
 
 
-async def token_of(kube: Client, namespace: str, account: str) -> str:
-    answer = await kube.rest.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 600},
-        },
-    )
-    return str(answer["status"]["token"])
-
-
 def pod(namespace: str, **spec: Any) -> Obj:
     return {
         "apiVersion": "v1",
@@ -153,10 +147,8 @@ async def test_the_policy_refuses_what_rbac_grants_the_operators_token(
         SERVICES,
         {"metadata": {"name": "someone-elses", "namespace": namespace}, "spec": {"ports": [{"port": 80}]}},
     )
-    token = await token_of(kube, namespace, install.account)
-    admin = from_kubeconfig([kubeconfig_path])
-    config = attrs.evolve(admin, cert_file=None, key_file=None, cert_data=None, key_data=None, token=token)
-    async with RestClient(config) as rest:
+    token = await service_account_token(kube, namespace, install.account)
+    async with RestClient(presenting(from_kubeconfig([kubeconfig_path]), token)) as rest:
         operator = Client(rest, field_manager="valkey-operator")
         attempts = {
             "a pod in kube-system": lambda: rest.request(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
+from rbac_support import CLUSTER_ROLES, RBAC, ROLE_BINDINGS
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
@@ -23,8 +24,6 @@ from valkey_operator.testing.wait import NotYet, eventually
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 CHART = str(Path(__file__).resolve().parents[3] / "charts" / "valkey-operator")
-CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
@@ -79,8 +78,8 @@ async def bind(kube: Client, user: str, role: str, namespace: str) -> None:
             "apiVersion": ROLE_BINDINGS.api_version,
             "kind": ROLE_BINDINGS.kind,
             "metadata": {"name": f"{user}-{role}", "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
         },
     )
 

@@ -12,9 +12,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import attrs
 import pytest
-from rbac_support import SERVICE_ACCOUNTS
+from rbac_support import SERVICE_ACCOUNTS, presenting, service_account_token
 
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.actions import CreateObject, Failure
@@ -62,14 +61,8 @@ async def test_an_rbac_403_stalls_the_cluster_and_an_admission_403_does_not(
     kube: Client, namespace: str, kubeconfig_path: Path
 ) -> None:
     await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": ACCOUNT, "namespace": namespace}})
-    answer = await kube.rest.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{ACCOUNT}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    admin = load_config(str(kubeconfig_path))
-    account = attrs.evolve(admin, cert_file=None, key_file=None, cert_data=None, key_data=None)
-    account = attrs.evolve(account, token=answer["status"]["token"])
+    token = await service_account_token(kube, namespace, ACCOUNT)
+    account = presenting(load_config(str(kubeconfig_path)), token)
     ctx = context(namespace)
     async with RestClient(account) as rest:
         outcome = await Actor(Client(rest, "tests"), ctx, [], None).run([config_map("denied", namespace)])

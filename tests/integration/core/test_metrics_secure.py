@@ -12,29 +12,19 @@ from pathlib import Path
 import aiohttp
 import pytest
 import pytest_asyncio
+from rbac_support import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, RBAC, SERVICE_ACCOUNTS, service_account_token
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.manager import Manager
-from valkey_operator.core.resource import Resource
 from valkey_operator.core.restconfig import from_kubeconfig
 from valkey_operator.testing.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-RBAC = "rbac.authorization.k8s.io"
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False)
-
 
 async def token_of(kube: Client, namespace: str, account: str) -> str:
     await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": account, "namespace": namespace}})
-    answer = await kube.rest.request(
-        "POST",
-        SERVICE_ACCOUNTS.path(namespace, account, "token"),
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    return str(answer["status"]["token"])
+    return await service_account_token(kube, namespace, account)
 
 
 @pytest_asyncio.fixture

@@ -18,7 +18,7 @@ import pytest_asyncio
 import yaml
 from exec_plugin_support import V1, ExecPluginScript, exec_credential
 from prometheus_client import CollectorRegistry
-from rbac_support import ROLE_BINDINGS, SERVICE_ACCOUNTS
+from rbac_support import ROLE_BINDINGS, SERVICE_ACCOUNTS, service_account_token
 
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import Client
@@ -52,8 +52,8 @@ def admin(kubeconfig_path: Path) -> RestConfig:
 
 
 VIEW_ROLES = ("view", "system:aggregate-to-view")
-"""`view`, and the rules it aggregates: the test bed runs no clusterrole-aggregation controller, so
-its `view` stays empty."""
+"""`view`, and the rules it aggregates, bound directly: the test then need not wait for the
+clusterrole-aggregation controller to fill `view`."""
 
 
 @pytest_asyncio.fixture
@@ -69,13 +69,7 @@ async def reader_token(kube: Client, namespace: str) -> AsyncIterator[str]:
                 "subjects": [{"kind": "ServiceAccount", "name": READER, "namespace": namespace}],
             },
         )
-    answer = await kube.rest.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{READER}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    token: str = answer["status"]["token"]
-    yield token
+    yield await service_account_token(kube, namespace, READER)
 
 
 def ca_of(admin: RestConfig, directory: Path) -> Path:
