@@ -74,11 +74,11 @@ async def restore_cluster(
 
 
 @contextlib.asynccontextmanager
-async def writing(status: Obj, password: str, prefix: str) -> AsyncIterator[dict[bytes, bytes]]:
+async def writing(status: Obj, prefix: str) -> AsyncIterator[dict[bytes, bytes]]:
     """A valkey-py cluster client writing keys one by one until the block ends (at most
     MAX_LOAD_KEYS); yields the keys acknowledged so far."""
     acknowledged: dict[bytes, bytes] = {}
-    client = cluster_client(status, password)
+    client = cluster_client(status)
 
     async def run() -> None:
         for index in range(MAX_LOAD_KEYS):

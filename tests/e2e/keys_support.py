@@ -1,29 +1,29 @@
 """Keys written and read back through the valkey-py cluster client, the way applications meet the
-data (as the admin user; over TLS, verifying the cluster's CA, when given one)."""
+data (as the tests' SUPERUSER, a spec.acl user; over TLS, verifying the cluster's CA, when given one)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cluster_support import SUPERUSER, SUPERUSER_PASSWORD
 from repair_support import primary_of
 from valkey.asyncio.cluster import ValkeyCluster
 
-from valkey_operator.api.resources import ADMIN_USER
 from valkey_operator.core.rest import Obj
 
 
-def cluster_client(status: Obj, password: str, ca_pem: str | None = None) -> ValkeyCluster:
-    """The valkey-py cluster client as the admin user (over TLS, verifying ca_pem, when given)."""
+def cluster_client(status: Obj, ca_pem: str | None = None) -> ValkeyCluster:
+    """The valkey-py cluster client as SUPERUSER (over TLS, verifying ca_pem, when given)."""
     node = primary_of(status, 0)
     tls: dict[str, object] = {}
     if ca_pem is not None:
         tls = {"ssl": True, "ssl_ca_data": ca_pem, "ssl_check_hostname": False}
-    return ValkeyCluster(host=node["ip"], port=6379, username=ADMIN_USER, password=password, **tls)  # type: ignore[arg-type]
+    return ValkeyCluster(host=node["ip"], port=6379, username=SUPERUSER, password=SUPERUSER_PASSWORD, **tls)  # type: ignore[arg-type]
 
 
-async def write(status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem: str | None = None) -> None:
+async def write(status: Obj, keys: Mapping[bytes, bytes], ca_pem: str | None = None) -> None:
     """keys written through the valkey-py cluster client (each acknowledged by its primary)."""
-    client = cluster_client(status, password, ca_pem)
+    client = cluster_client(status, ca_pem)
     try:
         items = list(keys.items())
         for start in range(0, len(items), 500):
@@ -32,11 +32,9 @@ async def write(status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem:
         await client.aclose()
 
 
-async def read_back(
-    status: Obj, password: str, keys: Mapping[bytes, bytes], ca_pem: str | None = None
-) -> list[bytes]:
+async def read_back(status: Obj, keys: Mapping[bytes, bytes], ca_pem: str | None = None) -> list[bytes]:
     """The keys the valkey-py cluster client cannot read back as written."""
-    client = cluster_client(status, password, ca_pem)
+    client = cluster_client(status, ca_pem)
     missing = []
     try:
         items = list(keys.items())

@@ -13,8 +13,8 @@ import itertools
 from types import TracebackType
 
 import attrs
+from cluster_support import SUPERUSER, SUPERUSER_PASSWORD
 
-from valkey_operator.api.resources import ADMIN_USER
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_slot
 from valkey_operator.testing.wait import NotYet, eventually
@@ -36,8 +36,8 @@ def checker_for(status: Obj, admin: AdminClient, replicas: int, prefix: str = "d
     return DataChecker(
         [(node["ip"], 6379) for node in nodes if node.get("ip")],
         replicas=replicas,
-        username=ADMIN_USER,
-        password=admin.credentials.password,
+        username=SUPERUSER,
+        password=SUPERUSER_PASSWORD,
         prefix=prefix,
     )
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from cluster_support import NODE_TIMEOUT_MS, Catalog, admin_client, owned_pods
+from cluster_support import NODE_TIMEOUT_MS, Catalog, admin_client, owned_pods, superuser_client
 
 from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.client import Client
@@ -58,7 +58,7 @@ async def roles(kube: Client, namespace: str, cluster: str) -> dict[str, tuple[s
 async def fill(admin: AdminClient, ip: str) -> int:
     """Write 8 KiB values into the primary at ip until it refuses with OOM (noeviction); keys written."""
     written = 0
-    async with admin.connect(ip) as node:
+    async with superuser_client(admin.ca_pem).connect(ip) as node:
         for batch in range(STORE_MAXMEMORY // len(VALUE) // 50 + 10):
             keys = [f"{{fill}}{batch}-{index}" for index in range(50)]
             replies = await node.pipeline(*(("SET", key, VALUE) for key in keys))
@@ -77,7 +77,7 @@ async def memory_ratio(admin: AdminClient, ip: str) -> float:
 
 async def break_link(admin: AdminClient, ip: str) -> None:
     """A replica that can no longer authenticate to its primary: master_link_status stays down."""
-    async with admin.connect(ip) as node:
+    async with superuser_client(admin.ca_pem).connect(ip) as node:
         await node.command("CONFIG", "SET", "primaryauth", "not-the-password")
         await node.command("CLIENT", "KILL", "TYPE", "master")
 
@@ -94,7 +94,7 @@ async def load(admin: AdminClient, ip: str) -> AsyncIterator[list[int]]:
     sent = [0]
 
     async def run() -> None:
-        async with admin.connect(ip) as node:
+        async with superuser_client(admin.ca_pem).connect(ip) as node:
             while True:
                 commands = [("GET", f"{{fill}}0-{index % 50}") for index in range(20)]
                 commands += [("GET", f"{{fill}}missing-{index}") for index in range(10)]

@@ -14,6 +14,7 @@ from cluster_support import (
     require_image,
     settled,
     status_of,
+    superuser_client,
 )
 from repair_support import live_pods
 
@@ -147,7 +148,7 @@ async def claims_follow_pods(
 async def bgsave_everywhere(admin: AdminClient, status: Obj) -> None:
     """A completed save on every node: what rdb promises to keep."""
     for node in status["nodes"]:
-        async with admin.connect(node["ip"]) as conn:
+        async with superuser_client(admin.ca_pem).connect(node["ip"]) as conn:  # BGSAVE: not the operator's
             before = int((await conn.info("persistence"))["rdb_last_save_time"])
             await conn.command("BGSAVE")
 

@@ -57,8 +57,8 @@ async def test_bad_storage_input_fails_the_backup_with_the_reason(
 async def test_a_restore_from_a_backup_that_is_not_whole_is_held_and_never_active(
     operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str, object_store: ObjectStoreServer
 ) -> None:
-    status, admin = await formed_cluster(kube, catalog, namespace, "small", shards=2, replicas=0)
-    await write(status, admin.credentials.password, keys_of("k", 500))
+    status, _ = await formed_cluster(kube, catalog, namespace, "small", shards=2, replicas=0)
+    await write(status, keys_of("k", 500))
     bucket = object_store.create_bucket()
     await storage_secret(kube, namespace, object_store)
     names = ("corrupt", "missing-object", "other-format", "missing-manifest", "rewritten")

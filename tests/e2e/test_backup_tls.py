@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from backup_support import destination, finished, restore_cluster, start_backup, storage_secret
 from chart_operator import ChartOperator
-from cluster_support import Catalog, admin_client, create_cluster, image_config, put_tls_secret, settled
+from cluster_support import Catalog, create_cluster, image_config, put_tls_secret, settled
 from keys_support import keys_of, read_back, write
 
 from valkey_operator.core.client import Client
@@ -40,9 +40,8 @@ async def test_a_tls_cluster_is_backed_up_over_https_and_restored_into_a_tls_clu
     config = await image_config(catalog, images.newest_image())
     await create_cluster(kube, namespace, "secure", config, 2, 1, tls=TLS)
     status = await settled(kube, namespace, "secure", 360)
-    password = (await admin_client(kube, namespace, "secure")).credentials.password
     keys = keys_of("tls", 1000)
-    await write(status, password, keys, ca_pem.decode())
+    await write(status, keys, ca_pem.decode())
 
     store_ca = object_store_tls.ca_pem
     assert store_ca is not None and object_store_tls.endpoint.startswith("https://")
@@ -67,5 +66,4 @@ async def test_a_tls_cluster_is_backed_up_over_https_and_restored_into_a_tls_clu
     await restore_cluster(kube, namespace, "secure-copy", config, "secure-1", 2, 0, tls=TLS)
     restored = await settled(kube, namespace, "secure-copy", 300)
     assert restored["restore"]["phase"] == "Verified"
-    own = (await admin_client(kube, namespace, "secure-copy")).credentials.password
-    assert not await read_back(restored, own, keys, ca_pem.decode())
+    assert not await read_back(restored, keys, ca_pem.decode())

@@ -15,6 +15,8 @@ import attrs
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
     Catalog,
     PodsCreated,
     admin_client,
@@ -30,7 +32,6 @@ from cluster_support import (
 from cryptography.hazmat.primitives import serialization
 
 from valkey_operator.api.resources import (
-    ADMIN_USER,
     CONFIG_PROTECTION_FINALIZER,
     PAUSED_ANNOTATION,
     VALKEY_CLUSTERS,
@@ -113,9 +114,7 @@ async def test_three_shards_with_a_replica_each_reach_active_and_serve_keys(
             assert report["info"]["connected_slaves"] == "1", node
 
     seeds = [(node["ip"], 6379) for node in primaries]
-    async with DataChecker(
-        seeds, replicas=1, username=ADMIN_USER, password=admin.credentials.password
-    ) as checker:
+    async with DataChecker(seeds, replicas=1, username=SUPERUSER, password=SUPERUSER_PASSWORD) as checker:
         written = await checker.write(300)
         assert written.acknowledged == 300, written
         verified = await checker.verify()

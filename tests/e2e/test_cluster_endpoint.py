@@ -21,11 +21,19 @@ from collections.abc import Mapping
 import attrs
 import pytest
 from chart_operator import ChartOperator
-from cluster_support import Catalog, admin_client, create_cluster, owned_pods, settled, status_of
+from cluster_support import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
+    Catalog,
+    create_cluster,
+    owned_pods,
+    settled,
+    status_of,
+)
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
 from controllers.cluster.render import names
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, SERVICES
 from valkey_operator.core.rest import Obj
@@ -101,7 +109,7 @@ class Prober:
         """None when a client seeded with ip alone got every slot and wrote a key; else what went wrong."""
         client = ValkeyCluster(
             startup_nodes=[ClusterNode(ip, VALKEY_PORT)],
-            username=ADMIN_USER,
+            username=SUPERUSER,
             password=self.password,
             socket_timeout=5,
             socket_connect_timeout=5,
@@ -168,8 +176,7 @@ async def test_every_address_the_endpoint_resolves_to_bootstraps_a_client_throug
         return addresses if set(addresses) == first_pods else NotYet(sorted(addresses))
 
     await eventually(all_handed_out, "every member of the formed cluster behind the endpoint", 60)
-    admin = await admin_client(kube, namespace, "ep")
-    prober = Prober(kube, namespace, "ep", admin.credentials.password)
+    prober = Prober(kube, namespace, "ep", SUPERUSER_PASSWORD)
     task = asyncio.create_task(prober.run())
     try:
         started = time.monotonic()
@@ -227,8 +234,7 @@ async def test_a_running_surge_pod_below_the_version_floor_is_never_handed_to_cl
         return surge if stopped and surge else NotYet((state, progressing.get("reason"), sorted(pods)))
 
     surge = await eventually(stalled, "the roll stalled at a running surge pod below the floor", 180)
-    admin = await admin_client(kube, namespace, "floor")
-    prober = Prober(kube, namespace, "floor", admin.credentials.password)
+    prober = Prober(kube, namespace, "floor", SUPERUSER_PASSWORD)
     for _ in range(10):  # the stall holds: look several times
         addresses = await resolve(kube, namespace, status["endpoint"])
         assert set(addresses) == members, (sorted(addresses), sorted(surge))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from chart_operator import ChartOperator
 from chart_support import CHART, RELEASE, helm, set_flags
-from cluster_support import Catalog, admin_client, cli, create_cluster, image_config, owned_pods, settled
+from cluster_support import Catalog, cli, create_cluster, image_config, owned_pods, settled, superuser_client
 
 from controllers.cluster.render import exporter, names
 from valkey_operator.api.resources import EXPORTER_USER, VALKEY_CLUSTERS
@@ -139,8 +139,7 @@ async def test_the_sidecar_serves_redis_series_on_the_pod_ip_with_a_read_only_us
 
 
 async def acl_users(kube: Client, namespace: str, name: str, ip: str) -> list[str]:
-    admin = await admin_client(kube, namespace, name)
-    async with admin.connect(ip) as node:
+    async with superuser_client().connect(ip) as node:
         users = await node.command("ACL", "USERS")
     return sorted(user.decode() if isinstance(user, bytes) else str(user) for user in users)
 

@@ -120,7 +120,7 @@ async def test_every_node_lost_at_once_each_mode_comes_back_with_what_it_promise
         before_ips = {node["ip"] for node in durable.status["nodes"]}
         assert not before_ips & {node["ip"] for node in status["nodes"]}, "the servers restarted at new IPs"
         await check_topology(durable.admin, kube, namespace, durable.name, status, [])
-        missing = await read_back(status, durable.admin.credentials.password, durable.promised)
+        missing = await read_back(status, durable.promised)
         assert not missing, f"{durable.mode}: {len(missing)} of {len(durable.promised)} promised keys lost"
         print(
             f"[persistence] {durable.name}: every node failed; recovered at {recovered:.1f}s, every slot "
@@ -164,7 +164,7 @@ async def test_a_node_whose_disk_died_comes_back_as_new_replicas_on_new_claims_l
     assert kept.items() <= after.items(), "the other nodes keep their claims and ids"
     assert not {identities[claim] for claim in on_host} & set(after.values()), "the lost nodes are new"
     await check_topology(admin, kube, namespace, name, status, [identities[claim] for claim in on_host])
-    missing = await read_back(status, admin.credentials.password, acknowledged)
+    missing = await read_back(status, acknowledged)
     assert not missing, f"{len(missing)} acknowledged keys lost, e.g. {missing[:5]}"
     events = await warnings(kube, namespace, "VolumeLost")
     assert events, "a VolumeLost Warning says the claims were replaced"

@@ -31,6 +31,7 @@ from cluster_support import (
     owned_pods,
     settled,
     status_of,
+    superuser_client,
     warnings,
 )
 from keys_support import read_back
@@ -181,7 +182,7 @@ async def test_three_to_four_shards_and_back_keeps_every_key_and_deletes_the_lea
     assert set(claims) == set(before), (sorted(claims), sorted(before))
     await recorded_identities(kube, namespace, "scale")
     await check_topology(admin, kube, namespace, "scale", status, [])
-    missing = await read_back(status, admin.credentials.password, durable.acknowledged)
+    missing = await read_back(status, durable.acknowledged)
     assert not missing, f"{len(missing)} keys lost, e.g. {missing[:5]}"
     print(
         f"[persistence] scale: 3 -> 4 shards Active in {out:.1f}s, 4 -> 3 in {back:.1f}s; "
@@ -234,7 +235,7 @@ async def test_retained_claims_bring_a_recreated_cluster_back_with_its_node_ids_
     }, "the new cluster made claims of its own"
     admin = await admin_client(kube, namespace, "kept")  # the recreated cluster's credentials
     await check_topology(admin, kube, namespace, "kept", status, [])
-    missing = await read_back(status, admin.credentials.password, keys)
+    missing = await read_back(status, keys)
     assert not missing, f"{len(missing)} of {len(keys)} keys lost, e.g. {missing[:5]}"
     print(
         f"[persistence] retain: cluster and pods gone in {gone:.1f}s, 6 claims kept; recreated Active "
@@ -265,7 +266,7 @@ def ready(status: Obj) -> Obj:
 async def still_serving(admin: AdminClient, status: Obj, key: str) -> None:
     """The primary takes a write and every node says cluster_state ok."""
     primary = primary_of(status, 0)
-    async with admin.connect(primary["ip"]) as node:
+    async with superuser_client(admin.ca_pem).connect(primary["ip"]) as node:
         assert await node.text("SET", key, "v") == "OK"
     for node in status["nodes"]:
         report = await node_reports(admin, node["ip"])

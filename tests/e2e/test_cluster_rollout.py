@@ -21,6 +21,7 @@ from cluster_support import (
     owned_pods,
     settled,
     status_of,
+    superuser_client,
     warnings,
 )
 from handover_support import PrimaryLogs, primary_logs
@@ -255,7 +256,6 @@ async def test_an_unsatisfiable_new_placement_holds_the_roll_with_the_schedulers
     await create_cluster(kube, namespace, "place", config, shards=1, replicas=0)
     status = await settled(kube, namespace, "place", 300)
     before = await pod_uids(kube, namespace, "place")
-    admin = await admin_client(kube, namespace, "place")
     await kube.patch(VALKEY_CLUSTERS, "place", {"spec": {"placement": {"zones": ["nowhere"]}}}, namespace)
 
     async def held() -> Obj | NotYet:
@@ -268,7 +268,7 @@ async def test_an_unsatisfiable_new_placement_holds_the_roll_with_the_schedulers
     assert "cannot be scheduled" in message and "node" in message, message
     assert before <= await pod_uids(kube, namespace, "place"), "the old pod was replaced"
     (node,) = [node for node in status["nodes"] if node.get("role") == "primary"]
-    async with admin.connect(node["ip"]) as connection:  # the old pod still serves
+    async with superuser_client().connect(node["ip"]) as connection:  # the old pod still serves
         assert await connection.text("SET", "k", "v") == "OK"
     await kube.patch(VALKEY_CLUSTERS, "place", {"spec": {"placement": None}}, namespace)
     await settled(kube, namespace, "place", 180)

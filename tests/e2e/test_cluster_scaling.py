@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
     Catalog,
     formed_cluster,
     node_reports,
@@ -25,7 +27,7 @@ from cluster_support import (
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
 from controllers.cluster.decision.rebalance import quotas
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
+from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing.datachecker import DataChecker, WriterReport
@@ -68,8 +70,8 @@ async def cluster_client(admin: AdminClient, status: Obj) -> ValkeyCluster:
     seeds = [ClusterNode(node["ip"], 6379) for node in status["nodes"] if node.get("role") == "primary"]
     client = ValkeyCluster(
         startup_nodes=seeds,
-        username=ADMIN_USER,
-        password=admin.credentials.password,
+        username=SUPERUSER,
+        password=SUPERUSER_PASSWORD,
         decode_responses=True,
         socket_timeout=5,
     )
@@ -124,9 +126,7 @@ async def test_three_to_five_to_two_shards_loses_no_acknowledged_key(
     typed_client.append(client)
     await write_every_type(client)
     seeds = [(node["ip"], 6379) for node in status["nodes"] if node["role"] == "primary"]
-    async with DataChecker(
-        seeds, replicas=1, username=ADMIN_USER, password=admin.credentials.password
-    ) as checker:
+    async with DataChecker(seeds, replicas=1, username=SUPERUSER, password=SUPERUSER_PASSWORD) as checker:
         written = await checker.write(3000)
         assert written.acknowledged == 3000, written
         for shards in (5, 2):
@@ -156,9 +156,7 @@ async def test_reverting_a_scale_midway_converges_without_slotless_shards(
 ) -> None:
     status, admin = await formed_cluster(kube, catalog, namespace, "turn", shards=3, replicas=0, timeout=300)
     seeds = [(node["ip"], 6379) for node in status["nodes"]]
-    async with DataChecker(
-        seeds, replicas=0, username=ADMIN_USER, password=admin.credentials.password
-    ) as checker:
+    async with DataChecker(seeds, replicas=0, username=SUPERUSER, password=SUPERUSER_PASSWORD) as checker:
         written = await checker.write(5000)
         assert written.acknowledged == 5000, written
         await scale(kube, namespace, "turn", shards=5)
@@ -184,9 +182,7 @@ async def test_replicas_one_two_zero_one(
         kube, catalog, namespace, "copies", shards=2, replicas=1, timeout=300
     )
     seeds = [(node["ip"], 6379) for node in status["nodes"] if node["role"] == "primary"]
-    async with DataChecker(
-        seeds, replicas=1, username=ADMIN_USER, password=admin.credentials.password
-    ) as checker:
+    async with DataChecker(seeds, replicas=1, username=SUPERUSER, password=SUPERUSER_PASSWORD) as checker:
         written = await checker.write(2000)
         assert written.acknowledged == 2000, written
         primaries = {node["pod"] for node in status["nodes"] if node["role"] == "primary"}

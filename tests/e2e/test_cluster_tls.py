@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
     Catalog,
     admin_client,
     create_cluster,
@@ -50,7 +52,6 @@ from tls_support import (
 )
 
 from controllers.cluster.render import layout
-from valkey_operator.api.resources import ADMIN_USER
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import SECRETS
@@ -212,7 +213,7 @@ async def sync_counts(admin: AdminClient, primaries: Sequence[str]) -> dict[str,
 
 
 async def writer_connections(admin: AdminClient, primaries: Sequence[str]) -> dict[str, set[str]]:
-    """Per primary, the ids of the data checker's connections (the admin user's, last command SET or
+    """Per primary, the ids of the data checker's connections (SUPERUSER's, last command SET or
     WAIT), once it holds one on every primary."""
 
     async def done() -> dict[str, set[str]] | NotYet:
@@ -222,7 +223,7 @@ async def writer_connections(admin: AdminClient, primaries: Sequence[str]) -> di
             found[ip] = {
                 id_
                 for id_, c in clients.items()
-                if c.get("user") == ADMIN_USER and c.get("cmd") in ("set", "wait")
+                if c.get("user") == SUPERUSER and c.get("cmd") in ("set", "wait")
             }
         return found if all(found.values()) else NotYet(found)
 
@@ -256,7 +257,6 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     status = await active(kube, namespace, "rot")
     assert status["tls"]["notAfter"]
     admin = await admin_client(kube, namespace, "rot")
-    password = admin.credentials.password
     admin = AdminClient(
         credentials=admin.credentials,
         ca_pem=certs.pem(old.ca, new.ca).decode(),
@@ -271,7 +271,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     trust_old, trust_new = write_ca(tmp_path / "old", old.ca), write_ca(tmp_path / "new", new.ca)
 
     async def accepted(trust: Path, identity: ClientIdentity) -> dict[str, str]:
-        return await answers(ips, trust, ADMIN_USER, password, identity)
+        return await answers(ips, trust, SUPERUSER, SUPERUSER_PASSWORD, identity)
 
     # The probe tells the CAs apart: the nodes trust only the old CA, so only its client is accepted.
     assert set((await accepted(trust_old, old_client)).values()) == {"PONG"}
@@ -280,8 +280,8 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     checker = DataChecker(
         [(ip, layout.VALKEY_PORT) for ip in primaries],
         replicas=1,
-        username=ADMIN_USER,
-        password=password,
+        username=SUPERUSER,
+        password=SUPERUSER_PASSWORD,
         ssl=client_context(old.ca, new.ca),
         prefix="tls",
     )
@@ -319,7 +319,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
         )
         seen = await content_seen(kube, namespace, "rot", seen)
         await active(kube, namespace, "rot", 120)
-        chain = await answers(ips, trust_new, ADMIN_USER, password)  # the server chain, new CA alone
+        chain = await answers(ips, trust_new, SUPERUSER, SUPERUSER_PASSWORD)  # the server chain, new CA alone
         assert set(chain.values()) == {"PONG"}, chain
         await put_tls_secret(kube, namespace, third, certs.pem(new.ca))
         started = time.monotonic()

@@ -19,13 +19,22 @@ from collections import Counter
 
 import attrs
 import pytest
-from cluster_support import Catalog, admin_client, create_cluster, image_config, owned_pods, settled
+from cluster_support import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
+    Catalog,
+    admin_client,
+    create_cluster,
+    image_config,
+    owned_pods,
+    settled,
+)
 from operator_process import OperatorProcess, OperatorProcesses
 
 from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.render import names as render_names
 from valkey_operator import failpoints
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
@@ -181,7 +190,7 @@ async def test_killed_at_a_scale_step_the_restarted_operator_finishes_the_scale(
     admin = await admin_client(kube, namespace, NAME)
     seeds = [(node["ip"], 6379) for node in status["nodes"] if node["role"] == "primary"]
     async with DataChecker(
-        seeds, replicas=REPLICAS, username=ADMIN_USER, password=admin.credentials.password
+        seeds, replicas=REPLICAS, username=SUPERUSER, password=SUPERUSER_PASSWORD
     ) as checker:
         written = await checker.write(KEYS_BEFORE)
         assert written.acknowledged == KEYS_BEFORE, written
@@ -241,7 +250,7 @@ async def test_killed_at_every_rollout_step_the_restarted_operators_finish_the_r
     seeds = [(node["ip"], 6379) for node in status["nodes"]]
     timings = []
     async with DataChecker(
-        seeds, replicas=REPLICAS, username=ADMIN_USER, password=admin.credentials.password
+        seeds, replicas=REPLICAS, username=SUPERUSER, password=SUPERUSER_PASSWORD
     ) as checker:
         written = await checker.write(KEYS_BEFORE)
         assert written.acknowledged == KEYS_BEFORE, written

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
-from cluster_support import owned_pods
+from cluster_support import owned_pods, superuser_client
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -83,7 +83,7 @@ async def reload_requests(admin: AdminClient, ip: str) -> dict[str, int]:
 
 async def client_list(admin: AdminClient, ip: str) -> dict[str, dict[str, str]]:
     """The node's client connections by id, each with its CLIENT LIST fields (user, cmd, age, ...)."""
-    async with admin.connect(ip) as node:
+    async with superuser_client(admin.ca_pem).connect(ip) as node:
         listing = await node.text("CLIENT", "LIST")
     clients = {}
     for line in listing.splitlines():

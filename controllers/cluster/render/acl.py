@@ -91,6 +91,54 @@ and the target checks them against this user. Hence @write on every key, minus t
 commands migration never sends.
 """
 
+ADMIN_COMMANDS: tuple[str, ...] = (
+    # AUTH: every connection of the admin client (valkey-py) and of the backup's RDB stream
+    "+auth",
+    # INFO: the observer's probe (server, replication, memory, persistence), the operator's redis_*
+    # series (valkey_exporter.py) and the backup's RDB stream (INFO server: the node's RDB format)
+    "+info",
+    # the observer's probe (observer.py): slot migrations, cluster state, identity, topology
+    "+cluster|getslotmigrations",
+    "+cluster|info",  # also the operator's redis_* series (valkey_exporter.py)
+    "+cluster|myid",
+    "+cluster|myshardid",
+    "+cluster|nodes",
+    # the observer's probe: each node's users, to keep them as rendered (acl_decision.py)
+    "+acl|list",
+    # the observer's probe: each runtime tunable's value (tunables.RUNTIME_NAMES)
+    "+config|get",
+    # the observer's probe: whether the node knows the commands spec.acl's roles name
+    "+command|info",
+    # the actor's topology steps: bootstrap and scale-up (MEET, ADDSLOTSRANGE, REPLICATE), scaling
+    # (MIGRATESLOTS), switchover, rollout and day-2 failover (FAILOVER), promotion of a replica
+    # whose primary is gone (FAILOVER TAKEOVER), removal of gone nodes (FORGET)
+    "+cluster|meet",
+    "+cluster|addslotsrange",
+    "+cluster|replicate",
+    "+cluster|migrateslots",
+    "+cluster|failover",
+    "+cluster|forget",
+    # the actor's runtime tunables (SetConfig) and TLS file reload (ReloadTls: tls-*-file)
+    "+config|set",
+    # the actor's ACL sync (SyncAcl): every user set as rendered, stray users removed
+    "+acl|setuser",
+    "+acl|deluser",
+    # the backup's RDB stream (rdb_stream.py), as `valkey-cli --rdb` asks: REPLCONF rdb-only/capa
+    # eof/version, then SYNC
+    "+replconf",
+    "+sync",
+)
+"""Every command the operator sends as its admin user, and nothing else: no keys, no channels.
+
+The admin user never reads or writes a key, so it has no key or channel pattern: a command
+outside this list (FLUSHALL, KEYS, DEBUG, SHUTDOWN, a data command) is refused with NOPERM.
+tests/unit/controllers/cluster/test_admin_commands.py ties the list to the commands the code
+sends; tests/integration/valkey/test_admin_acl_server.py runs each path against real servers.
+CONFIG SET cannot be narrowed by parameter in Valkey's ACL: Valkey's protected configs (`dir`,
+`dbfilename`, ... refused by CONFIG SET while `enable-protected-configs` is `no`, its default)
+keep the file paths out of reach. ACL SETUSER is inherently as strong as every permission.
+"""
+
 _USERNAME = re.compile(r"[A-Za-z0-9._-]+")
 _PASSWORD_HASH = re.compile(r"[0-9a-f]{64}")
 _COMMAND = re.compile(r"[a-z0-9_-]+(\|[a-z0-9_-]+)?")
@@ -136,11 +184,11 @@ class RenderedAcl:
 
 
 def internal_users(credentials: InternalCredentials, exporter: bool = False) -> tuple[UserAcl, ...]:
-    """default (disabled), the admin user (everything), the replication user, and the metrics
+    """default (disabled), the admin user (ADMIN_COMMANDS), the replication user, and the metrics
     sidecar's read-only user while the sidecar is on (render/exporter.py)."""
     users = (
         UserAcl("default", ("reset", "off")),
-        UserAcl(ADMIN_USER, ("reset", "on", f"#{credentials.admin_hash}", "~*", "&*", "+@all")),
+        UserAcl(ADMIN_USER, ("reset", "on", f"#{credentials.admin_hash}", *ADMIN_COMMANDS)),
         UserAcl(REPLICATION_USER, ("reset", "on", f"#{credentials.replication_hash}", *REPLICATION_RULES)),
     )
     if not exporter:
