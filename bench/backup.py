@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -67,7 +66,6 @@ from kubernetes_asyncio import config as k8s_config
 from persistence import MB, OK, Connection, key_count, key_of
 
 from valkey_operator.api.resources import (
-    ADMIN_USER,
     VALKEY_BACKUPS,
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
@@ -92,6 +90,7 @@ from valkey_operator.testing.images import (
 from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.testing.operatorproc import operator_argv
 from valkey_operator.testing.resp import ReplyError, encode_command
+from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_operator.testing.wait import NotYet, eventually
 
 Obj = dict[str, Any]
@@ -209,7 +208,6 @@ class Bench:
         self.api: k8s.ApiClient | None = None
         self.kube: Client | None = None
         self.operator: processes.ProcessRecord | None = None
-        self.password = ""
         self.sources: list[Obj] = []
 
     @property
@@ -283,6 +281,8 @@ class Bench:
         spec: Obj = {"configRef": self.name("cfg"), "shards": shards, "replicasPerShard": replicas}
         if restore is not None:
             spec["restore"] = {"backupName": restore}
+        await ensure_role(self.client)
+        spec = with_superuser(spec)  # the bench's data user: the operator's admin user touches no key
         body = {
             "apiVersion": VALKEY_CLUSTERS.api_version,
             "kind": VALKEY_CLUSTERS.kind,
@@ -319,7 +319,7 @@ class Bench:
 
     async def slot_owners(self, status: Obj) -> dict[Address, list[tuple[int, int]]]:
         for address in await self.primaries(status):
-            conn = await Connection.open(address, (ADMIN_USER, self.password), timeout=10.0)
+            conn = await Connection.open(address, (SUPERUSER, SUPERUSER_PASSWORD), timeout=10.0)
             try:
                 reply = await conn.command("CLUSTER", "SLOTS")
             finally:
@@ -345,7 +345,7 @@ class Bench:
         shares: dict[Address, list[int]] = {address: [] for address in owners}
         for index in range(count):
             shares[slot_owner[key_slot(key_of(index))]].append(index)
-        auth = (ADMIN_USER, self.password)
+        auth = (SUPERUSER, SUPERUSER_PASSWORD)
         connections = {address: await Connection.open(address, auth, timeout=120.0) for address in owners}
         try:
             started = time.perf_counter()
@@ -367,14 +367,12 @@ class Bench:
         """The 3x1 source cluster, Active and loaded; returns its status."""
         await self.create_cluster(SOURCE, SHARDS, REPLICAS, None)
         status = await self.active(SOURCE, SHARDS * (1 + REPLICAS))
-        secret = await self.client.get(SECRETS, f"{SOURCE}-internal", self.namespace)
-        self.password = base64.b64decode(secret["data"]["admin-password"]).decode()
         count = key_count(int(self.args.gigabytes * 1024 * MB), self.args.value_size)
         seconds = await self.load(status, count)
         print(f"loaded {count:,} keys of {self.args.value_size} B in {seconds:.1f} s", flush=True)
         if self.args.sync_delay is not None:  # an experiment: what the delay costs each shard's stream
             for node in status["nodes"]:
-                conn = await Connection.open((node["ip"], 6379), (ADMIN_USER, self.password))
+                conn = await Connection.open((node["ip"], 6379), (SUPERUSER, SUPERUSER_PASSWORD))
                 try:
                     await conn.command("CONFIG", "SET", "repl-diskless-sync-delay", str(self.args.sync_delay))
                 finally:
@@ -383,7 +381,7 @@ class Bench:
 
     def checker(self, status: Obj, prefix: str) -> DataChecker:
         seeds = [(node["ip"], 6379) for node in status["nodes"] if node.get("role") == "primary"]
-        return DataChecker(seeds, replicas=0, username=ADMIN_USER, password=self.password, prefix=prefix)
+        return DataChecker(seeds, replicas=0, username=SUPERUSER, password=SUPERUSER_PASSWORD, prefix=prefix)
 
     # --- backup: ours ---
 
@@ -441,7 +439,7 @@ class Bench:
     def cli(self, ip: str, target: Path) -> list[str]:
         return [
             str(self.image.executable("valkey-cli")), "-h", ip, "-p", "6379",
-            "--user", ADMIN_USER, "--pass", self.password, "--no-auth-warning", "--rdb", str(target),
+            "--user", SUPERUSER, "--pass", SUPERUSER_PASSWORD, "--no-auth-warning", "--rdb", str(target),
         ]  # fmt: skip
 
     async def floor_backup(self, shards: Sequence[Obj], round_: int) -> Obj:

@@ -18,7 +18,6 @@ false failovers), the peer through its own API (spec.containers args).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import ipaddress
 import os
@@ -34,15 +33,16 @@ from kubernetes_asyncio import config as k8s_config
 from valkey.asyncio import Valkey
 from valkey.exceptions import ValkeyError
 
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
+from valkey_operator.core.resource import NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import peer, processes
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.images import valkey_version
 from valkey_operator.testing.operatorproc import start_operator
+from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_operator.testing.wait import NotYet, eventually
 
 Obj = dict[str, Any]
@@ -137,8 +137,9 @@ class Ours:
             "apiVersion": VALKEY_CLUSTERS.api_version,
             "kind": VALKEY_CLUSTERS.kind,
             "metadata": {"name": CLUSTER, "namespace": namespace},
-            "spec": {"configRef": namespace, "shards": shards, "replicasPerShard": replicas},
+            "spec": with_superuser({"configRef": namespace, "shards": shards, "replicasPerShard": replicas}),
         }
+        await ensure_role(self.kube)
         await self.kube.create(VALKEY_CLUSTERS, body)
 
     async def delete(self, namespace: str) -> None:
@@ -146,8 +147,7 @@ class Ours:
         await gone(self.kube, VALKEY_CONFIGS, namespace)
 
     async def credentials(self, namespace: str) -> Auth:
-        secret = await self.kube.get(SECRETS, f"{CLUSTER}-internal", namespace)
-        return ADMIN_USER, base64.b64decode(secret["data"]["admin-password"]).decode()
+        return SUPERUSER, SUPERUSER_PASSWORD
 
     async def set_image(self, namespace: str, image: str) -> None:
         await self.kube.patch(VALKEY_CONFIGS, namespace, {"spec": {"imageRef": self.images[image]}})

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -72,9 +71,9 @@ from kubernetes_asyncio import config as k8s_config
 from controllers.cluster.render.config import persistence_directives, quote
 from controllers.config.persistence import Persistence
 from valkey_operator.api.config import Appendfsync, PersistenceMode
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS
+from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes, valkeyproc
 from valkey_operator.testing.crds import install_crds
@@ -83,6 +82,7 @@ from valkey_operator.testing.images import ImageEntry, newest_image, resolve_ima
 from valkey_operator.testing.kubelet.control import KubeletControl
 from valkey_operator.testing.operatorproc import start_operator
 from valkey_operator.testing.resp import Arg, Reply, encode_command, read_reply
+from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_operator.testing.wait import NotYet, eventually, eventually_blocking
 
 Obj = dict[str, Any]
@@ -382,13 +382,12 @@ class Recovery:
                 "apiVersion": VALKEY_CLUSTERS.api_version,
                 "kind": VALKEY_CLUSTERS.kind,
                 "metadata": {"name": CLUSTER, "namespace": namespace},
-                "spec": {"configRef": config, "shards": SHARDS, "replicasPerShard": REPLICAS},
+                "spec": with_superuser({"configRef": config, "shards": SHARDS, "replicasPerShard": REPLICAS}),
             }
+            await ensure_role(kube)
             await kube.create(VALKEY_CLUSTERS, body)
             await self.active(namespace)
-            secret = await kube.get(SECRETS, f"{CLUSTER}-internal", namespace)
-            password = base64.b64decode(secret["data"]["admin-password"]).decode()
-            yield namespace, (ADMIN_USER, password)
+            yield namespace, (SUPERUSER, SUPERUSER_PASSWORD)
         finally:
             with contextlib.suppress(Exception):
                 await kube.delete(VALKEY_CLUSTERS, CLUSTER, namespace)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import functools
 import json
@@ -55,15 +54,16 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from operators import run_on_testbed
 
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS
+from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes
 from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.datachecker import DataChecker, WriterReport
 from valkey_operator.testing.images import newest_image, resolve_image, valkey_version
 from valkey_operator.testing.operatorproc import start_operator
+from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_operator.testing.wait import NotYet, eventually
 
 Obj = dict[str, Any]
@@ -149,16 +149,16 @@ class Bench:
             "apiVersion": VALKEY_CLUSTERS.api_version,
             "kind": VALKEY_CLUSTERS.kind,
             "metadata": {"name": CLUSTER, "namespace": namespace},
-            "spec": {"configRef": config, "shards": SHARDS, "replicasPerShard": REPLICAS},
+            "spec": with_superuser({"configRef": config, "shards": SHARDS, "replicasPerShard": REPLICAS}),
         }
+        await ensure_role(kube)
         await kube.create(VALKEY_CLUSTERS, body)
         status = await self.active(namespace, timeout)
-        secret = await kube.get(SECRETS, f"{CLUSTER}-internal", namespace)
-        password = base64.b64decode(secret["data"]["admin-password"]).decode()
         seeds = [(node["ip"], 6379) for node in status["nodes"]]
+        user, password = SUPERUSER, SUPERUSER_PASSWORD
         async with (
-            DataChecker(seeds, replicas=REPLICAS, username=ADMIN_USER, password=password) as durable,
-            DataChecker(seeds, replicas=0, prefix="probe", username=ADMIN_USER, password=password) as probe,
+            DataChecker(seeds, replicas=REPLICAS, username=user, password=password) as durable,
+            DataChecker(seeds, replicas=0, prefix="probe", username=user, password=password) as probe,
         ):
             loaded = await durable.write(keys, timeout=timeout)
             stop = asyncio.Event()

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import ipaddress
 import json
@@ -69,15 +68,16 @@ from kubernetes_asyncio import config as k8s_config
 from valkey.asyncio import Valkey
 from valkey.exceptions import ValkeyError
 
-from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
+from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
+from valkey_operator.core.resource import NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.testing import processes, valkeyproc
 from valkey_operator.testing.crds import install_crds
 from valkey_operator.testing.datachecker import SLOTS, DataChecker, key_slot
 from valkey_operator.testing.images import ImageEntry, newest_image, resolve_image
 from valkey_operator.testing.operatorproc import start_operator
+from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
 from valkey_operator.valkey.admin import parse_info
 
@@ -581,14 +581,13 @@ class Ours:
                 "apiVersion": VALKEY_CLUSTERS.api_version,
                 "kind": VALKEY_CLUSTERS.kind,
                 "metadata": {"name": CLUSTER, "namespace": namespace},
-                "spec": {"configRef": self.config_name, "shards": 3, "replicasPerShard": 0},
+                "spec": with_superuser({"configRef": self.config_name, "shards": 3, "replicasPerShard": 0}),
             }
+            await ensure_role(kube)
             created = await kube.create(VALKEY_CLUSTERS, body)
             status = await self.wait_settled(namespace, created["metadata"]["generation"], 3, deadline, None)
             progress["bootstrap_seconds"] = time.perf_counter() - started
-            secret = await kube.get(SECRETS, f"{CLUSTER}-internal", namespace)
-            password = base64.b64decode(secret["data"]["admin-password"]).decode()
-            auth: Auth = (ADMIN_USER, password)
+            auth: Auth = (SUPERUSER, SUPERUSER_PASSWORD)
             seeds = [(loopback(n["ip"]), 6379) for n in status["nodes"] if n.get("role") == "primary"]
             data = Dataset(seeds, auth, keys)
             progress["load_seconds"] = await data.load(deadline)

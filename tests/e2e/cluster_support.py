@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
 import time
 from collections.abc import Collection
 from typing import Any
@@ -22,15 +21,15 @@ from valkey_operator.api.resources import (
     VALKEY_CLUSTERS,
     VALKEY_CONFIGS,
     VALKEY_IMAGES,
-    VALKEY_ROLES,
 )
 from valkey_operator.core.client import Client
 from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import EVENTS, PODS, SECRETS
-from valkey_operator.core.rest import ApiError, Obj
+from valkey_operator.core.rest import Obj
 from valkey_operator.core.store import DeletedFinalStateUnknown
 from valkey_operator.testing import certs, images
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
+from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials
 
@@ -38,43 +37,6 @@ NODE_TIMEOUT_MS = "5000"  # >= 5000 ms on the test bed's 2 shared cores
 CLUSTER_CONTROLLER = "valkeycluster"
 NUDGE_ANNOTATION = "test.valkey.gomomento.com/nudge"
 """Touched by tests to make the operator look at a cluster now (it means nothing to the operator)."""
-
-
-SUPERUSER = "e2e-superuser"
-SUPERUSER_PASSWORD = "e2e-superuser-password"
-"""The tests' own user on every cluster create_cluster makes: every command on every key and channel.
-
-The operator's admin user may run only the commands the operator sends (render/acl.py
-ADMIN_COMMANDS), so the tests write, read and poke data as this spec.acl user, the way an
-application with a ValkeyRole would. Its ValkeyRole (SUPERUSER_ROLE) is made once per control plane."""
-SUPERUSER_ROLE = "e2e-superuser"
-
-
-def superuser_entry() -> Obj:
-    """The spec.acl entry of SUPERUSER."""
-    return {
-        "username": SUPERUSER,
-        "passwordHashes": [hashlib.sha256(SUPERUSER_PASSWORD.encode()).hexdigest()],
-        "permissions": [
-            {"roleRef": SUPERUSER_ROLE, "keys": [{"pattern": "*", "access": "readwrite"}], "channels": ["*"]}
-        ],
-    }
-
-
-async def ensure_superuser_role(kube: Client) -> None:
-    """SUPERUSER_ROLE, made if missing (shared by every test on the control plane, never changed)."""
-    if await kube.get_or_none(VALKEY_ROLES, SUPERUSER_ROLE) is None:
-        body = {
-            "apiVersion": VALKEY_ROLES.api_version,
-            "kind": VALKEY_ROLES.kind,
-            "metadata": {"name": SUPERUSER_ROLE},
-            "spec": {"categories": [{"name": "all", "access": "allow"}]},
-        }
-        try:
-            await kube.create(VALKEY_ROLES, body)
-        except ApiError as exc:
-            if not exc.already_exists:  # another test made it first: the same role
-                raise
 
 
 def superuser_client(ca_pem: str | None = None) -> AdminClient:
@@ -136,9 +98,8 @@ async def create_cluster(
 ) -> Obj:
     """A ValkeyCluster; extra spec fields (tls, restore, backup, ...) as given; SUPERUSER is added
     to spec.acl (after any users given)."""
-    await ensure_superuser_role(kube)
-    spec: Obj = {"configRef": config, "shards": shards, "replicasPerShard": replicas, **extra}
-    spec["acl"] = [*(spec.get("acl") or []), superuser_entry()]
+    await ensure_role(kube)
+    spec = with_superuser({"configRef": config, "shards": shards, "replicasPerShard": replicas, **extra})
     if placement is not None:
         spec["placement"] = placement
     body = {
