@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
+import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client as k8s
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import RestClient
+from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import install_crds
 
 
@@ -23,3 +25,19 @@ async def valkey_crds(kube: Client) -> AsyncIterator[None]:
     """The product's CRDs (crds/*.yaml) installed and Established (idempotent, cheap when current)."""
     await install_crds(kube)
     yield
+
+
+@pytest.fixture(scope="module")
+def lone_plane(
+    kube_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    """A control plane of the module's own (etcd and an API server, no nodes; about 3 s): for tests
+    that own cluster-scoped state (write status by hand, stop an operator mid-way) and would
+    otherwise have to stop every other module on the shared plane. A module points the test bed's
+    fixtures at it by overriding `kubeconfig_path`; the shared plane's binaries are reused."""
+    plane = ControlPlane(tmp_path_factory.mktemp("lone"), bins=kube_control_plane.bins)
+    try:
+        plane.up()
+        yield plane
+    finally:
+        plane.down()

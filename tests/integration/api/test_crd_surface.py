@@ -26,11 +26,19 @@ from valkey_operator.api.resources import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, Resource
 from valkey_operator.core.rest import ApiError, Obj
+from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Writes and reads the status of cluster-scoped objects by hand: no operator of another module may
-# reconcile them meanwhile.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.timeout(90)]
+# Writes and reads the status of cluster-scoped objects by hand, so no operator of another module
+# may reconcile them meanwhile: the module runs on a control plane of its own (lone_plane).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+
+@pytest.fixture(scope="module")
+def kubeconfig_path(lone_plane: ControlPlane) -> Path:
+    """The test bed's fixtures (kube_api, kube, namespace, kubectl) on this module's own plane."""
+    return lone_plane.kubeconfig
+
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs" / "reference"

@@ -7,6 +7,7 @@ and the schema's field layout and enums are exactly the models'.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -87,11 +88,19 @@ from valkey_operator.api.role import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, Resource
 from valkey_operator.core.rest import ApiError, Obj
+from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import load_manifests, product_crds
 
-# Writes and reads the status of cluster-scoped objects by hand: no operator of another module may
-# reconcile them meanwhile.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
+# Writes and reads the status of cluster-scoped objects by hand, so no operator of another module
+# may reconcile them meanwhile: the module runs on a control plane of its own (lone_plane).
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def kubeconfig_path(lone_plane: ControlPlane) -> Path:
+    """The test bed's fixtures (kube_api, kube, namespace, kubectl) on this module's own plane."""
+    return lone_plane.kubeconfig
+
 
 HOLD = "example.com/hold"
 Model = ValkeyImage | ValkeyConfig | ValkeyRole | ValkeyCluster | ValkeyBackup

@@ -6,7 +6,6 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -360,27 +359,22 @@ async def test_deleted_base_cycles_go_while_a_used_chain_stays(
 
 
 @pytest_asyncio.fixture
-async def lone_plane(kube_control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    """A control plane of its own (~3 s) with the CRDs: no other test's operator on the shared plane
-    can act on its cluster-scoped images while this test's operator is stopped."""
-    plane = ControlPlane(tmp_path / "plane", bins=kube_control_plane.bins)
-    try:
-        plane.up()
-        configuration = k8s.Configuration()
-        await config.load_kube_config(config_file=str(plane.kubeconfig), client_configuration=configuration)
-        async with k8s.ApiClient(configuration) as api:
-            await install_crds(Client(RestClient(api), field_manager="tests"))
-            yield api
-    finally:
-        plane.down()
+async def lone_api(lone_plane: ControlPlane) -> AsyncIterator[k8s.ApiClient]:
+    """A control plane of its own with the CRDs: no other test's operator on the shared plane can
+    act on its cluster-scoped images while this test's operator is stopped."""
+    configuration = k8s.Configuration()
+    await config.load_kube_config(config_file=str(lone_plane.kubeconfig), client_configuration=configuration)
+    async with k8s.ApiClient(configuration) as api:
+        await install_crds(Client(RestClient(api), field_manager="tests"))
+        yield api
 
 
-async def test_restart_mid_way_converges(lone_plane: k8s.ApiClient) -> None:
-    kube = Client(RestClient(lone_plane), field_manager="tests")
+async def test_restart_mid_way_converges(lone_api: k8s.ApiClient) -> None:
+    kube = Client(RestClient(lone_api), field_manager="tests")
     namespace = "restart"
     await kube.create(NAMESPACES, {"metadata": {"name": namespace}})
     names = Names(kube, "lone")
-    first = Operator(lone_plane, namespace)
+    first = Operator(lone_api, namespace)
     await first.start()
     await names.image("img")
     await names.config("cfg", imageRef="img")
@@ -394,7 +388,7 @@ async def test_restart_mid_way_converges(lone_plane: k8s.ApiClient) -> None:
         "deletionTimestamp" in held["metadata"]
         and IMAGE_PROTECTION_FINALIZER in held["metadata"]["finalizers"]
     )
-    second = Operator(lone_plane, namespace)
+    second = Operator(lone_api, namespace)
     await second.start()
     try:
         await eventually(lambda: gone(kube, VALKEY_IMAGES, names("img")), "release after restart")
