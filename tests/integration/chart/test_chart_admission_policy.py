@@ -4,7 +4,6 @@ and what the operator does to its own objects it still allows."""
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 import pytest_asyncio
-import yaml
+from chart_render import render
 from rbac_support import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -37,13 +36,10 @@ from valkey_operator.core.resource import (
 )
 from valkey_operator.core.rest import ApiError, Obj, RestClient
 from valkey_operator.core.restconfig import from_kubeconfig
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.versions import KUBERNETES
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-CHART = Path(__file__).resolve().parents[3] / "charts" / "valkey-operator"
 ADMISSION = "admissionregistration.k8s.io"
 KINDS = {
     **{
@@ -69,18 +65,7 @@ DRY_RUN = {"dryRun": "All", "fieldManager": "valkey-operator"}
 def rendered(namespace: str, fullname: str) -> list[Obj]:
     """The ServiceAccount, RBAC and policy of a cluster-wide install (the default mode)."""
     templates = ("serviceaccount.yaml", "rbac.yaml", "admission-policy.yaml")
-    done = subprocess.run(
-        [
-            *(str(binaries().helm), "template", "vo", str(CHART), "-n", namespace),
-            *("--kube-version", KUBERNETES, "--set", f"fullnameOverride={fullname}"),
-            *(arg for template in templates for arg in ("--show-only", f"templates/{template}")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return render("--set", f"fullnameOverride={fullname}", namespace=namespace, only=templates)
 
 
 @attrs.define

@@ -17,31 +17,18 @@ from typing import Any
 
 import pytest
 import yaml
+from chart_render import CHART, helm, render
 
 from valkey_operator import settings
 from valkey_operator.core.manager import parse_bind_address
-from valkey_operator.testing.build import binaries
 from valkey_operator.testing.crds import load_manifests, product_crds
 from valkey_operator.testing.kubelet.envvars import container_env, expand
 from valkey_operator.testing.versions import KUBERNETES
 
 ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT / "charts" / "valkey-operator"
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 CLIENT_SIDE_APPLY_LIMIT = 262144
 """Bytes of the last-applied annotation kubectl's client-side apply writes (CNPG's CRDs broke it)."""
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(binaries().helm), *args], capture_output=True, text=True, timeout=60)
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
-
-
-def render(*values: str, chart: Path = CHART) -> list[dict[str, Any]]:
-    text = helm("template", "vo", str(chart), "-n", "ops", "--kube-version", KUBERNETES, *values).stdout
-    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
 def refusal(*values: str) -> str:

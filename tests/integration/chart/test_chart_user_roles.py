@@ -4,26 +4,21 @@ ValkeyClusters and ValkeyBackups there and never writes the platform team's clus
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
+from chart_render import render
 from rbac_support import CLUSTER_ROLES, RBAC, ROLE_BINDINGS
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.versions import KUBERNETES
 from valkey_operator.testing.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-CHART = str(Path(__file__).resolve().parents[3] / "charts" / "valkey-operator")
 ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
@@ -31,17 +26,7 @@ GROUP = "valkey.gomomento.com"
 
 
 def aggregated_roles(fullname: str) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        [
-            *(str(binaries().helm), "template", "vo", CHART, "--kube-version", KUBERNETES),
-            *("--set", f"fullnameOverride={fullname}", "--show-only", "templates/aggregated-roles.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return render("--set", f"fullnameOverride={fullname}", only=("aggregated-roles.yaml",))
 
 
 @pytest_asyncio.fixture
