@@ -14,6 +14,7 @@ import signal
 import time
 from pathlib import Path
 
+import own_bed
 import pytest
 from chart_support import (
     RELEASE,
@@ -46,8 +47,10 @@ from valkey_operator.testing.crds import product_crds
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Fails or taints nodes, or replaces a CRD: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
+
+# Replaces a CRD and installs the chart's cluster-scoped objects: runs on a test bed of its own.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 LEASE = "valkey-operator-leader"
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's leader-election timings

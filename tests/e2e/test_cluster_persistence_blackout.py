@@ -24,6 +24,7 @@ import asyncio
 import time
 
 import attrs
+import own_bed
 import pytest
 from cluster_support import Catalog, status_of, warnings
 from inprocess_operator import Operator
@@ -45,8 +46,10 @@ from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 
-# Fails every node: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.usefixtures("valkey_crds")]
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
+
+# Fails every node: runs on a test bed of its own.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 NODE_FAILURE = "the test fails the node(s) the operator pod may run on, and the operator must see the outage"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import own_bed
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
@@ -38,8 +39,10 @@ from valkey_operator.core.rest import Obj
 from valkey_operator.testing import images
 from valkey_operator.testing.wait import NotYet, eventually
 
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
+
 # The placement-rule test taints a node and adds a PriorityClass, which other modules' pods would
-# meet: it is marked testbed_exclusive. The others place only this module's own pods.
+# meet: the module runs on a test bed of its own (own_bed.py).
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 ZONE = "topology.kubernetes.io/zone"
@@ -130,7 +133,6 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
     assert len(gaps) == 3 and all(gap < SHARD_GAP_LIMIT for gap in gaps.values()), gaps
 
 
-@pytest.mark.testbed_exclusive
 @pytest.mark.timeout(600)
 async def test_each_placement_rule_is_where_the_scheduler_puts_the_pods(
     operator: ChartOperator, kube: Client, catalog: Catalog, namespace: str

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
+import own_bed
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
@@ -64,8 +65,9 @@ from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 from valkey_operator.valkey.slots import parse_slot_ranges
 
-# The tests that fail nodes are marked testbed_exclusive: while they run no other test-bed module
-# runs. The others disturb only this module's own pods and servers.
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
+
+# Some tests fail nodes: the module runs on a test bed of its own.
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
 NODE_FAILURE = "the test fails the node(s) the operator pod may run on, and the operator must see the outage"
@@ -311,7 +313,6 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
 
 
 @pytest.mark.inprocess_operator(NODE_FAILURE)
-@pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "primaries",
@@ -401,7 +402,6 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
 
 
 @pytest.mark.inprocess_operator(NODE_FAILURE)
-@pytest.mark.testbed_exclusive
 @pytest.mark.timeout(300)
 async def test_every_node_failing_at_once_rebuilds_the_cluster_empty_and_says_so(
     operator: Operator, kube: Client, catalog: Catalog, namespace: str, kubelet: KubeletControl

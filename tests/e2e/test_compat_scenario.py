@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import attrs
+import own_bed
 import pytest
 from chart_support import CHART, RELEASE, can_i_list, helm, install, package
 from cluster_support import (
@@ -56,6 +57,8 @@ from valkey_operator.testing import audit, certs, compat, images, operatorimage
 from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.crds import load_manifests, product_crds
 from valkey_operator.testing.wait import NotYet, eventually
+
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 
 pytestmark = [pytest.mark.integration]
 
@@ -198,11 +201,11 @@ def judge_rbac(log: Path, account: str, grants: set[tuple[str, str]], uninstalle
 @pytest.mark.parametrize(
     "mode",
     [
-        # Helm owns the CRDs and the chart's ClusterRoles while a release is installed: one release
-        # at a time. Watching one namespace, it runs beside other modules; cluster-wide, its
-        # operator would reconcile every namespace's clusters, so nothing else runs meanwhile.
-        pytest.param("namespaced", marks=pytest.mark.testbed_serial("helm")),
-        pytest.param("cluster-wide", marks=pytest.mark.testbed_exclusive),
+        # Helm owns the CRDs and the chart's ClusterRoles while a release is installed, and the
+        # cluster-wide operator reconciles every namespace's clusters: the module runs on a test
+        # bed of its own (own_bed.py), one mode after the other.
+        "namespaced",
+        "cluster-wide",
     ],
 )
 async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(

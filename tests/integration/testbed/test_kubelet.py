@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import own_bed
 import pytest
 from kubelet_support import (
     BUSYBOX,
@@ -49,8 +50,9 @@ from valkey_operator.testing.kubelet.pods import STRATEGIC_MERGE_PATCH
 from valkey_operator.testing.sessionbed import BACKOFF_BASE, SYNC_DELAY
 from valkey_operator.testing.wait import NotYet, eventually
 
-# The tests that fail a node are marked testbed_exclusive: while they run no other test-bed module
-# runs. The others touch only their own namespace's pods (the CLI test runs a bed of its own).
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
+
+# Some tests fail a node: the module runs on a test bed of its own (the CLI test starts yet another).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 Obj = dict[str, Any]
@@ -410,7 +412,6 @@ async def test_restricted_namespace_runs_a_compliant_pod_as_its_uid(
     assert "non-root" in message
 
 
-@pytest.mark.testbed_exclusive
 async def test_node_failure_and_recovery(
     kube: Client, kubelet: KubeletControl, pods: Pods, namespace: str
 ) -> None:
@@ -466,7 +467,6 @@ async def test_node_failure_and_recovery(
         assert process(await pods.pid(name)) != pids[name]
 
 
-@pytest.mark.testbed_exclusive
 async def test_node_reboot_empties_memory_emptydirs_and_keeps_disk_ones(
     kubelet: KubeletControl, pods: Pods, namespace: str
 ) -> None:

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import own_bed
 import pytest
 from kubelet_support import POD_IP_ENV, Pods, busybox, condition, container_status, pod_body, read_text
 
@@ -28,8 +29,10 @@ from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.wait import NotYet, eventually
 
-# Fails nodes: runs while no other test-bed module runs.
-pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive, pytest.mark.timeout(300)]
+kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
+
+# Fails nodes: runs on a test bed of its own.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 Obj = dict[str, Any]
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")

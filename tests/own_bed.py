@@ -1,0 +1,57 @@
+"""A test bed of the module's own: a control plane and a kubelet with the session bed's nodes.
+
+For the modules that change what every test on the shared bed would meet (fail or taint its nodes,
+replace a CRD, run a cluster-wide operator). On the shared bed they had to stop every other module
+(testbed_exclusive); on their own they run beside the rest, for the price of a second bed's start
+(about 15 s) and its memory. A module binds the three fixtures to the names of the test bed
+plugin's fixtures, which they then override for that module only:
+
+    import own_bed
+
+    kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES
+
+Everything built on them (kube_api, kube, namespace, the chart and operator fixtures) then talks
+to the module's bed. Images come from the machine's shared image store, so nothing is loaded twice.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from valkey_operator.testing.controlplane import ControlPlane
+from valkey_operator.testing.kubelet import KubeletControl
+from valkey_operator.testing.sessionbed import KUBELET_ARGS
+
+
+@pytest.fixture(scope="module")
+def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """The module's own bed (the binaries the session's build made), stopped after its last test."""
+    state_dir = Path(tempfile.mkdtemp(prefix="valkey-operator-own-bed-"))
+    nodes = request.config.getoption("--testbed-nodes")
+    plane = ControlPlane(state_dir, nodes=nodes, kubelet_args=KUBELET_ARGS)
+    try:
+        plane.up()
+        yield plane
+    finally:
+        plane.down()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def kubeconfig_path(kube_control_plane: ControlPlane) -> Path:
+    return kube_control_plane.kubeconfig
+
+
+@pytest.fixture(scope="module")
+def kubelet(kube_control_plane: ControlPlane) -> KubeletControl:
+    return KubeletControl(kube_control_plane.state_dir)
+
+
+FIXTURES = (kube_control_plane, kubeconfig_path, kubelet)
+"""What a module binds to the plugin's fixture names:
+`kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES`."""
