@@ -18,7 +18,8 @@ Four live ValkeyClusters give every panel and alert something to show:
 - `failed`, 1x0, created on that image: it serves nothing and is Failed (ValkeyClusterFailed).
 - `store`, 1x1, not a cache (noeviction, 16 MiB maxmemory): its primary is written until it refuses
   writes (ValkeyMemoryNearMaxmemory) and serves reads (hits and misses) while the dashboard is
-  checked; its replica gets a wrong primaryauth and is disconnected (ValkeyReplicaLinkDown).
+  checked; its replica gets a wrong primaryauth and is disconnected (ValkeyReplicaLinkDown), so
+  the store is Updating with a replica out of sync (ValkeyClusterNotActive).
 The redis_* series come from the leader only; at the end the leader pod is deleted and the time
 until the new leader's redis_* series are in Prometheus is printed.
 
@@ -51,6 +52,7 @@ import pytest
 import yaml
 from chart_support import CHART, RELEASE, adopt_crds, helm, install, set_flags
 from cluster_support import (
+    NUDGE_ANNOTATION,
     Catalog,
     admin_client,
     create_cluster,
@@ -409,6 +411,12 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
         )
         await break_link(store_admin, replica_ip)
         assert await link_status(store_admin, replica_ip) == "down"
+        # A replica out of sync keeps the store from Active (SyncingReplicas). The operator sees it at
+        # its next look (30 s to 5 min on a quiet cluster); a nudge makes that now, so the state
+        # series and ValkeyClusterNotActive do not depend on when the look falls.
+        nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(time.time())}}}
+        await kube.patch(VALKEY_CLUSTERS, "store", nudge, workloads)
+        await state_of(kube, workloads, "store", "Updating", 60)
         tls_status = await status_of(kube, workloads, "tls")
         degraded = find_condition(tls_status.get("conditions"), "Degraded") or {}
         assert degraded.get("reason") == "CertificateExpiring", degraded  # the operator agrees with the alert
@@ -454,7 +462,7 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
             "ValkeyOperatorAbsent": set(),
             "ValkeyOperatorNoLeader": set(),
             "ValkeyClusterFailed": {(workloads, "failed")},
-            "ValkeyClusterNotActive": {(workloads, "roll"), (workloads, "failed")},
+            "ValkeyClusterNotActive": {(workloads, "roll"), (workloads, "failed"), (workloads, "store")},
             "ValkeyClusterStateNotOk": {(workloads, "roll", pod) for pod in failing},
             "ValkeyReplicationLagHigh": set(),
             "ValkeySlotMigrationFailed": set(),
