@@ -31,6 +31,11 @@ migration, a timed-out failover, and cluster_state:fail: the one node that repor
 surge pod below the version floor, which the operator asks nothing but its version) have their
 selectors checked and must name nothing; when they fire is what tests/prometheus/alerts_test.yaml
 shows with promtool.
+
+The second test installs one replica with metrics.secure=true and scrapes it as the chart's
+ServiceMonitor says: HTTPS, the self-signed certificate unchecked, and the token of Prometheus' own
+ServiceAccount (from a TokenRequest, bound to <fullname>-metrics-reader); the test bed has no
+Prometheus Operator, so the test translates the rendered endpoint as that operator would.
 """
 
 from __future__ import annotations
