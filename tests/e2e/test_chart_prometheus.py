@@ -31,6 +31,11 @@ migration, a timed-out failover, and cluster_state:fail: the one node that repor
 surge pod below the version floor, which the operator asks nothing but its version) have their
 selectors checked and must name nothing; when they fire is what tests/prometheus/alerts_test.yaml
 shows with promtool.
+
+The second test installs one replica with metrics.secure=true and scrapes it as the chart's
+ServiceMonitor says: HTTPS, the self-signed certificate unchecked, and the token of Prometheus' own
+ServiceAccount (from a TokenRequest, bound to <fullname>-metrics-reader); the test bed has no
+Prometheus Operator, so the test translates the rendered endpoint as that operator would.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import datetime
 import json
 import math
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -48,8 +54,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import attrs
 import pytest
 import yaml
+from chart_operator import METRICS_PORT, ChartOperator
 from chart_support import CHART, RELEASE, adopt_crds, helm, install, set_flags
 from cluster_support import (
     NUDGE_ANNOTATION,
@@ -62,7 +71,9 @@ from cluster_support import (
     settled,
     status_of,
 )
+from inprocess_operator import Operator
 from node_metrics_support import break_link, fill, link_status, load, memory_ratio, roles, store_config
+from rbac_support import CLUSTER_ROLE_BINDINGS, RBAC, SERVICE_ACCOUNTS, service_account_token
 
 from controllers.cluster.decision.versions import meets_floor, version_from_info
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
@@ -96,6 +107,12 @@ ACCOUNT = f"{RELEASE}-valkey-operator"
 METRICS_SERVICE = f"{RELEASE}-valkey-operator-metrics"
 RATE_INTERVAL = "1m"
 """Grafana's $__rate_interval here: 30 scrapes at the test Prometheus' 2 s interval."""
+
+PROJECTED_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+"""Where a pod's own ServiceAccount token is mounted: the bearerTokenFile of the secure ServiceMonitor."""
+
+OPERATOR_SERIES = "controller_runtime_max_concurrent_reconciles"
+"""A series the operator exports from its start, one per controller."""
 
 Sample = dict[str, Any]
 Identity = tuple[str, ...]
@@ -574,3 +591,111 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
         print(f"leader {old_leader} deleted: the new leader's redis_* series in Prometheus after "
               f"{time.monotonic() - handover:.1f}s")  # fmt: skip
         print(f"test body {time.monotonic() - started:.1f}s")
+
+
+def rendered_service_monitor_endpoint(kubeconfig: Path, operator: ChartOperator) -> Obj:
+    """The one endpoint of the ServiceMonitor the chart renders for this release's values (the test
+    bed runs no Prometheus Operator to read it, so the test does what that operator would)."""
+    text = helm(
+        kubeconfig, "template", operator.release, str(CHART), "-n", operator.namespace,
+        "--kube-version", kubeversion.selected().kubernetes,
+        *set_flags((*operator.chart_values(), "metrics.serviceMonitor.enabled=true")),
+    )  # fmt: skip
+    (monitor,) = [doc for doc in yaml.safe_load_all(text) if doc and doc["kind"] == "ServiceMonitor"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    return dict(endpoint)
+
+
+def endpoint_scrape(endpoint: Obj, service: Obj, kubeconfig: Path, token_file: Path) -> prom.PodScrape:
+    """A ServiceMonitor endpoint as Prometheus Operator writes it into the scrape configuration: its
+    scheme, its tlsConfig, and its bearerTokenFile, which is the path of Prometheus' own projected
+    ServiceAccount token in its pod; here Prometheus runs on the host, so that token (from a
+    TokenRequest, as the kubelet gets it) is in token_file."""
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"], (endpoint, service["spec"])
+    pod_scrape = service_scrape(service, kubeconfig)
+    tls = endpoint.get("tlsConfig") or {}
+    assert set(tls) <= {"insecureSkipVerify"}, f"a tlsConfig field this test does not translate: {tls}"
+    return attrs.evolve(
+        pod_scrape,
+        scheme=endpoint.get("scheme", "http"),
+        insecure_skip_verify=bool(tls.get("insecureSkipVerify")),
+        bearer_token_file=token_file if endpoint.get("bearerTokenFile") == PROJECTED_TOKEN else None,
+    )
+
+
+async def metrics_status(url: str, token: str | None) -> int:
+    """The status of a GET of the operator's /metrics, certificate unchecked (it is self-signed)."""
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=insecure)) as session,
+        session.get(url, headers=headers, timeout=timeout) as response,
+    ):
+        await response.read()
+        return response.status
+
+
+@pytest.mark.operator_values("metrics.secure=true")
+async def test_prometheus_scrapes_secure_metrics_with_its_own_service_account_token(
+    kube: Client, kubeconfig_path: Path, namespace: str, operator: ChartOperator | Operator, tmp_path: Path
+) -> None:
+    """metrics.secure as users meet it: the operator pod from the chart serves /metrics over HTTPS to
+    Prometheus' ServiceAccount, bound to the chart's <fullname>-metrics-reader, scraping as the
+    chart's ServiceMonitor says; no token 401, another ServiceAccount's token 403, plain HTTP refused."""
+    assert isinstance(operator, ChartOperator)
+    started = time.monotonic()
+    fullname = operator.deployment
+    endpoint = rendered_service_monitor_endpoint(kubeconfig_path, operator)
+    assert endpoint.get("scheme") == "https" and endpoint.get("bearerTokenFile") == PROJECTED_TOKEN, endpoint
+
+    # Prometheus' own ServiceAccount, bound to the reader role the chart rendered; its token from a
+    # TokenRequest, where the ServiceMonitor's bearerTokenFile has Prometheus read it.
+    for account in ("prometheus", "stranger"):
+        await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": account, "namespace": namespace}})
+    binding = f"{namespace}-prometheus-metrics"
+    reader = {"apiGroup": RBAC, "kind": "ClusterRole", "name": f"{fullname}-metrics-reader"}
+    subject = {"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}
+    await kube.create(
+        CLUSTER_ROLE_BINDINGS, {"metadata": {"name": binding}, "roleRef": reader, "subjects": [subject]}
+    )
+    try:
+        token_file = tmp_path / "prometheus-token"
+        token_file.write_text(await service_account_token(kube, namespace, "prometheus"))
+        token_file.chmod(0o600)
+        stranger = await service_account_token(kube, namespace, "stranger")
+
+        service = await kube.get(SERVICES, f"{fullname}-metrics", namespace)
+        scrape = endpoint_scrape(endpoint, service, kubeconfig_path, token_file)
+        server = prom.start([scrape], directory=tmp_path / "prometheus")
+        try:
+            await asyncio.to_thread(server.wait_ready)
+
+            async def scraped() -> list[Sample] | NotYet:
+                targets = await asyncio.to_thread(server.targets)
+                health = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]
+                if not any(t["health"] == "up" for t in targets):
+                    return NotYet(health)
+                series = await query(
+                    server, f'controller_runtime_max_concurrent_reconciles{{pod="{operator.pod_name}"}}'
+                )
+                return series or NotYet({"targets": health, "series": "none yet"})
+
+            series = await eventually(scraped, "Prometheus scraping the secure /metrics", 60, interval=0.5)
+            (target,) = await asyncio.to_thread(server.targets)
+            assert target["scrapeUrl"] == f"https://{operator.pod_ip}:{METRICS_PORT}/metrics", target
+            print(f"secure scrape up, {len(series)} controller series, {time.monotonic() - started:.1f}s")
+        finally:
+            server.stop()
+
+        url = f"https://{operator.pod_ip}:{METRICS_PORT}/metrics"
+        assert await metrics_status(url, None) == 401
+        assert await metrics_status(url, stranger) == 403
+        assert await metrics_status(url, token_file.read_text()) == 200
+        with pytest.raises(aiohttp.ClientError):
+            await metrics_status(f"http://{operator.pod_ip}:{METRICS_PORT}/metrics", None)
+    finally:
+        await kube.delete(CLUSTER_ROLE_BINDINGS, binding)
+    print(f"secure metrics proven in {time.monotonic() - started:.1f}s after the operator led")

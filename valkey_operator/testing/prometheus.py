@@ -53,15 +53,28 @@ class PodScrape:
     label_selector: str
     job: str = JOB
     port_name: str = PORT_NAME
+    scheme: str = "http"
+    insecure_skip_verify: bool = False
+    """A self-signed serving certificate (the operator's metrics.secure): trust the caller check instead."""
+    bearer_token_file: Path | None = None
+    """The scraper's token, presented as `Authorization: Bearer` (a ServiceMonitor's bearerTokenFile)."""
 
 
 def scrape_config(scrape: PodScrape, interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
-    """One scrape job: Running pods matching the selector, on their container port named port_name."""
+    """One scrape job: Running pods matching the selector, on their container port named port_name;
+    over HTTPS with a token when the PodScrape says so, as Prometheus Operator translates a
+    ServiceMonitor endpoint's scheme, tlsConfig and bearerTokenFile."""
+    security: dict[str, Any] = {"scheme": scrape.scheme}
+    if scrape.insecure_skip_verify:
+        security["tls_config"] = {"insecure_skip_verify": True}
+    if scrape.bearer_token_file is not None:
+        security["authorization"] = {"type": "Bearer", "credentials_file": str(scrape.bearer_token_file)}
     return {
         "job_name": scrape.job,
         "scrape_interval": interval,
         "scrape_timeout": interval,
         "honor_labels": True,
+        **security,
         "kubernetes_sd_configs": [
             {
                 "role": "pod",
