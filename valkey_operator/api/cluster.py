@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import attrs
 
 from valkey_operator.api.backup import BackupSchedule, Restore, RestoreStatus
-from valkey_operator.api.convert import Model
+from valkey_operator.api.convert import Model, empty_to_none
 from valkey_operator.api.fields import (
     KEY,
     Rule,
@@ -802,6 +802,7 @@ class ValkeyClusterStatus(Model):
     )
     rollout: RolloutStatus | None = attrs.field(
         default=None,
+        converter=empty_to_none,
         metadata=schema(
             "A rolling update under way (absent when every pod runs the current pod template): shard "
             "by shard, replicas first, each primary handed over with a coordinated failover.",
@@ -819,10 +820,12 @@ class ValkeyClusterStatus(Model):
     )
     tls: TlsStatus | None = attrs.field(
         default=None,
+        converter=empty_to_none,
         metadata=schema("TLS clusters only: the certificate material the nodes serve.", empty_is_none=True),
     )
     restore: RestoreStatus | None = attrs.field(
         default=None,
+        converter=empty_to_none,
         metadata=schema(
             "Clusters created with spec.restore only: how far the restore has come.",
             empty_is_none=True,
@@ -833,6 +836,7 @@ class ValkeyClusterStatus(Model):
     )
     switchover: SwitchoverStatus | None = attrs.field(
         default=None,
+        converter=empty_to_none,
         metadata=schema(
             "The latest switchover requested with the valkey.gomomento.com/switchover annotation "
             "(<shard>[/<pod>][@<token>]): a coordinated CLUSTER FAILOVER to an in-sync replica.",

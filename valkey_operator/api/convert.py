@@ -142,3 +142,14 @@ def _parser_of(tp: type) -> Callable[[Any], Any]:
 
 def _renderer_of(tp: type) -> Callable[[Any], Obj]:
     return _RENDERERS.get(tp) or _compile(tp)[1]
+
+
+def empty_to_none(value: Any) -> Any:
+    """None for a nested model that renders to nothing, for the fields marked `empty_is_none`.
+
+    Parsing reads such a field's `{}` as None, so a model built with an all-empty nested
+    model (every field None) must hold None too, or it would not equal its own round trip.
+    """
+    if isinstance(value, Model) and not value.to_dict():
+        return None
+    return value

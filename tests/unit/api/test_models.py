@@ -690,3 +690,11 @@ def test_full_backup_parses_into_typed_fields() -> None:
     assert cluster.status.last_backup == "cache-20261202-0300"
     # An empty restore status (a fresh status write) is no restore at all.
     assert ValkeyClusterStatus.from_dict({"restore": {}}).restore is None
+
+
+def test_all_empty_nested_status_is_none_so_it_round_trips() -> None:
+    status = ValkeyClusterStatus(restore=RestoreStatus())
+    assert status.restore is None
+    assert ValkeyClusterStatus.from_dict(status.to_dict()) == status
+    kept = ValkeyClusterStatus(restore=RestoreStatus(backup_name="b1"))
+    assert ValkeyClusterStatus.from_dict(kept.to_dict()) == kept
