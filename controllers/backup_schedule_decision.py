@@ -31,6 +31,7 @@ from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from controllers.cluster.render.names import CLUSTER_LABEL
 from valkey_operator.api.resources import API_VERSION, GROUP
+from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.rest import Obj
 
@@ -182,10 +183,6 @@ class ScheduleDecision:
 
 class InvalidSchedule(ValueError):
     """Not a 5-field cron expression that ever fires."""
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str | None) -> float | None:

@@ -19,7 +19,6 @@ Completed and Failed are final: a backup is one-shot, a schedule makes the next.
 
 from __future__ import annotations
 
-import calendar
 import time
 from collections.abc import Callable
 
@@ -41,6 +40,7 @@ from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client
+from valkey_operator.core.clock import parse_rfc3339, rfc3339
 from valkey_operator.core.conditions import set_condition
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.events import NORMAL, WARNING, EventRecorder
@@ -83,15 +83,11 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
-def _now_text(at: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
 def _created_at(obj: Obj) -> float:
     text = obj["metadata"].get("creationTimestamp")
     if not text:
         return time.time()
-    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    return parse_rfc3339(text)
 
 
 @attrs.frozen
@@ -173,7 +169,7 @@ class BackupReconciler:
         cluster_name = target.cluster["metadata"]["name"]
         prefix = (namespace, cluster_name, name)
         status = {**status, "phase": RUNNING, "message": f"backing up {len(found)} shards"}
-        status.setdefault("startedAt", _now_text(started))
+        status.setdefault("startedAt", rfc3339(started))
         status.pop("reason", None)
         done = {entry.index: entry for entry in _recorded_shards(status, found)}
         status = await self._write(obj, status, done)
@@ -192,7 +188,7 @@ class BackupReconciler:
             namespace=namespace,
             cluster=cluster_name,
             started_at=str(status["startedAt"]),
-            completed_at=_now_text(finished),
+            completed_at=rfc3339(finished),
             valkey_version=found[0].version if found else "",
             shards=tuple(done[index] for index in sorted(done)),
         )
@@ -293,7 +289,7 @@ class BackupReconciler:
             "phase": FAILED,
             "reason": reason,
             "message": message,
-            "completedAt": _now_text(time.time()),
+            "completedAt": rfc3339(time.time()),
         }
         await self._write(obj, status, None)
         self.metrics.failed(meta["namespace"], cluster)
@@ -331,7 +327,7 @@ def _conditions(status: Obj, generation: int | None) -> list[Obj]:
     phase = status.get("phase") or PENDING
     reason = status.get("reason") or phase
     message = str(status.get("message") or "")
-    now = _now_text(time.time())
+    now = rfc3339(time.time())
     conditions = status.get("conditions")
     conditions = set_condition(conditions, READY, phase == COMPLETED, reason, message, generation, now)
     conditions = set_condition(conditions, STALLED, phase == FAILED, reason, message, generation, now)

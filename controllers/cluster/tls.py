@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 
 from controllers.cluster.render import layout
+from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.rest import Obj
 
 KEYS = (layout.TLS_CERT_KEY, layout.TLS_KEY_KEY, layout.TLS_CA_KEY)
@@ -164,4 +165,4 @@ def _issued_by_any(chain: list[x509.Certificate], cas: list[x509.Certificate]) -
 
 
 def _when(moment: datetime.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(moment.timestamp())

@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Clock", "FakeClock", "RealClock", "micro_time", "within"]
+__all__ = ["Clock", "FakeClock", "RealClock", "micro_time", "parse_rfc3339", "rfc3339", "within"]
 
 
 class Clock(Protocol):
@@ -33,6 +33,18 @@ class Clock(Protocol):
     def wall(self) -> float:
         """Seconds since the epoch, for timestamps written to the API (Lease times, Event times)."""
         ...
+
+
+def rfc3339(seconds: float) -> str:
+    """Seconds since the epoch as a Kubernetes Time (RFC 3339, seconds precision, UTC): what
+    conditions, status timestamps and annotations carry."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> float:
+    """A Kubernetes Time (as rfc3339 writes it, or creationTimestamp) as seconds since the epoch."""
+    moment = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
 
 
 def micro_time(clock: Clock) -> str:

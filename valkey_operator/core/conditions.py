@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from valkey_operator.core.clock import Clock, RealClock
+from valkey_operator.core.clock import Clock, RealClock, rfc3339
 
 Condition = dict[str, Any]
 
 
 def now_rfc3339(clock: Clock | None = None) -> str:
     """The clock's wall time in the seconds precision conditions use (default: the real clock)."""
-    moment = datetime.datetime.fromtimestamp((clock or RealClock()).wall(), datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339((clock or RealClock()).wall())
 
 
 def find_condition(conditions: list[Condition] | None, type_: str) -> Condition | None:

@@ -16,6 +16,7 @@ from valkey_operator.api.resources import (
     RESTARTED_AT_ANNOTATION,
     VALKEY_BACKUPS,
 )
+from valkey_operator.core import clock
 
 CLUSTER_LABEL = f"{GROUP}/cluster"
 """The label on a cluster's pods (controllers/cluster/render/names.py; a unit test keeps them equal)."""
@@ -47,7 +48,7 @@ def switchover_value(shard: int, to_pod: str | None, now: datetime.datetime) -> 
 
 def rfc3339(now: datetime.datetime) -> str:
     """UTC, to the second, with a Z: the restartedAt value and how Kubernetes writes times."""
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.rfc3339(now.timestamp())
 
 
 def restart_patch(now: datetime.datetime) -> dict[str, object]:

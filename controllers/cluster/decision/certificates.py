@@ -23,7 +23,6 @@ content; the cluster is Active only when every node is.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable
 
 import attrs
@@ -128,7 +127,3 @@ def earliest_expiry(view: View) -> tuple[Node, float] | None:
     """The node presenting the certificate that expires first, and when (Unix seconds)."""
     served = [(node, node.obs.served.not_after) for node in _nodes(view) if node.obs.served is not None]
     return min(served, key=lambda item: item[1], default=None)
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

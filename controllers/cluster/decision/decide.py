@@ -111,6 +111,7 @@ from controllers.options import ControllerOptions
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, AclUser, ClusterState, ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION, SWITCHOVER_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
+from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.resource import SECRETS
@@ -271,10 +272,6 @@ class Decision:
         return _conclude(
             self.facts, self.now, self.context, finished, failures, self.rollout_slot, self.switchover
         )
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def decide(facts: Facts, now: float) -> Decision:

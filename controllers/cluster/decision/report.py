@@ -39,6 +39,7 @@ from valkey_operator.api.cluster import (
     NodeStatus,
 )
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
+from valkey_operator.core.clock import rfc3339
 from valkey_operator.valkey.slots import (
     ALL_SLOTS,
     SlotRanges,
@@ -302,11 +303,7 @@ def _tls_findings(view: View) -> Iterable[Finding]:
     if facts is None or not facts.stale:
         return
     settled = view.now >= facts.settles_at
-    when = (
-        "now"
-        if settled
-        else f"at {certificates.rfc3339(facts.settles_at)} (secretSyncSeconds after the change)"
-    )
+    when = "now" if settled else f"at {rfc3339(facts.settles_at)} (secretSyncSeconds after the change)"
     yield Finding(
         Reason.RELOADING_TLS,
         f"{len(facts.stale)} node(s) to load Secret {facts.tls.material.secret}'s certificate; "
@@ -325,7 +322,7 @@ def _advisories(view: View) -> Iterable[Finding]:
     if not_after - view.now < tls.expiry_warning:
         yield Finding(
             Reason.CERTIFICATE_EXPIRING,
-            f"the certificate {node.pod.name} presents expires at {certificates.rfc3339(not_after)}: "
+            f"the certificate {node.pod.name} presents expires at {rfc3339(not_after)}: "
             f"renew Secret {tls.material.secret}",
             problem=True,
         )
@@ -371,8 +368,8 @@ def _tls(view: View) -> TlsProgress | None:
     earliest = certificates.earliest_expiry(view)
     return TlsProgress(
         secret_hash=facts.tls.material.content_hash,
-        changed_at=certificates.rfc3339(facts.changed_at),
-        not_after=certificates.rfc3339(earliest[1]) if earliest is not None else None,
+        changed_at=rfc3339(facts.changed_at),
+        not_after=rfc3339(earliest[1]) if earliest is not None else None,
     )
 
 

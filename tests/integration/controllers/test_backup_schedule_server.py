@@ -24,13 +24,13 @@ from controllers.backup_schedule_decision import (
     SCHEDULED_AT_ANNOTATION,
     SCHEDULED_LABEL,
     backup_name,
-    rfc3339,
 )
 from controllers.cluster.render.names import CLUSTER_LABEL
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from valkey_operator.api.resources import VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
+from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import EVENTS, SECRETS
 from valkey_operator.core.rest import Obj

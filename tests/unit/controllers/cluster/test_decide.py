@@ -24,7 +24,6 @@ from controllers.cluster.decision.decide import (
     Event,
     decide,
     failover_counts,
-    rfc3339,
 )
 from controllers.cluster.decision.owned import owned_names, owned_objects
 from controllers.cluster.render import names
@@ -34,6 +33,7 @@ from controllers.cluster.render.credentials import read_credentials
 from controllers.cluster.tls import TlsProblem
 from controllers.config.resolve import ResolvedConfig
 from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
