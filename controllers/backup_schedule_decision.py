@@ -31,7 +31,7 @@ from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from controllers.cluster.render.names import CLUSTER_LABEL
 from valkey_operator.api.resources import API_VERSION, GROUP
-from valkey_operator.core.clock import rfc3339
+from valkey_operator.core.clock import parse_rfc3339, rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.rest import Obj
 
@@ -109,7 +109,7 @@ class ClusterFacts:
             namespace=meta.get("namespace", ""),
             name=meta["name"],
             uid=meta.get("uid", ""),
-            created=parse_time(meta.get("creationTimestamp")) or 0.0,
+            created=parse_rfc3339(meta.get("creationTimestamp")) or 0.0,
             generation=int(meta.get("generation") or 1),
             backup=ScheduleSpec.read((cluster.get("spec") or {}).get("backup")),
         )
@@ -134,9 +134,9 @@ class BackupFacts:
         return cls(
             name=meta["name"],
             phase=str((backup.get("status") or {}).get("phase") or ""),
-            created=parse_time(meta.get("creationTimestamp")) or 0.0,
+            created=parse_rfc3339(meta.get("creationTimestamp")) or 0.0,
             scheduled=(meta.get("labels") or {}).get(SCHEDULED_LABEL) == SCHEDULED,
-            scheduled_at=parse_time((meta.get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION)),
+            scheduled_at=parse_rfc3339((meta.get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION)),
             deleting=bool(meta.get("deletionTimestamp")),
         )
 
@@ -183,19 +183,6 @@ class ScheduleDecision:
 
 class InvalidSchedule(ValueError):
     """Not a 5-field cron expression that ever fires."""
-
-
-def parse_time(text: str | None) -> float | None:
-    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable."""
-    if not text:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.UTC)
-    return parsed.timestamp()
 
 
 def backup_name(cluster: str, fire_time: float) -> str:

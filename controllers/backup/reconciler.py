@@ -84,10 +84,8 @@ def human_size(size: int) -> str:
 
 
 def _created_at(obj: Obj) -> float:
-    text = obj["metadata"].get("creationTimestamp")
-    if not text:
-        return time.time()
-    return parse_rfc3339(text)
+    found = parse_rfc3339(obj["metadata"].get("creationTimestamp"))
+    return time.time() if found is None else found
 
 
 @attrs.frozen

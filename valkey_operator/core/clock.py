@@ -41,9 +41,17 @@ def rfc3339(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_rfc3339(text: str) -> float:
-    """A Kubernetes Time (as rfc3339 writes it, or creationTimestamp) as seconds since the epoch."""
-    moment = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+def parse_rfc3339(text: str | None) -> float | None:
+    """A Kubernetes Time or MicroTime (RFC 3339; UTC when it names no zone) as seconds since the
+    epoch; None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
     return moment.timestamp()
 
 

@@ -13,7 +13,6 @@ arithmetic is valkey/slots.py, the reply models valkey/replies.py.
 
 from __future__ import annotations
 
-import datetime
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -28,6 +27,7 @@ from controllers.cluster.render.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH
 from controllers.cluster.render.quantity import quantity_bytes
 from controllers.cluster.tls import Certificate
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules
 from valkey_operator.valkey.replies import KnownNode, SlotMigration
@@ -201,7 +201,7 @@ class PodObservation:
             created=created,
             uid=metadata.get("uid", ""),
             annotations=dict(metadata.get("annotations") or {}),
-            created_at=_unix_seconds(created),
+            created_at=parse_rfc3339(created),
             failure=_termination(status) if ended else None,
             found_version=_printed_version(status) if ended else None,
             node_name=(pod.get("spec") or {}).get("nodeName") or None,
@@ -263,15 +263,6 @@ class ClaimObservation:
             mode=(metadata.get("annotations") or {}).get(MODE_ANNOTATION) or None,
             storage_class=(claim.get("spec") or {}).get("storageClassName") or None,
         )
-
-
-def _unix_seconds(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 _VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.\d+\.\d+)")

@@ -30,7 +30,6 @@ is (spread.py): the request was explicit.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 
 import attrs
@@ -47,6 +46,7 @@ from controllers.cluster.decision.rollout import (
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, Node, View
 from valkey_operator.api.cluster import SwitchoverPhase
 from valkey_operator.api.switchover import parse, shown
+from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.rest import Obj
 
@@ -272,7 +272,5 @@ def _sync_rule() -> str:
 
 
 def _seconds(text: str, default: float) -> float:
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return default
+    found = parse_rfc3339(text)
+    return default if found is None else found
