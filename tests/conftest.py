@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+import own_bed
 import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client as k8s
@@ -28,16 +29,10 @@ async def valkey_crds(kube: Client) -> AsyncIterator[None]:
 
 
 @pytest.fixture(scope="module")
-def lone_plane(
-    kube_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControlPlane]:
+def lone_plane() -> Iterator[ControlPlane]:
     """A control plane of the module's own (etcd and an API server, no nodes; about 3 s): for tests
     that own cluster-scoped state (write status by hand, stop an operator mid-way) and would
     otherwise have to stop every other module on the shared plane. A module points the test bed's
-    fixtures at it by overriding `kubeconfig_path`; the shared plane's binaries are reused."""
-    plane = ControlPlane(tmp_path_factory.mktemp("lone"), bins=kube_control_plane.bins)
-    try:
-        plane.up()
+    fixtures at it by overriding `kubeconfig_path` (own_bed.py gives one with nodes)."""
+    with own_bed.bed(0) as plane:
         yield plane
-    finally:
-        plane.down()

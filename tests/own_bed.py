@@ -16,6 +16,7 @@ to the module's bed. Images come from the machine's shared image store, so nothi
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -28,11 +29,11 @@ from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.testing.sessionbed import KUBELET_ARGS
 
 
-@pytest.fixture(scope="module")
-def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """The module's own bed (the binaries the session's build made), stopped after its last test."""
+@contextlib.contextmanager
+def bed(nodes: int) -> Iterator[ControlPlane]:
+    """A control plane (with a kubelet of `nodes` nodes, if any) from the session build's binaries,
+    up for the block, then stopped and removed."""
     state_dir = Path(tempfile.mkdtemp(prefix="valkey-operator-own-bed-"))
-    nodes = request.config.getoption("--testbed-nodes")
     plane = ControlPlane(state_dir, nodes=nodes, kubelet_args=KUBELET_ARGS)
     try:
         plane.up()
@@ -40,6 +41,13 @@ def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]
     finally:
         plane.down()
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def kube_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """The module's own bed, stopped after its last test."""
+    with bed(request.config.getoption("--testbed-nodes")) as plane:
+        yield plane
 
 
 @pytest.fixture(scope="module")
