@@ -82,6 +82,8 @@ class Prober:
     rounds: int = 0
     bootstraps: int = 0
     failures: list[str] = attrs.field(factory=list)
+    pod_of: dict[str, str] = attrs.field(factory=dict)
+    """IP -> pod name, of every address resolved so far: names the node a failure came from."""
     first_seen: dict[str, float] = attrs.field(factory=dict)
     """Pod name -> when it was first resolved (Unix seconds)."""
     stop: asyncio.Event = attrs.field(factory=asyncio.Event)
@@ -91,8 +93,9 @@ class Prober:
             self.rounds += 1
             endpoint = (await status_of(self.kube, self.namespace, self.name))["endpoint"]
             addresses = await resolve(self.kube, self.namespace, endpoint)
-            for pod in addresses:
+            for pod, ip in addresses.items():
                 self.first_seen.setdefault(pod, time.time())
+                self.pod_of[ip] = pod
             # All at once, right after resolving: a client dials what DNS just answered.
             pods = sorted(addresses)
             errors = await asyncio.gather(*(self.bootstrap(addresses[pod]) for pod in pods))
@@ -117,6 +120,12 @@ class Prober:
         step = "bootstrap"
         try:
             async with asyncio.timeout(BOOTSTRAP_TIMEOUT):
+                # The slot map first, then the rest of initialize(): COMMAND on the map's first primary,
+                # which need not be the seed (a seed whose map names a stopping node fails there).
+                step = "slot map"
+                await client.nodes_manager.initialize()
+                first = client.nodes_manager.default_node
+                step = f"bootstrap (first primary {self.pod_of.get(first.host, first.host)})"
                 await client.initialize()
                 slots = client.nodes_manager.slots_cache
                 covered = sum(1 for slot in range(slot_count(ALL_SLOTS)) if slots.get(slot))

@@ -19,8 +19,9 @@ wait. In it, with R = replicasPerShard:
    first with the time and attempt number; a failover that has not happened
    FAILOVER_TIMEOUT_S later is retried with backoff and reported, never
    escalated to FORCE or TAKEOVER;
-4. the old primary, now a replica, goes once every other primary sees the new
-   one serving the shard's slots.
+4. the old primary, now a replica, goes once every other member (replicas
+   too: clients bootstrap from any of them) sees the new one serving the
+   shard's slots.
 Every disruptive step waits until the cluster is settled: every slot served by
 one reachable primary, no migration, no pod going away, every pod answering,
 no departed id left to forget, every member reporting cluster_state ok.
@@ -196,9 +197,14 @@ def knows(member: Node, target: Node) -> bool:
 
 
 def _handover_seen(view: View, primary: Node) -> bool:
-    """Every member primary sees the shard's primary serving the slots it serves."""
+    """Every other member sees the shard's primary serving the slots it serves.
+
+    Replicas too: a client bootstraps from any node the endpoint hands out, and one whose view
+    still names the old primary sends the client there, to a server about to stop (a new primary's
+    announcement can miss a node it has no bus link to yet; gossip brings it a moment later).
+    """
     for member in view.members.values():
-        if member is primary or not member.is_primary:
+        if member is primary:
             continue
         known = member.obs.knows(primary.node_id)
         if known is None or known.slots != primary.obs.slots:

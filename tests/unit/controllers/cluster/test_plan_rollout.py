@@ -267,3 +267,46 @@ def test_a_revert_mid_roll_replaces_only_the_new_pods() -> None:
     assert {pod.template_hash for pod in result.sim.pods.values()} == {"t1"}
     assert len(originals & set(result.sim.pods)) >= 4  # the shards not yet rolled were left alone
     assert actions_since(result, reverted_at)["Failover"] <= 1
+
+
+def test_the_old_primary_goes_only_once_every_member_replicas_too_sees_its_successor_serving() -> None:
+    """A client bootstraps from any member the endpoint hands out: one still naming the old primary
+    sends it to a server that is stopping (seen as `Connection closed by server` mid-roll)."""
+    from controllers.cluster.decision.plan import plan
+
+    result = active(2, 1)
+    start = result.passes
+    wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
+    failed_over = False
+    for index in range(start, start + 200):
+        sim = result.sim
+        sim.template_hash = "t2"
+        observation = attrs.evolve(
+            sim.observe(recorded_state=result.recorded),
+            recorded_config_hash=result.recorded_hash,
+            recorded_image=result.recorded_image,
+        )
+        planned = plan(observation, wanted)
+        deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
+        if failed_over and deleted:
+            break
+        failed_over = failed_over or any(isinstance(action, Failover) for action in planned.actions)
+        one_pass(result, index, Chaos(edits={start: wanted}))
+    else:
+        raise AssertionError("no old primary deleted after the failover")
+    old_primary = sim.nodes[sim.pods[deleted[0]].node_id or ""]
+    successor = sim.nodes[old_primary.primary_id or ""]
+    bystander = next(
+        name
+        for name, node in observation.nodes.items()
+        if node.primary_id not in {None, successor.node_id} and name != deleted[0]
+    )  # a replica of the other shard
+    stale = observation.nodes[bystander]
+    unheard = tuple(
+        attrs.evolve(known, slots=()) if known.node_id == successor.node_id else known
+        for known in stale.known_nodes
+    )
+    hidden = attrs.evolve(
+        observation, nodes={**observation.nodes, bystander: attrs.evolve(stale, known_nodes=unheard)}
+    )
+    assert not any(isinstance(action, DeletePod) for action in plan(hidden, wanted).actions)
