@@ -3,6 +3,9 @@
 - `valkey_operator_clusters{state}`: clusters by state (each cluster counted once, in its last state);
   `valkey_operator_cluster_state{namespace,cluster,state}`: 1 for the state a cluster is in, so an
   alert can name the cluster;
+- `valkey_operator_cluster_stalled{namespace,cluster,reason}`: 1 while the cluster's Stalled
+  condition is True (only a human can move it on, decision/stalled.py; a new cluster Failed), with
+  its reason; one series per stalled cluster, none for the others, so the alert can name the reason;
 - `valkey_operator_version_floor_rejections_total{namespace,cluster}`: a cluster stopping (a new
   one Failed, a roll stopped) because a node runs a Valkey below the floor;
 - per node, labelled namespace/cluster/pod: `valkey_node_role{role}` (1 for the node's role),
@@ -50,6 +53,12 @@ class ClusterMetrics:
             "valkey_operator_cluster_state",
             "1 for the state the ValkeyCluster is in, 0 for the others",
             ["namespace", "cluster", "state"],
+            registry=registry,
+        )
+        self.cluster_stalled = Gauge(
+            "valkey_operator_cluster_stalled",
+            "1 while the ValkeyCluster is Stalled (only a human can unblock it), labelled with the reason",
+            ["namespace", "cluster", "reason"],
             registry=registry,
         )
         self.version_floor_rejections = Counter(
@@ -153,6 +162,7 @@ class ClusterMetrics:
             registry=registry,
         )
         self._states: dict[tuple[str, str], ClusterState] = {}
+        self._stalled: dict[tuple[str, str], str] = {}
         self._failed_jobs: dict[tuple[str, str], set[str]] = {}
         self._pods: dict[tuple[str, str], set[str]] = {}
         for state in ClusterState:
@@ -175,6 +185,19 @@ class ClusterMetrics:
                 )
         for each in ClusterState:
             self.clusters.labels(state=each.value).set(sum(1 for s in self._states.values() if s is each))
+
+    def record_stalled(self, namespace: str, cluster: str, reason: str | None) -> None:
+        """The cluster's one stalled series: set for its reason, the series of an earlier reason
+        removed, and none at all once it is no longer Stalled (None). The reasons are the code's
+        fixed set (decision/stalled.py, VersionBelowFloor, PodsFailing), so the label stays bounded."""
+        key = (namespace, cluster)
+        before = self._stalled.pop(key, None)
+        if before is not None and before != reason:
+            with contextlib.suppress(KeyError):
+                self.cluster_stalled.remove(namespace, cluster, before)
+        if reason is not None:
+            self._stalled[key] = reason
+            self.cluster_stalled.labels(namespace=namespace, cluster=cluster, reason=reason).set(1)
 
     def _start_counters(self, namespace: str, cluster: str) -> None:
         """Create a new cluster's counter and histogram series at 0: a series born at 1 hides its first
@@ -200,6 +223,7 @@ class ClusterMetrics:
         labels = {"namespace": namespace, "cluster": cluster}
         if changes.state is not None:
             self.record_state(namespace, cluster, changes.state)
+        self.record_stalled(namespace, cluster, changes.stalled)
         if changes.max_primaries_per_node is not None:
             self.max_primaries_per_node.labels(**labels).set(changes.max_primaries_per_node)
         if changes.version_floor_rejection:
@@ -282,6 +306,7 @@ class ClusterMetrics:
         for pod in self._pods.pop((namespace, cluster), set()):
             self._remove_pod(namespace, cluster, pod)
         self.record_state(namespace, cluster, None)
+        self.record_stalled(namespace, cluster, None)
         self._failed_jobs.pop((namespace, cluster), None)
         for family in (
             *self._cluster_counters(),

@@ -15,7 +15,8 @@ Four live ValkeyClusters give every panel and alert something to show:
 - `roll`, 1x1, rolled onto a newer Valkey (a rollout duration, coordinated failovers) and then
   onto an image whose binary is below the version floor: the roll stops while the old pods serve,
   Updating (ValkeyClusterNotActive, ValkeyRolloutFailed, the clusters-not-Active table).
-- `failed`, 1x0, created on that image: it serves nothing and is Failed (ValkeyClusterFailed).
+- `failed`, 1x0, created on that image: it serves nothing and is Failed and Stalled
+  (ValkeyClusterFailed, ValkeyClusterStalled with reason VersionBelowFloor).
 - `store`, 1x1, not a cache (noeviction, 16 MiB maxmemory): its primary is written until it refuses
   writes (ValkeyMemoryNearMaxmemory) and serves reads (hits and misses) while the dashboard is
   checked; its replica gets a wrong primaryauth and is disconnected (ValkeyReplicaLinkDown), so
@@ -479,6 +480,9 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
             "ValkeyOperatorAbsent": set(),
             "ValkeyOperatorNoLeader": set(),
             "ValkeyClusterFailed": {(workloads, "failed")},
+            # Stalled: the Failed cluster only (VersionBelowFloor); the stopped roll still serves and
+            # is not Stalled (an older binary may yet be put back), nor is the store.
+            "ValkeyClusterStalled": {(workloads, "failed")},
             "ValkeyClusterNotActive": {(workloads, "roll"), (workloads, "failed"), (workloads, "store")},
             "ValkeyClusterStateNotOk": {(workloads, "roll", pod) for pod in failing},
             "ValkeyReplicationLagHigh": set(),
@@ -526,6 +530,20 @@ async def test_prometheus_scrapes_the_chart_install_and_every_panel_and_alert_ha
             return not found or NotYet(found)
 
         await eventually(alerts_as_expected, "every alert expression as the clusters show", 90, interval=2)
+
+        # ValkeyClusterStalled names the reason the Failed cluster's own Stalled condition carries.
+        failed_status = await status_of(kube, workloads, "failed")
+        stalled_condition = find_condition(failed_status.get("conditions"), "Stalled") or {}
+        stalled_reasons = {
+            a["labels"].get("reason")
+            for a in await asyncio.to_thread(server.alerts)
+            if a["labels"]["alertname"] == "ValkeyClusterStalled"
+        }
+        assert stalled_condition.get("status") == "True", stalled_condition
+        assert stalled_reasons == {stalled_condition.get("reason")} == {"VersionBelowFloor"}, (
+            stalled_reasons,
+            stalled_condition,
+        )
 
         # A narrower tlsExpiryWarningDays: the upgraded operator exports 7 days, the alert and the
         # cluster's Degraded condition both let the 30-day certificate be.

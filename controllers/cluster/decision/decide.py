@@ -108,7 +108,7 @@ from controllers.cluster.render.user_passwords import (
 from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, AclUser, ClusterState, ValkeyCluster
+from valkey_operator.api.cluster import DEGRADED, PROGRESSING, STALLED, AclUser, ClusterState, ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION, SWITCHOVER_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.clock import rfc3339
@@ -244,6 +244,9 @@ class MetricChanges:
     failover_timeouts: int = 0
     failovers: Mapping[str, int] = attrs.field(factory=dict)
     """mode (coordinated, takeover) -> failovers sent without an error this pass."""
+    stalled: str | None = None
+    """The reason of the Stalled=True condition the pass stores; None when it stores Stalled=False
+    (every pass stores a whole status, so None also removes a series an earlier pass set)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -501,7 +504,10 @@ def _blocked(
     return Decision(
         status=status,
         events=(Event(WARNING, reason, message),) if changed else (),
-        metrics=MetricChanges(state=ClusterState(status["state"]) if status.get("state") else None),
+        metrics=MetricChanges(
+            state=ClusterState(status["state"]) if status.get("state") else None,
+            stalled=stalled_reason(status),
+        ),
         requeue_after=REQUEUE_BLOCKED,
         context=ctx,
         facts=facts,
@@ -544,6 +550,7 @@ def _conclude(
         version_floor_rejection=rejected,
         failover_timeouts=sum(1 for event in problems if event.reason == Reason.FAILOVER_FAILED),
         failovers=failover_counts(planned.actions, failures),
+        stalled=stalled_reason(status),
     )
     quiet = _quiet(facts, planned, failures)
     return Decision(
@@ -626,6 +633,14 @@ def _transition(current: Obj, status: Obj, planned: PlannedStatus) -> tuple[tupl
     else:
         events.append(Event(NORMAL, after, planned.message))
     return tuple(events), rejected
+
+
+def stalled_reason(status: Obj) -> str | None:
+    """The reason of the status document's Stalled condition when it is True (kstatus Failed: only a
+    human can move the cluster on, stalled.py), else None: what the stalled metric reports."""
+    condition = find_condition(status.get("conditions"), STALLED) or {}
+    reason = condition.get("reason")
+    return str(reason) if condition.get("status") == "True" and reason else None
 
 
 def _stopped(status: Obj) -> str | None:
