@@ -6,11 +6,17 @@ the ValkeyRoles, the observation, the rollout slots held, a seed for pod
 names), calls decide, carries the actions out, and writes what was decided.
 Every choice is made here, in this order:
 0. names: an object of one of the cluster's names that someone else controls
-   blocks the cluster (NameConflict, conflicts.py): it is never taken over;
-1. blocked: a config that does not resolve, a TLS Secret that fails its
-   checks, a damaged internal Secret, an ACL that does not render: the status
-   says why (blocked_status), one Warning Event when the reason or message
-   changes, nothing is created or changed, a requeue after REQUEUE_BLOCKED;
+   blocks the cluster (`NameConflict`, conflicts.py): it is never taken over;
+1. blocked, by the first of: a config that does not resolve
+   (`ResolutionFailure`, with its reason), a TLS Secret that fails its checks
+   (`TlsSecretInvalid`), a restore whose source cannot be used yet
+   (`RestoreHeld`, with its reason), a damaged internal Secret
+   (`InternalSecretDamaged`), a user's password Secret that cannot be read
+   (`PasswordSecretInvalid`), an ACL that does not render (`AclError`, with
+   its reason). The status says why (blocked_status), one Warning Event when
+   the reason or message changes, nothing is created or changed, a requeue
+   after REQUEUE_BLOCKED (tests/unit/test_docstring_steps.py keeps this list
+   equal to the code's);
 2. the internal Secret: a missing one is created (never applied over an
    existing one) with the fresh passwords the gatherer drew, and the pass
    goes on with them;

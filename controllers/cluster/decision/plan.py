@@ -9,34 +9,47 @@ for in actions.py, the status it reports in report.py, the slot arithmetic of
 rebalancing in rebalance.py.
 
 Each pass, for the nodes observed in it (docs/cluster-internals.md), in the
-order the actor carries the actions out:
-0. set or remove the member label the client Service selects (membership.py),
-   so a pod leaves it before this pass removes the pod;
+order the actor carries the actions out. The pass's label changes come first
+(`membership.first`): a pod leaves the client Service before this pass removes
+it. Then `_actions`, whose every step is named below in backquotes (a test,
+tests/unit/test_docstring_steps.py, keeps the two in step):
 1. apply the owned objects (Service, ConfigMap, internal Secret with the
-   startup ACL file, PDBs) that drifted from their rendering; patch new or
-   changed podAnnotations onto live pods (upkeep.py);
-2. create the missing pods (one per shard per replica slot), except for a
-   shard whose pods keep failing before they serve (failures.py), and none
-   while the cache has not caught up with this operator's own pod writes;
-3. CONFIG SET the runtime settings each node does not run as desired, tell a
-   TLS node to load its certificate files again when it presents another
-   certificate than the Secret's or has not surely loaded its latest content
-   (certificates.py), and ACL SETUSER/DELUSER what differs from its ACL LIST
-   (upkeep.py), before the node takes part in any topology step below;
-4. check each Ready node's binary version; a node below the floor (or with
-   none) never joins, the cluster is Failed and no topology step is planned;
-5. one seed node MEETs every eligible node it has not met, and again any
-   member whose address changed;
-6. each shard's first primary gets the shard's unowned share of the slots;
+   startup ACL file, PDBs) that drifted from their rendering
+   (`upkeep.apply_objects`), delete the retired ones this cluster controls
+   (`upkeep.delete_objects`), patch new or changed podAnnotations onto live
+   pods (`upkeep.patch_metadata`), and keep the data claims: reported node
+   ids recorded, sizes grown, unneeded free claims deleted (`data_claims.upkeep`);
+2. create the missing pods (one per shard per replica slot, and the rolling
+   shard's surge pod), except for a shard whose pods keep failing before they
+   serve (failures.py), and none while the cache has not caught up with this
+   operator's own pod writes (`_create_missing`);
+3. CONFIG SET the runtime settings each node does not run as desired
+   (`upkeep.set_config`), tell a TLS node to load its certificate files again
+   when it presents another certificate than the Secret's or has not surely
+   loaded its latest content (`certificates.reload_tls`), and ACL
+   SETUSER/DELUSER what differs from its ACL LIST (`upkeep.sync_acl`), before
+   the node takes part in any topology step below;
+4. a node below the version floor (or with none) never joins: the cluster is
+   Failed and none of the topology steps 5-10 is planned (view.rejected);
+5. one seed node MEETs every eligible node it has not met (`_meet`), and
+   again any member whose address changed (`_reintroduce`);
+6. each shard's first primary gets the shard's unowned share of the slots
+   (`_assign_slots`);
 7. the shard's other nodes replicate its primary (a new shard's replicas
-   attach to its empty primary before it gets slots);
+   attach to its empty primary before it gets slots) (`_replicate`);
 8. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
-   cannot do it;
-9. node ids whose pods are gone are forgotten on every node that knows them;
-10. slots move toward each shard's quota, one migration job per source;
-11. old failed pods beyond the newest few of a shard are pruned, and at most
-   one pod is removed (surplus replicas, drained leaving shards, a rejected pod
-   of an old template), never one holding slots or the last copy.
+   cannot do it (`_promote`);
+9. node ids whose pods are gone are forgotten on every node that knows them
+   (`_forget`);
+10. slots move toward each shard's quota, one migration job per source
+   (`_migrate`);
+11. with no pod leaving: the roll's coordinated failover, or, when the pass
+   only keeps things up, the spread's next move (`spread.next_move`), each
+   recorded on its replica's pod first (`failover_request`);
+12. old failed pods beyond the newest few of a shard are pruned (`_prune`),
+   and at most one pod is removed (surplus replicas, drained leaving shards, a
+   rejected pod of an old template, the roll's step), never one holding slots
+   or the last copy (`_removal`).
 Active once every slot is served by exactly one reachable primary, every
 shard holds its quota and has its replicas in sync, every node reports
 cluster_state ok and runs the current settings.
