@@ -102,9 +102,9 @@ async def test_service_account_token_is_issued(kube_api: client.ApiClient, names
 
 async def test_restricted_namespace_rejects_privileged_pod(kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
-    name = "testbed-restricted"
     labels = {"pod-security.kubernetes.io/enforce": "restricted"}
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    meta = client.V1ObjectMeta(generate_name="testbed-restricted-", labels=labels)
+    name = (await core.create_namespace(client.V1Namespace(metadata=meta))).metadata.name
     try:
         privileged = client.V1Pod(
             metadata=client.V1ObjectMeta(name="privileged"),

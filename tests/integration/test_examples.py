@@ -167,6 +167,8 @@ def test_a_values_example_renders_and_the_api_server_accepts_every_object(
     kubeconfig_path: Path, namespace: str, values: Path
 ) -> None:
     watched = yaml.safe_load(values.read_text()).get("watchNamespaces") or []
+    for name in watched:  # one an earlier run (a --count repeat) deleted may still be terminating
+        kubectl(kubeconfig_path, "wait", "--for=delete", f"namespace/{name}", "--timeout=60s")
     created = [
         name
         for name in watched

@@ -54,6 +54,8 @@ def run_demo(state_dir: Path) -> int:
     try:
         run("apply", "-f", str(curated_examples(newest_image(), plane.state_dir)))
         run("wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-large")
+        # The roles' printed summary is their status, written by the role controller on its own.
+        run("wait", "--for=condition=Ready", "--timeout=60s", "valkeyroles", "--all", show=False)
         run("get", "valkeyimages,valkeyconfigs,valkeyroles")
         run("get", "valkeyimage/valkey-9-1", "-o", "jsonpath={.metadata.finalizers}{'\\n'}")
         run("apply", "-f", str(ROOT / "docs" / "examples" / "cluster.yaml"))

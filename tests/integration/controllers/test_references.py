@@ -371,8 +371,8 @@ async def lone_api(lone_plane: ControlPlane) -> AsyncIterator[k8s.ApiClient]:
 
 async def test_restart_mid_way_converges(lone_api: k8s.ApiClient) -> None:
     kube = Client(RestClient(lone_api), field_manager="tests")
-    namespace = "restart"
-    await kube.create(NAMESPACES, {"metadata": {"name": namespace}})
+    created = await kube.create(NAMESPACES, {"metadata": {"generateName": "restart-"}})
+    namespace = created["metadata"]["name"]  # a repeat (--count) finds the last one still terminating
     names = Names(kube, "lone")
     first = Operator(lone_api, namespace)
     await first.start()
