@@ -2,8 +2,12 @@
 
 The facts come from the unit tests' simulator (tests/unit/controllers/cluster), brought to Active
 by decide() itself; then decide() and, for comparison, plan() alone (the topology planner inside
-it) are timed on the same facts. No API server, no Valkey: what this measures is the decision's
-own cost per pass, which every reconcile pays on top of observing and acting.
+it) are timed on the same facts, and so are the status conversions around decide: `parse` reads
+the stored status into the ValkeyClusterStatus model decide takes (the reconciler gets it parsed
+with the cluster, and parses only its own write while the cache lags it), `render` turns the
+decided model into the dict the reconciler writes (once per pass). No API server, no Valkey: what
+this measures is the decision's own cost per pass, which every reconcile pays on top of observing
+and acting.
 
     python bench/decide_pass.py [--passes 500] [--shards 3] [--replicas 1]
 """
@@ -22,6 +26,7 @@ import decide_harness  # type: ignore[import-not-found]
 
 from controllers.cluster.decision.decide import decide
 from controllers.cluster.decision.plan import plan
+from valkey_operator.api.cluster import ValkeyClusterStatus
 
 
 def main() -> None:
@@ -40,9 +45,12 @@ def main() -> None:
     assert decision.plan is not None
     desired = decision.plan.view.desired
     rows = []
+    stored = world.status
     for name, call in (
         ("decide", lambda: decide(facts, now)),
         ("plan", lambda: plan(facts.observation, desired)),
+        ("parse", lambda: ValkeyClusterStatus.from_dict(stored)),
+        ("render", decision.status.to_dict),
     ):
         samples = []
         for _ in range(args.passes):

@@ -71,7 +71,7 @@ from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
-from valkey_operator.api.cluster import ValkeyCluster
+from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus
 from valkey_operator.api.resources import (
     ADMIN_USER,
     API_VERSION,
@@ -221,7 +221,8 @@ class ClusterReconciler:
 
     async def _reconcile(self, obj: Obj, cluster: ValkeyCluster) -> Result:
         now = time.time()
-        gathered = await self._gather(obj, cluster, now)
+        stored, recorded = self._recorded(obj, cluster)
+        gathered = await self._gather(obj, cluster, recorded, now)
         facts = gathered.facts
         key = facts.key
         decision = decide(attrs.evolve(facts, quiet=self.quiet.get(key)), now)
@@ -242,7 +243,7 @@ class ClusterReconciler:
                     "cluster actions failed", cluster=key, failures=[f.message for f in outcome.failures]
                 )
             decision = decision.after(outcome.failures)
-        await self._record(obj, facts.recorded, decision)
+        await self._record(obj, stored, decision)
         if decision.quiet is not None:
             self.quiet[key] = decision.quiet
         else:
@@ -262,14 +263,25 @@ class ClusterReconciler:
 
     # --- gathering ---
 
-    async def _gather(self, obj: Obj, cluster: ValkeyCluster, now: float) -> Gathered:
+    def _recorded(self, obj: Obj, cluster: ValkeyCluster) -> tuple[Obj, ValkeyClusterStatus]:
+        """The status as last recorded (our own write wins while the cache lags it), as stored (what
+        the write is diffed against, so a key the decision drops is removed) and as the model decide
+        reads (the cached one was parsed with the cluster; ours is parsed here)."""
+        ours = self.written.ours(_key(obj), obj)
+        if ours is None:
+            return obj.get("status") or {}, cluster.status or ValkeyClusterStatus()
+        return ours, ValkeyClusterStatus.from_dict(ours)
+
+    async def _gather(
+        self, obj: Obj, cluster: ValkeyCluster, recorded: ValkeyClusterStatus, now: float
+    ) -> Gathered:
         """Every fact decide() needs; it stops at the first that blocks the cluster."""
         meta = cluster.metadata
         namespace, name = meta.namespace or "", meta.name
         key = f"{namespace}/{name}"
         facts = Facts(
             cluster=cluster,
-            recorded=self.written.recorded(key, obj),
+            recorded=recorded,
             options=self.options,
             resolved=resolve(cluster.spec.config_ref, self.index.config, self.index.image),
             named=self._named(cluster),
@@ -419,7 +431,7 @@ class ClusterReconciler:
     async def _record(self, obj: Obj, current: Obj, decision: Decision) -> None:
         meta = obj["metadata"]
         key = _key(obj)
-        await self._write_status(obj, current, decision.status)
+        await self._write_status(obj, current, decision.status.to_dict())  # the one conversion to a dict
         for event in decision.events:
             if event.type == WARNING:
                 log.warning("cluster problem", cluster=key, reason=event.reason, message=event.message)

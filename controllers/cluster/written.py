@@ -25,14 +25,23 @@ class WrittenStatuses:
 
     def recorded(self, key: str, cached: Obj) -> Obj:
         """The cluster's status as last recorded: the cached one, or ours when the cache lags our write."""
-        entry = self._written.get(key)
-        if entry is not None:
-            based_on, ours = entry
-            if cached["metadata"].get("resourceVersion") == based_on:
-                return ours
-            del self._written[key]  # the cache shows our write, or something newer
+        ours = self.ours(key, cached)
+        if ours is not None:
+            return ours
         status: Obj = cached.get("status") or {}
         return status
+
+    def ours(self, key: str, cached: Obj) -> Obj | None:
+        """The status our last write stored while the cache still lags it (None: the cache's is the
+        recorded one, so the reconciler reuses the status parsed with the cached cluster)."""
+        entry = self._written.get(key)
+        if entry is None:
+            return None
+        based_on, ours = entry
+        if cached["metadata"].get("resourceVersion") == based_on:
+            return ours
+        del self._written[key]  # the cache shows our write, or something newer
+        return None
 
     def wrote(self, key: str, based_on: Obj, stored: Obj) -> None:
         """A status patch on the cached object based_on succeeded; stored is the server's answer."""

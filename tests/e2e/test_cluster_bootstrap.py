@@ -8,6 +8,7 @@ would in a cluster (SPEC 1.4 "Creating", SPEC 5).
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import time
 
@@ -15,6 +16,7 @@ import attrs
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
+    CLUSTER_CONTROLLER,
     SUPERUSER,
     SUPERUSER_PASSWORD,
     Catalog,
@@ -48,7 +50,8 @@ from valkey_operator.core.resource import (
     SERVICES,
     Resource,
 )
-from valkey_operator.testing import certs, images
+from valkey_operator.testing import audit, certs, images
+from valkey_operator.testing.controlplane import ControlPlane
 from valkey_operator.testing.datachecker import DataChecker
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.wait import NotYet, eventually
@@ -84,6 +87,47 @@ async def test_one_shard_without_replicas_reaches_active(
         (POD_DISRUPTION_BUDGETS, "solo-0"),
     ]:
         assert await kube.get_or_none(resource, name, namespace) is not None, name
+
+
+@pytest.mark.timeout(300)
+async def test_passes_over_an_unchanged_cluster_write_no_status(
+    operator: ChartOperator,
+    kube: Client,
+    catalog: Catalog,
+    namespace: str,
+    kube_control_plane: ControlPlane,
+) -> None:
+    """A pass parses the stored status into the model decide reads and writes the decided model back
+    only when it differs: over a cluster where nothing changes, every pass decides the stored status
+    again and sends nothing. Counted where it cannot be missed, in the API server's audit log of the
+    operator's service account (its pod runs under the chart's)."""
+    config = await image_config(catalog, images.newest_image())
+    await create_cluster(kube, namespace, "calm", config, shards=1, replicas=1)
+    await wait_for_state(kube, namespace, "calm", "Active", 240)
+    await whole_passes(operator, kube, namespace, "calm", count=2)  # what Active still settles
+    account = f"system:serviceaccount:{namespace}:"
+
+    def status_writes(since: str = "") -> list[audit.AuditEvent]:
+        return [
+            event
+            for event in audit.events(kube_control_plane.audit_log)
+            if event.user.startswith(account)
+            and event.resource == "valkeyclusters/status"
+            and event.verb in {"patch", "update"}
+            and event.name == "calm"
+            and event.received > since
+        ]
+
+    assert status_writes(), "the audit log shows the writes up to Active (else it proves nothing)"
+    mark = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stored = await status_of(kube, namespace, "calm")
+    passes = await operator.reconciles(CLUSTER_CONTROLLER)
+    await whole_passes(operator, kube, namespace, "calm", count=5)
+    ran = await operator.reconciles(CLUSTER_CONTROLLER) - passes
+    print(f"{ran} passes over the unchanged cluster")
+    assert ran >= 5
+    assert status_writes(mark) == [], "a pass over an unchanged cluster wrote its status"
+    assert await status_of(kube, namespace, "calm") == stored
 
 
 @pytest.mark.timeout(420)

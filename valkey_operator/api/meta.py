@@ -8,7 +8,7 @@ derived from the fields (valkey_operator.api.convert).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -73,3 +73,38 @@ class Condition(Model):
             "Human-readable details of the last transition.", max_length=MAX_MESSAGE, required=True
         ),
     )
+
+
+def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
+    """The condition of that type (None when absent)."""
+    return next((condition for condition in conditions if condition.type == type_), None)
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    observed_generation: int | None,
+    now: str,
+) -> tuple[Condition, ...]:
+    """The conditions with one set, in place of the old one (new types go last); lastTransitionTime
+    moves to `now` only when the status changes (API conventions), as core.conditions does for
+    documents that are still dicts."""
+    value = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    existing = find_condition(conditions, type_)
+    updated = Condition(
+        type=type_,
+        status=value,
+        observed_generation=observed_generation,
+        last_transition_time=existing.last_transition_time
+        if existing is not None and existing.status is value
+        else now,
+        reason=reason,
+        message=message,
+    )
+    kept = [condition for condition in conditions if condition.type != type_]
+    index = next((i for i, condition in enumerate(conditions) if condition.type == type_), len(kept))
+    kept.insert(index, updated)
+    return tuple(kept)

@@ -35,7 +35,6 @@ then name the failures too.
 
 from __future__ import annotations
 
-import datetime
 import enum
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -69,9 +68,6 @@ from controllers.cluster.decision.owned import owned_objects, retired_objects
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import (
-    HELD,
-    LOADING,
-    VERIFIED,
     RestoreHeld,
     RestoreSource,
     restore_status,
@@ -114,11 +110,22 @@ from controllers.cluster.render.user_passwords import (
 from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
-from valkey_operator.api.cluster import DEGRADED, PROGRESSING, STALLED, AclUser, ClusterState, ValkeyCluster
+from valkey_operator.api.backup import RestorePhase, RestoreStatus
+from valkey_operator.api.cluster import (
+    DEGRADED,
+    PROGRESSING,
+    STALLED,
+    AclUser,
+    ClusterState,
+    SwitchoverStatus,
+    TlsStatus,
+    ValkeyCluster,
+    ValkeyClusterStatus,
+)
+from valkey_operator.api.meta import ConditionStatus, find_condition
 from valkey_operator.api.resources import PAUSED_ANNOTATION, SWITCHOVER_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
-from valkey_operator.core.clock import rfc3339
-from valkey_operator.core.conditions import find_condition
+from valkey_operator.core.clock import parse_rfc3339, rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
@@ -189,7 +196,7 @@ class Facts:
     """Everything one pass gathered; gathering stops at the first fact that blocks the cluster."""
 
     cluster: ValkeyCluster
-    recorded: Obj = attrs.field(factory=dict)
+    recorded: ValkeyClusterStatus = attrs.field(factory=ValkeyClusterStatus)
     """status as last recorded (the reconciler's own unseen write wins over a stale cache)."""
     options: ControllerOptions = attrs.field(factory=ControllerOptions)
     resolved: ResolvedConfig | ResolutionFailure
@@ -233,7 +240,7 @@ class Facts:
 
     @property
     def restoring(self) -> bool:
-        return restoring(self.cluster.spec.restore, self.recorded)
+        return restoring(self.cluster.spec.restore, self.recorded.restore)
 
 
 @attrs.frozen(kw_only=True)
@@ -258,8 +265,8 @@ class MetricChanges:
 @attrs.frozen(kw_only=True)
 class Decision:
     actions: tuple[Action, ...] = ()
-    status: Obj
-    """The whole status document to store."""
+    status: ValkeyClusterStatus
+    """The whole status to store (the reconciler renders it once, where it writes it)."""
     events: tuple[Event, ...] = ()
     metrics: MetricChanges
     requeue_after: float
@@ -360,7 +367,7 @@ def decide(facts: Facts, now: float) -> Decision:
         claim_mode=claim_mode(ctx) if persistent(ctx) else None,
         complete_log=complete_log(ctx),
     )
-    asked = _recorded_switchover(facts.recorded)
+    asked = facts.recorded.switchover
     request = requested(cluster.metadata.annotations, asked, SWITCHOVER_ANNOTATION)
     desired = attrs.evolve(
         desired,
@@ -372,14 +379,13 @@ def decide(facts: Facts, now: float) -> Decision:
         # The backup's layout first, primaries only (restore.py); spec.shards and replicas after.
         desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
     recorded = facts.recorded
-    state = recorded.get("state")
     observation = attrs.evolve(
         facts.observation,
         now=now,
-        recorded_state=ClusterState(state) if state in set(ClusterState) else None,
-        recorded_config_hash=recorded.get("configHash"),
-        recorded_image=recorded.get("currentImage"),
-        recorded_tls=_tls_record(recorded.get("tls")),
+        recorded_state=recorded.state,
+        recorded_config_hash=recorded.config_hash,
+        recorded_image=recorded.current_image,
+        recorded_tls=_tls_record(recorded.tls),
     )
     view = View(observation, desired)
     view.may_roll, slot = admit(bool(view.outdated), facts.rollout_slots, facts.key)
@@ -395,7 +401,7 @@ def decide(facts: Facts, now: float) -> Decision:
 
 
 def _switchover(
-    facts: Facts, now: float, planned: Plan, request: str | None, asked: Obj | None
+    facts: Facts, now: float, planned: Plan, request: str | None, asked: SwitchoverStatus | None
 ) -> tuple[Plan, Outcome]:
     """The plan with the switchover's hand-over (last: it waits while anything disruptive is
     planned) and a short requeue while one runs, and the switchover's status and Events."""
@@ -413,11 +419,6 @@ def _switchover(
     if switch.running:  # the hand-over shows in Valkey, not as a Kubernetes event: look again soon
         planned = attrs.evolve(planned, requeue_after=min(planned.requeue_after, REQUEUE_WAITING))
     return planned, switch
-
-
-def _recorded_switchover(recorded: Obj) -> Obj | None:
-    found = recorded.get("switchover")
-    return found if isinstance(found, dict) else None
 
 
 def _with_passwords(
@@ -496,24 +497,18 @@ def _blocked(
         endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
         rfc3339(now),
     )
-    if facts.last_backup:
-        status["lastBackup"] = facts.last_backup
     restore = facts.cluster.spec.restore
     if restore is not None:
-        status["restore"] = (
-            restore_status(restore.backup_name, HELD, None, None, reason, message)
-            if facts.restoring
-            else current.get("restore")
-        )
-    before = find_condition(current.get("conditions"), PROGRESSING)
-    changed = before is None or before.get("reason") != reason or before.get("message") != message
+        held = restore_status(restore.backup_name, RestorePhase.HELD, None, None, reason, message)
+        status = attrs.evolve(status, restore=held if facts.restoring else current.restore)
+    if facts.last_backup:
+        status = attrs.evolve(status, last_backup=facts.last_backup)
+    before = find_condition(current.conditions, PROGRESSING)
+    changed = before is None or before.reason != reason or before.message != message
     return Decision(
         status=status,
         events=(Event(WARNING, reason, message),) if changed else (),
-        metrics=MetricChanges(
-            state=ClusterState(status["state"]) if status.get("state") else None,
-            stalled=stalled_reason(status),
-        ),
+        metrics=MetricChanges(state=status.state, stalled=stalled_reason(status)),
         requeue_after=REQUEUE_BLOCKED,
         context=ctx,
         facts=facts,
@@ -539,12 +534,12 @@ def _conclude(
         endpoint(meta.name, meta.namespace or "", facts.options.cluster_domain),
         rfc3339(now),
     )
-    if facts.cluster.spec.restore is not None:
-        status["restore"] = _restore_status(facts, planned)
-    if facts.last_backup:
-        status["lastBackup"] = facts.last_backup
-    if switch is not None and switch.status is not None:
-        status["switchover"] = switch.status
+    status = attrs.evolve(
+        status,
+        restore=_restore_status(facts, planned) if facts.cluster.spec.restore is not None else None,
+        last_backup=facts.last_backup or None,
+        switchover=switch.status if switch is not None else None,
+    )
     switch_events = switch.events if switch else ()
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
@@ -583,13 +578,12 @@ def _quiet(facts: Facts, planned: Plan, failures: Sequence[Failure]) -> Quiet | 
     return next_quiet(facts.quiet, observed, facts.options.steady_probe_max_seconds)
 
 
-def _restore_status(facts: Facts, planned: Plan) -> Obj | None:
+def _restore_status(facts: Facts, planned: Plan) -> RestoreStatus | None:
     """status.restore: Loading until every shard loaded its count and nothing else keeps the cluster
     from Active, then Verified (and kept as recorded afterwards); Held when a count differs or the
     restoring pods keep failing (a download or checksum that failed)."""
     if not facts.restoring:
-        recorded = facts.recorded.get("restore")
-        return recorded if isinstance(recorded, dict) else None
+        return facts.recorded.restore
     progress = planned.view.restore_progress
     backup = facts.cluster.spec.restore.backup_name if facts.cluster.spec.restore else ""
     if progress is None:
@@ -599,13 +593,17 @@ def _restore_status(facts: Facts, planned: Plan) -> Obj | None:
     if progress.mismatches() or blocked:
         reason = findings[0].reason if findings else Reason.PODS_FAILING
         message = "; ".join(progress.mismatches()) or planned.status.message
-        return restore_status(backup, HELD, progress.source, progress, reason, message)
+        return restore_status(backup, RestorePhase.HELD, progress.source, progress, reason, message)
     # Slot moves toward each shard's quota wait for Verified (a restore moves nothing before it).
     others = [f for f in findings if f.reason not in {Reason.RESTORING, Reason.REBALANCING_SLOTS}]
     if progress.all_loaded and not others:
         message = f"every shard loaded its keys from backup {backup} and every slot is served"
-        return restore_status(backup, VERIFIED, progress.source, progress, "RestoreVerified", message)
-    return restore_status(backup, LOADING, progress.source, progress, Reason.RESTORING, progress.message())
+        return restore_status(
+            backup, RestorePhase.VERIFIED, progress.source, progress, "RestoreVerified", message
+        )
+    return restore_status(
+        backup, RestorePhase.LOADING, progress.source, progress, Reason.RESTORING, progress.message()
+    )
 
 
 def failover_counts(actions: Sequence[Action], failures: Sequence[Failure]) -> dict[str, int]:
@@ -622,44 +620,47 @@ def failover_counts(actions: Sequence[Action], failures: Sequence[Failure]) -> d
     return {mode: count for mode, count in counts.items() if count}
 
 
-def _transition(current: Obj, status: Obj, planned: PlannedStatus) -> tuple[tuple[Event, ...], bool]:
+def _transition(
+    current: ValkeyClusterStatus, status: ValkeyClusterStatus, planned: PlannedStatus
+) -> tuple[tuple[Event, ...], bool]:
     """The Events of a state change or of a roll that stopped on a failure, and whether a
     version-floor rejection appeared."""
-    before, after = current.get("state"), status["state"]
+    before, after = current.state, status.state
     events: list[Event] = []
     stopped = _stopped(status)
     rejected = False
     if stopped is not None and stopped != _stopped(current):
         rejected = stopped == Reason.VERSION_BELOW_FLOOR
         events.append(Event(WARNING, stopped, planned.message))
-    if before == after or planned.state is ClusterState.FAILED:
+    if before is after or planned.state is ClusterState.FAILED:
         return tuple(events), rejected
-    if planned.state is ClusterState.ACTIVE:
-        events.append(Event(NORMAL, "Active", planned.message))
-    else:
-        events.append(Event(NORMAL, after, planned.message))
+    events.append(Event(NORMAL, planned.state.value, planned.message))
     return tuple(events), rejected
 
 
-def stalled_reason(status: Obj) -> str | None:
-    """The reason of the status document's Stalled condition when it is True (kstatus Failed: only a
-    human can move the cluster on, stalled.py), else None: what the stalled metric reports."""
-    condition = find_condition(status.get("conditions"), STALLED) or {}
-    reason = condition.get("reason")
-    return str(reason) if condition.get("status") == "True" and reason else None
+def stalled_reason(status: ValkeyClusterStatus) -> str | None:
+    """The reason of the status's Stalled condition when it is True (kstatus Failed: only a human
+    can move the cluster on, stalled.py), else None: what the stalled metric reports."""
+    condition = find_condition(status.conditions, STALLED)
+    if condition is None or condition.status is not ConditionStatus.TRUE:
+        return None
+    return condition.reason or None
 
 
-def _stopped(status: Obj) -> str | None:
+def _stopped(status: ValkeyClusterStatus) -> str | None:
     """Why the cluster stopped progressing on a failure (Failed, or a roll its old pods outlive)."""
-    progressing = find_condition(status.get("conditions"), PROGRESSING) or {}
-    reason = progressing.get("reason")
+    progressing = find_condition(status.conditions, PROGRESSING)
+    if progressing is None or progressing.status is not ConditionStatus.FALSE:
+        return None
     failures = {Reason.VERSION_BELOW_FLOOR, Reason.PODS_FAILING}
-    return reason if progressing.get("status") == "False" and reason in failures else None
+    return progressing.reason if progressing.reason in failures else None
 
 
-def _rollout(current: Obj, status: Obj, now: float) -> tuple[tuple[Event, ...], MetricChanges]:
+def _rollout(
+    current: ValkeyClusterStatus, status: ValkeyClusterStatus, now: float
+) -> tuple[tuple[Event, ...], MetricChanges]:
     """Events and metrics of a rolling update, from the rollout progress before and after the pass."""
-    before, after = current.get("rollout"), status.get("rollout")
+    before, after = current.rollout, status.rollout
     events: list[Event] = []
     started = finished = failed = False
     seconds = None
@@ -669,30 +670,30 @@ def _rollout(current: Obj, status: Obj, now: float) -> tuple[tuple[Event, ...], 
             Event(
                 NORMAL,
                 "RolloutStarted",
-                f"rolling {after['shards'] - after['shardsUpdated']} shard(s) onto a new pod template, "
+                f"rolling {after.shards - after.shards_updated} shard(s) onto a new pod template, "
                 f"shard by shard",
             )
         )
-    elif before is not None and after is not None and after["shardsUpdated"] > before["shardsUpdated"]:
+    elif before is not None and after is not None and after.shards_updated > before.shards_updated:
         events.append(
             Event(
                 NORMAL,
                 "ShardUpdated",
-                f"{after['shardsUpdated']} of {after['shards']} shard(s) run the new pod template",
+                f"{after.shards_updated} of {after.shards} shard(s) run the new pod template",
             )
         )
     if before is not None and _stopped(status) is not None and _stopped(current) is None:
         failed = True
     if before is not None and after is None:
         finished = True
-        began = _parse_time(before.get("startedAt"))
+        began = parse_rfc3339(before.started_at)
         if began is not None:
-            seconds = now - began.timestamp()
+            seconds = now - began
         events.append(
             Event(
                 NORMAL,
                 "RolloutFinished",
-                f"every pod runs the new pod template ({status.get('currentImage')})",
+                f"every pod runs the new pod template ({status.current_image})",
             )
         )
     metrics = MetricChanges(
@@ -701,27 +702,21 @@ def _rollout(current: Obj, status: Obj, now: float) -> tuple[tuple[Event, ...], 
     return tuple(events), metrics
 
 
-def _problems(current: Obj, planned: PlannedStatus) -> Iterable[Event]:
+def _problems(current: ValkeyClusterStatus, planned: PlannedStatus) -> Iterable[Event]:
     """A Warning Event when a repair or migration problem appears or changes (lost data, a failed
     migration, a takeover), read from the Degraded condition before and after the pass."""
-    before = find_condition(current.get("conditions"), DEGRADED) or {}
+    before = find_condition(current.conditions, DEGRADED)
+    carried = before.message if before is not None and before.status is ConditionStatus.TRUE else None
     for finding in planned.findings:
         if finding.reason not in EVENT_REASONS:
             continue
-        if before.get("status") == "True" and finding.message in str(before.get("message", "")):
+        if carried is not None and finding.message in carried:
             continue  # already reported while the condition carried it
         yield Event(WARNING, finding.reason, finding.message)
 
 
-def _parse_time(text: str | None) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat((text or "").replace("Z", "+00:00"))
-    except ValueError:
+def _tls_record(recorded: TlsStatus | None) -> TlsRecord | None:
+    if recorded is None or not recorded.secret_hash:
         return None
-
-
-def _tls_record(recorded: Obj | None) -> TlsRecord | None:
-    changed = _parse_time((recorded or {}).get("changedAt"))
-    if recorded is None or changed is None or not recorded.get("secretHash"):
-        return None
-    return TlsRecord(secret_hash=recorded["secretHash"], changed_at=changed.timestamp())
+    changed = parse_rfc3339(recorded.changed_at)
+    return None if changed is None else TlsRecord(secret_hash=recorded.secret_hash, changed_at=changed)

@@ -27,13 +27,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from valkey_operator.core.rest import Obj
-
-LOADING = "Loading"
-VERIFIED = "Verified"
-HELD = "Held"
-RESTORING_REASON = "Restoring"
-INCOMPLETE_REASON = "RestoreIncomplete"
+from valkey_operator.api.backup import RestorePhase, RestoreStatus
 
 
 @attrs.frozen(kw_only=True)
@@ -77,11 +71,10 @@ class RestoreHeld:
     message: str
 
 
-def restoring(spec_restore: object | None, recorded: Mapping[str, object]) -> bool:
-    """spec.restore is set and the recorded status does not say it was verified."""
-    restore = recorded.get("restore")
-    phase = restore.get("phase") if isinstance(restore, Mapping) else None
-    return spec_restore is not None and phase != VERIFIED
+def restoring(spec_restore: object | None, recorded: RestoreStatus | None) -> bool:
+    """spec.restore is set and the recorded status.restore does not say it was verified."""
+    phase = recorded.phase if recorded is not None else None
+    return spec_restore is not None and phase is not RestorePhase.VERIFIED
 
 
 @attrs.frozen(kw_only=True)
@@ -116,16 +109,19 @@ class Progress:
 
 def restore_status(
     backup: str,
-    phase: str,
+    phase: RestorePhase,
     source: RestoreSource | None,
     progress: Progress | None,
     reason: str,
     message: str,
-) -> Obj:
-    status: Obj = {"backupName": backup, "phase": phase, "reason": reason, "message": message}
-    if source is not None:
-        status["shards"] = len(source.shards)
-        status["keys"] = source.keys
-    if progress is not None:
-        status["loadedKeys"] = progress.loaded_keys
-    return status
+) -> RestoreStatus:
+    """status.restore: the phase and why, with the backup's layout and the keys loaded once known."""
+    return RestoreStatus(
+        backup_name=backup,
+        phase=phase,
+        reason=str(reason),
+        message=message,
+        shards=len(source.shards) if source is not None else None,
+        keys=source.keys if source is not None else None,
+        loaded_keys=progress.loaded_keys if progress is not None else None,
+    )

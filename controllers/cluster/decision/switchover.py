@@ -44,11 +44,10 @@ from controllers.cluster.decision.rollout import (
     settled_for_a_step,
 )
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, Node, View
-from valkey_operator.api.cluster import SwitchoverPhase
+from valkey_operator.api.cluster import SwitchoverPhase, SwitchoverStatus
 from valkey_operator.api.switchover import parse, shown
 from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
-from valkey_operator.core.rest import Obj
 
 SWITCHOVER_TIMEOUT_S = 60.0
 """How long after acceptance the replica may take to serve the shard (covers the rollout's retries)."""
@@ -60,35 +59,38 @@ FAILED = "SwitchoverFailed"
 
 @attrs.frozen(kw_only=True)
 class Outcome:
-    status: Obj | None = None
+    status: SwitchoverStatus | None = None
     """status.switchover to store (None: there is none)."""
     actions: tuple[Action, ...] = ()
     events: tuple[Event, ...] = ()
 
     @property
     def running(self) -> bool:
-        return (self.status or {}).get("phase") == SwitchoverPhase.RUNNING.value
+        return _phase(self.status) is SwitchoverPhase.RUNNING
 
 
-def requested(annotations: Mapping[str, str], recorded: Obj | None, key: str) -> str | None:
+def _phase(status: SwitchoverStatus | None) -> SwitchoverPhase | None:
+    return status.phase if status is not None else None
+
+
+def requested(annotations: Mapping[str, str], recorded: SwitchoverStatus | None, key: str) -> str | None:
     """The annotation's value when it is a request not handled yet."""
     value = annotations.get(key)
-    if value is None or (recorded or {}).get("request") == value:
+    if value is None or (recorded is not None and recorded.request == value):
         return None
     return value
 
 
-def holds_spread(value: str | None, recorded: Obj | None) -> bool:
+def holds_spread(value: str | None, recorded: SwitchoverStatus | None) -> bool:
     """A switchover is new or Running: the primary spread moves nothing meanwhile."""
-    return value is not None or (recorded or {}).get("phase") == SwitchoverPhase.RUNNING.value
+    return value is not None or _phase(recorded) is SwitchoverPhase.RUNNING
 
 
-def pinned(recorded: Obj | None) -> str | None:
+def pinned(recorded: SwitchoverStatus | None) -> str | None:
     """The pod a Succeeded switchover made primary: the spread leaves it primary."""
-    if (recorded or {}).get("phase") != SwitchoverPhase.SUCCEEDED.value:
+    if recorded is None or recorded.phase is not SwitchoverPhase.SUCCEEDED:
         return None
-    to = (recorded or {}).get("to")
-    return to if isinstance(to, str) else None
+    return recorded.to
 
 
 @attrs.frozen(kw_only=True)
@@ -103,11 +105,13 @@ class Situation:
     now_text: str
 
 
-def decide_switchover(view: View, value: str | None, recorded: Obj | None, at: Situation) -> Outcome:
+def decide_switchover(
+    view: View, value: str | None, recorded: SwitchoverStatus | None, at: Situation
+) -> Outcome:
     """status.switchover, the hand-over's actions and Events this pass (value: a new request, or None)."""
     if value is not None:
         return _new(view, value, at)
-    if recorded is not None and recorded.get("phase") == SwitchoverPhase.RUNNING.value:
+    if recorded is not None and recorded.phase is SwitchoverPhase.RUNNING:
         return _running(view, recorded, at)
     return Outcome(status=recorded)
 
@@ -149,22 +153,23 @@ def _new(view: View, value: str, at: Situation) -> Outcome:
         )
     else:
         target = _best(view, synced)
-    status = {
-        "request": value,
-        "phase": SwitchoverPhase.RUNNING.value,
-        "from": primary.pod.name,
-        "to": target.pod.name,
-        "message": f"handing shard {shard} over from {primary.pod.name} to {target.pod.name}",
-        "startedAt": at.now_text,
-    }
+    message = f"handing shard {shard} over from {primary.pod.name} to {target.pod.name}"
+    status = SwitchoverStatus(
+        request=value,
+        phase=SwitchoverPhase.RUNNING,
+        from_=primary.pod.name,
+        to=target.pod.name,
+        message=message,
+        started_at=at.now_text,
+    )
     # Recorded before anything is done: the pass that acts reads a Running status, so a status write
     # that is lost can only repeat the checks, never a failover already sent.
-    return Outcome(status=status, events=(Event(NORMAL, STARTED, f"shard {shard}: {status['message']}"),))
+    return Outcome(status=status, events=(Event(NORMAL, STARTED, f"shard {shard}: {message}"),))
 
 
-def _running(view: View, status: Obj, at: Situation) -> Outcome:
-    parsed = parse(str(status.get("request", "")))
-    source, target = str(status.get("from", "")), str(status.get("to", ""))
+def _running(view: View, status: SwitchoverStatus, at: Situation) -> Outcome:
+    parsed = parse(status.request or "")
+    source, target = status.from_ or "", status.to or ""
     if isinstance(parsed, str):  # a Running status is written only for a value that parsed
         return _finished(status, SwitchoverPhase.FAILED, parsed, at, FAILED)
     shard = parsed.shard
@@ -176,7 +181,7 @@ def _running(view: View, status: Obj, at: Situation) -> Outcome:
     if primary is not None and primary.pod.name != source:
         message = f"the primary of shard {shard} became {primary.pod.name} meanwhile, not {target}"
         return _finished(status, SwitchoverPhase.FAILED, message, at, FAILED)
-    started = _seconds(str(status.get("startedAt", "")), at.now)
+    started = _seconds(status.started_at or "", at.now)
     waiting, actions = _step(view, primary, node, at)
     if at.now - started > SWITCHOVER_TIMEOUT_S and not _in_flight(node, at.now):
         message = (
@@ -248,22 +253,24 @@ def _best(view: View, synced: list[Node]) -> Node:
 
 
 def _refused(value: str, message: str, at: Situation) -> Outcome:
-    status = {
-        "request": value,
-        "phase": SwitchoverPhase.REFUSED.value,
-        "message": message,
-        "finishedAt": at.now_text,
-    }
+    status = SwitchoverStatus(
+        request=value, phase=SwitchoverPhase.REFUSED, message=message, finished_at=at.now_text
+    )
     return Outcome(
         status=status, events=(Event(WARNING, REFUSED, f"switchover {shown(value)} refused: {message}"),)
     )
 
 
 def _finished(
-    status: Obj, phase: SwitchoverPhase, message: str, at: Situation, reason: str, kind: str = WARNING
+    status: SwitchoverStatus,
+    phase: SwitchoverPhase,
+    message: str,
+    at: Situation,
+    reason: str,
+    kind: str = WARNING,
 ) -> Outcome:
-    done = {**status, "phase": phase.value, "message": message, "finishedAt": at.now_text}
-    source, target = status.get("from"), status.get("to")
+    done = attrs.evolve(status, phase=phase, message=message, finished_at=at.now_text)
+    source, target = status.from_, status.to
     return Outcome(status=done, events=(Event(kind, reason, f"from {source} to {target}: {message}"),))
 
 

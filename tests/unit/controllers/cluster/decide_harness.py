@@ -6,7 +6,8 @@ Secret read back from the world, the roles, the observation with the refusals
 remembered; gathering stops at a fact that blocks) -> decide -> check the
 decision is deterministic -> act on the simulator (a patch `after` a failed
 reload is skipped, as the actor does) -> `Decision.after(failures)` -> the
-status is recorded -> time passes. Each pass's reasons (every condition's, and
+status is recorded as the reconciler writes it (the model rendered to a dict;
+the next pass parses it back) -> time passes. Each pass's reasons (every condition's, and
 every finding behind the message) are collected in `World.reasons`.
 """
 
@@ -39,7 +40,7 @@ from controllers.cluster.render.user_passwords import missing_generated, passwor
 from controllers.cluster.tls import TlsMaterial, TlsProblem
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.options import ControllerOptions
-from valkey_operator.api.cluster import ClusterState, ValkeyCluster
+from valkey_operator.api.cluster import ClusterState, ValkeyCluster, ValkeyClusterStatus
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.rest import Obj
 
@@ -133,7 +134,7 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
     cluster = ValkeyCluster.from_dict(world.cluster)
     facts = Facts(
         cluster=cluster,
-        recorded=world.status,
+        recorded=ValkeyClusterStatus.from_dict(world.status),
         options=world.options,
         resolved=resolve(cluster.spec.config_ref, world.configs.get, world.images.get),
         named={
@@ -212,7 +213,7 @@ def step(
     failures = act(sim, decision.actions, {*unreachable, *act_unreachable}, forbidden)
     world.refusals.remember(KEY, decision.actions, failures)
     decision = decision.after(failures)
-    world.status = decision.status
+    world.status = decision.status.to_dict()  # as the reconciler writes it, and parses it next pass
     world.quiet = decision.quiet
     world.decisions.append(decision)
     world.reasons |= reasons_of(decision)
@@ -233,7 +234,7 @@ def run(
 
 
 def reasons_of(decision: Decision) -> set[str]:
-    found = {str(condition["reason"]) for condition in decision.status.get("conditions") or []}
+    found = {str(condition.reason) for condition in decision.status.conditions}
     if decision.plan is not None:
         found |= {str(finding.reason) for finding in decision.plan.status.findings}
     return found

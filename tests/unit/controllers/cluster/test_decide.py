@@ -89,8 +89,8 @@ def test_a_tls_cluster_creates_pods_annotated_with_the_content_they_mount() -> N
 def test_transitions_are_stamped_with_the_passs_now_never_the_real_clock() -> None:
     facts = gather(world(1, 0))
     early, late = decide(facts, NOW), decide(facts, NOW + 3600)
-    assert {c["lastTransitionTime"] for c in early.status["conditions"]} == {rfc3339(NOW)}
-    assert {c["lastTransitionTime"] for c in late.status["conditions"]} == {rfc3339(NOW + 3600)}
+    assert {c.last_transition_time for c in early.status.conditions} == {rfc3339(NOW)}
+    assert {c.last_transition_time for c in late.status.conditions} == {rfc3339(NOW + 3600)}
 
 
 def test_a_blocked_cluster_says_why_once_and_waits() -> None:
@@ -99,7 +99,7 @@ def test_a_blocked_cluster_says_why_once_and_waits() -> None:
     decision = step(found)
     assert decision.actions == () and decision.requeue_after == REQUEUE_BLOCKED
     assert decision.events == (Event(WARNING, TLS_SECRET_INVALID, "Secret vk-tls not found"),)
-    assert decision.status["message"] == f"{TLS_SECRET_INVALID}: Secret vk-tls not found"
+    assert decision.status.message == f"{TLS_SECRET_INVALID}: Secret vk-tls not found"
     assert step(found).events == ()  # the same reason and message: no second Event
     found.tls = TlsProblem("Secret vk-tls has no tls.key")
     assert [event.reason for event in step(found).events] == [TLS_SECRET_INVALID]
@@ -107,7 +107,7 @@ def test_a_blocked_cluster_says_why_once_and_waits() -> None:
 
 def test_becoming_active_is_an_event_and_a_metric_state() -> None:
     found = run(world(1, 0))
-    assert found.last.events == (Event(NORMAL, "Active", found.last.status["message"]),)
+    assert found.last.events == (Event(NORMAL, "Active", found.last.status.message or ""),)
     assert found.last.metrics.state is not None and found.last.metrics.state.value == "Active"
     assert all(event.reason != "Active" for decision in found.decisions[:-1] for event in decision.events)
 
@@ -138,8 +138,8 @@ def test_failed_failovers_are_not_counted_and_failures_reach_the_status() -> Non
     decision = decide(gather(found), NOW)
     (patch, *_) = decision.actions
     failed = decision.after([Failure(patch, "PatchPodMetadata vk-0: 500")])
-    degraded = next(c for c in failed.status["conditions"] if c["type"] == "Degraded")
-    assert degraded["reason"] == "ActionFailed" and "500" in degraded["message"]
+    degraded = next(c for c in failed.status.conditions if c.type == "Degraded")
+    assert degraded.reason == "ActionFailed" and "500" in degraded.message
     assert [event.reason for event in failed.events] == ["Updating", "ActionFailed"]
 
 

@@ -45,5 +45,5 @@ def test_a_paused_cluster_creates_no_user_secret_and_says_why() -> None:
     found.roles["r"] = {"metadata": {"name": "r"}, "spec": {"categories": [{"name": "read"}]}}
     decision = step(found)
     assert not decision.actions
-    assert decision.status["message"].startswith(PASSWORD_SECRET_INVALID), decision.status["message"]
+    assert (decision.status.message or "").startswith(PASSWORD_SECRET_INVALID), decision.status.message
     assert SECRET not in found.sim.objects

@@ -484,5 +484,5 @@ def test_the_stories_together_reach_every_reason_blocked_ones_too() -> None:
 
 
 def test_the_stories_reach_every_state() -> None:
-    states = {decision.status["state"] for story in STORIES for decision in story(random.Random(3)).decisions}
-    assert states == {state.value for state in ClusterState}
+    states = {decision.status.state for story in STORIES for decision in story(random.Random(3)).decisions}
+    assert states == set(ClusterState)

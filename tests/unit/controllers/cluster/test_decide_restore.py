@@ -19,10 +19,11 @@ from simulate import SimSettings
 
 from controllers.cluster.decision.actions import AssignSlots, CreatePod, MigrateSlots
 from controllers.cluster.decision.restore import RestoreHeld
+from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.valkey.slots import SlotRange, SlotRanges, even_split, subtract, union
 
-ACTIVE = ClusterState.ACTIVE.value
+ACTIVE = ClusterState.ACTIVE
 
 
 def restoring(shards: int, replicas: int, layout: tuple[SlotRanges, ...], **sim: object) -> World:
@@ -38,7 +39,12 @@ def restoring(shards: int, replicas: int, layout: tuple[SlotRanges, ...], **sim:
 
 
 def restore_phase(found: World) -> str | None:
+    """The phase as stored (the world keeps the status the reconciler would write)."""
     return (found.status.get("restore") or {}).get("phase")
+
+
+def restore_phase_of(restore: RestoreStatus | None) -> RestorePhase | None:
+    return restore.phase if restore is not None else None
 
 
 def check_restore(found: World, layout: tuple[SlotRanges, ...]) -> None:
@@ -47,10 +53,10 @@ def check_restore(found: World, layout: tuple[SlotRanges, ...]) -> None:
     the slots it loaded."""
     saved = backup(layout)
     for decision in found.decisions:
-        phase = (decision.status.get("restore") or {}).get("phase")
-        if phase == "Verified":
+        restore = decision.status.restore
+        if restore is not None and restore.phase is RestorePhase.VERIFIED:
             break
-        assert decision.status.get("state") != ACTIVE, decision.status.get("message")
+        assert decision.status.state is not ACTIVE, decision.status.message
         for action in decision.actions:
             if isinstance(action, CreatePod):
                 assert action.shard < len(layout)
@@ -63,11 +69,16 @@ def check_restore(found: World, layout: tuple[SlotRanges, ...]) -> None:
                 progress = decision.plan.view.restore_progress if decision.plan else None
                 assert progress is not None and progress.all_loaded, "no slot assigned before every load"
     verified = next(
-        (d for d in found.decisions if (d.status.get("restore") or {}).get("phase") == "Verified"), None
+        (
+            d.status.restore
+            for d in found.decisions
+            if restore_phase_of(d.status.restore) is RestorePhase.VERIFIED
+        ),
+        None,
     )
     assert verified is not None, found.status.get("restore")
-    assert verified.status["restore"]["keys"] == sum(keys for keys, _ in saved.values())
-    assert verified.status["restore"]["loadedKeys"] == verified.status["restore"]["keys"]
+    assert verified.keys == sum(keys for keys, _ in saved.values())
+    assert verified.loaded_keys == verified.keys
 
 
 def loaders(found: World) -> dict[int, str]:
@@ -118,7 +129,7 @@ def test_a_count_that_differs_holds_the_restore_and_the_cluster_is_never_active(
     assert restore_phase(found) == "Held", found.status.get("restore")
     assert found.status["restore"]["reason"] == "RestoreIncomplete"
     assert "shard 1 loaded 1001 keys, the backup holds 5" in found.status["restore"]["message"]
-    assert all(d.status.get("state") != ACTIVE for d in found.decisions)
+    assert all(d.status.state is not ACTIVE for d in found.decisions)
     assert not any(isinstance(a, AssignSlots) for d in found.decisions for a in d.actions)
 
 
@@ -126,7 +137,7 @@ def test_a_failed_download_holds_the_restore_with_the_pods_failure() -> None:
     found = restoring(2, 0, even_split(2), failing_restores=frozenset({1}))
     run(found, passes=30, until=lambda w: False)
     assert restore_phase(found) == "Held", found.status.get("restore")
-    assert all(d.status.get("state") != ACTIVE for d in found.decisions)
+    assert all(d.status.state is not ACTIVE for d in found.decisions)
     created = [a for d in found.decisions for a in d.actions if isinstance(a, CreatePod) and a.shard == 1]
     assert 1 < len(created) <= 3, "the failing shard is retried, then left failing (a crash loop)"
 

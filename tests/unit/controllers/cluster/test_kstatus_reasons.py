@@ -20,10 +20,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from status_support import blocked_document, planned_document
 
 from controllers.cluster.decision import decide, stalled
 from controllers.cluster.decision.report import Finding, PlannedStatus, Reason, conditions
-from controllers.cluster.decision.status_document import blocked_status, planned_status
 from controllers.cluster.render.acl import AclErrorReason
 from controllers.config.resolve import FailureReason
 from valkey_operator.api.cluster import ClusterState
@@ -106,7 +106,7 @@ def pass_status(reason: Reason, served: bool) -> Obj:
         uncovered=(),
         findings=(finding,),
     )
-    return planned_status({}, GENERATION, status, "e", NOW)
+    return planned_document({}, GENERATION, status, "e", NOW)
 
 
 SERVED: Obj = {
@@ -127,7 +127,7 @@ SERVED: Obj = {
 def written(row: Row, served: bool) -> Obj:
     if row.seen == "pass":
         return pass_status(Reason(row.reason), served)
-    return blocked_status(SERVED if served else {}, GENERATION, row.reason, "why", "e", NOW)
+    return blocked_document(SERVED if served else {}, GENERATION, row.reason, "why", "e", NOW)
 
 
 def test_the_table_lists_every_reason_once() -> None:

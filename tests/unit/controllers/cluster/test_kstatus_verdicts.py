@@ -12,10 +12,10 @@ from collections import Counter
 import attrs
 from planner_harness import Chaos, Run, one_pass, run
 from simulate import SimSettings
+from status_support import blocked_document, planned_document
 
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan
-from controllers.cluster.decision.status_document import blocked_status, planned_status
 from controllers.config.reconciler import desired_status as config_status
 from controllers.config.resolve import resolve
 from controllers.role import desired_status as role_status
@@ -51,7 +51,7 @@ def written(plans: list[Plan]) -> list[Obj]:
     stored: Obj = {}
     documents = []
     for planned in plans:
-        stored = planned_status(stored, GENERATION, planned.status, "c.ns.svc.cluster.local:6379", NOW)
+        stored = planned_document(stored, GENERATION, planned.status, "c.ns.svc.cluster.local:6379", NOW)
         documents.append(cluster(stored))
     return documents
 
@@ -91,7 +91,7 @@ def test_a_roll_and_a_scale_stay_current_throughout() -> None:
 
 def test_an_unobserved_generation_is_in_progress() -> None:
     result = run(desired(1, 0))
-    status = planned_status({}, GENERATION, result.last.status, "e", NOW)
+    status = planned_document({}, GENERATION, result.last.status, "e", NOW)
     assert status_of(cluster(status, generation=GENERATION + 1)).status == "InProgress"
     assert all(condition["observedGeneration"] == GENERATION for condition in status["conditions"])
 
@@ -113,9 +113,9 @@ def test_a_binary_below_the_floor_fails_a_new_cluster_but_not_a_serving_one() ->
 def test_a_blocked_cluster_is_current_while_it_serves_and_in_progress_before() -> None:
     result = run(desired(1, 0))
     serving = written(result.plans)[-1]["status"]
-    blocked = blocked_status(serving, GENERATION + 1, "ConfigNotFound", "no ValkeyConfig x", "e", NOW)
+    blocked = blocked_document(serving, GENERATION + 1, "ConfigNotFound", "no ValkeyConfig x", "e", NOW)
     assert status_of(cluster(blocked, generation=GENERATION + 1)).status == "Current"
-    never = blocked_status({}, 1, "ConfigNotFound", "no ValkeyConfig x", "e", NOW)
+    never = blocked_document({}, 1, "ConfigNotFound", "no ValkeyConfig x", "e", NOW)
     assert status_of(cluster(never, generation=1)).status == "InProgress"
 
 

@@ -15,7 +15,7 @@ from controllers.cluster.decision.decide import NAME_CONFLICT, decide
 from controllers.cluster.decision.owned import owned_names, written_names
 from controllers.cluster.render import names
 from valkey_operator.api.cluster import ValkeyCluster
-from valkey_operator.core.conditions import find_condition
+from valkey_operator.api.meta import find_condition
 from valkey_operator.core.rest import Obj
 
 NOW = 1_800_000_000.0
@@ -81,11 +81,11 @@ def test_a_foreign_object_blocks_the_cluster_stalled_and_nothing_is_written() ->
     found.sim.objects["Service/vk-client"] = foreign
     decision = decide(gather(found), NOW)
     assert decision.actions == ()
-    stalled_condition = find_condition(decision.status["conditions"], "Stalled")
-    assert stalled_condition is not None and stalled_condition["status"] == "True"
-    assert stalled_condition["reason"] == NAME_CONFLICT
-    assert stalled_condition["message"].startswith("Service/vk-client exists with no controller")
-    assert stalled_condition["message"].endswith(stalled.BLOCKED[NAME_CONFLICT])
+    stalled_condition = find_condition(decision.status.conditions, "Stalled")
+    assert stalled_condition is not None and stalled_condition.status == "True"
+    assert stalled_condition.reason == NAME_CONFLICT
+    assert stalled_condition.message.startswith("Service/vk-client exists with no controller")
+    assert stalled_condition.message.endswith(stalled.BLOCKED[NAME_CONFLICT])
     assert [event.reason for event in decision.events] == [NAME_CONFLICT]
     assert found.sim.objects["Service/vk-client"] is foreign
 

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 
 import pytest
+from status_support import blocked_document
 
 from controllers.backup.restore_source import RestoreSources
 from controllers.cluster.decision import stalled
@@ -16,7 +17,6 @@ from controllers.cluster.decision.observe import Observation, PodObservation
 from controllers.cluster.decision.plan import finish, plan
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import RestoreHeld
-from controllers.cluster.decision.status_document import blocked_status
 from valkey_operator.core.resource import SERVICES
 from valkey_operator.core.rest import Obj
 
@@ -143,7 +143,7 @@ def condition(status: Obj, kind: str) -> Obj:
 @pytest.mark.parametrize("reason", sorted(stalled.BLOCKED))
 def test_a_block_only_a_human_lifts_is_stalled_with_what_to_do(reason: str) -> None:
     for recorded in ({}, {"state": "Active", "conditions": []}):
-        status = blocked_status(recorded, 2, reason, "why", "e", "2026-12-04T12:00:00Z")
+        status = blocked_document(recorded, 2, reason, "why", "e", "2026-12-04T12:00:00Z")
         found = condition(status, "Stalled")
         assert (found["status"], found["reason"]) == ("True", reason)
         assert found["message"] == f"why; {stalled.BLOCKED[reason]}"
@@ -153,7 +153,7 @@ def test_a_block_only_a_human_lifts_is_stalled_with_what_to_do(reason: str) -> N
     "reason", ["ConfigNotFound", "ImageNotFound", "BackupNotFound", "BackupNotCompleted"]
 )
 def test_a_block_that_may_lift_by_itself_is_not_stalled(reason: str) -> None:
-    status = blocked_status({}, 2, reason, "why", "e", "2026-12-04T12:00:00Z")
+    status = blocked_document({}, 2, reason, "why", "e", "2026-12-04T12:00:00Z")
     assert condition(status, "Stalled")["status"] == "False"
 
 

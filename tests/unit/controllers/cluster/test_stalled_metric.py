@@ -81,7 +81,8 @@ def test_each_pass_s_metric_changes_set_or_clear_the_series() -> None:
 
 
 def stored_stalled(decision: Decision) -> str | None:
-    condition = find_condition(decision.status.get("conditions"), "Stalled") or {}
+    """The Stalled reason of the status document the reconciler writes."""
+    condition = find_condition(decision.status.to_dict().get("conditions"), "Stalled") or {}
     return condition.get("reason") if condition.get("status") == "True" else None
 
 

@@ -32,3 +32,14 @@ def test_forgetting_a_deleted_cluster_drops_its_record() -> None:
     written.wrote("ns/c", rolling, cluster("11", {}))
     written.forget("ns/c")
     assert written.recorded("ns/c", rolling) == {"rollout": {}}
+
+
+def test_ours_is_only_the_write_the_cache_has_not_shown() -> None:
+    """The reconciler parses only this one (the cached status comes parsed with the cluster)."""
+    written = WrittenStatuses()
+    rolling = cluster("10", {"state": "Updating"})
+    assert written.ours("ns/c", rolling) is None
+    written.wrote("ns/c", rolling, cluster("11", {"state": "Active"}))
+    assert written.ours("ns/c", rolling) == {"state": "Active"}
+    assert written.ours("ns/c", cluster("11", {"state": "Active"})) is None  # the cache caught up
+    assert written.ours("ns/c", rolling) is None  # and the record is gone
