@@ -44,7 +44,7 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 10. slots move toward each shard's quota, one migration job per source
    (`_migrate`);
 11. with no pod leaving: the roll's coordinated failover, or, when the pass
-   only keeps things up, the spread's next move (`spread.next_move`), each
+   only keeps things up, the spread's moves (`spread.next_moves`), each
    recorded on its replica's pod first (`failover_request`);
 12. old failed pods beyond the newest few of a shard are pruned (`_prune`),
    and at most one pod is removed (surplus replicas, drained leaving shards, a
@@ -188,9 +188,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     if removal is None and isinstance(rolling.step, Failover):
         actions += [failover_request(view, rolling.step.node, rolling.failover), rolling.step]
     elif removal is None and not rolling.outdated and all(isinstance(action, _UPKEEP) for action in actions):
-        move = spread.next_move(view)
-        if move is not None:
-            step, previous = move
+        for step, previous in spread.next_moves(view):
             actions += [failover_request(view, step.node, previous), step]
     actions += _prune(view)
     if removal is not None:

@@ -4,9 +4,10 @@ Where the scheduler puts pods decides nothing about which of a shard's pods is
 primary: a bootstrap, a repair or a roll can leave most primaries on one node,
 and losing that node then stops most shards until their replicas are elected.
 So once the cluster is otherwise settled (no roll, no migration, every node
-answering), the planner moves one primary at a time, with the rolling update's
-coordinated `CLUSTER FAILOVER` to an in-sync replica (never FORCE or
-TAKEOVER), until:
+answering), the planner moves primaries with the rolling update's coordinated
+`CLUSTER FAILOVER` to an in-sync replica (never FORCE or TAKEOVER), every move
+that is needed in the same pass (one per shard; the actor sends them one after
+another, each once the one before has taken over), until:
 - no Kubernetes node hosting the cluster holds more than
   ceil(primaries / nodes hosting it) primaries, and
 - no zone more than ceil(primaries / zones hosting it),
@@ -14,7 +15,8 @@ where the replicas allow it: a primary moves only to a replica on a node (and
 zone) that stays within its share, so a shard whose replicas share its node
 stays as it is. When no crowded primary has such a replica, a primary on a
 full node that does have one moves first to make room (two failovers where
-one cannot do it: the scheduler may stack two shards' replicas on one node).
+one cannot do it: the scheduler may stack two shards' replicas on one node);
+that step is planned alone, and the move it makes room for follows next pass.
 Each request is recorded on the replica's pod first (the rollout's failover
 annotation) and is not repeated before it times out. A switchover a user asked
 for (switchover.py) holds the spread while it is pending, and the primary it
@@ -96,15 +98,27 @@ def _zone(view: View, node: Node) -> str | None:
     return view.node_zones.get(node.pod.node_name or "")
 
 
-def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
-    """The one coordinated failover that improves the spread now (and the replica's earlier request)."""
+Move = tuple[Failover, FailoverRequest | None]
+"""One coordinated failover of the spread, and the replica's earlier request (for its attempt count)."""
+
+
+def next_moves(view: View) -> list[Move]:
+    """Every coordinated failover that improves the spread now, at most one per shard.
+
+    A failed Kubernetes node can leave several shards' primaries stacked on one
+    node; moving one per pass left the others exposed for several passes. Each
+    move is checked against the spread as it is after the moves chosen before it,
+    so two moves never land on one node (or zone) beyond its share. The make-room
+    step stays alone and sequential: the follow-up move targets the node the
+    first move empties, which only holds once that failover has happened.
+    """
     facts = spread(view)
     if facts is None or view.desired.spread_held or not settled_for_a_step(view) or view.transfers():
-        return None
+        return []
     if sum(1 for node in view.members.values() if node.is_primary and node.obs.slots) != view.desired.shards:
-        return None  # a scale is under way
+        return []  # a scale is under way
     if request_in_flight(view):
-        return None
+        return []
     overloaded = [
         node
         for node in view.members.values()
@@ -115,12 +129,22 @@ def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
     ]
     # The busiest node first, then the lowest shard: a deterministic order across passes.
     overloaded.sort(key=lambda node: (-facts.per_node[node.pod.node_name or ""], node.pod.order))
+    moves: list[Move] = []
+    after = facts
     for primary in overloaded:
-        replica = _best_replica(view, facts, primary)
-        if replica is not None:
-            return Failover(replica.pod.name), FailoverRequest.of(replica.pod)
+        if not after.overloaded(primary.pod.node_name or "", _zone(view, primary)):
+            continue  # the moves chosen so far already relieved its node and zone
+        replica = _best_replica(view, after, primary)
+        if replica is None or replica.pod.node_name is None:
+            continue
+        moves.append((Failover(replica.pod.name), FailoverRequest.of(replica.pod)))
+        after = after.moved(
+            primary.pod.node_name or "", _zone(view, primary), replica.pod.node_name, _zone(view, replica)
+        )
+    if moves:
+        return moves
     room = _making_room(view, facts, overloaded)
-    return None if room is None else (Failover(room.pod.name), FailoverRequest.of(room.pod))
+    return [] if room is None else [(Failover(room.pod.name), FailoverRequest.of(room.pod))]
 
 
 def _making_room(view: View, facts: Spread, overloaded: list[Node]) -> Node | None:
@@ -176,8 +200,7 @@ def describe(view: View) -> str | None:
     facts = spread(view)
     if facts is None or view.desired.spread_held:
         return None  # a switchover's request in flight is the switchover's (status.switchover)
-    move = next_move(view)
-    if move is None and not request_in_flight(view):
+    if not next_moves(view) and not request_in_flight(view):
         return None
     busiest = max(facts.per_node, key=lambda name: (facts.per_node[name], name))
     return (

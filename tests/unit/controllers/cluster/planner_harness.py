@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import attrs
 from simulate import Outcome, SimNode, SimSettings, SimulatedCluster
 
+from controllers.cluster.decision import spread
 from controllers.cluster.decision.actions import (
     AssignSlots,
     DeletePod,
@@ -37,7 +38,7 @@ from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.versions import meets_floor
-from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
+from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, View
 from controllers.cluster.refused import RefusalMemory
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import desired_runtime
@@ -246,6 +247,7 @@ def check_step(
     if desired.paused:
         assert planned.actions == ()
     check_one_disruption(observation, planned)
+    check_spread_caps(observation, planned, desired)
     check_deletions(sim, planned)
     check_forgets(sim, planned)
     check_version_floor(sim, planned)
@@ -272,9 +274,45 @@ def check_deterministic(observation: Observation, planned: Plan, desired: Desire
 
 
 def check_one_disruption(observation: Observation, planned: Plan) -> None:
-    assert len(planned.disruptive) <= 1, planned.disruptive
+    """One disruptive step per pass, except the spread's coordinated failovers: several, each in its
+    own shard, which the actor sends one after another (each once the previous has taken over)."""
+    disruptive = planned.disruptive
+    if not all(isinstance(action, Failover) for action in disruptive):
+        assert len(disruptive) <= 1, disruptive
+    failovers = [action for action in disruptive if isinstance(action, Failover)]
+    shards = [pod.shard for action in failovers for pod in observation.pods if pod.name == action.node]
+    assert len(shards) == len(set(shards)), disruptive
     if any(pod.deleting for pod in observation.pods):
         assert planned.disruptive == (), "a disruptive step while another is in flight"
+
+
+def check_spread_caps(observation: Observation, planned: Plan, desired: Desired) -> None:
+    """Several failovers in one pass never take a Kubernetes node (or zone) beyond its share together:
+    each target's node, counted after all the pass's moves, stays within the cap, or at most where its
+    count already was (a roll's failover is not the spread's to balance)."""
+    failovers = [action for action in planned.actions if isinstance(action, Failover)]
+    if len(failovers) < 2:
+        return
+    view = View(observation, desired)
+    facts = spread.spread(view)
+    assert facts is not None
+    after = facts
+    for action in failovers:
+        target = next(node for node in view.members.values() if node.pod.name == action.node)
+        source = next(node for node in view.members.values() if target in view.followers(node))
+        zone = view.node_zones.get
+        after = after.moved(
+            source.pod.node_name or "",
+            zone(source.pod.node_name or ""),
+            target.pod.node_name or "",
+            zone(target.pod.node_name or ""),
+        )
+    for action in failovers:
+        target = next(node for node in view.members.values() if node.pod.name == action.node)
+        host = target.pod.node_name or ""
+        assert after.per_node[host] <= max(facts.node_cap, facts.per_node[host]), (host, after, facts)
+        if (zone_name := view.node_zones.get(host)) is not None:
+            assert after.per_zone[zone_name] <= facts.zone_cap, (zone_name, after, facts)
 
 
 def check_deletions(sim: SimulatedCluster, planned: Plan) -> None:
