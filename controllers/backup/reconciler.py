@@ -7,7 +7,9 @@ A pass of a backup that is not finished:
 2. the destination is checked (credentials, endpoint, bucket) before anything
    is written: a bad one fails the backup at once with the reason;
 3. Running: each shard's RDB is read from its source over the replication
-   protocol (SYNC, as `valkey-cli --rdb` does: no exec into pods) and streamed
+   protocol (SYNC, as `valkey-cli --rdb` does: no exec into pods; the source's
+   repl-diskless-sync-delay lowered to 0 for the moment its SYNC starts, so the
+   stream begins at once rather than after Valkey's 5 s) and streamed
    into a multipart upload with its sha256; each finished shard is recorded in
    status, so a backup interrupted by an operator restart goes on from the next
    shard;
@@ -38,6 +40,7 @@ from controllers.options import ControllerOptions
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
+from valkey_operator.api.tunables import OPERATOR_RUNTIME
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.clock import parse_rfc3339, rfc3339
@@ -50,7 +53,7 @@ from valkey_operator.core.resource import PODS, SECRETS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import ObjectStore, StorageError, open_store
 from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError
-from valkey_operator.valkey.rdb_stream import open_rdb_stream
+from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
 
 log = structlog.get_logger(__name__)
 
@@ -220,6 +223,7 @@ class BackupReconciler:
                 admin.credentials,
                 ca_pem=admin.ca_pem,
                 allowed_networks=admin.allowed_networks,
+                sync_delay=OPERATOR_RUNTIME[SYNC_DELAY],
             ) as stream:
                 uploaded = await store.upload(key, stream.chunks())
                 keys, version = stream.keys, stream.version
