@@ -216,9 +216,12 @@ class Bench:
         self.kube: Client | None = None
         self.operator: processes.ProcessRecord | None = None
         self.sources: list[Obj] = []
-        checkout = args.operator_checkout
-        self.env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())} if checkout else None
+        checkout = Path(args.operator_checkout).resolve() if args.operator_checkout else None
+        self.env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout else None
         """The operator's environment: another checkout's modules first (--operator-checkout)."""
+        self.operator_cwd = checkout
+        """Where the operator runs: `python -m` puts its working directory first on sys.path, so
+        from this checkout's root this checkout's modules would win over PYTHONPATH."""
 
     @property
     def client(self) -> Client:
@@ -243,7 +246,9 @@ class Bench:
         self.kube = kube = Client(RestClient(self.api), field_manager="bench")
         await install_crds(kube)
         argv = operator_argv(self.kubeconfig, f"--operator-image={OPERATOR_IMAGE}")  # restore-fetch's image
-        self.operator = processes.start("valkey-operator", argv, self.log_dir / "operator.log", self.env)
+        self.operator = processes.start(
+            "valkey-operator", argv, self.log_dir / "operator.log", self.env, cwd=self.operator_cwd
+        )
         repository, _, tag = self.reference.rpartition(":")
         spec = {"repository": repository, "tag": tag, "version": valkey_version(self.reference)}
         await kube.create(VALKEY_IMAGES, custom(VALKEY_IMAGES.kind, self.name("img"), spec))
