@@ -10,7 +10,7 @@ alternating order:
   backup          a ValkeyBackup of the cluster; MB/s = status.totalBytes over
                   completedAt - startedAt (whole seconds, as the status has
                   them) and over the wall time from the create to Completed.
-  backup floor    for each shard, one after another as the operator does:
+  backup floor    for each shard, one after another (the operator streams two at once):
                   the image's own `valkey-cli --rdb` from the node the backup
                   read (status.shards[].sourcePod) into a file on /dev/shm,
                   then that file uploaded with the same S3 client
