@@ -72,8 +72,8 @@ REQUEUE_PENDING = 5.0
 PARALLEL_SHARDS = 2
 """Shards streamed at once. Each stream forks its own source node and holds about one upload part
 (8 MiB) in the operator; two at once let one shard's upload run while another's RDB is read,
-which one stream alone does in turns: a 1 GB 3-shard backup went from 0.81x to 0.97x of the
-valkey-cli + upload floor on the 2-core test machine (docs/performance.md)."""
+which one stream alone does in turns: a 1 GB 3-shard backup went from 0.77-0.81x to 0.91x of the
+delay-free valkey-cli + upload floor on the 2-core test machine (the record in docs/performance.md)."""
 
 
 class BackupFailed(Exception):
