@@ -10,12 +10,16 @@ alternating order:
   backup          a ValkeyBackup of the cluster; MB/s = status.totalBytes over
                   completedAt - startedAt (whole seconds, as the status has
                   them) and over the wall time from the create to Completed.
-  backup floor    for each shard, one after another as the operator does:
+  backup floor    for each shard, one after another (the operator streams two at once):
                   the image's own `valkey-cli --rdb` from the node the backup
                   read (status.shards[].sourcePod) into a file on /dev/shm,
                   then that file uploaded with the same S3 client
                   (valkey_operator.objectstore, the same part size); MB/s of
-                  the whole sequence.
+                  the whole sequence. Delay-free: the node's
+                  repl-diskless-sync-delay is set to 0 just before
+                  valkey-cli starts and back to 5 once it has ended, so the
+                  floor does not wait Valkey's 5 s per shard (the operator
+                  lowers it for its own SYNC the same way).
   write gap       while the backup runs, a WAIT 0 writer (the test bed's
                   DataChecker, one connection per primary, one key at a time)
                   writes to every shard; its longest gap between acknowledged
@@ -32,8 +36,12 @@ alternating order:
 
 Prints each round, then the medians and the ratios ours/floor.
 
-    python bench/backup.py [--gigabytes 1.0] [--rounds 3] [--value-size 1024] [--sync-delay SECONDS]
-        [--output bench/results/backup.json] [--kubeconfig PATH] [--log-dir DIR]
+    python bench/backup.py [--gigabytes 1.0] [--rounds 3] [--value-size 1024]
+        [--operator-checkout DIR] [--output bench/results/backup.json] [--kubeconfig PATH] [--log-dir DIR]
+
+`--operator-checkout DIR` runs the operator from another checkout
+(PYTHONPATH=DIR: an earlier revision measured against the same floor, on the
+same machine, in the same conditions).
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
 directory (build the test bed first: `python -m valkey_operator.testing
@@ -53,6 +61,7 @@ import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -99,6 +108,8 @@ SOURCE, RESTORED = "source", "restored"
 SHARDS, REPLICAS = 3, 1
 NODE_TIMEOUT_MS = 5000
 CHUNK = 1024 * 1024
+SYNC_DELAY, VALKEY_SYNC_DELAY = "repl-diskless-sync-delay", "5"
+"""The floor's node setting: 0 while valkey-cli runs, then Valkey's default again."""
 WRITER_MAX_KEYS = 2_000_000
 """The gap writer stops after this many keys whatever happens (every load is bounded)."""
 
@@ -110,11 +121,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--value-size", type=int, default=1024, help="bytes per value")
     parser.add_argument("--pipeline", type=int, default=16, help="loader: commands in flight")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per phase, seconds")
-    parser.add_argument(
-        "--sync-delay",
-        type=int,
-        help="CONFIG SET repl-diskless-sync-delay on the source's nodes first (default: leave Valkey's 5 s)",
-    )
+    parser.add_argument("--operator-checkout", help="run the operator from this checkout (PYTHONPATH)")
     parser.add_argument("--output", help="also write the JSON record to this file")
     parser.add_argument("--kubeconfig", help="a running test bed (default: start one)")
     parser.add_argument("--log-dir", help="keep the operator log here (default: a temp dir)")
@@ -209,6 +216,12 @@ class Bench:
         self.kube: Client | None = None
         self.operator: processes.ProcessRecord | None = None
         self.sources: list[Obj] = []
+        checkout = Path(args.operator_checkout).resolve() if args.operator_checkout else None
+        self.env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout else None
+        """The operator's environment: another checkout's modules first (--operator-checkout)."""
+        self.operator_cwd = checkout
+        """Where the operator runs: `python -m` puts its working directory first on sys.path, so
+        from this checkout's root this checkout's modules would win over PYTHONPATH."""
 
     @property
     def client(self) -> Client:
@@ -233,7 +246,9 @@ class Bench:
         self.kube = kube = Client(RestClient(self.api), field_manager="bench")
         await install_crds(kube)
         argv = operator_argv(self.kubeconfig, f"--operator-image={OPERATOR_IMAGE}")  # restore-fetch's image
-        self.operator = processes.start("valkey-operator", argv, self.log_dir / "operator.log")
+        self.operator = processes.start(
+            "valkey-operator", argv, self.log_dir / "operator.log", self.env, cwd=self.operator_cwd
+        )
         repository, _, tag = self.reference.rpartition(":")
         spec = {"repository": repository, "tag": tag, "version": valkey_version(self.reference)}
         await kube.create(VALKEY_IMAGES, custom(VALKEY_IMAGES.kind, self.name("img"), spec))
@@ -370,13 +385,6 @@ class Bench:
         count = key_count(int(self.args.gigabytes * 1024 * MB), self.args.value_size)
         seconds = await self.load(status, count)
         print(f"loaded {count:,} keys of {self.args.value_size} B in {seconds:.1f} s", flush=True)
-        if self.args.sync_delay is not None:  # an experiment: what the delay costs each shard's stream
-            for node in status["nodes"]:
-                conn = await Connection.open((node["ip"], 6379), (SUPERUSER, SUPERUSER_PASSWORD))
-                try:
-                    await conn.command("CONFIG", "SET", "repl-diskless-sync-delay", str(self.args.sync_delay))
-                finally:
-                    conn.close()
         return status
 
     def checker(self, status: Obj, prefix: str) -> DataChecker:
@@ -458,13 +466,19 @@ class Bench:
                     ip = await self.pod_ip(shard["sourcePod"])
                     target = Path(directory) / f"shard-{shard['index']}.rdb"
                     step = time.monotonic()
-                    process = await asyncio.create_subprocess_exec(
-                        *self.cli(ip, target),
-                        env=env,
-                        stdout=asyncio.subprocess.PIPE,
-                        stderr=asyncio.subprocess.STDOUT,
-                    )
-                    output, _ = await asyncio.wait_for(process.communicate(), self.args.timeout)
+                    admin = await Connection.open((ip, 6379), (SUPERUSER, SUPERUSER_PASSWORD))
+                    try:
+                        await admin.command("CONFIG", "SET", SYNC_DELAY, "0")
+                        process = await asyncio.create_subprocess_exec(
+                            *self.cli(ip, target),
+                            env=env,
+                            stdout=asyncio.subprocess.PIPE,
+                            stderr=asyncio.subprocess.STDOUT,
+                        )
+                        output, _ = await asyncio.wait_for(process.communicate(), self.args.timeout)
+                    finally:
+                        await admin.command("CONFIG", "SET", SYNC_DELAY, VALKEY_SYNC_DELAY)
+                        admin.close()
                     if process.returncode != 0:
                         raise RuntimeError(f"valkey-cli --rdb from {ip}: {output.decode(errors='replace')}")
                     uploading = time.monotonic()
@@ -694,6 +708,22 @@ async def drive(args: argparse.Namespace, kubeconfig: str, log_dir: Path, store:
         return {"image": bench.reference, "rounds": rounds}
 
 
+def operator_revision(checkout: str | None) -> str:
+    """The commit the operator ran from (this checkout's unless --operator-checkout)."""
+    directory = Path(checkout) if checkout else Path(__file__).resolve().parents[1]
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return found.stdout.strip()
+
+
 def main() -> None:
     args = parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill tears the test bed down too
@@ -704,6 +734,7 @@ def main() -> None:
     operator_image()
     record: Obj = {
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "operator": operator_revision(args.operator_checkout),
         "cpus": os.cpu_count(),
         "args": {k: v for k, v in vars(args).items() if k not in ("kubeconfig", "log_dir", "output")},
     }

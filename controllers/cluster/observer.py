@@ -25,7 +25,7 @@ from controllers.cluster.decision.versions import meets_floor, version_from_info
 from controllers.cluster.render.names import CLUSTER_LABEL
 from controllers.cluster.tls import Certificate
 from valkey_operator.api.cluster import ClusterState, NodeRole
-from valkey_operator.api.tunables import RUNTIME_NAMES
+from valkey_operator.api.tunables import PROBED_NAMES
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import parse_acl_list
 from valkey_operator.valkey.admin import (
@@ -169,7 +169,7 @@ async def probe_connection(
         ("CLUSTER", "MYSHARDID"),
         ("CLUSTER", "NODES"),
         ("ACL", "LIST"),
-        ("CONFIG", "GET", *RUNTIME_NAMES),
+        ("CONFIG", "GET", *PROBED_NAMES),
     ]
     if commands:
         batch.append(("COMMAND", "INFO", *commands))

@@ -23,14 +23,6 @@ class WrittenStatuses:
     def __init__(self) -> None:
         self._written: dict[str, tuple[str, Obj]] = {}
 
-    def recorded(self, key: str, cached: Obj) -> Obj:
-        """The cluster's status as last recorded: the cached one, or ours when the cache lags our write."""
-        ours = self.ours(key, cached)
-        if ours is not None:
-            return ours
-        status: Obj = cached.get("status") or {}
-        return status
-
     def ours(self, key: str, cached: Obj) -> Obj | None:
         """The status our last write stored while the cache still lags it (None: the cache's is the
         recorded one, so the reconciler reuses the status parsed with the cached cluster)."""

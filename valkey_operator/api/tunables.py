@@ -146,7 +146,21 @@ STARTUP_TUNABLES: frozenset[str] = frozenset(t.name for t in TABLE if not t.runt
 TUNABLES: frozenset[str] = RUNTIME_TUNABLES | STARTUP_TUNABLES
 
 RUNTIME_NAMES: tuple[str, ...] = tuple(sorted(RUNTIME_TUNABLES))
-"""Every runtime directive, sorted: the arguments of the one CONFIG GET that reads a node's values."""
+"""Every runtime directive, sorted: the user-settable part of the probe's CONFIG GET (PROBED_NAMES)."""
+
+OPERATOR_RUNTIME: Mapping[str, str] = {"repl-diskless-sync-delay": "5"}
+"""Runtime directives no ValkeyConfig may set, which the operator itself changes for a moment and
+keeps at this value (as CONFIG GET prints it) otherwise.
+
+`repl-diskless-sync-delay`: Valkey's default, 5 s. A primary waits that long before it forks for
+a diskless full sync, so that replicas arriving together share one snapshot. A backup's RDB
+stream wants no wait: it sets the delay to 0 on its source just before its SYNC and back to this
+value as soon as the node answers (rdb_stream.py). Should that second step not happen (the
+operator stopped in between, the connection broke), the cluster's next pass without a Running
+backup sets it back like any runtime setting (View.runtime_changes)."""
+
+PROBED_NAMES: tuple[str, ...] = RUNTIME_NAMES + tuple(sorted(OPERATOR_RUNTIME))
+"""The arguments of the one CONFIG GET that reads a node's runtime values (the observer's probe)."""
 
 
 def is_tunable(directive: str) -> bool:

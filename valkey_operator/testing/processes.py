@@ -45,9 +45,14 @@ def _proc_stat(pid: int) -> tuple[int | None, str | None]:
 
 
 def start(
-    name: str, argv: Sequence[str | os.PathLike[str]], log_file: Path, env: dict[str, str] | None = None
+    name: str,
+    argv: Sequence[str | os.PathLike[str]],
+    log_file: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> ProcessRecord:
-    """Start argv in its own session (it outlives us), logging to log_file."""
+    """Start argv in its own session (it outlives us), logging to log_file; in cwd if given (a
+    `python -m` child puts its working directory first on sys.path, before PYTHONPATH)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
@@ -57,6 +62,7 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
+            cwd=cwd,
         )
     ticks, _ = _proc_stat(proc.pid)
     # Popen keeps a handle we will never wait on; the process is reaped by init

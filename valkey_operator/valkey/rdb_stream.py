@@ -9,6 +9,17 @@ the snapshot it sends "\\n" keepalives; then either `$<len>\\r\\n` and len
 bytes (written to the node's disk first), or `$EOF:<40-byte mark>\\r\\n`, the
 bytes, and the same mark (diskless: straight from the fork to the socket).
 
+A node with `repl-diskless-sync-delay` above 0 (Valkey's default: 5 s) holds
+an EOF-capable SYNC that long before it forks, waiting for more replicas to
+share the snapshot: a fixed wait per shard, whatever its size. Given the
+delay the node should run (`sync_delay`), the stream sets it to 0 on its own
+connection just before SYNC, so the node forks at once, and back over a second
+connection as soon as the node answers SYNC (a keepalive or the RDB's
+announcement: the SYNC was taken, the fork started or queued behind another
+child). A real replica arriving in those milliseconds simply gets its own
+fork. Should the setting not be put back (the operator stopped in between),
+the cluster's next pass with no backup Running does it (View.runtime_changes).
+
 `RdbStream.chunks` yields exactly the RDB's bytes (the mark stripped) and
 reads the RDB's head on the way (rdb_header) for db 0's key count, so the
 backup can record it. Plain asyncio streams and hand-written RESP for the few
@@ -23,8 +34,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+
+import structlog
 
 from valkey_operator.valkey.admin import (
     Credentials,
@@ -36,6 +49,10 @@ from valkey_operator.valkey.admin import (
 )
 from valkey_operator.valkey.rdb_header import MAGIC_SIZE, HeaderScanner, NotAnRdb, parse_magic
 
+log = structlog.get_logger(__name__)
+
+SYNC_DELAY = "repl-diskless-sync-delay"
+"""The node setting that holds a diskless SYNC before its fork (lowered for the moment a SYNC starts)."""
 EOF_MARK_SIZE = 40
 """The diskless form's end mark: 40 random bytes, announced first and sent again after the RDB."""
 _TRAILER = MAGIC_SIZE
@@ -170,12 +187,21 @@ class RdbStream:
             raise ValkeyAdminError(f"{self._where}: the RDB stream broke: {exc}") from exc
 
 
-async def _reply_line(reader: asyncio.StreamReader, where: str, what: str, timeout: float) -> bytes:
+Answered = Callable[[], Awaitable[None]]
+"""Called once when the node's first byte after a command arrives (never raises)."""
+
+
+async def _reply_line(
+    reader: asyncio.StreamReader, where: str, what: str, timeout: float, answered: Answered | None = None
+) -> bytes:
     """The next reply line (CRLF stripped), skipping the "\\n" keepalives a node sends before an RDB."""
     try:
         while True:
             async with asyncio.timeout(timeout):
                 line = await reader.readline()
+            if answered is not None:
+                await answered()
+                answered = None
             if line == b"\n":
                 continue
             if not line.endswith(b"\r\n"):
@@ -191,7 +217,12 @@ async def _reply_line(reader: asyncio.StreamReader, where: str, what: str, timeo
 
 
 async def _ask(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str, timeout: float, *args: str
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    where: str,
+    timeout: float,
+    *args: str,
+    answered: Answered | None = None,
 ) -> bytes:
     what = " ".join(args[:2]) if args[0] != "AUTH" else f"AUTH as {args[1]}"  # never the password
     try:
@@ -202,7 +233,7 @@ async def _ask(
         raise ValkeyAdminError(f"{where}: {what}: could not send within {timeout}s") from None
     except OSError as exc:
         raise ValkeyAdminError(f"{where}: {what}: {exc}") from exc
-    return await _reply_line(reader, where, what, timeout)
+    return await _reply_line(reader, where, what, timeout, answered)
 
 
 async def _server_version(
@@ -228,6 +259,7 @@ async def _start_sync(
     credentials: Credentials,
     timeout: float,
     diskless: bool,
+    delay: _Delay | None,
 ) -> RdbStream:
     await _ask(reader, writer, where, timeout, "AUTH", credentials.username, credentials.password)
     version = await _server_version(reader, writer, where, timeout)
@@ -240,7 +272,12 @@ async def _start_sync(
         # snapshot would fail. Claiming the node's own version gets its own format.
         with contextlib.suppress(ValkeyCommandError):  # a node without it has one format anyway
             await _ask(reader, writer, where, timeout, "REPLCONF", "version", version)
-    announced = await _ask(reader, writer, where, timeout, "SYNC")
+    if delay is not None:
+        await _ask(reader, writer, where, timeout, "CONFIG", "SET", SYNC_DELAY, "0")
+        delay.lowered = True
+    announced = await _ask(
+        reader, writer, where, timeout, "SYNC", answered=delay.put_back if delay is not None else None
+    )
     size: int | None = None
     mark: bytes | None = None
     if announced.startswith(b"$EOF:") and len(announced) == 5 + EOF_MARK_SIZE:
@@ -266,6 +303,69 @@ async def _start_sync(
     return RdbStream(reader, where, size=size, mark=mark, magic=magic, timeout=timeout)
 
 
+async def _connect(
+    host: str, port: int, context: ssl.SSLContext | None, where: str, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    try:
+        async with asyncio.timeout(timeout):
+            return await asyncio.open_connection(host, port, ssl=context, limit=_BUFFER)
+    except TimeoutError:
+        raise ValkeyAdminError(f"{where}: connect timed out after {timeout}s") from None
+    except OSError as exc:
+        raise ValkeyAdminError(f"{where}: {exc}") from exc
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        async with asyncio.timeout(1.0):
+            await writer.wait_closed()
+    except Exception:  # closing is best effort: the node may have gone already
+        pass
+
+
+class _Delay:
+    """The node's sync delay, lowered to 0 for the moment a SYNC starts and put back once."""
+
+    def __init__(
+        self,
+        value: str,
+        host: str,
+        port: int,
+        credentials: Credentials,
+        context: ssl.SSLContext | None,
+        where: str,
+        timeout: float,
+    ) -> None:
+        self._value = value
+        self._dial = (host, port, context, where, timeout)
+        self._credentials = credentials
+        self.lowered = False
+        """The node answered the CONFIG SET to 0: put_back has something to undo."""
+        self.restored: bool | None = None
+        """None until put_back ran; then whether the node runs the value again."""
+
+    async def put_back(self) -> None:
+        """CONFIG SET the value over a connection of its own (the stream's is a replica link now).
+        A failure is logged, never raised: the stream goes on, the cluster's next pass repairs it."""
+        if not self.lowered or self.restored is not None:
+            return
+        host, port, context, where, timeout = self._dial
+        self.restored = False
+        try:
+            reader, writer = await _connect(host, port, context, where, timeout)
+            try:
+                user, password = self._credentials.username, self._credentials.password
+                await _ask(reader, writer, where, timeout, "AUTH", user, password)
+                await _ask(reader, writer, where, timeout, "CONFIG", "SET", SYNC_DELAY, self._value)
+            finally:
+                await _close(writer)
+        except ValkeyAdminError as exc:
+            log.warning("the sync delay was not put back", node=where, value=self._value, error=str(exc))
+            return
+        self.restored = True
+
+
 @asynccontextmanager
 async def open_rdb_stream(
     host: str,
@@ -276,6 +376,7 @@ async def open_rdb_stream(
     allowed_networks: Sequence[Network],
     timeout: float = 30.0,
     diskless: bool = True,
+    sync_delay: str | None = None,
 ) -> AsyncIterator[RdbStream]:
     """Ask the node at host:port for an RDB snapshot; the stream is open inside the with-block.
 
@@ -284,6 +385,9 @@ async def open_rdb_stream(
     diskless announces the EOF capability: a node with `repl-diskless-sync yes` (Valkey's
     default) then streams from its fork without touching its disk; without it, or with the
     setting off, the node first writes the RDB into its own dir (its dump.rdb) and sends that.
+    sync_delay (diskless only): the `repl-diskless-sync-delay` the node should run; the stream
+    sets it to 0 just before SYNC and back to this as soon as the node answers (or the sync fails),
+    so the RDB starts at once instead of after the delay. None leaves the setting alone.
     Every failure is a ValkeyAdminError naming the node and the step, never the password.
     """
     check_address(host, allowed_networks)
@@ -292,19 +396,20 @@ async def open_rdb_stream(
         context = tls_context(ca_pem) if ca_pem is not None else None
     except (ssl.SSLError, ValueError) as exc:
         raise ValkeyAdminError(f"{where}: the CA bundle is not usable: {exc}") from None
+    reader, writer = await _connect(host, port, context, where, timeout)
+    delay = (
+        _Delay(sync_delay, host, port, credentials, context, where, timeout)
+        if diskless and sync_delay is not None
+        else None
+    )
     try:
-        async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port, ssl=context, limit=_BUFFER)
-    except TimeoutError:
-        raise ValkeyAdminError(f"{where}: connect timed out after {timeout}s") from None
-    except OSError as exc:
-        raise ValkeyAdminError(f"{where}: {exc}") from exc
+        started = await _start_sync(reader, writer, where, credentials, timeout, diskless, delay)
+    except BaseException:
+        await _close(writer)
+        if delay is not None:
+            await delay.put_back()  # the node never answered SYNC: nothing of it runs at 0 now
+        raise
     try:
-        yield await _start_sync(reader, writer, where, credentials, timeout, diskless)
+        yield started
     finally:
-        writer.close()
-        try:
-            async with asyncio.timeout(1.0):
-                await writer.wait_closed()
-        except Exception:  # closing is best effort: the node may have gone already
-            pass
+        await _close(writer)

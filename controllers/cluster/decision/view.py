@@ -25,7 +25,7 @@ from controllers.cluster.decision.rebalance import (
 from controllers.cluster.decision.restore import Progress
 from controllers.cluster.decision.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
-from valkey_operator.api.tunables import desired_runtime
+from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
 from valkey_operator.valkey.replies import MigrationOperation
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, even_split, slot_count, subtract, union
 
@@ -350,7 +350,10 @@ class View:
     @functools.cached_property
     def runtime_changes(self) -> dict[str, dict[str, str] | None]:
         """Per answering node: the directives it does not run as desired (value as sent), None when
-        its values are unknown or it never joins (below the floor)."""
+        its values are unknown or it never joins (below the floor). The operator's own directives
+        (tunables.OPERATOR_RUNTIME) count only while no backup of the cluster is Running: a backup's
+        stream sets the sync delay to 0 for the moment its SYNC starts, and a stream cut off in
+        between (the operator stopped) leaves it there until this puts it back."""
         found: dict[str, dict[str, str] | None] = {}
         for name, node in self.nodes.items():
             if node.obs.config is None or not meets_floor(node.obs.version):
@@ -361,6 +364,12 @@ class View:
                 key: value for key, value in wanted.values.items() if node.obs.config.get(key) != value
             }
             changes.update(wanted.invalid)  # sent as written: Valkey's refusal names what is wrong
+            if not self.desired.backup_running:  # a backup lowers the sync delay for a moment
+                changes.update(
+                    (key, value)
+                    for key, value in OPERATOR_RUNTIME.items()
+                    if node.obs.config.get(key, value) != value
+                )
             found[name] = changes
         return found
 

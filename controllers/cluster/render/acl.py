@@ -105,7 +105,7 @@ ADMIN_COMMANDS: tuple[str, ...] = (
     "+cluster|nodes",
     # the observer's probe: each node's users, to keep them as rendered (acl_decision.py)
     "+acl|list",
-    # the observer's probe: each runtime tunable's value (tunables.RUNTIME_NAMES)
+    # the observer's probe: each runtime tunable's value and the operator's own (tunables.PROBED_NAMES)
     "+config|get",
     # the observer's probe: whether the node knows the commands spec.acl's roles name
     "+command|info",
@@ -118,7 +118,8 @@ ADMIN_COMMANDS: tuple[str, ...] = (
     "+cluster|migrateslots",
     "+cluster|failover",
     "+cluster|forget",
-    # the actor's runtime tunables (SetConfig) and TLS file reload (ReloadTls: tls-*-file)
+    # the actor's runtime tunables (SetConfig), TLS file reload (ReloadTls: tls-*-file), and the
+    # backup's RDB stream: repl-diskless-sync-delay 0 just before its SYNC, then back (rdb_stream.py)
     "+config|set",
     # the actor's ACL sync (SyncAcl): every user set as rendered, stray users removed
     "+acl|setuser",

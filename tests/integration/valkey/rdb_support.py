@@ -221,8 +221,9 @@ async def stream_to_file(
     diskless: bool = True,
     credentials: Credentials = ADMIN,
     chunk_size: int = 1 << 20,
+    sync_delay: str | None = None,
 ) -> Streamed:
-    """Stream the node's RDB into path through open_rdb_stream."""
+    """Stream the node's RDB into path through open_rdb_stream (sync_delay: as the backup passes it)."""
     ca_pem = server.tls.ca.read_text() if server.tls is not None else None
     sizes: list[int] = []
     stream: RdbStream
@@ -233,6 +234,7 @@ async def stream_to_file(
         ca_pem=ca_pem,
         allowed_networks=LOOPBACK,
         diskless=diskless,
+        sync_delay=sync_delay,
     ) as stream:
         with path.open("wb") as out:
             async for chunk in stream.chunks(chunk_size):

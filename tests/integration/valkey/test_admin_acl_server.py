@@ -29,6 +29,7 @@ from controllers.cluster.render.acl import ADMIN_COMMANDS, internal_users
 from controllers.cluster.render.credentials import InternalCredentials
 from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter
 from valkey_operator.api.resources import ADMIN_USER, REPLICATION_USER
+from valkey_operator.api.tunables import OPERATOR_RUNTIME
 from valkey_operator.testing import images
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.resp import ReplyError
@@ -49,7 +50,7 @@ from valkey_operator.valkey.admin import (
     ValkeyCommandError,
     parse_info,
 )
-from valkey_operator.valkey.rdb_stream import open_rdb_stream
+from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -318,7 +319,8 @@ async def test_every_admin_path_runs_as_the_admin_user(nodes: list[ValkeyServer]
     }
     assert "redis_cluster_state" in families and "redis_connected_clients" in families
 
-    # A backup's RDB stream, both forms, from a primary and from the replica.
+    # A backup's RDB stream as the backup opens it (the sync delay lowered for the moment its SYNC
+    # starts, then put back over a second connection), both forms, from a primary and the replica.
     tls = a.tls
     assert tls is not None
     for node, diskless in ((a, True), (a, False), (c, True)):
@@ -329,9 +331,12 @@ async def test_every_admin_path_runs_as_the_admin_user(nodes: list[ValkeyServer]
             ca_pem=tls.ca.read_text(),
             allowed_networks=LOOPBACK_NETWORKS,
             diskless=diskless,
+            sync_delay=OPERATOR_RUNTIME[SYNC_DELAY],
         ) as stream:
             size = sum([len(chunk) async for chunk in stream.chunks()])
         assert size > 0
+        async with admin.connect(node.host) as connection:
+            assert await connection.config_get(SYNC_DELAY) == {SYNC_DELAY: OPERATOR_RUNTIME[SYNC_DELAY]}
 
     for node in nodes:
         assert denials(node) == [], f"{node.host} refused the admin user: {denials(node)}"

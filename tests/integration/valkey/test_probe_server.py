@@ -14,7 +14,7 @@ import pytest
 
 from controllers.cluster.observer import probe
 from valkey_operator.api.cluster import NodeRole
-from valkey_operator.api.tunables import RUNTIME_NAMES
+from valkey_operator.api.tunables import OPERATOR_RUNTIME, PROBED_NAMES
 from valkey_operator.testing import images
 from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
 from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
@@ -62,7 +62,8 @@ async def test_every_fact_of_a_current_node_is_read_in_one_probe(current: Valkey
     assert observation.role is NodeRole.PRIMARY and observation.slots == ()
     assert observation.cluster_ok is False  # one node, no slots assigned
     assert observation.migrations == ()
-    assert observation.config is not None and set(observation.config) == set(RUNTIME_NAMES)
+    assert observation.config is not None and set(observation.config) == set(PROBED_NAMES)
+    assert observation.config["repl-diskless-sync-delay"] == OPERATOR_RUNTIME["repl-diskless-sync-delay"]
     assert observation.acl is not None and "default" in observation.acl
     assert observation.commands == {"cluster|migrateslots": True, "nosuchcommand": False}
     assert extras.used_memory is not None and extras.used_memory > 0

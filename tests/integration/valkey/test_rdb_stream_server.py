@@ -14,9 +14,11 @@ certificate, a node killed or frozen mid-stream.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +41,7 @@ from rdb_support import (
     stream_to_file,
 )
 
+from valkey_operator.api.tunables import OPERATOR_RUNTIME
 from valkey_operator.testing.images import ImageEntry
 from valkey_operator.testing.valkeyproc import (
     ValkeyServer,
@@ -49,7 +52,7 @@ from valkey_operator.testing.valkeyproc import (
 )
 from valkey_operator.testing.wait import NotYet, eventually_blocking
 from valkey_operator.valkey.admin import Credentials, ValkeyAdminError
-from valkey_operator.valkey.rdb_stream import open_rdb_stream
+from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -265,6 +268,96 @@ async def test_over_tls_the_cluster_ca_is_verified(image: ImageEntry, base: Path
             source.host, source.port, ADMIN, ca_pem=other.ca.read_text(), allowed_networks=LOOPBACK
         ):
             pass
+
+
+SOURCE_DELAY = OPERATOR_RUNTIME[SYNC_DELAY]
+"""What the backup passes: the delay every node runs (Valkey's default, 5 s), put back after the SYNC."""
+
+
+def sync_delay(server: ValkeyServer) -> str:
+    reply = server.command("CONFIG", "GET", SYNC_DELAY)
+    assert isinstance(reply, list) and len(reply) == 2, reply
+    value = reply[1]
+    assert isinstance(value, bytes), reply
+    return value.decode()
+
+
+async def test_three_shards_stream_one_after_another_in_well_under_the_sync_delay(
+    image: ImageEntry, base: Path, started: Started
+) -> None:
+    """Nodes at Valkey's default delay (5 s) hold an EOF-capable SYNC that long before they fork:
+    a 3-shard backup took 15 s whatever its size. The stream lowers the delay just before its
+    SYNC and puts it back once the node answered, so three shards take well under one delay, and
+    every node runs 5 again afterwards (real replicas still share a fork as before)."""
+    sources = [
+        started.track(start_server(image, host, base_dir=base, password=PASSWORD, cluster=True))
+        for host in HOSTS
+    ]
+    for source in sources:
+        assert sync_delay(source) == SOURCE_DELAY == "5"
+        own_all_slots(source)
+    counts = [fill(source, string_keys=300) for source in sources]
+    began = time.monotonic()
+    streamed = [
+        await stream_to_file(source, base / f"shard-{index}.rdb", sync_delay=SOURCE_DELAY)
+        for index, source in enumerate(sources)
+    ]
+    took = time.monotonic() - began
+    assert took < 3.0, f"3 shards streamed in {took:.1f} s: each waited for the sync delay"
+    assert [found.keys for found in streamed] == counts
+    assert [sync_delay(source) for source in sources] == [SOURCE_DELAY] * 3
+    # No sync delay passed: the node's own 5 s (the stream leaves the setting alone).
+    began = time.monotonic()
+    await stream_to_file(sources[0], base / "waited.rdb")
+    assert time.monotonic() - began >= 4.0
+
+
+async def test_a_refused_sync_still_puts_the_delay_back(
+    image: ImageEntry, base: Path, started: Started
+) -> None:
+    source = started.track(start_server(image, HOSTS[0], base_dir=base, password=PASSWORD))
+    fill(source, string_keys=10)
+    secret = "no-sync-user-secret-1"
+    rules = ["on", f">{secret}", "+auth", "+info", "+replconf", "+config|set"]  # no +sync
+    assert source.command("ACL", "SETUSER", "nosync", *rules) == b"OK"
+    with pytest.raises(ValkeyAdminError, match="SYNC: NOPERM"):
+        await stream_to_file(
+            source,
+            base / "no.rdb",
+            credentials=Credentials(username="nosync", password=secret),
+            sync_delay=SOURCE_DELAY,
+        )
+    assert sync_delay(source) == SOURCE_DELAY
+
+
+async def test_a_sync_queued_behind_another_child_has_the_delay_put_back_while_it_waits(
+    image: ImageEntry, base: Path, started: Started
+) -> None:
+    """A BGSAVE running: the node cannot fork for the SYNC yet and sends keepalives meanwhile. The
+    first keepalive puts the delay back, so the setting is not left at 0 for the other child's
+    whole run; the stream still completes once that child has ended (and the delay passed)."""
+    source = started.track(start_server(image, HOSTS[0], base_dir=base, password=PASSWORD))
+    keys = fill(source, string_keys=2000)
+    assert source.command("CONFIG", "SET", "rdb-key-save-delay", 2000) == b"OK"  # 2 ms a key: ~5 s
+    assert source.command("BGSAVE") == b"Background saving started"
+    assert source.command("CONFIG", "SET", "rdb-key-save-delay", 0) == b"OK"  # the forked child keeps it
+    seen: list[tuple[str, str]] = []  # (sync delay, rdb_bgsave_in_progress), every 50 ms
+
+    async def watch() -> None:
+        while True:
+            seen.append((sync_delay(source), info(source, "persistence")["rdb_bgsave_in_progress"]))
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        streamed = await stream_to_file(source, base / "queued.rdb", sync_delay=SOURCE_DELAY)
+    finally:
+        watcher.cancel()
+    assert streamed.keys == keys
+    lowered = next(index for index, (delay, _) in enumerate(seen) if delay == "0")
+    back = next(index for index in range(lowered, len(seen)) if seen[index][0] == SOURCE_DELAY)
+    assert seen[back][1] == "1", f"put back only once the other child had ended: {seen}"
+    assert sync_delay(source) == SOURCE_DELAY
 
 
 def large_source(image: ImageEntry, base: Path, started: Started, megabytes: int) -> ValkeyServer:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from valkey_operator.api import tunables
 from valkey_operator.api.tunable_values import LEGACY, NEWEST, dialect_for
+from valkey_operator.valkey.rdb_stream import SYNC_DELAY
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "valkeyconfig.md"
 V90, V91 = (9, 0, 1), (9, 1, 2)
@@ -237,3 +238,11 @@ def test_reference_page_lists_each_directive_as_the_table_says() -> None:
     assert "roll" in startup  # a startup-only change is a new pod template: the pods roll
     mentioned = set(re.findall(r"`([a-z0-9-]+)`", runtime + startup))
     assert mentioned <= tunables.TUNABLES, mentioned - tunables.TUNABLES
+
+
+def test_the_operators_own_directives_are_probed_but_no_config_may_set_them() -> None:
+    """The backup lowers repl-diskless-sync-delay for a moment; the probe reads it so the cluster's
+    pass can put it back. A ValkeyConfig setting it would fight the operator: it is not a tunable."""
+    assert tunables.OPERATOR_RUNTIME == {SYNC_DELAY: "5"}  # Valkey's own default: nodes start at it
+    assert not any(tunables.is_tunable(name) for name in tunables.OPERATOR_RUNTIME)
+    assert (*tunables.RUNTIME_NAMES, SYNC_DELAY) == tunables.PROBED_NAMES

@@ -65,7 +65,7 @@ from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATIO
 from controllers.cluster.render.quantity import quantity_bytes
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.resources import VERSION_FLOOR
-from valkey_operator.api.tunables import canonical, desired_runtime
+from valkey_operator.api.tunables import OPERATOR_RUNTIME, canonical, desired_runtime
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules, normal_form
 from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
@@ -74,6 +74,13 @@ from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, intersect, subtr
 EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 SIM_CLASS = "sim-local"
 """The StorageClass every simulated claim is provisioned by."""
+
+
+def _canonical(name: str, value: str) -> str | None:
+    """As CONFIG GET prints value after CONFIG SET; the operator's own directives are plain integers."""
+    if name in OPERATOR_RUNTIME:
+        return value if value.isdigit() else None
+    return canonical(name, value)
 
 
 @attrs.frozen(kw_only=True)
@@ -536,10 +543,10 @@ class SimulatedCluster:
     def _config_set(self, node: SimNode, action: SetConfig) -> str | None:
         """As Valkey does: all or nothing, the error naming the first directive refused."""
         for name, value in action.settings:
-            if canonical(name, value) is None or value in self.settings.refused.get(name, frozenset()):
+            if _canonical(name, value) is None or value in self.settings.refused.get(name, frozenset()):
                 return f"CONFIG SET failed (possibly related to argument '{name}') - refused"
         for name, value in action.settings:
-            node.config[name] = canonical(name, value) or value
+            node.config[name] = _canonical(name, value) or value
         return None
 
     def _acl_sync(self, node: SimNode, action: SyncAcl) -> str | None:
@@ -803,7 +810,7 @@ class SimulatedCluster:
             ip=pod.ip,
             version=version,
             shard_id=_hex_id("shard", node_id),
-            config=dict(desired_runtime({}, version).values) if version is not None else {},
+            config={**desired_runtime({}, version).values, **OPERATOR_RUNTIME} if version is not None else {},
             acl=self._startup_acl(),
             slots=slots,
             loaded_keys=keys,
@@ -837,7 +844,7 @@ class SimulatedCluster:
         """Someone CONFIG SETs a value by hand."""
         node = self.node_of(pod)
         assert node is not None
-        node.config[name] = canonical(name, value) or value
+        node.config[name] = _canonical(name, value) or value
 
     def tamper_acl(self, pod: str, username: str, rules: Sequence[str] | None) -> None:
         """Someone ACL SETUSERs (or, with None, DELUSERs) a user by hand."""

@@ -181,6 +181,28 @@ def test_a_setting_changed_by_hand_is_set_back() -> None:
     assert result.last.status.state is ClusterState.ACTIVE
 
 
+def test_a_sync_delay_a_backup_left_lowered_is_put_back_once_no_backup_runs() -> None:
+    """A backup's stream lowers repl-diskless-sync-delay to 0 for the moment its SYNC starts; an
+    operator stopped in between leaves it there. While a backup is Running the planner leaves it
+    (the next shard's stream lowers it again); the first pass without one sets it back."""
+    result = settled(day2(1, 1))
+    pod = next(iter(result.sim.pods))
+    result.sim.tamper_config(pod, "repl-diskless-sync-delay", "0")
+    running = attrs.evolve(result.desired, backup_running=True)
+    one_pass(result, result.passes, Chaos(edits={result.passes: running}))
+    assert not [action for action in result.last.actions if isinstance(action, SetConfig)]
+    assert result.sim.node_of(pod).config["repl-diskless-sync-delay"] == "0"  # type: ignore[union-attr]
+    ended = attrs.evolve(result.desired, backup_running=False)
+    one_pass(result, result.passes, Chaos(edits={result.passes: ended}))
+    assert [action for action in result.last.actions if isinstance(action, SetConfig)] == [
+        SetConfig(pod, (("repl-diskless-sync-delay", "5"),))
+    ]
+    assert result.sim.node_of(pod).config["repl-diskless-sync-delay"] == "5"  # type: ignore[union-attr]
+    again(result, passes=3)
+    assert result.last.status.state is ClusterState.ACTIVE
+    assert not [action for action in result.last.actions if isinstance(action, SetConfig)]
+
+
 def test_a_refused_value_is_degraded_with_valkeys_words_and_the_others_still_apply() -> None:
     world = SimSettings(refused={"maxmemory-policy": frozenset({"allkeys-lfu"})})
     result = settled(day2(1, 0), world)

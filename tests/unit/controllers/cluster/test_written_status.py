@@ -13,8 +13,8 @@ def test_a_cache_still_at_the_written_version_reads_as_the_written_status() -> N
     written = WrittenStatuses()
     rolling = cluster("10", {"state": "Updating", "rollout": {"shardsUpdated": 2}})
     written.wrote("ns/c", rolling, cluster("11", {"state": "Active"}))
-    assert written.recorded("ns/c", rolling) == {"state": "Active"}  # stale cache: no second finish
-    assert written.recorded("ns/other", cluster("10", {"state": "Creating"})) == {"state": "Creating"}
+    assert written.ours("ns/c", rolling) == {"state": "Active"}  # stale cache: no second finish
+    assert written.ours("ns/other", cluster("10", {"state": "Creating"})) is None  # the cached one
 
 
 def test_any_other_version_in_the_cache_wins_and_ends_the_record() -> None:
@@ -22,8 +22,8 @@ def test_any_other_version_in_the_cache_wins_and_ends_the_record() -> None:
     rolling = cluster("10", {"rollout": {}})
     written.wrote("ns/c", rolling, cluster("11", {"state": "Active"}))
     newer = cluster("12", {"state": "Failed"})  # someone wrote after us: versions are never ordered
-    assert written.recorded("ns/c", newer) == {"state": "Failed"}
-    assert written.recorded("ns/c", rolling) == {"rollout": {}}  # the record is gone once passed
+    assert written.ours("ns/c", newer) is None  # the cached one wins
+    assert written.ours("ns/c", rolling) is None  # the record is gone once passed
 
 
 def test_forgetting_a_deleted_cluster_drops_its_record() -> None:
@@ -31,7 +31,7 @@ def test_forgetting_a_deleted_cluster_drops_its_record() -> None:
     rolling = cluster("10", {"rollout": {}})
     written.wrote("ns/c", rolling, cluster("11", {}))
     written.forget("ns/c")
-    assert written.recorded("ns/c", rolling) == {"rollout": {}}
+    assert written.ours("ns/c", rolling) is None
 
 
 def test_ours_is_only_the_write_the_cache_has_not_shown() -> None:
