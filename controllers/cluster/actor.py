@@ -26,15 +26,6 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
   call each on the named node (Forget on every listed node at once, within the
   forget window). MIGRATESLOTS only starts a job; the next passes read its
   progress from CLUSTER GETSLOTMIGRATIONS.
-- Several Failovers in one plan (the primary spread moves every primary that
-  needs moving in one pass, each in its own shard) go one after another: before
-  the next, the actor waits (FAILOVER_SETTLE at most) until the previous target
-  reports itself a primary. A primary grants one vote per epoch, so two
-  coordinated failovers whose elections start together in one epoch split the
-  votes and one of them stalls until its retry (writes paused in that shard).
-  A failover that fails or does not finish in time is a failure like any other;
-  the ones after it are still sent (they are in other shards), and the next
-  pass re-plans from what happened.
 Failpoints `before:<Action>` / `after:<Action>` (valkey_operator.failpoints)
 let tests kill the process around each step.
 
@@ -92,12 +83,6 @@ log = structlog.get_logger(__name__)
 ACT_DEADLINE = 20.0
 """Seconds one pass may spend carrying out its plan (each Valkey call is also bounded on its own)."""
 
-FAILOVER_SETTLE = 5.0
-"""Seconds the actor waits for one coordinated failover to finish before sending the next in the same
-pass (Valkey aborts a manual failover after 5 s)."""
-
-_SETTLE_POLL = 0.05
-
 _REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
 
 
@@ -126,8 +111,6 @@ class Actor:
         self.created: list[str] = []
         self.deleted: list[str] = []
         self.annotated: dict[str, dict[str, str]] = {}
-        self._failed_over: str | None = None
-        """The target of this run's last Failover sent: the next one waits until it is a primary."""
 
     async def run(self, actions: Sequence[Action], deadline: float = ACT_DEADLINE) -> Outcome:
         done = 0
@@ -200,32 +183,10 @@ class Actor:
                 await self._sync_acl(action)
             case Forget():
                 await self._forget(action)
-            case Failover():
-                await self._settle_failover()
-                async with self._connect(action.node) as node:
-                    await node.cluster_failover()
-                self._failed_over = action.node
-                log.info("cluster step", action=repr(action), cluster=self._key())
             case _:
                 async with self._connect(action.node) as node:
                     await _topology(node, action)
                 log.info("cluster step", action=repr(action), cluster=self._key())
-
-    async def _settle_failover(self) -> None:
-        """Wait until the previous Failover of this run has made its target a primary (bounded)."""
-        previous, self._failed_over = self._failed_over, None
-        if previous is None:
-            return
-        try:
-            async with asyncio.timeout(FAILOVER_SETTLE):
-                while True:
-                    async with self._connect(previous) as node:
-                        if (await node.info("replication")).get("role") == "master":
-                            return
-                    await asyncio.sleep(_SETTLE_POLL)
-        except (TimeoutError, ValkeyAdminError) as exc:
-            # Not an error of this action: the next pass sees whether the previous one happened.
-            log.info("previous failover not seen done", pod=previous, error=str(exc) or "timeout")
 
     def _key(self) -> str:
         return f"{self.ctx.namespace}/{self.ctx.name}"

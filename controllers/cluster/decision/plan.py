@@ -44,8 +44,9 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 10. slots move toward each shard's quota, one migration job per source
    (`_migrate`);
 11. with no pod leaving: the roll's coordinated failover, or, when the pass
-   only keeps things up, the spread's moves (`spread.next_moves`), each
-   recorded on its replica's pod first (`failover_request`);
+   only keeps things up, the spread's next move (`spread.next_move`, the
+   first of the moves it chose together), each recorded on its replica's pod
+   first (`failover_request`);
 12. old failed pods beyond the newest few of a shard are pruned (`_prune`),
    and at most one pod is removed (surplus replicas, drained leaving shards, a
    rejected pod of an old template, the roll's step), never one holding slots
@@ -141,7 +142,7 @@ def plan_view(view: View) -> Plan:
     return Plan(
         actions=actions,
         status=status,
-        requeue_after=_requeue(view, status, actions),
+        requeue_after=_requeue(view, status, actions, rolling),
         view=view,
         rolling=rolling,
     )
@@ -188,7 +189,9 @@ def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     if removal is None and isinstance(rolling.step, Failover):
         actions += [failover_request(view, rolling.step.node, rolling.failover), rolling.step]
     elif removal is None and not rolling.outdated and all(isinstance(action, _UPKEEP) for action in actions):
-        for step, previous in spread.next_moves(view):
+        move = spread.next_move(view)
+        if move is not None:
+            step, previous = move
             actions += [failover_request(view, step.node, previous), step]
     actions += _prune(view)
     if removal is not None:
@@ -540,13 +543,24 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
     return 3 if view.in_sync(node, primary) else 2
 
 
-def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
+def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action], rolling: Rollout) -> float:
     requeue = _requeue_hint(view, status, actions)
+    if _spreading(view, actions, rolling):
+        requeue = min(requeue, spread.REQUEUE_MOVING)
     retry = view.crash_loops.retry_after
     if retry is None:
         return requeue
     # A shard in a crash loop may try again once its oldest failure leaves the window.
     return max(retry, 1.0) if not actions else min(requeue, max(retry, 1.0))
+
+
+def _spreading(view: View, actions: Sequence[Action], rolling: Rollout) -> bool:
+    """The spread's move sent this pass or still under way: the next move is due once the replica
+    reports itself primary, which no watch event announces (without a roll, a Failover is the
+    spread's; a paused cluster plans nothing, so it waits at its usual cadence)."""
+    if rolling.outdated or view.desired.paused:
+        return False
+    return any(isinstance(action, Failover) for action in actions) or spread.moving(view)
 
 
 def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:

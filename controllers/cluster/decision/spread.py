@@ -5,18 +5,24 @@ primary: a bootstrap, a repair or a roll can leave most primaries on one node,
 and losing that node then stops most shards until their replicas are elected.
 So once the cluster is otherwise settled (no roll, no migration, every node
 answering), the planner moves primaries with the rolling update's coordinated
-`CLUSTER FAILOVER` to an in-sync replica (never FORCE or TAKEOVER), every move
-that is needed in the same pass (one per shard; the actor sends them one after
-another, each once the one before has taken over), until:
+`CLUSTER FAILOVER` to an in-sync replica (never FORCE or TAKEOVER), until:
 - no Kubernetes node hosting the cluster holds more than
   ceil(primaries / nodes hosting it) primaries, and
 - no zone more than ceil(primaries / zones hosting it),
 where the replicas allow it: a primary moves only to a replica on a node (and
 zone) that stays within its share, so a shard whose replicas share its node
-stays as it is. When no crowded primary has such a replica, a primary on a
-full node that does have one moves first to make room (two failovers where
-one cannot do it: the scheduler may stack two shards' replicas on one node);
-that step is planned alone, and the move it makes room for follows next pass.
+stays as it is. Each pass chooses every move that is needed (`next_moves`, one
+per shard, the shares counted over the moves together) but sends only the
+first (`next_move`): one disruptive step in flight per cluster (SPEC 5), and a
+primary grants one vote per epoch, so two coordinated failovers started
+together split the votes and one shard stalls until its retry. While a move is
+in flight (`moving`) the pass requeues within REQUEUE_MOVING, so the next move
+goes out as soon as the previous replica reports itself primary: after a node
+failure that left several primaries on one node, they leave it within about a
+second each, not one pass's cadence each. When no crowded primary has such a
+replica, a primary on a full node that does have one moves first to make room
+(two failovers where one cannot do it: the scheduler may stack two shards'
+replicas on one node); the move it makes room for is chosen the pass after.
 Each request is recorded on the replica's pod first (the rollout's failover
 annotation) and is not repeated before it times out. A switchover a user asked
 for (switchover.py) holds the spread while it is pending, and the primary it
@@ -34,6 +40,15 @@ from controllers.cluster.decision.actions import Failover
 from controllers.cluster.decision.rollout import FailoverRequest, knows, settled_for_a_step
 from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import NodeRole
+
+REQUEUE_MOVING = 0.3
+"""Seconds to the next pass while a spread move is under way (`moving`). A coordinated failover takes
+well under a second here and the next move waits for it; a short requeue (never a sleep in the pass)
+sends the next one soon after the previous replica reports itself primary."""
+
+MOVING_WINDOW_S = 6.0
+"""How long after a request the short requeue goes on. Valkey gives a manual failover 5 s: after that
+the request can only time out (rollout.FAILOVER_TIMEOUT_S) and the usual cadence will do."""
 
 
 @attrs.frozen
@@ -103,14 +118,16 @@ Move = tuple[Failover, FailoverRequest | None]
 
 
 def next_moves(view: View) -> list[Move]:
-    """Every coordinated failover that improves the spread now, at most one per shard.
+    """Every coordinated failover that improves the spread now, at most one per shard, in the order
+    they go out (the pass sends the first: `next_move`).
 
     A failed Kubernetes node can leave several shards' primaries stacked on one
-    node; moving one per pass left the others exposed for several passes. Each
-    move is checked against the spread as it is after the moves chosen before it,
-    so two moves never land on one node (or zone) beyond its share. The make-room
-    step stays alone and sequential: the follow-up move targets the node the
-    first move empties, which only holds once that failover has happened.
+    node. Each move is checked against the spread as it is after the moves chosen
+    before it, so the set never takes a node (or zone) beyond its share, and the
+    first move is one of a set that gets the whole way there: the next pass, once
+    it has happened, chooses the rest again from what the nodes report. The
+    make-room step is planned alone: the move it makes room for targets the node
+    it empties, which only holds once that failover has happened.
     """
     facts = spread(view)
     if facts is None or view.desired.spread_held or not settled_for_a_step(view) or view.transfers():
@@ -119,16 +136,7 @@ def next_moves(view: View) -> list[Move]:
         return []  # a scale is under way
     if request_in_flight(view):
         return []
-    overloaded = [
-        node
-        for node in view.members.values()
-        if node.is_primary
-        and node.obs.slots
-        and node.pod.name != view.desired.pinned_primary
-        and facts.overloaded(node.pod.node_name or "", _zone(view, node))
-    ]
-    # The busiest node first, then the lowest shard: a deterministic order across passes.
-    overloaded.sort(key=lambda node: (-facts.per_node[node.pod.node_name or ""], node.pod.order))
+    overloaded = _crowded(view, facts)
     moves: list[Move] = []
     after = facts
     for primary in overloaded:
@@ -145,6 +153,45 @@ def next_moves(view: View) -> list[Move]:
         return moves
     room = _making_room(view, facts, overloaded)
     return [] if room is None else [(Failover(room.pod.name), FailoverRequest.of(room.pod))]
+
+
+def next_move(view: View) -> Move | None:
+    """The one failover this pass sends: the first of `next_moves` (one disruptive step in flight)."""
+    moves = next_moves(view)
+    return moves[0] if moves else None
+
+
+def moving(view: View) -> bool:
+    """A spread move is under way: a failover was asked for within MOVING_WINDOW_S, and its replica has
+    not taken over yet or a primary still sits beyond its node's (or zone's) share (the next move is
+    due once the nodes report the last one done). The planner then requeues within REQUEUE_MOVING."""
+    facts = spread(view)
+    if facts is None or view.desired.spread_held:
+        return False
+    recent = [
+        node
+        for node in view.members.values()
+        if (request := FailoverRequest.of(node.pod)) is not None
+        and 0.0 <= view.now - request.at < MOVING_WINDOW_S
+    ]
+    if not recent:
+        return False
+    return any(node.obs.role is NodeRole.REPLICA for node in recent) or bool(_crowded(view, facts))
+
+
+def _crowded(view: View, facts: Spread) -> list[Node]:
+    """Slot-serving primaries on a node (or zone) beyond its share, the busiest node first, then the
+    lowest shard: a deterministic order across passes. A switchover's pinned primary stays."""
+    overloaded = [
+        node
+        for node in view.members.values()
+        if node.is_primary
+        and node.obs.slots
+        and node.pod.name != view.desired.pinned_primary
+        and facts.overloaded(node.pod.node_name or "", _zone(view, node))
+    ]
+    overloaded.sort(key=lambda node: (-facts.per_node[node.pod.node_name or ""], node.pod.order))
+    return overloaded
 
 
 def _making_room(view: View, facts: Spread, overloaded: list[Node]) -> Node | None:

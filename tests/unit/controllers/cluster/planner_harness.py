@@ -274,44 +274,44 @@ def check_deterministic(observation: Observation, planned: Plan, desired: Desire
 
 
 def check_one_disruption(observation: Observation, planned: Plan) -> None:
-    """One disruptive step per pass, except the spread's coordinated failovers: several, each in its
-    own shard, which the actor sends one after another (each once the previous has taken over)."""
-    disruptive = planned.disruptive
-    if not all(isinstance(action, Failover) for action in disruptive):
-        assert len(disruptive) <= 1, disruptive
-    failovers = [action for action in disruptive if isinstance(action, Failover)]
-    shards = [pod.shard for action in failovers for pod in observation.pods if pod.name == action.node]
-    assert len(shards) == len(set(shards)), disruptive
+    assert len(planned.disruptive) <= 1, planned.disruptive
     if any(pod.deleting for pod in observation.pods):
         assert planned.disruptive == (), "a disruptive step while another is in flight"
 
 
 def check_spread_caps(observation: Observation, planned: Plan, desired: Desired) -> None:
-    """Several failovers in one pass never take a Kubernetes node (or zone) beyond its share together:
-    each target's node, counted after all the pass's moves, stays within the cap, or at most where its
-    count already was (a roll's failover is not the spread's to balance)."""
-    failovers = [action for action in planned.actions if isinstance(action, Failover)]
-    if len(failovers) < 2:
-        return
+    """The spread chooses its moves together and sends the first: the set (spread.next_moves) has
+    at most one move per shard and, counted after all of them, takes no target's Kubernetes node
+    beyond its share (or beyond where its count already was) and no zone beyond its share; a pass
+    without a roll sends no failover but that set's first (or none, while other steps come first)."""
     view = View(observation, desired)
+    moves = spread.next_moves(view)
+    sent = [action for action in planned.actions if isinstance(action, Failover)]
+    if not planned.rolling.outdated and not desired.paused:
+        assert sent in ([], [move for move, _ in moves[:1]]), (sent, moves)
+    if not moves:
+        return
     facts = spread.spread(view)
     assert facts is not None
+    zone = view.node_zones.get
     after = facts
-    for action in failovers:
-        target = next(node for node in view.members.values() if node.pod.name == action.node)
+    shards = []
+    for move, _ in moves:
+        target = next(node for node in view.members.values() if node.pod.name == move.node)
         source = next(node for node in view.members.values() if target in view.followers(node))
-        zone = view.node_zones.get
+        shards.append(source.pod.shard)
         after = after.moved(
             source.pod.node_name or "",
             zone(source.pod.node_name or ""),
             target.pod.node_name or "",
             zone(target.pod.node_name or ""),
         )
-    for action in failovers:
-        target = next(node for node in view.members.values() if node.pod.name == action.node)
+    assert len(shards) == len(set(shards)), moves
+    for move, _ in moves:
+        target = next(node for node in view.members.values() if node.pod.name == move.node)
         host = target.pod.node_name or ""
         assert after.per_node[host] <= max(facts.node_cap, facts.per_node[host]), (host, after, facts)
-        if (zone_name := view.node_zones.get(host)) is not None:
+        if (zone_name := zone(host)) is not None:
             assert after.per_zone[zone_name] <= facts.zone_cap, (zone_name, after, facts)
 
 
