@@ -18,7 +18,10 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
    (`upkeep.apply_objects`), delete the retired ones this cluster controls
    (`upkeep.delete_objects`), patch new or changed podAnnotations onto live
    pods (`upkeep.patch_metadata`), and keep the data claims: reported node
-   ids recorded, sizes grown, unneeded free claims deleted (`data_claims.upkeep`);
+   ids recorded, sizes grown, unneeded free claims deleted (`data_claims.upkeep`),
+   and mark done the failover request of each replica since seen primary
+   (`rollout.mark_fulfilled`), so a later demotion of that pod is no request
+   in flight;
 2. create the missing pods (one per shard per replica slot, and the rolling
    shard's surge pod), except for a shard whose pods keep failing before they
    serve (failures.py), and none while the cache has not caught up with this
@@ -62,7 +65,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, data_claims, membership, spread, upkeep
+from controllers.cluster.decision import certificates, data_claims, membership, rollout, spread, upkeep
 from controllers.cluster.decision.actions import (
     Action,
     ApplyObject,
@@ -174,6 +177,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
     actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
     actions += upkeep.patch_metadata(view)
     actions += data_claims.upkeep(view)
+    actions += rollout.mark_fulfilled(view)
     actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
     actions += certificates.reload_tls(view)

@@ -169,14 +169,15 @@ def moving(view: View) -> bool:
     if facts is None or view.desired.spread_held:
         return False
     recent = [
-        node
+        (node, request)
         for node in view.members.values()
         if (request := FailoverRequest.of(node.pod)) is not None
         and 0.0 <= view.now - request.at < MOVING_WINDOW_S
     ]
     if not recent:
         return False
-    return any(node.obs.role is NodeRole.REPLICA for node in recent) or bool(_crowded(view, facts))
+    taking_over = any(node.obs.role is NodeRole.REPLICA and not request.done for node, request in recent)
+    return taking_over or bool(_crowded(view, facts))
 
 
 def _crowded(view: View, facts: Spread) -> list[Node]:
@@ -237,7 +238,7 @@ def request_in_flight(view: View) -> bool:
     """A replica asked to take over that has not yet, and whose request has not timed out with backoff."""
     for node in view.members.values():
         request = FailoverRequest.of(node.pod)
-        if request is not None and node.obs.role is NodeRole.REPLICA and view.now < request.retry_at():
+        if request is not None and node.obs.role is NodeRole.REPLICA and request.pending(view.now):
             return True
     return False
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_harness import Run, run
-from simulate import SimSettings
+from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision import spread
 from controllers.cluster.decision.actions import Failover, Promote
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.report import Reason
+from controllers.cluster.decision.rollout import FAILOVER_ANNOTATION, FailoverRequest
 from valkey_operator.api.cluster import ClusterState, NodeRole
 
 
@@ -172,3 +174,34 @@ def test_a_primary_moves_first_to_make_room_where_one_failover_cannot_do_it() ->
     moves = [a for p in result.plans for a in p.actions if isinstance(a, Failover)]
     assert len(moves) == 2
     assert not any(isinstance(a, Promote) for p in result.plans for a in p.actions)
+
+
+def test_a_node_crowded_again_right_after_the_spread_is_relieved_at_once() -> None:
+    """The spread's targets are crowded back onto n1 (failovers by hand, as the placement e2e test
+    does, or Valkey's after a node failure) well within their requests' retry window. The requests
+    were marked done once their replicas were seen primary, so they hold nothing: the two moves go
+    out in the next two passes, not after the retry time (about 20 s) as when a fulfilled request
+    still counted as in flight."""
+    hosts = (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n3", "z3"), ("n1", "z1"), ("n2", "z2"))
+    result = run(desired(3, 1), settings=SimSettings(k8s_nodes=hosts), max_passes=200)
+    sim = result.sim
+    run(result.desired, sim=sim, max_passes=3, until=lambda plan: plan.actions == ())  # marks written
+    for pod in list(sim.pods.values()):
+        node = sim.node_of(pod.name)
+        if pod.k8s_node == "n1" and node is not None and node.role is NodeRole.REPLICA:
+            assert sim.apply([Failover(pod.name)])[0].error is None  # by hand: no annotation written
+    assert primaries_per_node(result)["n1"] == 3
+    crowded = run(result.desired, sim=sim, max_passes=10, until=lambda plan: plan.actions == ())
+    moves = [[a for a in p.actions if isinstance(a, Failover)] for p in crowded.plans]
+    assert [len(found) for found in moves[:2]] == [1, 1], moves
+    assert max(primaries_per_node(crowded).values()) == 1, primaries_per_node(crowded)
+
+
+def test_a_request_marked_done_holds_nothing_and_keeps_its_attempt() -> None:
+    sim = SimulatedCluster(SimSettings())
+    sim.create_pod(0)
+    pod = attrs.evolve(sim.observe().pods[0], annotations={FAILOVER_ANNOTATION: "1000,3"})
+    request = FailoverRequest.of(pod)
+    assert request is not None and not request.done and request.pending(1001.0)
+    done = FailoverRequest.of(attrs.evolve(pod, annotations={FAILOVER_ANNOTATION: "1000,3,done"}))
+    assert done is not None and done.done and done.attempt == 3 and not done.pending(1001.0)
