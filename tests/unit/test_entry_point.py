@@ -30,6 +30,8 @@ def test_restore_fetch_imports_neither_the_operator_nor_an_s3_library() -> None:
         " 'botocore', 'aiobotocore', 'aiohttp')))\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
     assert "usage: valkey-operator restore-fetch" in done.stdout
     assert "HEAVY []" in done.stderr, done.stderr
