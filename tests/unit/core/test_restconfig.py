@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +289,14 @@ def test_the_proxy_is_decided_once_from_the_kubeconfig_or_the_environment(
     assert proxy_for("https://127.0.0.1:6443", "http://p:1") == "http://p:1"
     with pytest.raises(ConfigError, match="only http and https proxies"):
         proxy_for(SERVER, "socks5://proxy:1080")
+
+
+def test_importing_the_core_leaves_kubernetes_asyncio_to_load_config() -> None:
+    """An embedder passing its own ApiClient has imported kubernetes-asyncio already; one using
+    load_config pays for it there, not at `import valkey_operator.core`."""
+    probe = (  # the membership is printed before RestConfig, which imports kubernetes-asyncio, is read
+        "import sys, valkey_operator.core as c; "
+        "print('kubernetes_asyncio' in sys.modules, c.RestConfig.__name__)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "Configuration"]
