@@ -24,7 +24,6 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup.storage import AccessProblem, storage_access
 from controllers.backup_schedule_decision import (
     BackupFacts,
     ClusterFacts,
@@ -32,6 +31,7 @@ from controllers.backup_schedule_decision import (
 )
 from controllers.indexes import ReferenceIndex, backup_cluster
 from controllers.options import ControllerOptions
+from controllers.shared.storage import AccessProblem, storage_access
 from valkey_operator.api.resources import API_VERSION, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client

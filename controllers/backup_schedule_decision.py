@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
-from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.shared.names import CLUSTER_LABEL
 from valkey_operator.api.resources import API_VERSION, GROUP
 from valkey_operator.core.clock import parse_rfc3339, rfc3339
 from valkey_operator.core.events import NORMAL, WARNING

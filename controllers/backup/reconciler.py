@@ -28,16 +28,16 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
 from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
-from controllers.backup.storage import AccessProblem, StorageAccess, storage_access
-from controllers.cluster.observer import observe, owned_pods
 from controllers.cluster.reconciler import PODS_BY_CLUSTER, CachedLookup
-from controllers.cluster.render import names
-from controllers.cluster.render.credentials import InternalCredentials, read_credentials
-from controllers.cluster.tls import TlsMaterial, read_tls_secret
 from controllers.options import ControllerOptions
+from controllers.shared import names
+from controllers.shared.credentials import InternalCredentials, read_credentials
+from controllers.shared.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
+from controllers.shared.probe import observe, owned_pods
+from controllers.shared.storage import AccessProblem, StorageAccess, storage_access
+from controllers.shared.tls import TlsMaterial, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS

@@ -32,7 +32,6 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup.restore_source import RestoreSources
 from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.cadence import Quiet
@@ -46,29 +45,30 @@ from controllers.cluster.decision.decide import (
     decide,
 )
 from controllers.cluster.decision.desired import object_key
-from controllers.cluster.decision.observe import ClaimObservation, Observation
 from controllers.cluster.decision.owned import owned_names, written_names
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observer import NodeExtras, observe, owned_pods, should_probe
 from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render import names
-from controllers.cluster.render.credentials import (
+from controllers.cluster.render.placement import ZONE_KEY
+from controllers.cluster.render.user_passwords import missing_generated, password_secret
+from controllers.cluster.restore_source import RestoreSources
+from controllers.cluster.rollout_gate import RolloutGate
+from controllers.cluster.secrets import ReferencedSecrets
+from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
+from controllers.cluster.written import WrittenStatuses
+from controllers.indexes import ReferenceIndex
+from controllers.options import ControllerOptions
+from controllers.shared import names
+from controllers.shared.config_resolve import ResolutionFailure, resolve
+from controllers.shared.credentials import (
     InternalCredentials,
     generate_credentials,
     generate_password,
     read_credentials,
 )
-from controllers.cluster.render.placement import ZONE_KEY
-from controllers.cluster.render.user_passwords import missing_generated, password_secret
-from controllers.cluster.rollout_gate import RolloutGate
-from controllers.cluster.secrets import ReferencedSecrets
-from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
-from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
-from controllers.cluster.written import WrittenStatuses
-from controllers.config.resolve import ResolutionFailure, resolve
-from controllers.indexes import ReferenceIndex
-from controllers.options import ControllerOptions
+from controllers.shared.observation import ClaimObservation, Observation
+from controllers.shared.probe import NodeExtras, observe, owned_pods, should_probe
+from controllers.shared.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus

@@ -21,12 +21,12 @@ from typing import Self
 import attrs
 
 from controllers.cluster.decision.stalled import PULL_ERRORS, PULL_NEVER
-from controllers.cluster.decision.versions import Version
 from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION, claim_of
-from controllers.cluster.render.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH_LABEL, shard_of
-from controllers.cluster.render.quantity import quantity_bytes
-from controllers.cluster.tls import Certificate
+from controllers.shared.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH_LABEL, shard_of
+from controllers.shared.tls import Certificate
+from controllers.shared.versions import Version
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules

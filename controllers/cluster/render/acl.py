@@ -32,7 +32,7 @@ from typing import Literal
 
 import attrs
 
-from controllers.cluster.render.credentials import InternalCredentials
+from controllers.shared.credentials import InternalCredentials
 from valkey_operator.api.cluster import AclUser, KeyAccess, Permission
 from valkey_operator.api.resources import ADMIN_USER, EXPORTER_USER, REPLICATION_USER, RESERVED_USERNAMES
 from valkey_operator.api.role import Access, ValkeyRole, ValkeyRoleSpec

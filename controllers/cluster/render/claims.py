@@ -18,8 +18,8 @@ cluster of the same name in the same namespace finds them and starts on them.
 
 from __future__ import annotations
 
-from controllers.cluster.render import names
 from controllers.cluster.render.context import RenderContext
+from controllers.shared import names
 from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPolicy
 from valkey_operator.api.resources import GROUP
 from valkey_operator.core.rest import Obj

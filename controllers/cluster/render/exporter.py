@@ -35,8 +35,8 @@ import hashlib
 import hmac
 from typing import TYPE_CHECKING
 
-from controllers.cluster.render import layout, names
-from controllers.cluster.render.credentials import InternalCredentials
+from controllers.shared import layout, names
+from controllers.shared.credentials import InternalCredentials
 from valkey_operator.api.resources import EXPORTER_USER
 from valkey_operator.core.rest import Obj
 

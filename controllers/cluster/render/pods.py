@@ -33,11 +33,12 @@ Choices, and why:
 
 from __future__ import annotations
 
-from controllers.cluster.render import exporter, layout, names
+from controllers.cluster.render import exporter
 from controllers.cluster.render.claims import DATA_VOLUME, claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
 from controllers.cluster.render.template import restarted_at, template_hash
+from controllers.shared import layout, names
 from valkey_operator.api.config import DEFAULT_POD_ID
 from valkey_operator.api.resources import RESTARTED_AT_ANNOTATION
 from valkey_operator.core.rest import Obj

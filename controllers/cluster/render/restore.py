@@ -14,10 +14,10 @@ the CA, when the backup names one, is a read-only mount.
 from __future__ import annotations
 
 from controllers.cluster.decision.restore import RestoreFetch, RestoreShard
-from controllers.cluster.render import layout
 from controllers.cluster.render.claims import DATA_VOLUME
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import READ_ONLY_MODE, container_security_context
+from controllers.shared import layout
 from valkey_operator.api.backup import CA_KEY, CREDENTIAL_KEYS
 from valkey_operator.api.config import PersistenceMode
 from valkey_operator.core.rest import Obj

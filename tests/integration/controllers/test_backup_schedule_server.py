@@ -25,9 +25,9 @@ from controllers.backup_schedule_decision import (
     SCHEDULED_LABEL,
     backup_name,
 )
-from controllers.cluster.render.names import CLUSTER_LABEL
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
+from controllers.shared.names import CLUSTER_LABEL
 from valkey_operator.api.resources import VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import rfc3339

@@ -33,7 +33,7 @@ from controllers.backup_schedule_decision import (
     next_fire,
     retention,
 )
-from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.shared.names import CLUSTER_LABEL
 from valkey_operator.core.events import WARNING
 
 DESTINATION = {"endpoint": "https://127.0.0.1:9000", "bucket": "backups", "credentialsSecretName": "s3"}

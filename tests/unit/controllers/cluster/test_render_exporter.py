@@ -19,12 +19,12 @@ from controllers.cluster.decision.restore import RestoreShard
 from controllers.cluster.render import exporter
 from controllers.cluster.render.acl import RenderedAcl, render_acl
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import generate_credentials
 from controllers.cluster.render.objects import render_internal_secret
 from controllers.cluster.render.pods import container_security_context, render_pod
 from controllers.cluster.render.restore import with_restore
 from controllers.cluster.render.template import template_hash
 from controllers.options import ControllerOptions
+from controllers.shared.credentials import generate_credentials
 from valkey_operator.api.resources import EXPORTER_USER, RESERVED_USERNAMES
 from valkey_operator.operator import controller_options
 from valkey_operator.operator_config import OperatorConfig
