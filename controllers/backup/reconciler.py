@@ -30,11 +30,11 @@ import structlog
 
 from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
-from controllers.cluster.reconciler import PODS_BY_CLUSTER, CachedLookup
 from controllers.options import ControllerOptions
 from controllers.shared import names
 from controllers.shared.credentials import InternalCredentials, read_credentials
 from controllers.shared.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
+from controllers.shared.pod_index import PODS_BY_CLUSTER, CachedLookup
 from controllers.shared.probe import observe, owned_pods
 from controllers.shared.storage import AccessProblem, StorageAccess, storage_access
 from controllers.shared.tls import TlsMaterial, read_tls_secret
@@ -402,7 +402,7 @@ CONTROLLER_NAME = "valkeybackup"
 
 
 def setup(manager: Manager, workers: int, options: ControllerOptions) -> Controller:
-    """Run backups on their own changes; pods are read through the cluster reconciler's index."""
+    """Run backups on their own changes; pods are read through the pod index (shared/pod_index.py)."""
 
     def cached(resource: Resource, namespace: str, name: str) -> Obj | None:
         return manager.cache.get(resource, name, namespace)

@@ -32,7 +32,6 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.conflicts import conflicts
@@ -59,6 +58,7 @@ from controllers.cluster.written import WrittenStatuses
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
 from controllers.shared import names
+from controllers.shared.backups import BackupFacts, newest_completed
 from controllers.shared.config_resolve import ResolutionFailure, resolve
 from controllers.shared.credentials import (
     InternalCredentials,
@@ -67,6 +67,7 @@ from controllers.shared.credentials import (
     read_credentials,
 )
 from controllers.shared.observation import ClaimObservation, Observation
+from controllers.shared.pod_index import PODS_BY_CLUSTER, CachedLookup, pod_cluster_key
 from controllers.shared.probe import NodeExtras, observe, owned_pods, should_probe
 from controllers.shared.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.status import status_patch
@@ -107,11 +108,7 @@ from valkey_operator.valkey.admin import AdminClient, Credentials
 log = structlog.get_logger(__name__)
 
 CONTROLLER_NAME = "valkeycluster"
-PODS_BY_CLUSTER = "pods-by-valkeycluster"
 CLAIMS_BY_CLUSTER = "claims-by-valkeycluster"
-
-CachedLookup = Callable[[Resource, str, str], Obj | None]
-"""(resource, namespace, name) -> the cached object, or None."""
 
 _RNG = random.SystemRandom()
 
@@ -145,12 +142,6 @@ def export_targets(observation: Observation) -> list[NodeTarget]:
         for pod in observation.pods
         if should_probe(pod) and pod.ip is not None
     ]
-
-
-def pod_cluster_key(pod: Obj) -> list[str]:
-    metadata = pod.get("metadata", {})
-    cluster = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL)
-    return [f"{metadata.get('namespace', '')}/{cluster}"] if cluster else []
 
 
 class ClusterReconciler:

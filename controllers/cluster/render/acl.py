@@ -97,7 +97,7 @@ ADMIN_COMMANDS: tuple[str, ...] = (
     # INFO: the observer's probe (server, replication, memory, persistence), the operator's redis_*
     # series (valkey_exporter.py) and the backup's RDB stream (INFO server: the node's RDB format)
     "+info",
-    # the observer's probe (observer.py): slot migrations, cluster state, identity, topology
+    # the observer's probe (shared/probe.py): slot migrations, cluster state, identity, topology
     "+cluster|getslotmigrations",
     "+cluster|info",  # also the operator's redis_* series (valkey_exporter.py)
     "+cluster|myid",

@@ -53,7 +53,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION
+from controllers.shared.names import MODE_ANNOTATION, NODE_ID_ANNOTATION
 from controllers.shared.observation import (
     ClaimObservation,
     NodeObservation,
