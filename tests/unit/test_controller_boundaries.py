@@ -14,6 +14,8 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from test_boundaries import IMPURE
+
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERS = ROOT / "controllers"
 SHARED_UNITS = frozenset({"shared", "options", "indexes", "status", "protection"})
@@ -158,6 +160,55 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycles(import_graph()) == []
 
 
+CLOCKS = frozenset({"time", "now", "monotonic", "SystemRandom"})
+"""Calls that read a clock or a CSPRNG (time.time(), datetime.now(), monotonic(), SystemRandom())."""
+
+
+def clock_calls(path: Path) -> list[str]:
+    """The clock reads a module makes: calls, so a docstring that names one does not count."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
+            if name in CLOCKS:
+                found.append(f"{name}() at line {node.lineno}")
+    return found
+
+
+def test_the_shared_modules_the_decision_reads_are_as_pure_as_the_decision() -> None:
+    """observation.py and versions.py left decision/ for the shared layer: the rule that keeps
+    decide() replayable (test_boundaries.IMPURE, no clock) follows them, and what they import."""
+    graph = import_graph()
+    decision = [name for name in graph if name.startswith("controllers.cluster.decision.")]
+    reached: set[str] = set()
+    todo = [name for module in decision for name in graph[module] if unit_of(name) == "shared"]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    assert {"controllers.shared.observation", "controllers.shared.versions"} <= reached, reached
+    modules = known_modules()
+    for name in sorted(reached):
+        path = modules[name]
+        imported = {
+            alias.name if isinstance(node, ast.Import) else node.module or ""
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        bad = sorted(i for i in imported if i in IMPURE or i.split(".")[0] in {"asyncio", "time"})
+        assert not bad, f"{name}, which the decision imports, imports {bad}"
+        assert not clock_calls(path), f"{name}, which the decision imports, calls {clock_calls(path)}"
+
+
 def test_the_checks_catch_what_they_forbid() -> None:
     """The rules on made-up graphs: a borrowed internal, the shared layer importing a controller, a loop."""
     borrowed = {
@@ -171,6 +222,7 @@ def test_the_checks_catch_what_they_forbid() -> None:
     assert len(cross_controller_imports(upward)) == 1
     wiring = {"controllers": {"controllers.cluster.reconciler", "controllers.backup.reconciler"}}
     assert cross_controller_imports(wiring) == []
+    assert clock_calls(CONTROLLERS / "shared" / "probe.py"), "the probe stamps its observation: time.time()"
     loop = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(loop) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
