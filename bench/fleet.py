@@ -69,7 +69,7 @@ from kubernetes_asyncio import config as k8s_config
 from operators import Shape as Served
 from operators import delete_namespace, serving
 
-from controllers.cluster.render import layout, names
+from controllers.shared import layout, names
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource

@@ -69,7 +69,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from controllers.cluster.render.config import persistence_directives, quote
-from controllers.config.persistence import Persistence
+from controllers.shared.persistence import Persistence
 from valkey_operator.api.config import Appendfsync, PersistenceMode
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client

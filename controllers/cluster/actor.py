@@ -70,8 +70,8 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.stalled import rbac_denied
-from controllers.cluster.render import layout, names
 from controllers.cluster.render.context import RenderContext
+from controllers.shared import layout, names
 from valkey_operator import failpoints
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS, PODS

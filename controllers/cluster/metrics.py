@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controllers.cluster.decision.decide import MetricChanges
-from controllers.cluster.decision.observe import Observation
-from controllers.cluster.observer import NodeExtras
+from controllers.shared.observation import Observation
+from controllers.shared.probe import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation
 from valkey_operator.valkey.slots import slot_count

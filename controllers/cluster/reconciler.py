@@ -32,8 +32,6 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup.restore_source import RestoreSources
-from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.conflicts import conflicts
@@ -46,29 +44,32 @@ from controllers.cluster.decision.decide import (
     decide,
 )
 from controllers.cluster.decision.desired import object_key
-from controllers.cluster.decision.observe import ClaimObservation, Observation
 from controllers.cluster.decision.owned import owned_names, written_names
 from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observer import NodeExtras, observe, owned_pods, should_probe
 from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render import names
-from controllers.cluster.render.credentials import (
+from controllers.cluster.render.placement import ZONE_KEY
+from controllers.cluster.render.user_passwords import missing_generated, password_secret
+from controllers.cluster.restore_source import RestoreSources
+from controllers.cluster.rollout_gate import RolloutGate
+from controllers.cluster.secrets import ReferencedSecrets
+from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
+from controllers.cluster.written import WrittenStatuses
+from controllers.indexes import ReferenceIndex
+from controllers.options import ControllerOptions
+from controllers.shared import names
+from controllers.shared.backups import BackupFacts, newest_completed
+from controllers.shared.config_resolve import ResolutionFailure, resolve
+from controllers.shared.credentials import (
     InternalCredentials,
     generate_credentials,
     generate_password,
     read_credentials,
 )
-from controllers.cluster.render.placement import ZONE_KEY
-from controllers.cluster.render.user_passwords import missing_generated, password_secret
-from controllers.cluster.rollout_gate import RolloutGate
-from controllers.cluster.secrets import ReferencedSecrets
-from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
-from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
-from controllers.cluster.written import WrittenStatuses
-from controllers.config.resolve import ResolutionFailure, resolve
-from controllers.indexes import ReferenceIndex
-from controllers.options import ControllerOptions
+from controllers.shared.observation import ClaimObservation, Observation
+from controllers.shared.pod_index import PODS_BY_CLUSTER, CachedLookup, pod_cluster_key
+from controllers.shared.probe import NodeExtras, observe, owned_pods, should_probe
+from controllers.shared.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus
@@ -107,11 +108,7 @@ from valkey_operator.valkey.admin import AdminClient, Credentials
 log = structlog.get_logger(__name__)
 
 CONTROLLER_NAME = "valkeycluster"
-PODS_BY_CLUSTER = "pods-by-valkeycluster"
 CLAIMS_BY_CLUSTER = "claims-by-valkeycluster"
-
-CachedLookup = Callable[[Resource, str, str], Obj | None]
-"""(resource, namespace, name) -> the cached object, or None."""
 
 _RNG = random.SystemRandom()
 
@@ -145,12 +142,6 @@ def export_targets(observation: Observation) -> list[NodeTarget]:
         for pod in observation.pods
         if should_probe(pod) and pod.ip is not None
     ]
-
-
-def pod_cluster_key(pod: Obj) -> list[str]:
-    metadata = pod.get("metadata", {})
-    cluster = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL)
-    return [f"{metadata.get('namespace', '')}/{cluster}"] if cluster else []
 
 
 class ClusterReconciler:

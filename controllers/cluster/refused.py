@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from controllers.cluster.decision.actions import Action, Failure, SetConfig
-from controllers.cluster.decision.observe import Refusal, Refusals
+from controllers.shared.observation import Refusal, Refusals
 
 
 class RefusalMemory:

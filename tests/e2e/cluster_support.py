@@ -14,7 +14,7 @@ import pytest
 from cluster_scoped import ClusterScoped
 from operator_protocol import RunningOperator
 
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator.api.resources import (
     ADMIN_USER,
     PAUSED_ANNOTATION,

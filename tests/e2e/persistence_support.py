@@ -18,8 +18,7 @@ from cluster_support import (
 )
 from repair_support import live_pods
 
-from controllers.cluster.render.claims import NODE_ID_ANNOTATION
-from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.shared.names import CLUSTER_LABEL, NODE_ID_ANNOTATION
 from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS

@@ -76,7 +76,7 @@ from inprocess_operator import Operator
 from node_metrics_support import break_link, fill, link_status, load, memory_ratio, roles, store_config
 from rbac_support import CLUSTER_ROLE_BINDINGS, RBAC, SERVICE_ACCOUNTS, service_account_token
 
-from controllers.cluster.decision.versions import meets_floor, version_from_info
+from controllers.shared.versions import meets_floor, version_from_info
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition

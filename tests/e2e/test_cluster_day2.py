@@ -18,7 +18,7 @@ from chart_operator import ChartOperator
 from cluster_support import Catalog, cli, create_cluster, owned_pods, settled, status_of, warnings
 from tunable_samples import SAMPLES
 
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator.api import tunables
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client

@@ -32,7 +32,7 @@ from cluster_support import (
 )
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
-from controllers.cluster.render import names
+from controllers.shared import names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, SERVICES

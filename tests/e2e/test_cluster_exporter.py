@@ -19,7 +19,8 @@ from chart_operator import ChartOperator
 from chart_support import CHART, RELEASE, helm, set_flags
 from cluster_support import Catalog, cli, create_cluster, image_config, owned_pods, settled, superuser_client
 
-from controllers.cluster.render import exporter, names
+from controllers.cluster.render import exporter
+from controllers.shared import names
 from valkey_operator.api.resources import EXPORTER_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS

@@ -47,8 +47,7 @@ from persistence_support import (
 )
 from repair_support import PREFILL, check_topology, checkers, live_pods, primary_of
 
-from controllers.cluster.render.claims import MODE_ANNOTATION
-from controllers.cluster.render.names import SHARD_LABEL
+from controllers.shared.names import MODE_ANNOTATION, SHARD_LABEL
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition

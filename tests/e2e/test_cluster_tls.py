@@ -51,7 +51,7 @@ from tls_support import (
     write_ca,
 )
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import SECRETS

@@ -47,7 +47,7 @@ from cluster_support import (
 )
 from cryptography import x509
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true

@@ -32,7 +32,7 @@ from cluster_support import (
 from operator_process import OperatorProcess, OperatorProcesses
 
 from controllers.cluster.decision.rebalance import quotas
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator import failpoints
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client

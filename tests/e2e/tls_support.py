@@ -26,7 +26,7 @@ from cluster_support import owned_pods, superuser_client
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.core.client import Client
 from valkey_operator.testing import certs, images
 from valkey_operator.testing.kubelet.control import KubeletControl

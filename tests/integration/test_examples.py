@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controllers.cluster import tls
-from controllers.cluster.render import layout
+from controllers.shared import layout, tls
 from valkey_operator.testing import thirdparty
 from valkey_operator.testing.build import binaries
 from valkey_operator.testing.versions import KUBERNETES

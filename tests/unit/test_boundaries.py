@@ -57,7 +57,7 @@ DECISION = sorted((CLUSTER / "decision").glob("*.py"))
 """The pure modules decide() is made of: controllers/cluster/decision/."""
 IMPURE = {
     "controllers.cluster.reconciler",
-    "controllers.cluster.observer",
+    "controllers.shared.probe",
     "controllers.cluster.actor",
     "controllers.cluster.metrics",
     "controllers.cluster.expectations",

@@ -63,7 +63,6 @@ from controllers.cluster.decision.desired import (
     OwnedObject,
     object_key,
 )
-from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.owned import owned_objects, retired_objects
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
 from controllers.cluster.decision.report import PlannedStatus, Reason
@@ -83,7 +82,7 @@ from controllers.cluster.decision.switchover import (
     requested,
 )
 from controllers.cluster.decision.view import View
-from controllers.cluster.render import exporter, layout, names
+from controllers.cluster.render import exporter
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
 from controllers.cluster.render.claims import (
     claim_bytes,
@@ -95,7 +94,6 @@ from controllers.cluster.render.claims import (
 )
 from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
 from controllers.cluster.render.network_policy import operator_peer
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.restore import with_restore
@@ -107,9 +105,12 @@ from controllers.cluster.render.user_passwords import (
     user_secret_name,
     with_passwords,
 )
-from controllers.cluster.tls import TlsMaterial, TlsProblem
-from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
+from controllers.shared import layout, names
+from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig
+from controllers.shared.credentials import DamagedSecret, InternalCredentials
+from controllers.shared.observation import Observation, TlsRecord
+from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import (
     DEGRADED,

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from controllers.cluster.decision.actions import Action, DeletePod, MarkMember
-from controllers.cluster.decision.observe import PodObservation
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import PodObservation
 
 
 def serving(view: View, node: Node) -> bool | None:

@@ -83,7 +83,6 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import Observation, PodObservation
 from controllers.cluster.decision.rebalance import (
     MAX_BATCH_SLOTS,
     highest_slots,
@@ -91,8 +90,9 @@ from controllers.cluster.decision.rebalance import (
 )
 from controllers.cluster.decision.report import PlannedStatus, Reason, report
 from controllers.cluster.decision.rollout import Rollout, failover_request, plan_rollout
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import Observation, PodObservation
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import NodeFlag
 from valkey_operator.valkey.slots import ALL_SLOTS, coverage, subtract

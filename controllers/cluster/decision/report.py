@@ -22,13 +22,13 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.decision.observe import PodObservation
 from controllers.cluster.decision.rebalance import (
     trouble,
 )
 from controllers.cluster.decision.rollout import FAILOVER_TIMEOUT_S, Rollout
-from controllers.cluster.decision.versions import format_version, meets_floor
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import PodObservation
+from controllers.shared.versions import format_version, meets_floor
 from valkey_operator.api.cluster import (
     DEGRADED,
     PROGRESSING,

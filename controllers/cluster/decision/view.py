@@ -16,14 +16,14 @@ import attrs
 from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.failures import CrashLoops, crash_loops
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
 from controllers.cluster.decision.rebalance import (
     Transfer,
     timestamp_seconds,
     transfers,
 )
 from controllers.cluster.decision.restore import Progress
-from controllers.cluster.decision.versions import meets_floor
+from controllers.shared.observation import NodeObservation, Observation, PodObservation
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
 from valkey_operator.valkey.replies import MigrationOperation

@@ -29,13 +29,13 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import OwnedObject
-from controllers.cluster.decision.observe import PodObservation
 from controllers.cluster.decision.upkeep import config_sets
 from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render import names
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared import names
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.observation import PodObservation
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, PODS

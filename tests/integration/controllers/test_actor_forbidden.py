@@ -18,10 +18,10 @@ from rbac_support import SERVICE_ACCOUNTS, presenting, service_account_token
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.actions import CreateObject, Failure
 from controllers.cluster.decision.desired import Desired, OwnedObject
-from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.plan import finish, plan
 from controllers.cluster.render.context import RenderContext
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, Resource

@@ -21,7 +21,7 @@ from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 
 from controllers.cluster.decision.decide import REQUEUE_BLOCKED
-from controllers.cluster.render import names
+from controllers.shared import names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition

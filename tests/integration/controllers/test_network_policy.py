@@ -17,8 +17,8 @@ from cluster_scoped import ClusterScoped
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 
-from controllers.cluster.render import layout, names
 from controllers.options import ControllerOptions
+from controllers.shared import layout, names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, NETWORK_POLICIES, PODS

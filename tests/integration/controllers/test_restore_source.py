@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
-from controllers.backup.manifest_trust import backup_prefix
-from controllers.backup.restore_source import RestoreSources
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
+from controllers.cluster.restore_source import RestoreSources
+from controllers.shared.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
+from controllers.shared.manifest_trust import backup_prefix
 from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
 from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.client import Client

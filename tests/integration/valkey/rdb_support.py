@@ -22,9 +22,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from controllers.cluster.render import layout
 from controllers.cluster.render.config import persistence_directives
-from controllers.config.persistence import Persistence, merge_persistence
+from controllers.shared import layout
+from controllers.shared.persistence import Persistence, merge_persistence
 from valkey_operator.testing import images
 from valkey_operator.testing.datachecker import check_loopback
 from valkey_operator.testing.images import ImageEntry

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controllers.cluster.observer import probe, probe_connection
 from controllers.cluster.render.acl import ADMIN_COMMANDS, internal_users
-from controllers.cluster.render.credentials import InternalCredentials
 from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter
+from controllers.shared.credentials import InternalCredentials
+from controllers.shared.probe import probe, probe_connection
 from valkey_operator.api.resources import ADMIN_USER, REPLICATION_USER
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
 from valkey_operator.testing import images

@@ -34,10 +34,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from controllers.cluster.render import layout
 from controllers.cluster.render.config import render_valkey_conf, replication_auth_conf
-from controllers.config.persistence import Persistence, merge_persistence
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared import layout
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.persistence import Persistence, merge_persistence
 from valkey_operator.api.resources import REPLICATION_USER
 from valkey_operator.testing import images
 from valkey_operator.testing.images import ImageEntry

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controllers.cluster.observer import probe
+from controllers.shared.probe import probe
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, PROBED_NAMES
 from valkey_operator.testing import images

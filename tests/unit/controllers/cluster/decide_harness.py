@@ -31,15 +31,15 @@ from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.conflicts import conflicts
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
 from controllers.cluster.decision.desired import object_key
-from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.owned import written_names
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render.credentials import InternalCredentials, read_credentials
 from controllers.cluster.render.user_passwords import missing_generated, password_secret
-from controllers.cluster.tls import TlsMaterial, TlsProblem
-from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.options import ControllerOptions
+from controllers.shared.config_resolve import ResolutionFailure, resolve
+from controllers.shared.credentials import InternalCredentials, read_credentials
+from controllers.shared.observation import Observation
+from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.cluster import ClusterState, ValkeyCluster, ValkeyClusterStatus
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.rest import Obj

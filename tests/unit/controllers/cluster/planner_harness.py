@@ -32,13 +32,13 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import Observation, PodPhase
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
 from controllers.cluster.refused import RefusalMemory
+from controllers.shared.observation import Observation, PodPhase
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
 from valkey_operator.valkey.acl import normal_form

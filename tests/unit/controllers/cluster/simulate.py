@@ -53,17 +53,17 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.decision.observe import (
+from controllers.shared.names import MODE_ANNOTATION, NODE_ID_ANNOTATION
+from controllers.shared.observation import (
     ClaimObservation,
     NodeObservation,
     Observation,
     PodObservation,
     PodPhase,
 )
-from controllers.cluster.decision.versions import Version, format_version
-from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION
-from controllers.cluster.render.quantity import quantity_bytes
+from controllers.shared.versions import Version, format_version
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, canonical, desired_runtime
 from valkey_operator.core.rest import Obj

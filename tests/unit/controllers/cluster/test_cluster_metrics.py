@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controllers.cluster.decision.observe import NodeObservation, Observation
 from controllers.cluster.metrics import cluster_metrics
-from controllers.cluster.observer import NodeExtras
+from controllers.shared.observation import NodeObservation, Observation
+from controllers.shared.probe import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
 from valkey_operator.valkey.slots import SlotRange

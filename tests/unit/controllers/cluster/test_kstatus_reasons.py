@@ -25,7 +25,7 @@ from status_support import blocked_document, planned_document
 from controllers.cluster.decision import decide, stalled
 from controllers.cluster.decision.report import Finding, PlannedStatus, Reason, conditions
 from controllers.cluster.render.acl import AclErrorReason
-from controllers.config.resolve import FailureReason
+from controllers.shared.config_resolve import FailureReason
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore.errors import Reason as StorageReason

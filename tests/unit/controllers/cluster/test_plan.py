@@ -25,7 +25,6 @@ from controllers.cluster.decision.actions import (
     Replicate,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import NodeObservation, Observation
 from controllers.cluster.decision.plan import (
     REQUEUE_ACTING,
     REQUEUE_FAILED,
@@ -36,6 +35,7 @@ from controllers.cluster.decision.plan import (
 )
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
+from controllers.shared.observation import NodeObservation, Observation
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole
 from valkey_operator.valkey.slots import SlotRange, even_split, format_slot_ranges
 

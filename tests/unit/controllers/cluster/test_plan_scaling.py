@@ -18,10 +18,10 @@ from simulate import SimSettings
 
 from controllers.cluster.decision.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
 from controllers.cluster.decision.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.decision.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
 from controllers.cluster.decision.report import Reason
+from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
 from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
 from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
 from valkey_operator.valkey.slots import SlotRange

@@ -8,10 +8,10 @@ from planner_harness import run
 from controllers.cluster.decision.actions import CreatePod, ReloadTls
 from controllers.cluster.decision.certificates import RELOAD_RETRY_S, TLS_LOADED_ANNOTATION
 from controllers.cluster.decision.desired import Desired, DesiredTls
-from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.plan import REQUEUE_STEADY, Plan, plan
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.tls import Certificate, TlsMaterial
+from controllers.shared.observation import Observation, TlsRecord
+from controllers.shared.tls import Certificate, TlsMaterial
 from valkey_operator.api.cluster import DEGRADED, ClusterState
 
 YEAR = 365 * 86400.0

@@ -27,12 +27,12 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
 from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS

@@ -10,9 +10,9 @@ from render_support import context
 
 from controllers.cluster.decision.actions import DeleteObject
 from controllers.cluster.decision.owned import owned_objects, retired_objects
-from controllers.cluster.render import layout, names
 from controllers.cluster.render.network_policy import operator_peer, render_network_policy
 from controllers.cluster.render.objects import render_service
+from controllers.shared import layout, names
 from valkey_operator.core.resource import NETWORK_POLICIES
 from valkey_operator.testing.netpol import Endpoint, allows
 

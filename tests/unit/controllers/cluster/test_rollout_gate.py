@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from controllers.cluster.decision.decide import RolloutSlot, RolloutSlots, admit
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import PodObservation, PodPhase
 from controllers.cluster.decision.view import outdated_pods
 from controllers.cluster.rollout_gate import CLAIM_TTL, RolloutGate
+from controllers.shared.observation import PodObservation, PodPhase
 
 
 def may_roll(gate: RolloutGate, limit: int, cluster: str, outdated: bool) -> bool:

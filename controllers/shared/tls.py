@@ -21,7 +21,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.rest import Obj
 

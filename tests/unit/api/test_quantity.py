@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controllers.cluster.render.quantity import parse_quantity, quantity_bytes
+from valkey_operator.api.quantity import parse_quantity, quantity_bytes
 
 SUFFIXES = {
     "Ki": 2**10,

@@ -17,9 +17,9 @@ from typing import Literal
 
 import attrs
 
-from controllers.cluster.render.quantity import parse_quantity
-from controllers.config.persistence import NONE, Persistence, merge_persistence
+from controllers.shared.persistence import NONE, Persistence, merge_persistence
 from valkey_operator.api.image import image_reference
+from valkey_operator.api.quantity import parse_quantity
 from valkey_operator.api.resources import MAX_BASE_CHAIN_DEPTH
 from valkey_operator.core.rest import Obj
 

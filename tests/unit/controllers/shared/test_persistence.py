@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.config.persistence import NONE, Persistence
 from controllers.config.reconciler import desired_status
-from controllers.config.resolve import ResolutionFailure, ResolvedConfig, resolve
+from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig, resolve
+from controllers.shared.persistence import NONE, Persistence
 from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPolicy, ValkeyConfigStatus
 
 Obj = dict[str, Any]

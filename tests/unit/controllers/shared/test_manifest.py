@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controllers.backup.manifest import FORMAT, Manifest, ManifestError, ShardEntry, parse_manifest
+from controllers.shared.manifest import FORMAT, Manifest, ManifestError, ShardEntry, parse_manifest
 
 
 def manifest() -> Manifest:

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controllers.config.resolve import DEFAULT_POD_SECURITY, ResolutionFailure, ResolvedConfig, resolve
+from controllers.shared.config_resolve import DEFAULT_POD_SECURITY, ResolutionFailure, ResolvedConfig, resolve
 
 Obj = dict[str, Any]
 

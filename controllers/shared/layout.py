@@ -12,6 +12,11 @@ CLUSTER_BUS_PORT = VALKEY_PORT + 10000
 
 CONTAINER_NAME = "valkey"
 
+DEFAULT_EXPORTER_IMAGE = "oliver006/redis_exporter:v1.74.0"
+"""The operator's default --exporter-image, the metrics sidecar's (render/exporter.py): the release
+the test bed builds and the bench measured. Here, not in exporter.py, so that the operator's options
+and the render context take it without importing a renderer."""
+
 DATA_DIR = "/data"
 """Valkey's working directory (the root filesystem is read-only).
 

@@ -14,7 +14,7 @@ import random
 
 import attrs
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.core.rest import Obj
 
 PASSWORD_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controllers.backup.manifest import Manifest
+from controllers.shared.manifest import Manifest
 from valkey_operator.objectstore.model import object_key
 
 BAD_SEGMENTS = frozenset({"", ".", ".."})

@@ -27,6 +27,13 @@ MEMBER_LABEL = f"{GROUP}/member"
 """"true" on a pod whose node is a cluster member that serves (membership.py); the client Service
 selects it, so clients are never handed a node that has not joined or is leaving."""
 MEMBER = "true"
+NODE_ID_ANNOTATION = f"{GROUP}/node-id"
+"""On a data claim: the Valkey node id last reported by a server running on it (render/claims.py)."""
+MODE_ANNOTATION = f"{GROUP}/persistence-mode"
+"""On a data claim: the persistence mode its files were written in: a server in the other mode would
+not read them (an rdb claim started with aof comes back empty under its old node id and slots)."""
+DATA_VOLUME = "data"
+"""The pod volume that holds the data directory (a claim with persistence, else an emptyDir)."""
 
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """Kubernetes' own generateName alphabet: lowercase alphanumerics without vowels or look-alikes."""

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controllers.backup.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
-from controllers.backup.manifest_trust import backup_prefix, disagreements, key_problem
-from controllers.backup.storage import AccessProblem, destination_of, storage_access
-from controllers.cluster.decision.restore import RestoreFetch, RestoreHeld, RestoreShard, RestoreSource
+from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
+from controllers.cluster.render.restore import RestoreFetch, RestoreShard
+from controllers.shared.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
+from controllers.shared.manifest_trust import backup_prefix, disagreements, key_problem
+from controllers.shared.storage import AccessProblem, destination_of, storage_access
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj

@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
-from controllers.cluster.decision.versions import meets_floor, version_from_info
-from controllers.cluster.render.names import CLUSTER_LABEL
-from controllers.cluster.tls import Certificate
+from controllers.shared.names import CLUSTER_LABEL
+from controllers.shared.observation import NodeObservation, Observation, PodObservation
+from controllers.shared.tls import Certificate
+from controllers.shared.versions import meets_floor, version_from_info
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import PROBED_NAMES
 from valkey_operator.core.rest import Obj

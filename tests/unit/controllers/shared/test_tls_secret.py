@@ -8,7 +8,7 @@ import time
 import pytest
 from cryptography.hazmat.primitives.asymmetric import dsa
 
-from controllers.cluster.tls import Certificate, TlsMaterial, TlsProblem, read_tls_secret
+from controllers.shared.tls import Certificate, TlsMaterial, TlsProblem, read_tls_secret
 from valkey_operator.testing import certs
 
 CA, CA_KEY = certs.issue_ca("test-ca")

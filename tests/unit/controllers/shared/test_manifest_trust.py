@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from controllers.backup.manifest import (
+from controllers.shared.manifest import (
     MAX_MANIFEST_BYTES,
     Manifest,
     ManifestError,
@@ -15,7 +15,7 @@ from controllers.backup.manifest import (
     parse_manifest,
     shard_object_name,
 )
-from controllers.backup.manifest_trust import backup_prefix, disagreements, key_problem
+from controllers.shared.manifest_trust import backup_prefix, disagreements, key_problem
 from valkey_operator.api.limits import MAX_SHARDS
 
 PREFIX = backup_prefix("team-a/", "shop", "cache", "nightly")

@@ -20,18 +20,30 @@ from typing import Self
 
 import attrs
 
-from controllers.cluster.decision.stalled import PULL_ERRORS, PULL_NEVER
-from controllers.cluster.decision.versions import Version
-from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION, claim_of
-from controllers.cluster.render.names import MEMBER, MEMBER_LABEL, TEMPLATE_HASH_LABEL, shard_of
-from controllers.cluster.render.quantity import quantity_bytes
-from controllers.cluster.tls import Certificate
+from controllers.shared.names import (
+    DATA_VOLUME,
+    MEMBER,
+    MEMBER_LABEL,
+    MODE_ANNOTATION,
+    NODE_ID_ANNOTATION,
+    TEMPLATE_HASH_LABEL,
+    shard_of,
+)
+from controllers.shared.tls import Certificate
+from controllers.shared.versions import Version
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules
 from valkey_operator.valkey.replies import KnownNode, SlotMigration
 from valkey_operator.valkey.slots import SlotRanges
+
+PULL_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+"""Waiting reasons of a pull the kubelet retries: human-only after IMAGE_PULL_BOUND (stalled.py)."""
+PULL_NEVER = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+"""Waiting reasons no retry can change (a reference that does not parse, imagePullPolicy Never with
+the image absent): human-only at once."""
 
 
 @attrs.frozen(kw_only=True)
@@ -269,6 +281,14 @@ class ClaimObservation:
 
 
 _VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.\d+\.\d+)")
+
+
+def claim_of(pod: Obj) -> str | None:
+    """The claim a pod's data volume mounts, if it mounts one."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if volume.get("name") == DATA_VOLUME and volume.get("persistentVolumeClaim"):
+            return str(volume["persistentVolumeClaim"].get("claimName") or "") or None
+    return None
 
 
 def _terminations(status: Obj) -> Iterable[tuple[str, Obj]]:

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from controllers.cluster.render.quantity import quantity_bytes
 from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPolicy
+from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.core.rest import Obj
 
 _FIELDS = ("mode", "size", "storageClassName", "appendfsync", "reclaimPolicy")

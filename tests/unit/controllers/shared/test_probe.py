@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controllers.cluster.decision.observe import NodeObservation, PodObservation, PodPhase
-from controllers.cluster.observer import node_from_replies, owned_pods, should_probe, version_text_of
+from controllers.shared.observation import NodeObservation, PodObservation, PodPhase
+from controllers.shared.probe import node_from_replies, owned_pods, should_probe, version_text_of
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.slots import SlotRange
 

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import NodeObservation, PodObservation, PodPhase
-from controllers.cluster.decision.versions import meets_floor, parse_version, version_from_info
-from controllers.cluster.render.names import SHARD_LABEL
+from controllers.shared.names import SHARD_LABEL
+from controllers.shared.observation import NodeObservation, PodObservation, PodPhase
+from controllers.shared.versions import meets_floor, parse_version, version_from_info
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration, parse_cluster_nodes
 from valkey_operator.valkey.slots import (
