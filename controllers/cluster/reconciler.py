@@ -17,7 +17,8 @@ One pass:
 3. act: the actor carries the actions out in order under one deadline; the
    decision is then finished with what failed (`Decision.after`);
 4. write the status when it changed, record the decided Events, apply the
-   decided metric changes, remember the refusals and the rollout claim;
+   decided metric changes, and store the cluster's Memory the decision
+   returned (decision/memory.py: the only state kept between passes);
 5. requeue after the decided hint: waits are requeues, never sleeps.
 The `valkey.gomomento.com/paused` annotation plans no action; status is still
 observed and written.
@@ -35,23 +36,20 @@ import structlog
 from controllers.backup.restore_source import RestoreSources
 from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
-from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.conflicts import conflicts
 from controllers.cluster.decision.decide import (
     Decision,
     Facts,
-    RolloutSlot,
     RolloutSlots,
     commands_to_probe,
     decide,
 )
 from controllers.cluster.decision.desired import object_key
+from controllers.cluster.decision.memory import Memory, recorded_status, slot_holders
 from controllers.cluster.decision.observe import ClaimObservation, Observation
 from controllers.cluster.decision.owned import owned_names, written_names
-from controllers.cluster.expectations import PodExpectations
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
 from controllers.cluster.observer import NodeExtras, observe, owned_pods, should_probe
-from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render import names
 from controllers.cluster.render.credentials import (
     InternalCredentials,
@@ -61,11 +59,9 @@ from controllers.cluster.render.credentials import (
 )
 from controllers.cluster.render.placement import ZONE_KEY
 from controllers.cluster.render.user_passwords import missing_generated, password_secret
-from controllers.cluster.rollout_gate import RolloutGate
 from controllers.cluster.secrets import ReferencedSecrets
 from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
-from controllers.cluster.written import WrittenStatuses
 from controllers.config.resolve import ResolutionFailure, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
@@ -189,12 +185,9 @@ class ClusterReconciler:
         )
         self.exporter = exporter
         """Reads the redis_* series of the nodes each pass found (valkey_exporter.py), on scrape."""
-        self.expectations = PodExpectations()
-        self.written = WrittenStatuses()
-        self.rollouts = RolloutGate(index.clusters_rolling)
-        self.refusals = RefusalMemory()
-        self.quiet: dict[str, Quiet] = {}
-        """What each cluster's last pass left when it was quiet (the back-off of cadence.py)."""
+        self.memory: dict[str, Memory] = {}
+        """Each cluster's Memory (decision/memory.py) as its last pass returned it: the only state
+        the reconciler keeps between passes."""
 
     async def reconcile(self, request: Request) -> Result:
         started = time.monotonic()
@@ -205,11 +198,7 @@ class ClusterReconciler:
             self.metrics.forget_cluster(request.namespace, request.name)
             if self.exporter is not None:
                 self.exporter.forget(request.namespace, request.name)
-            self.expectations.forget(str(request))
-            self.rollouts.release(str(request))
-            self.written.forget(str(request))
-            self.refusals.forget(str(request))
-            self.quiet.pop(str(request), None)
+            self.memory.pop(str(request), None)
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -225,29 +214,23 @@ class ClusterReconciler:
         gathered = await self._gather(obj, cluster, recorded, now)
         facts = gathered.facts
         key = facts.key
-        decision = decide(attrs.evolve(facts, quiet=self.quiet.get(key)), now)
+        decision = decide(facts, now)
         # No await since the gatherer read the slots held: another cluster's pass sees this claim.
-        if decision.rollout_slot is RolloutSlot.CLAIM:
-            self.rollouts.claim(key)
-        elif decision.rollout_slot is RolloutSlot.RELEASE:
-            self.rollouts.release(key)
+        self.memory[key] = decision.memory
         if decision.actions and decision.context is not None:
             actor = Actor(self.client, decision.context, gathered.pods, gathered.admin)
             outcome = await actor.run(decision.actions)
-            self.expectations.expect(
-                key, created=outcome.created, deleted=outcome.deleted, annotated=outcome.annotated
-            )
-            self.refusals.remember(key, decision.actions, outcome.failures)
             if outcome.failures:
                 log.warning(
                     "cluster actions failed", cluster=key, failures=[f.message for f in outcome.failures]
                 )
-            decision = decision.after(outcome.failures)
-        await self._record(obj, stored, decision)
-        if decision.quiet is not None:
-            self.quiet[key] = decision.quiet
-        else:
-            self.quiet.pop(key, None)
+            decision = decision.after(
+                outcome.failures,
+                created=outcome.created,
+                deleted=outcome.deleted,
+                annotated=outcome.annotated,
+            )
+        self.memory[key] = await self._record(obj, stored, decision)
         if facts.observation is not None:
             self.metrics.record_observed(
                 cluster.metadata.namespace or "", cluster.metadata.name, facts.observation, gathered.extras
@@ -267,7 +250,7 @@ class ClusterReconciler:
         """The status as last recorded (our own write wins while the cache lags it), as stored (what
         the write is diffed against, so a key the decision drops is removed) and as the model decide
         reads (the cached one was parsed with the cluster; ours is parsed here)."""
-        ours = self.written.ours(_key(obj), obj)
+        ours = recorded_status(self.memory.get(_key(obj)), obj["metadata"].get("resourceVersion"))
         if ours is None:
             return obj.get("status") or {}, cluster.status or ValkeyClusterStatus()
         return ours, ValkeyClusterStatus.from_dict(ours)
@@ -282,6 +265,7 @@ class ClusterReconciler:
         facts = Facts(
             cluster=cluster,
             recorded=recorded,
+            memory=self.memory.get(key, Memory()),
             options=self.options,
             resolved=resolve(cluster.spec.config_ref, self.index.config, self.index.image),
             named=self._named(cluster),
@@ -334,9 +318,7 @@ class ClusterReconciler:
                 f"{resource.kind}/{object_name}": self.cached(resource, namespace, object_name)
                 for resource, object_name in owned_names(cluster)
             },
-            awaiting=self.expectations.awaiting(key, pods),
             node_zones=self._zones(pods),
-            refusals=self.refusals.of(key, (pod["metadata"]["name"] for pod in pods)),
             claims=claims,
             expandable=self._expandable(claims),
         )
@@ -353,7 +335,10 @@ class ClusterReconciler:
             roles=roles,
             observation=observation,
             rollout_slots=RolloutSlots(
-                limit=limit, holders=self.rollouts.holders() if limit > 0 else frozenset()
+                limit=limit,
+                holders=slot_holders(self.index.clusters_rolling(), self.memory, now)
+                if limit > 0
+                else frozenset(),
             ),
             name_seed=_RNG.getrandbits(64),
         )
@@ -428,28 +413,32 @@ class ClusterReconciler:
 
     # --- writing what was decided ---
 
-    async def _record(self, obj: Obj, current: Obj, decision: Decision) -> None:
+    async def _record(self, obj: Obj, current: Obj, decision: Decision) -> Memory:
+        """Write what was decided; the memory the next pass starts from (with the status written)."""
         meta = obj["metadata"]
         key = _key(obj)
-        await self._write_status(obj, current, decision.status.to_dict())  # the one conversion to a dict
+        stored = await self._write_status(obj, current, decision.status.to_dict())  # the one conversion
         for event in decision.events:
             if event.type == WARNING:
                 log.warning("cluster problem", cluster=key, reason=event.reason, message=event.message)
             await self.events.event(obj, event.type, event.reason, event.message)
         self.metrics.apply(meta["namespace"], meta["name"], decision.metrics)
+        if stored is None:
+            return decision.memory
+        return decision.memory.wrote(meta.get("resourceVersion"), stored)
 
-    async def _write_status(self, obj: Obj, current: Obj, status: Obj) -> None:
+    async def _write_status(self, obj: Obj, current: Obj, status: Obj) -> Obj | None:
+        """The server's answer to the status patch (None: nothing to write, or the cluster is gone)."""
         patch = status_patch(current, status)
         if patch is None:
-            return
+            return None
         meta = obj["metadata"]
         try:
-            stored = await self.client.patch_status(VALKEY_CLUSTERS, meta["name"], patch, meta["namespace"])
+            return await self.client.patch_status(VALKEY_CLUSTERS, meta["name"], patch, meta["namespace"])
         except ApiError as exc:
             if exc.not_found:
-                return
+                return None
             raise
-        self.written.wrote(_key(obj), obj, stored)
 
 
 def _key(obj: Obj) -> str:

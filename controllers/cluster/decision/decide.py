@@ -63,6 +63,12 @@ from controllers.cluster.decision.desired import (
     OwnedObject,
     object_key,
 )
+from controllers.cluster.decision.memory import (
+    CLAIM_TTL,
+    Memory,
+    live_refusals,
+    remember_refusals,
+)
 from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.owned import owned_objects, retired_objects
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
@@ -164,7 +170,7 @@ REQUEUE_BLOCKED = 60.0
 @attrs.frozen(kw_only=True)
 class RolloutSlots:
     """maxConcurrentRollouts and the clusters holding a slot (statuses showing a roll, plus the
-    claims this process made lately: rollout_gate.py)."""
+    claims not lapsed in the clusters' Memory: memory.slot_holders)."""
 
     limit: int = 0
     holders: frozenset[str] = frozenset()
@@ -224,8 +230,8 @@ class Facts:
     """A ValkeyBackup of this cluster is Running (no slot moves meanwhile)."""
     last_backup: str | None = None
     """The newest Completed backup spec.backup's schedule made: status.lastBackup."""
-    quiet: Quiet | None = None
-    """What the previous pass left if it was quiet (cadence.py): its signature and interval."""
+    memory: Memory = attrs.field(factory=Memory)
+    """What the cluster's earlier passes remembered (memory.py); the next one leaves in Decision."""
     named: Mapping[str, Obj | None] = attrs.field(factory=dict)
     """kind/name -> the cached object (None: absent), for every object the cluster writes by
     name (owned.written_names): one someone else controls blocks the cluster (conflicts.py)."""
@@ -271,8 +277,8 @@ class Decision:
     metrics: MetricChanges
     requeue_after: float
     rollout_slot: RolloutSlot = RolloutSlot.KEEP
-    quiet: Quiet | None = None
-    """Set when this pass was quiet (cadence.py): the reconciler hands it to the next pass."""
+    memory: Memory = attrs.field(factory=Memory)
+    """What the next pass remembers (memory.py): the reconciler stores it, and nothing else."""
     context: RenderContext | None = attrs.field(default=None, eq=False, repr=False)
     """The rendering inputs, for the actor's names (None when blocked before resolving)."""
     switchover: Outcome | None = attrs.field(default=None, eq=False, repr=False)
@@ -280,14 +286,34 @@ class Decision:
     facts: Facts | None = attrs.field(default=None, eq=False, repr=False)
     now: float = attrs.field(default=0.0, eq=False, repr=False)
 
-    def after(self, failures: Sequence[Failure]) -> Decision:
-        """This decision once its actions were carried out, some of them failing (pure)."""
-        if not failures or self.plan is None or self.facts is None:
-            return self
-        finished = attrs.evolve(finish(self.plan, failures), actions=self.plan.actions)
-        return _conclude(
-            self.facts, self.now, self.context, finished, failures, self.rollout_slot, self.switchover
+    @property
+    def quiet(self) -> Quiet | None:
+        """Set when this pass was quiet (cadence.py): the next pass backs off from it."""
+        return self.memory.quiet
+
+    def after(
+        self,
+        failures: Sequence[Failure],
+        *,
+        created: Iterable[str] = (),
+        deleted: Iterable[str] = (),
+        annotated: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> Decision:
+        """This decision once its actions were carried out, some of them failing (pure): the pods
+        written are awaited and the refusals remembered by the next pass (memory.py)."""
+        decision = self
+        if failures and self.plan is not None and self.facts is not None:
+            finished = attrs.evolve(finish(self.plan, failures), actions=self.plan.actions)
+            decision = _conclude(
+                self.facts, self.now, self.context, finished, failures, self.rollout_slot, self.switchover
+            )
+        memory = decision.memory
+        memory = attrs.evolve(
+            memory,
+            expected=memory.expected.expect(self.now, created, deleted, annotated),
+            refusals=remember_refusals(memory.refusals, self.actions, failures),
         )
+        return decision if memory == decision.memory else attrs.evolve(decision, memory=memory)
 
 
 def decide(facts: Facts, now: float) -> Decision:
@@ -379,8 +405,11 @@ def decide(facts: Facts, now: float) -> Decision:
         # The backup's layout first, primaries only (restore.py); spec.shards and replicas after.
         desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
     recorded = facts.recorded
+    expected = _seen(facts, now).expected
     observation = attrs.evolve(
         facts.observation,
+        awaiting=expected.names(),
+        refusals=live_refusals(facts.memory.refusals, (pod.name for pod in facts.observation.pods)),
         now=now,
         recorded_state=recorded.state,
         recorded_config_hash=recorded.config_hash,
@@ -510,6 +539,7 @@ def _blocked(
         events=(Event(WARNING, reason, message),) if changed else (),
         metrics=MetricChanges(state=status.state, stalled=stalled_reason(status)),
         requeue_after=REQUEUE_BLOCKED,
+        memory=attrs.evolve(_seen(facts, now), quiet=None),
         context=ctx,
         facts=facts,
         now=now,
@@ -561,7 +591,7 @@ def _conclude(
         metrics=metrics,
         requeue_after=quiet.interval if quiet is not None else planned.requeue_after,
         rollout_slot=slot,
-        quiet=quiet,
+        memory=_remembered(facts, now, slot, quiet),
         context=ctx,
         plan=planned,
         facts=facts,
@@ -570,12 +600,36 @@ def _conclude(
     )
 
 
+def _seen(facts: Facts, now: float) -> Memory:
+    """The memory once this pass's facts are seen: a written status the cache has passed (any other
+    version: ours, or something newer) and a slot claim the status now shows are dropped."""
+    memory = facts.memory
+    written = memory.written
+    if written is not None and written.based_on != facts.cluster.metadata.resource_version:
+        memory = attrs.evolve(memory, written=None)
+    if memory.claim_until is not None and (facts.recorded.rollout is not None or not memory.claims_slot(now)):
+        memory = attrs.evolve(memory, claim_until=None)
+    if facts.observation is not None:
+        memory = attrs.evolve(memory, expected=memory.expected.met(facts.observation.pods, now))
+    return memory
+
+
+def _remembered(facts: Facts, now: float, slot: RolloutSlot, quiet: Quiet | None) -> Memory:
+    """What the next pass remembers of this one (before its actions are carried out)."""
+    memory = attrs.evolve(_seen(facts, now), quiet=quiet)
+    if slot is RolloutSlot.CLAIM:
+        return attrs.evolve(memory, claim_until=now + CLAIM_TTL)
+    if slot is RolloutSlot.RELEASE:
+        return attrs.evolve(memory, claim_until=None)
+    return memory
+
+
 def _quiet(facts: Facts, planned: Plan, failures: Sequence[Failure]) -> Quiet | None:
     """A quiet pass (Active or paused with nothing to do, nothing failed) backs off (cadence.py)."""
     if failures or planned.actions or planned.requeue_after != REQUEUE_STEADY or facts.observation is None:
         return None
     observed = signature(facts.observation, facts.cluster.metadata.resource_version or "")
-    return next_quiet(facts.quiet, observed, facts.options.steady_probe_max_seconds)
+    return next_quiet(facts.memory.quiet, observed, facts.options.steady_probe_max_seconds)
 
 
 def _restore_status(facts: Facts, planned: Plan) -> RestoreStatus | None:

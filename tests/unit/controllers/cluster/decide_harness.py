@@ -27,14 +27,13 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.decision.cadence import Quiet
 from controllers.cluster.decision.conflicts import conflicts
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
 from controllers.cluster.decision.desired import object_key
+from controllers.cluster.decision.memory import Memory
 from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.owned import written_names
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
-from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.credentials import InternalCredentials, read_credentials
 from controllers.cluster.render.user_passwords import missing_generated, password_secret
 from controllers.cluster.tls import TlsMaterial, TlsProblem
@@ -95,15 +94,14 @@ class World:
     options: ControllerOptions = OPTIONS
     rollout_slots: RolloutSlots = attrs.field(factory=RolloutSlots)
     status: Obj = attrs.field(factory=dict)
-    refusals: RefusalMemory = attrs.field(factory=RefusalMemory)
     decisions: list[Decision] = attrs.field(factory=list)
     reasons: set[str] = attrs.field(factory=set)
     restore: RestoreSource | RestoreHeld | None = None
     """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
     last_backup: str | None = None
     backup_running: bool = False
-    quiet: Quiet | None = None
-    """What the last pass left when it was quiet, as the reconciler keeps it."""
+    memory: Memory = attrs.field(factory=Memory)
+    """What the last pass returned for the next one, as the reconciler keeps it."""
 
     @property
     def last(self) -> Decision:
@@ -174,7 +172,6 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         for permission in user.permissions
     }
     observation = world.sim.observe(unreachable, commands=commands_to_probe(cluster.spec.acl, roles))
-    observation = attrs.evolve(observation, refusals=world.refusals.of(KEY, world.sim.pods))
     if hands is not None:
         observation = hands(observation)
     return attrs.evolve(
@@ -186,7 +183,7 @@ def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None 
         restore=world.restore if facts.restoring else None,
         last_backup=world.last_backup,
         backup_running=world.backup_running,
-        quiet=world.quiet,
+        memory=world.memory,
     )
 
 
@@ -211,10 +208,9 @@ def step(
     if decision.plan is not None:
         sim.template_hash = decision.plan.view.desired.template_hash
     failures = act(sim, decision.actions, {*unreachable, *act_unreachable}, forbidden)
-    world.refusals.remember(KEY, decision.actions, failures)
     decision = decision.after(failures)
     world.status = decision.status.to_dict()  # as the reconciler writes it, and parses it next pass
-    world.quiet = decision.quiet
+    world.memory = decision.memory
     world.decisions.append(decision)
     world.reasons |= reasons_of(decision)
     sim.advance()

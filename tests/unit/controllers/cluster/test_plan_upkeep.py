@@ -13,7 +13,7 @@ from collections import Counter
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from planner_harness import CLUSTER, TAMPERED_SETTING, Chaos, Run, one_pass, run
+from planner_harness import TAMPERED_SETTING, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision.actions import (
@@ -27,11 +27,11 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.memory import remember_refusals
+from controllers.cluster.decision.observe import Observation, Refusals
 from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
-from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
@@ -242,10 +242,10 @@ def test_a_refusal_that_names_no_directive_has_them_sent_one_by_one() -> None:
     result = settled(day2(1, 0), SimSettings())
     edited = attrs.evolve(result.desired, runtime={**result.desired.runtime, "timeout": "30", "hz": "15"})
     pod = next(iter(result.sim.pods))
-    refusals = RefusalMemory()
     sent = SetConfig(pod, (("hz", "15"), ("timeout", "30")))
-    refusals.remember(CLUSTER, [sent], [Failure(sent, "ERR CONFIG SET failed", refused="")])
-    result.refusals = refusals
+    result.refusals = remember_refusals(
+        Refusals(), [sent], [Failure(sent, "ERR CONFIG SET failed", refused="")]
+    )
     one_pass(result, result.passes, Chaos(edits={result.passes: edited}))
     split = [action for action in result.last.actions if isinstance(action, SetConfig)]
     assert split == [SetConfig(pod, (("hz", "15"),)), SetConfig(pod, (("timeout", "30"),))]
