@@ -20,6 +20,8 @@ the API server and the nodes do not show again:
   clusters' passes may run at once, so the count must not overshoot before the
   statuses show it (`slot_holders`).
 - `quiet`: what the last pass left when it was quiet (cadence.py).
+- `failed_jobs`: the failed slot migration jobs the logs showed, each counted
+  once in the failures metric (migration_counts.py).
 - `written`: the status our last write stored, while the cache still holds the
   resourceVersion it was based on (`recorded_status`): a pass queued by a pod
   event between the patch and its watch event reads that status, not the one
@@ -107,6 +109,7 @@ class Memory:
     claim_until: float | None = None
     quiet: Quiet | None = None
     written: WrittenStatus | None = None
+    failed_jobs: frozenset[str] = frozenset()
 
     def claims_slot(self, now: float) -> bool:
         return self.claim_until is not None and self.claim_until > now

@@ -31,6 +31,7 @@ from controllers.cluster.decision.actions import (
 from controllers.cluster.decision.desired import OwnedObject
 from controllers.cluster.decision.memory import live_refusals, remember_refusals
 from controllers.cluster.decision.observe import PodObservation, Refusals
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.upkeep import config_sets
 from controllers.cluster.render import names
 from controllers.cluster.render.acl import UserAcl
@@ -118,8 +119,9 @@ async def test_a_refused_directive_is_named_and_the_others_still_apply(
             break
         actor = Actor(kube, context(namespace), [node_pod("vk-0", HOST)], admin(server))
         outcome = await actor.run(actions)
-        memory = remember_refusals(memory, actions, outcome.failures)
-        failures += outcome.failures
+        found = [classified(failure) for failure in outcome.failures]  # as decide classifies them
+        memory = remember_refusals(memory, actions, found)
+        failures += found
     assert sorted(failure.refused or "" for failure in failures) == ["maxclients", "maxmemory-policy"], (
         failures
     )
@@ -176,7 +178,7 @@ async def test_acl_sync_sets_and_deletes_users_and_a_refused_user_does_not_stop_
     good = UserAcl("app", ("reset", "on", "#" + "c" * 64, "(~app:* -@all +@read)"))
     bad = UserAcl("broken", ("reset", "on", "+nosuchcommand"))
     outcome = await actor.run([SyncAcl("vk-0", set_users=(bad, good), delete_users=("stray",))])
-    assert [failure.refused for failure in outcome.failures] == ["broken"]
+    assert [classified(failure).refused for failure in outcome.failures] == ["broken"]
     assert "Unknown command" in outcome.failures[0].message
     listed = [line.decode() for line in server.command("ACL", "LIST")]
     assert any(line.startswith("user app on") for line in listed)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import random
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
@@ -36,6 +35,7 @@ from controllers.cluster.decision.memory import live_refusals, remember_refusals
 from controllers.cluster.decision.observe import Observation, PodPhase, Refusals
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
@@ -194,20 +194,17 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
 
 
 def failures_of(outcomes: Sequence[Outcome]) -> list[Failure]:
-    """The simulator's errors as the actor reports them: a refused CONFIG SET names its directive."""
-    failures = []
-    for outcome in outcomes:
-        if outcome.error is None:
-            continue
-        refused = None
-        if isinstance(outcome.action, SetConfig):
-            named = _REFUSED_ARGUMENT.search(outcome.error)
-            refused = named.group(1) if named else ""
-        failures.append(Failure(outcome.action, outcome.error, refused=refused))
-    return failures
+    """The simulator's errors as the actor reports them (a CONFIG SET answered with an error), then
+    classified as decide classifies them (refusals.py)."""
+    return [
+        classified(
+            Failure(outcome.action, outcome.error, command_error=isinstance(outcome.action, SetConfig))
+        )
+        for outcome in outcomes
+        if outcome.error is not None
+    ]
 
 
-_REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
 CLUSTER = "ns/vk"
 
 

@@ -18,9 +18,9 @@ from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision.actions import (
     ApplyObject,
-    CreatePod,
     DeletePod,
     Failure,
+    NewPod,
     PatchPodMetadata,
     PruneFailedPod,
     SetConfig,
@@ -151,9 +151,7 @@ def test_a_runtime_edit_is_one_config_set_per_node_and_the_hash_follows_only_whe
     assert planned.status.condition("Progressing").reason == Reason.APPLYING_SETTINGS
     again(result)
     assert result.last.status.state is ClusterState.ACTIVE and result.last.status.config_hash == "h2"
-    assert not any(
-        isinstance(action, CreatePod | DeletePod) for p in result.plans[-3:] for action in p.actions
-    )
+    assert not any(isinstance(action, NewPod | DeletePod) for p in result.plans[-3:] for action in p.actions)
 
 
 def test_removing_a_key_returns_the_node_to_its_default() -> None:
@@ -368,7 +366,7 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
     for pod in list(sim.pods.values()):
         sim.crash_pod(pod.name)
     planned = plan(sim.observe(), wanted)
-    assert not any(isinstance(action, CreatePod) for action in planned.actions)
+    assert not any(isinstance(action, NewPod) for action in planned.actions)
     assert [type(a) for a in planned.actions if isinstance(a, PruneFailedPod)] == [PruneFailedPod]
     assert planned.status.state is ClusterState.FAILED
     assert planned.status.condition("Ready").reason == Reason.PODS_FAILING
@@ -379,7 +377,7 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
 def test_no_pod_is_created_or_deleted_while_the_cache_has_not_shown_the_last_writes() -> None:
     observation = Observation(pods=(), awaiting=frozenset({"vk-0-00000"}))
     planned = plan(observation, day2(1, 0))
-    assert not any(isinstance(action, CreatePod | DeletePod | PruneFailedPod) for action in planned.actions)
+    assert not any(isinstance(action, NewPod | DeletePod | PruneFailedPod) for action in planned.actions)
     assert planned.requeue_after == 1.0
 
 
