@@ -94,7 +94,7 @@ from controllers.cluster.decision.switchover import (
     pinned,
     requested,
 )
-from controllers.cluster.decision.view import View
+from controllers.cluster.decision.view import View, outdated_pods
 from controllers.cluster.render import exporter, layout, names
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
 from controllers.cluster.render.claims import (
@@ -447,6 +447,10 @@ def decide(facts: Facts, now: float) -> Decision:
         desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
     recorded = facts.recorded
     expected = _seen(facts, now).expected
+    # Rollout admission before the View is built (the View is never changed once built).
+    may_roll, slot = admit(
+        bool(outdated_pods(facts.observation.pods, desired)), facts.rollout_slots, facts.key
+    )
     observation = attrs.evolve(
         facts.observation,
         awaiting=expected.names(),
@@ -456,9 +460,9 @@ def decide(facts: Facts, now: float) -> Decision:
         recorded_config_hash=recorded.config_hash,
         recorded_image=recorded.current_image,
         recorded_tls=_tls_record(recorded.tls),
+        may_roll=may_roll,
     )
     view = View(observation, desired)
-    view.may_roll, slot = admit(bool(view.outdated), facts.rollout_slots, facts.key)
     planned = plan_view(view)
     switch = decide_switchover(planned.view, request, asked, _situation(facts, now, planned))
     actions = complete(
