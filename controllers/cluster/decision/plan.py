@@ -63,10 +63,8 @@ import attrs
 
 from controllers.cluster.decision import certificates, data_claims, membership, spread, upkeep
 from controllers.cluster.decision.actions import (
-    Action,
     ApplyObject,
     AssignSlots,
-    CreatePod,
     DeleteObject,
     DeletePod,
     Failover,
@@ -74,7 +72,9 @@ from controllers.cluster.decision.actions import (
     Forget,
     Meet,
     MigrateSlots,
+    NewPod,
     PatchPodMetadata,
+    Planned,
     Promote,
     PruneFailedPod,
     ReloadTls,
@@ -115,7 +115,7 @@ REQUEUE_FAILED = 60.0
 
 @attrs.frozen(kw_only=True)
 class Plan:
-    actions: tuple[Action, ...]
+    actions: tuple[Planned, ...]
     status: PlannedStatus
     requeue_after: float
     view: View = attrs.field(eq=False, repr=False)
@@ -124,7 +124,7 @@ class Plan:
     """The roll as computed once this pass (actions and status both read it)."""
 
     @property
-    def disruptive(self) -> tuple[Action, ...]:
+    def disruptive(self) -> tuple[Planned, ...]:
         return tuple(action for action in self.actions if action.disruptive)
 
 
@@ -167,10 +167,10 @@ def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
     return attrs.evolve(planned, status=status, requeue_after=max(requeue, REQUEUE_WAITING))
 
 
-def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
+def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
     removal = _removal(view, rolling)
     leaving = {removal.pod} if removal is not None else set()
-    actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
+    actions: list[Planned] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
     actions += upkeep.patch_metadata(view)
     actions += data_claims.upkeep(view)
     actions += _create_missing(view, rolling)
@@ -202,7 +202,7 @@ _UPKEEP = (ApplyObject, DeleteObject, PatchPodMetadata, SetConfig, SyncAcl)
 """Actions that leave the topology alone: a primary may move in the same pass."""
 
 
-def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
+def _create_missing(view: View, rolling: Rollout) -> Iterable[NewPod]:
     """One pod per missing member, and the rolling shard's surge pod; none for a shard in a crash
     loop, none while the cache lags. With persistence a missing pod starts on its shard's free
     claim first (a node lost without being planned comes back), else on a new one."""
@@ -215,13 +215,13 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
         wanted = view.desired.pods_per_shard + (1 if rolling.surge and shard == rolling.shard else 0)
         missing = max(wanted - len(view.shard_pods(shard)), 0)
         if not view.desired.persistent:
-            yield from (CreatePod(shard, annotations) for _ in range(missing))
+            yield from (NewPod(shard, annotations) for _ in range(missing))
             continue
         free = data_claims.startable(view, shard)
         later = data_claims.returning(view, shard) + data_claims.waiting(view, shard)
         new = max(missing - len(free) - later, 0)
-        yield from (CreatePod(shard, annotations, claim=claim) for claim in free[:missing])
-        yield from (CreatePod(shard, annotations) for _ in range(new))
+        yield from (NewPod(shard, annotations, claim=claim) for claim in free[:missing])
+        yield from (NewPod(shard, annotations) for _ in range(new))
 
 
 def _prune(view: View) -> Iterable[PruneFailedPod]:
@@ -545,7 +545,7 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
     return 3 if view.in_sync(node, primary) else 2
 
 
-def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
+def _requeue(view: View, status: PlannedStatus, actions: Sequence[Planned]) -> float:
     requeue = _requeue_hint(view, status, actions)
     retry = view.crash_loops.retry_after
     if retry is None:
@@ -554,7 +554,7 @@ def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> fl
     return max(retry, 1.0) if not actions else min(requeue, max(retry, 1.0))
 
 
-def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
+def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Planned]) -> float:
     if actions and all(isinstance(action, ReloadTls) and action.confirm is None for action in actions):
         return certificates.RELOAD_RETRY_S  # files the kubelet has not updated yet: ask again soon
     if actions:

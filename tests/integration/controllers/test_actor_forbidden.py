@@ -19,6 +19,7 @@ from controllers.cluster.actor import Actor
 from controllers.cluster.decision.actions import CreateObject, Failure
 from controllers.cluster.decision.desired import Desired, OwnedObject
 from controllers.cluster.decision.plan import finish, plan
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.render.context import RenderContext
 from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
 from controllers.shared.observation import Observation
@@ -66,7 +67,7 @@ async def test_an_rbac_403_stalls_the_cluster_and_an_admission_403_does_not(
     ctx = context(namespace)
     async with RestClient(account) as rest:
         outcome = await Actor(Client(rest, "tests"), ctx, [], None).run([config_map("denied", namespace)])
-    (refused,) = outcome.failures
+    (refused,) = (classified(failure) for failure in outcome.failures)  # as decide classifies it
     print(f"[forbidden] rbac: {refused.message}")
     assert refused.forbidden and "cannot create resource" in refused.message, refused
 
@@ -128,6 +129,6 @@ async def admission_refusal(kube: Client, ctx: RenderContext, namespace: str) ->
     async def refused() -> Failure | NotYet:
         name = f"over-{next(attempts)}"
         outcome = await Actor(kube, ctx, [], None).run([config_map(name, namespace)])
-        return outcome.failures[0] if outcome.failures else NotYet(f"{name} created")
+        return classified(outcome.failures[0]) if outcome.failures else NotYet(f"{name} created")
 
     return await eventually(refused, "the policy's 403", 60, interval=0.5)
