@@ -1,13 +1,13 @@
 """Command line for the local test bed: build, up, env, down, demo, compat, fuzz.
 
-python -m valkey_operator.testing build [--kubernetes MINOR]
-python -m valkey_operator.testing up --state-dir DIR [--nodes N] [--kubernetes MINOR]
-python -m valkey_operator.testing env --state-dir DIR
-python -m valkey_operator.testing down --state-dir DIR
-python -m valkey_operator.testing compat [--minors 1.36,1.37]
-python -m valkey_operator.testing build-image
-python -m valkey_operator.testing chaos --seed N --minutes M [--state-dir DIR] [--plain] [--json FILE]
-python -m valkey_operator.testing fuzz --seed N --examples M [--rounds R] [--state-dir DIR]
+python -m valkey_testbed build [--kubernetes MINOR]
+python -m valkey_testbed up --state-dir DIR [--nodes N] [--kubernetes MINOR]
+python -m valkey_testbed env --state-dir DIR
+python -m valkey_testbed down --state-dir DIR
+python -m valkey_testbed compat [--minors 1.36,1.37]
+python -m valkey_testbed build-image
+python -m valkey_testbed chaos --seed N --minutes M [--state-dir DIR] [--plain] [--json FILE]
+python -m valkey_testbed fuzz --seed N --examples M [--rounds R] [--state-dir DIR]
 
 Every command runs after a plain `pip install -e .` except two that need the `testing` extra
 (TESTING_EXTRA): fuzz (hypothesis generates its objects) and compat (it runs a test through pytest).
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from valkey_operator.testing import kubeversion
+from valkey_testbed import kubeversion
 
 TESTING_EXTRA = frozenset({"pytest", "_pytest", "pytest_asyncio", "pytest_timeout", "xdist", "hypothesis"})
 """Top-level modules that only the `testing` extra installs (setup.cfg)."""
@@ -52,7 +52,7 @@ def load(args: argparse.Namespace) -> None:
             if missing not in TESTING_EXTRA:
                 raise
             raise MissingExtra(
-                f"error: `python -m valkey_operator.testing {args.command}` needs the testing extra "
+                f"error: `python -m valkey_testbed {args.command}` needs the testing extra "
                 f"(no module named {missing!r}): {INSTALL_TESTING}"
             ) from exc
 
@@ -71,15 +71,13 @@ def _command(
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m valkey_operator.testing", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m valkey_testbed", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     kube_help = (
         "Kubernetes minor (1.36) or release (v1.36.3) of versions.KUBERNETES_MINORS; default "
         f"${kubeversion.ENV}, else {kubeversion.default_release().kubernetes}"
     )
-    testing = "valkey_operator.testing"
+    testing = "valkey_testbed"
     built = _command(commands, "build", "build (or reuse) the control-plane binaries", f"{testing}.build")
     built.add_argument("--kubernetes", help=kube_help)
     _command(
@@ -180,19 +178,19 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """The chosen command (its modules are importable: load() checked)."""
     if args.command == "build":
-        from valkey_operator.testing import build
+        from valkey_testbed import build
 
         return build.main(kubeversion.selected())
     if args.command == "build-image":
-        from valkey_operator.testing import operatorimage
+        from valkey_testbed import operatorimage
 
         return operatorimage.main()
     if args.command == "compat":
-        from valkey_operator.testing import compat
+        from valkey_testbed import compat
 
         return compat.main(args.minors)
     if args.command == "chaos":
-        from valkey_operator.testing.chaos import command
+        from valkey_testbed.chaos import command
 
         return command.main(
             seed=args.seed,
@@ -204,14 +202,14 @@ def _run(args: argparse.Namespace) -> int:
             benchmark=not args.no_benchmark,
         )
     if args.command == "fuzz":
-        from valkey_operator.testing.fuzz import cli
+        from valkey_testbed.fuzz import cli
 
         return cli.main(args.seed, args.examples, args.rounds, args.state_dir)
     if args.command == "demo":
-        from valkey_operator.testing.demo import run_demo
+        from valkey_testbed.demo import run_demo
 
         return run_demo(args.state_dir.resolve())
-    from valkey_operator.testing.controlplane import ControlPlane, ControlPlaneError
+    from valkey_testbed.controlplane import ControlPlane, ControlPlaneError
 
     plane = ControlPlane(args.state_dir.resolve(), nodes=getattr(args, "nodes", 0))
     if args.command == "up":

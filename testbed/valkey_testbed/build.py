@@ -27,8 +27,8 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import versions
-from valkey_operator.testing.kubeversion import KubeRelease, default_release, selected
+from valkey_testbed import versions
+from valkey_testbed.kubeversion import KubeRelease, default_release, selected
 
 Progress = Callable[[str], None]
 
@@ -397,7 +397,7 @@ def _tool_artifacts() -> list[_Artifact]:
         stamp = f"{command} {versions.PROMETHEUS} ({PROMETHEUS_TAGS})"
         return _Artifact(command, stamp, _build_prometheus_command(command))
 
-    from valkey_operator.testing import localpath  # builds on this module
+    from valkey_testbed import localpath  # builds on this module
 
     return [
         _Artifact("helm", f"helm {versions.HELM} (default Kubernetes version stamped)", _build_helm),
@@ -451,21 +451,21 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
                 _link(bins.path(tool), str(shared.path(tool)))
         # The kstatus checker the status tests ask (release-independent; imported here as it builds on
         # this module).
-        from valkey_operator.testing.kstatus import build_checker
+        from valkey_testbed.kstatus import build_checker
 
         build_checker(progress)
         # The object store backups go to (release-independent, its own directory and compiler cache).
-        from valkey_operator.testing.objectstore import build_server
+        from valkey_testbed.objectstore import build_server
 
         build_server(progress)
         # The metrics sidecar's exporter (its own directory, compiler cache and lock), which the image
         # catalog installs as oliver006/redis_exporter.
-        from valkey_operator.testing.redisexporter import build_exporter
+        from valkey_testbed.redisexporter import build_exporter
 
         build_exporter(progress)
 
         # cert-manager's and the Prometheus Operator's CRDs, for the example tests (Go module cache).
-        from valkey_operator.testing import thirdparty
+        from valkey_testbed import thirdparty
 
         thirdparty.fetch(progress)
     size = sum(
@@ -474,7 +474,7 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Bin
     elapsed = time.monotonic() - started
     progress(f"test bed binaries ready in {bins.bin_dir} ({size / 2**20:.0f} MiB, {elapsed:.0f}s)")
     # The image catalog (real Valkey binaries for pods); imported here as it builds on this module.
-    from valkey_operator.testing.images import install_images
+    from valkey_testbed.images import install_images
 
     install_images(progress)
     return bins

@@ -1,4 +1,4 @@
-"""`python -m valkey_operator.testing compat`: the chart's scenario on each Kubernetes minor.
+"""`python -m valkey_testbed compat`: the chart's scenario on each Kubernetes minor.
 
 For each minor of versions.KUBERNETES_MINORS (or those asked for), oldest first: build its control
 plane (cached), then run tests/e2e/test_compat_scenario.py through pytest against it (helm install
@@ -23,16 +23,16 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import kubeversion
-from valkey_operator.testing.build import BuildError, build
-from valkey_operator.testing.kubeversion import KubeRelease
+from valkey_testbed import kubeversion
+from valkey_testbed.build import BuildError, build
+from valkey_testbed.kubeversion import KubeRelease
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = Path("tests/e2e/test_compat_scenario.py")
 RECORD = Path("docs/kubernetes-compat.json")
 CHART_FILE = Path("charts/valkey-operator/Chart.yaml")
 INSTALL_DOC = Path("docs/install.md")
-TABLE_BEGIN = "<!-- kubernetes-compat table: written by `python -m valkey_operator.testing compat` -->"
+TABLE_BEGIN = "<!-- kubernetes-compat table: written by `python -m valkey_testbed compat` -->"
 TABLE_END = "<!-- end of kubernetes-compat table -->"
 CANDIDATE = "VALKEY_OPERATOR_COMPAT_CANDIDATE"
 """Set by `compat` for the scenario: when the chart's kubeVersion does not claim the server's minor

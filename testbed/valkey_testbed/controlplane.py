@@ -24,11 +24,11 @@ from pathlib import Path
 import attrs
 import yaml
 
-from valkey_operator.testing import audit, localpath, processes
-from valkey_operator.testing.build import Binaries, binaries
-from valkey_operator.testing.certs import PKI, write_pki
-from valkey_operator.testing.kubelet import launch as kubelet_launch
-from valkey_operator.testing.kubelet.kubelet import node_names
+from valkey_testbed import audit, localpath, processes
+from valkey_testbed.build import Binaries, binaries
+from valkey_testbed.certs import PKI, write_pki
+from valkey_testbed.kubelet import launch as kubelet_launch
+from valkey_testbed.kubelet.kubelet import node_names
 
 # Services exist as objects, but nothing ever dials a ClusterIP (TESTBED.md).
 SERVICE_CIDR = "10.96.0.0/16"
@@ -87,7 +87,7 @@ class ControlPlane:
     watches are served straight from etcd.
 
     `nodes` > 0 also runs the process kubelet with that many nodes
-    (valkey_operator.testing.kubelet), passing it `kubelet_args`.
+    (valkey_testbed.kubelet), passing it `kubelet_args`.
 
     `bins` defaults to the selected Kubernetes release's binaries (kubeversion.selected());
     `state.json` records their directory, and `up` refuses to reuse a running plane of another.
@@ -194,7 +194,7 @@ class ControlPlane:
         for name in needed + ([localpath.BINARY] if self.nodes else []):
             if not self.bins.path(name).exists():
                 raise ControlPlaneError(
-                    f"{self.bins.path(name)} is missing: run `python -m valkey_operator.testing build`"
+                    f"{self.bins.path(name)} is missing: run `python -m valkey_testbed build`"
                 )
         pki = write_pki(self.state_dir / "pki", SERVICE_IP)
         endpoints = Endpoints(*(processes.free_port() for _ in range(5)))

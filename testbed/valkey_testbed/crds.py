@@ -25,7 +25,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
 from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 

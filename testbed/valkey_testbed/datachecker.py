@@ -33,7 +33,7 @@ from typing import TypeAlias
 
 import attrs
 
-from valkey_operator.testing.resp import Arg, ProtocolError, Reply, ReplyError, encode_command, read_reply
+from valkey_testbed.resp import Arg, ProtocolError, Reply, ReplyError, encode_command, read_reply
 
 SLOTS = 16384
 Address: TypeAlias = tuple[str, int]

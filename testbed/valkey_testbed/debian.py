@@ -16,7 +16,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from valkey_operator.testing.build import BuildError
+from valkey_testbed.build import BuildError
 
 PACKAGE = "valkey"
 # Override for the Debian mirror the source is fetched from; by default it is
@@ -52,7 +52,7 @@ def pick_source_version(listing: str, pinned: str) -> str:
         shown = ", ".join(sorted(offered, key=version_key)) or "nothing"
         raise SourceError(
             f"Debian unstable offers no {PACKAGE} {major}.x release to build the TLS image from "
-            f"(pinned {pinned}; offered: {shown}); set valkey_operator/testing/versions.py "
+            f"(pinned {pinned}; offered: {shown}); set testbed/valkey_testbed/versions.py "
             "VALKEY_DEBIAN_SOURCE to a version the archive serves"
         )
     return max(candidates, key=version_key)

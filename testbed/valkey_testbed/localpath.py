@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from valkey_operator.testing import images, processes, versions
-from valkey_operator.testing.build import Binaries, Progress, _run
+from valkey_testbed import images, processes, versions
+from valkey_testbed.build import Binaries, Progress, _run
 
 Obj = dict[str, Any]
 

@@ -4,7 +4,7 @@ Backups go to S3-compatible storage, and only a real server shows what a real
 one does (multipart uploads, signature checks, error codes, TLS), so the test
 bed runs Versity S3 Gateway (versitygw, Apache-2.0, a production S3 gateway
 written in Go). It is built once from its Go module (versions.VERSITYGW) into
-the test bed's cache by `python -m valkey_operator.testing build`, and started
+the test bed's cache by `python -m valkey_testbed build`, and started
 like the other test-bed processes: a `processes` record on 127.0.0.1 on a free
 port, its posix backend in a temp directory, a generated root access key and
 secret, plain HTTP or TLS (a serving certificate for 127.0.0.1 from
@@ -30,8 +30,8 @@ from typing import Any
 
 import attrs
 
-from valkey_operator.testing import certs, processes, versions
-from valkey_operator.testing.wait import NotYet, eventually_blocking
+from valkey_testbed import certs, processes, versions
+from valkey_testbed.wait import NotYet, eventually_blocking
 
 Progress = Callable[[str], None]
 
@@ -46,7 +46,7 @@ class ObjectStoreError(RuntimeError):
 
 
 def _cache_dir() -> Path:
-    from valkey_operator.testing.build import cache_root
+    from valkey_testbed.build import cache_root
 
     return cache_root() / "versitygw" / versions.VERSITYGW
 
@@ -71,14 +71,14 @@ def _stamp() -> str:
 def build_server(progress: Progress = print) -> Path:
     """Build the gateway when missing or stale (idempotent). Its own directory, compiler cache and
     lock: concurrent callers (xdist workers' fixtures, `build`) wait instead of racing."""
-    from valkey_operator.testing.build import file_lock
+    from valkey_testbed.build import file_lock
 
     with file_lock(_cache_dir() / ".lock"):
         return _build_server(progress)
 
 
 def _build_server(progress: Progress) -> Path:
-    from valkey_operator.testing.build import build_go_tool
+    from valkey_testbed.build import build_go_tool
 
     files = {
         "go.mod": _go_mod(),

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import attrs
 
-from valkey_operator.testing.build import file_lock
+from valkey_testbed.build import file_lock
 
 Progress = Callable[[str], None]
 

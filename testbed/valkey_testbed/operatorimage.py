@@ -31,8 +31,8 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import ocistore, versions
-from valkey_operator.testing.build import BuildError, cache_root, file_lock
+from valkey_testbed import ocistore, versions
+from valkey_testbed.build import BuildError, cache_root, file_lock
 
 Progress = Callable[[str], None]
 
@@ -128,7 +128,7 @@ def build_and_load(
 
     One at a time on the machine: a build of another checkout (another key) removes the archive
     this one found cached, and loads its own image under the same tag."""
-    from valkey_operator.testing.images import image_prefix
+    from valkey_testbed.images import image_prefix
 
     with file_lock(image_dir() / ".lock"):
         image = build_image(progress, tag=tag, revision=revision)
@@ -143,7 +143,7 @@ def build_and_load(
 def _smoke_check(image: ocistore.OciImage) -> tuple[str, float]:
     """`valkey-operator --help` in a container of the image as the chart runs it: its user, a
     read-only root, no capabilities, no_new_privs, RuntimeDefault seccomp. (first line, seconds)"""
-    from valkey_operator.testing.kubelet import runc, runtime
+    from valkey_testbed.kubelet import runc, runtime
 
     uid, gid = runc.image_user(image)
     secure = runc.Security(read_only_root=True, capabilities=(), seccomp_runtime_default=True)

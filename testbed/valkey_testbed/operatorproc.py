@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from valkey_operator.objectstore import EndpointPolicy
-from valkey_operator.testing import processes
-from valkey_operator.testing.build import binaries
+from valkey_testbed import processes
+from valkey_testbed.build import binaries
 
 NODE_NETWORKS = "127.0.0.0/8"
 """The only network the test bed's operator and tests dial (pods have loopback IPs)."""

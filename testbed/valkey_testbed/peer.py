@@ -35,10 +35,10 @@ import attrs
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import crds, processes
-from valkey_operator.testing.datachecker import SLOTS, check_loopback
-from valkey_operator.testing.resp import Reply, ReplyError, encode_command, read_reply
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import crds, processes
+from valkey_testbed.datachecker import SLOTS, check_loopback
+from valkey_testbed.resp import Reply, ReplyError, encode_command, read_reply
+from valkey_testbed.wait import NotYet, eventually
 
 ENV_OPERATOR = "VALKEY_PEER_OPERATOR"
 """The peer's manager binary (built from its Go module, cached outside the repository)."""

@@ -29,7 +29,7 @@ without it the plugin still loads, and asking for one fails saying so.
 
 The Kubernetes release is versions.KUBERNETES unless VALKEY_OPERATOR_KUBERNETES names another
 minor of versions.KUBERNETES_MINORS (kubeversion.py): the same tests then run against that API
-server (`python -m valkey_operator.testing compat` does so). The session header says which.
+server (`python -m valkey_testbed compat` does so). The session header says which.
 
 With pytest-xdist (`-n 2`), the controller process does not collect, so it
 starts nothing: it names a state dir (--testbed-state-dir, or a fresh one under
@@ -68,11 +68,11 @@ try:
 except ModuleNotFoundError:  # installed without the `testing` extra: load, and say so when used
     pytest_asyncio = None  # type: ignore[assignment]
 
-from valkey_operator.testing import kubeversion, objectstore
-from valkey_operator.testing.build import build
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.sessionbed import KUBELET_ARGS, NODES
+from valkey_testbed import kubeversion, objectstore
+from valkey_testbed.build import build
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.sessionbed import KUBELET_ARGS, NODES
 
 WORKER_STATE_DIR = "valkey_operator_testbed_state_dir"
 """The key of xdist's workerinput carrying the session's control-plane state dir."""
@@ -214,7 +214,7 @@ def _check_nodes(plane: ControlPlane, nodes: int) -> None:
         raise pytest.UsageError(
             f"--testbed-state-dir {plane.state_dir} holds a test bed with {len(names)} node(s) "
             f"({', '.join(names) or 'none'}); this session asks for {nodes}: pass --testbed-nodes "
-            f"{len(names)}, or restart the bed with `python -m valkey_operator.testing up --nodes {nodes}`"
+            f"{len(names)}, or restart the bed with `python -m valkey_testbed up --nodes {nodes}`"
         )
 
 

@@ -31,9 +31,9 @@ from typing import Any
 import attrs
 import yaml
 
-from valkey_operator.testing import processes
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.wait import NotYet, eventually_blocking
+from valkey_testbed import processes
+from valkey_testbed.build import binaries
+from valkey_testbed.wait import NotYet, eventually_blocking
 
 JOB = "valkey-operator"
 PORT_NAME = "metrics"

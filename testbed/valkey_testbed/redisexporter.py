@@ -1,7 +1,7 @@
 """The real redis_exporter (github.com/oliver006/redis_exporter), built from its Go module.
 
 The optional metrics sidecar runs the exporter Valkey/Redis users already chart. There is
-no image registry here, so `python -m valkey_operator.testing build` compiles it once from
+no image registry here, so `python -m valkey_testbed build` compiles it once from
 the Go module proxy at versions.REDIS_EXPORTER into the test bed's cache (stamped, skipped
 when current, under its own lock), and the image catalog installs that binary as
 `oliver006/redis_exporter:<version>` (images.EXPORTER_IMAGE) for pods to run.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing import processes, versions
-from valkey_operator.testing.datachecker import check_loopback
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually_blocking
+from valkey_testbed import processes, versions
+from valkey_testbed.datachecker import check_loopback
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually_blocking
 
 Progress = Callable[[str], None]
 
@@ -32,7 +32,7 @@ BINARY = "redis_exporter"
 
 
 def _cache_dir() -> Path:
-    from valkey_operator.testing.build import cache_root
+    from valkey_testbed.build import cache_root
 
     return cache_root() / "redis_exporter" / versions.REDIS_EXPORTER
 
@@ -59,7 +59,7 @@ def stamp() -> str:
 def build_exporter(progress: Progress = print) -> Path:
     """Build the exporter when missing or stale (idempotent). Its own directory, compiler cache and
     lock: concurrent callers wait instead of racing."""
-    from valkey_operator.testing.build import build_go_tool, file_lock
+    from valkey_testbed.build import build_go_tool, file_lock
 
     with file_lock(_cache_dir() / ".lock"):
         files = {

@@ -1,6 +1,6 @@
 """The test session's bed: its kubelet's nodes and timings.
 
-Shared by the pytest plugin (plugin.py) and `python -m valkey_operator.testing chaos`, which runs
+Shared by the pytest plugin (plugin.py) and `python -m valkey_testbed chaos`, which runs
 the same bed without pytest installed: so this module imports nothing from pytest.
 """
 

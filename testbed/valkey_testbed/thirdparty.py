@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from valkey_operator.testing import versions
-from valkey_operator.testing.build import BuildError, Progress, go_env
+from valkey_testbed import versions
+from valkey_testbed.build import BuildError, Progress, go_env
 
 CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"

@@ -25,13 +25,13 @@ from pathlib import Path
 import attrs
 from cryptography.hazmat.primitives import serialization
 
-from valkey_operator.testing import certs, processes
-from valkey_operator.testing.datachecker import check_loopback
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.resp import Arg, Reply, ReplyError, encode_command, read_reply_blocking
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually_blocking
 from valkey_operator.valkey.admin import parse_info
 from valkey_operator.valkey.slots import even_ranges
+from valkey_testbed import certs, processes
+from valkey_testbed.datachecker import check_loopback
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.resp import Arg, Reply, ReplyError, encode_command, read_reply_blocking
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually_blocking
 
 ConfigValue = str | int | Sequence[str]
 # On 2 shared cores a shorter node timeout lets CPU starvation trigger false failovers.

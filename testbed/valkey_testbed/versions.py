@@ -9,7 +9,7 @@ from __future__ import annotations
 KUBERNETES = "v1.37.2"
 # etcd, built from its own Go module (its pins conflict with Kubernetes').
 ETCD = "v3.7.3"
-# The Kubernetes minors `python -m valkey_operator.testing compat` runs the chart on (the default
+# The Kubernetes minors `python -m valkey_testbed compat` runs the chart on (the default
 # above is one of them; CI runs only the default): minor -> (k8s.io/kubernetes release, etcd release).
 # Each is the newest patch the Go module proxy served on 2026-12-02; etcd is the newest patch of the
 # etcd minor that Kubernetes release's own go.mod requires (3.6 for 1.34-1.36, 3.7 for 1.37). 1.33
@@ -48,7 +48,7 @@ REDIS_EXPORTER = "v1.74.0"
 CERT_MANAGER = "v1.21.2"
 PROMETHEUS_OPERATOR = "v0.85.0"
 
-# The image catalog (valkey_operator.testing.images): real Valkey binaries.
+# The image catalog (valkey_testbed.images): real Valkey binaries.
 # A TLS-capable valkey-server/valkey-cli built from Debian unstable's `valkey`
 # source package at this version, the one tested. Unstable keeps one upload and
 # moves on: when it no longer serves this version, the build takes the newest

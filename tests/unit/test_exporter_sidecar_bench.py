@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 from controllers.cluster.render import exporter
-from valkey_operator.testing import versions
+from valkey_testbed import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "bench" / "results" / "exporter-sidecar.json"

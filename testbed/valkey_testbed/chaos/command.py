@@ -1,7 +1,7 @@
-"""`python -m valkey_operator.testing chaos`: start (or reuse) a test bed, run the chaos in a fresh
+"""`python -m valkey_testbed chaos`: start (or reuse) a test bed, run the chaos in a fresh
 namespace, print the timeline and a JSON summary; exit 1 on any violation.
 
-It builds nothing (`python -m valkey_operator.testing build` does): a missing
+It builds nothing (`python -m valkey_testbed build` does): a missing
 binary or image is reported. Without --state-dir the control plane lives in a temporary directory and is
 stopped at the end; with it, a running plane there is reused (and left
 running), or one is started there and left running.
@@ -21,10 +21,10 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES
 from valkey_operator.core.rest import RestClient
 from valkey_operator.core.restconfig import load_config
-from valkey_operator.testing.chaos.run import Options, chaos
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.sessionbed import KUBELET_ARGS, NODES
+from valkey_testbed.chaos.run import Options, chaos
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.sessionbed import KUBELET_ARGS, NODES
 
 
 def main(
@@ -58,7 +58,7 @@ def main(
         for violation in summary["violations"]:
             print(
                 f"VIOLATION {violation['invariant']} at step {violation['step']}: reproduce with "
-                f"python -m valkey_operator.testing chaos --seed {seed} --minutes {minutes:g}"
+                f"python -m valkey_testbed chaos --seed {seed} --minutes {minutes:g}"
             )
         return 1
     print(f"chaos: seed {seed}, {minutes:g} min: no invariant violated")

@@ -22,14 +22,14 @@ import attrs
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.chaos import schedule
-from valkey_operator.testing.chaos.nodes import hosts_holding_a_whole_shard, probe, shards_without_replica
-from valkey_operator.testing.chaos.objects import CLUSTER_LABEL, Objects
-from valkey_operator.testing.chaos.operatorctl import OperatorUnderChaos
-from valkey_operator.testing.chaos.schedule import Step
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed.chaos import schedule
+from valkey_testbed.chaos.nodes import hosts_holding_a_whole_shard, probe, shards_without_replica
+from valkey_testbed.chaos.objects import CLUSTER_LABEL, Objects
+from valkey_testbed.chaos.operatorctl import OperatorUnderChaos
+from valkey_testbed.chaos.schedule import Step
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually
 
 REDUNDANCY_WAIT = 120.0
 """Seconds a data fault waits for every shard to have an online replica before it is skipped."""

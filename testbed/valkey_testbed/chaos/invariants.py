@@ -20,8 +20,8 @@ from collections.abc import Mapping
 import attrs
 
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.chaos.nodes import NodeFacts, uncovered
 from valkey_operator.valkey.slots import format_slot_ranges, parse_slot_ranges
+from valkey_testbed.chaos.nodes import NodeFacts, uncovered
 
 CONVERGE_BOUND = 300.0
 """Seconds from the last fault (or a settle step) to a converged cluster: a 3x1 roll takes ~70 s on 2
@@ -60,7 +60,7 @@ class Violations:
     def reproduce(self, violation: Violation, minutes: float) -> str:
         return (
             f"VIOLATION {violation.invariant} at step {violation.step} (t={violation.at:.1f}s): "
-            f"{violation.message}\n  reproduce: python -m valkey_operator.testing chaos --seed {self.seed} "
+            f"{violation.message}\n  reproduce: python -m valkey_testbed chaos --seed {self.seed} "
             f"--minutes {minutes:g}  (step {violation.step} of seed {self.seed})"
         )
 

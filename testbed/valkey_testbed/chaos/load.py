@@ -29,7 +29,7 @@ import attrs
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 from valkey.exceptions import ValkeyClusterException, ValkeyError
 
-from valkey_operator.testing.datachecker import DataChecker, WriterReport
+from valkey_testbed.datachecker import DataChecker, WriterReport
 
 PORT = 6379
 WRITE_INTERVAL = 0.02

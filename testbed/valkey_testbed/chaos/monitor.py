@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.rest import ApiError
-from valkey_operator.testing.chaos import invariants
-from valkey_operator.testing.chaos.faults import World
-from valkey_operator.testing.chaos.invariants import CLAIM_GRACE, Violations
-from valkey_operator.testing.chaos.nodes import probe
-from valkey_operator.testing.chaos.schedule import POLICIES
+from valkey_testbed.chaos import invariants
+from valkey_testbed.chaos.faults import World
+from valkey_testbed.chaos.invariants import CLAIM_GRACE, Violations
+from valkey_testbed.chaos.nodes import probe
+from valkey_testbed.chaos.schedule import POLICIES
 
 CLAIMS_EVERY = 5.0
 """Seconds between two comparisons of the status with the nodes."""

@@ -23,8 +23,8 @@ from valkey_operator.api.resources import GROUP, VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS, Resource
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing import certs, images
-from valkey_operator.testing.chaos.schedule import POLICIES
+from valkey_testbed import certs, images
+from valkey_testbed.chaos.schedule import POLICIES
 
 CLUSTER_LABEL = f"{GROUP}/cluster"
 """The label the operator puts on every pod of a cluster (docs/cluster-internals.md)."""
@@ -98,7 +98,7 @@ class Catalog:
     def for_mode(cls, tls: bool) -> Catalog:
         newest = images.tls_image()
         if images.resolve_image(newest) is None:
-            raise RuntimeError(f"{newest} is not installed: run `python -m valkey_operator.testing build`")
+            raise RuntimeError(f"{newest} is not installed: run `python -m valkey_testbed build`")
         extra = () if tls else tuple(ref for ref in PLAIN_IMAGES if images.resolve_image(ref) is not None)
         return cls((newest, *extra))
 

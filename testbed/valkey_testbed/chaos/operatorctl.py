@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 
 from valkey_operator import failpoints
-from valkey_operator.testing.chaos.invariants import STEADY_PROBE_MAX
-from valkey_operator.testing.operatorproc import operator_argv
-from valkey_operator.testing.tcpproxy import TcpProxy
+from valkey_testbed.chaos.invariants import STEADY_PROBE_MAX
+from valkey_testbed.operatorproc import operator_argv
+from valkey_testbed.tcpproxy import TcpProxy
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,7 +1,7 @@
 """Run chaos against one namespace of a running test bed: the operator as a process, a TLS cluster
 under client load, the seeded schedule's faults and changes, the invariants, a timeline and a summary.
 
-`chaos(...)` is what both the command (`python -m valkey_operator.testing
+`chaos(...)` is what both the command (`python -m valkey_testbed
 chaos`) and the CI test call. It returns the summary; `summary["violations"]`
 empty means every invariant held.
 """
@@ -25,21 +25,21 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import ApiError, RestClient
 from valkey_operator.core.restconfig import load_config
-from valkey_operator.testing import images
-from valkey_operator.testing.chaos import invariants, schedule
-from valkey_operator.testing.chaos.faults import FAULTS, Skipped, World
-from valkey_operator.testing.chaos.load import Access, Load, LoadReport, checker
-from valkey_operator.testing.chaos.monitor import Monitor
-from valkey_operator.testing.chaos.nodes import convergence_problems, probe
-from valkey_operator.testing.chaos.objects import USERNAME, Catalog, Names, Objects, internal_secret
-from valkey_operator.testing.chaos.operatorctl import OperatorUnderChaos
-from valkey_operator.testing.chaos.schedule import Bounds, Step
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials
 from valkey_operator.valkey.slots import format_slot_ranges
+from valkey_testbed import images
+from valkey_testbed.chaos import invariants, schedule
+from valkey_testbed.chaos.faults import FAULTS, Skipped, World
+from valkey_testbed.chaos.load import Access, Load, LoadReport, checker
+from valkey_testbed.chaos.monitor import Monitor
+from valkey_testbed.chaos.nodes import convergence_problems, probe
+from valkey_testbed.chaos.objects import USERNAME, Catalog, Names, Objects, internal_secret
+from valkey_testbed.chaos.operatorctl import OperatorUnderChaos
+from valkey_testbed.chaos.schedule import Bounds, Step
+from valkey_testbed.crds import install_crds
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually
 
 FORMED = 360.0
 """Seconds for the first cluster to become Active (formation, before any fault)."""

@@ -1,4 +1,4 @@
-"""Fuzzed input against the real API server and a running operator (`python -m valkey_operator.testing
+"""Fuzzed input against the real API server and a running operator (`python -m valkey_testbed
 fuzz`): hypothesis writes ValkeyImages, Configs, Roles and Clusters, valid, near-valid and hostile;
 each must be refused at admission naming a field, or be reconciled into a status that explains it,
 while the operator process stays alive, quiet and flat in memory.

@@ -1,4 +1,4 @@
-"""`python -m valkey_operator.testing fuzz`: a fuzz run on a test bed, its counts printed.
+"""`python -m valkey_testbed fuzz`: a fuzz run on a test bed, its counts printed.
 
 With --state-dir the control plane there is used (started if it is not running, and left running,
 as `up` does); without it a fresh one runs in a temporary directory for this run only.
@@ -11,9 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from valkey_operator.testing.build import build
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.fuzz.runner import FuzzSettings, run_fuzz
+from valkey_testbed.build import build
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.fuzz.runner import FuzzSettings, run_fuzz
 
 
 def main(seed: int, examples: int, rounds: int, state_dir: Path | None) -> int:

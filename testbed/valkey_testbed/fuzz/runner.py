@@ -33,10 +33,10 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, Resource
 from valkey_operator.core.rest import ApiError, Obj, RestClient
 from valkey_operator.core.restconfig import load_config
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.fuzz.kubelet_events import pod_status_changes
-from valkey_operator.testing.fuzz.strategies import RUN_LABEL, Delete, Op, Pool, Write, batch
-from valkey_operator.testing.fuzz.verdicts import (
+from valkey_testbed.crds import install_crds
+from valkey_testbed.fuzz.kubelet_events import pod_status_changes
+from valkey_testbed.fuzz.strategies import RUN_LABEL, Delete, Op, Pool, Write, batch
+from valkey_testbed.fuzz.verdicts import (
     Tally,
     deleting,
     protection_problem,
@@ -44,8 +44,8 @@ from valkey_operator.testing.fuzz.verdicts import (
     refused_fields,
     status_problem,
 )
-from valkey_operator.testing.fuzz.watch import OperatorDied, OperatorUnderFuzz
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
+from valkey_testbed.fuzz.watch import OperatorDied, OperatorUnderFuzz
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually
 
 KINDS: tuple[Resource, ...] = (VALKEY_IMAGES, VALKEY_CONFIGS, VALKEY_ROLES, VALKEY_CLUSTERS)
 MIB = 1024 * 1024

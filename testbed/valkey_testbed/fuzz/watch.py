@@ -21,7 +21,7 @@ import orjson
 
 from valkey_operator import failpoints
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.operatorproc import operator_argv
+from valkey_testbed.operatorproc import operator_argv
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -5,7 +5,7 @@ unobserved generation or `Reconciling=True` is InProgress, `Stalled=True` is Fai
 `Ready` condition decides (True: Current, False: InProgress), and no condition at all is
 Current. Rather than restate those rules, the tests ask the library: main.go, built once
 from its Go module (go.mod.tmpl pins the version) into the test bed's cache by
-`python -m valkey_operator.testing build`.
+`python -m valkey_testbed build`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from valkey_operator.testing import versions
+from valkey_testbed import versions
 
 CLI_UTILS = versions.CLI_UTILS
 
@@ -39,7 +39,7 @@ class Verdict:
 
 
 def _cache_dir() -> Path:
-    from valkey_operator.testing.build import cache_root
+    from valkey_testbed.build import cache_root
 
     return cache_root() / "kstatus" / CLI_UTILS
 
@@ -60,7 +60,7 @@ def _stamp() -> str:
 
 def build_checker(progress: Progress = print) -> Path:
     """Build the checker when missing or stale (idempotent; the caller holds the build lock)."""
-    from valkey_operator.testing.build import build_go_tool
+    from valkey_testbed.build import build_go_tool
 
     files = {
         "go.mod": string.Template((SOURCE / "go.mod.tmpl").read_text()).substitute(cli_utils=CLI_UTILS),
@@ -74,7 +74,7 @@ def compute(objects: Sequence[dict[str, Any]]) -> list[Verdict]:
     """kstatus.Compute for each object (as the API server returned it), in order."""
     binary = checker_path()
     if not binary.exists():
-        raise FileNotFoundError(f"{binary}: run `python -m valkey_operator.testing build` first")
+        raise FileNotFoundError(f"{binary}: run `python -m valkey_testbed build` first")
     result = subprocess.run(
         [str(binary)],
         input="\n".join(json.dumps(obj) for obj in objects),

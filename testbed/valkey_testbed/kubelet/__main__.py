@@ -1,6 +1,6 @@
-"""The kubelet process: `python -m valkey_operator.testing.kubelet --state-dir DIR --nodes N`.
+"""The kubelet process: `python -m valkey_testbed.kubelet --state-dir DIR --nodes N`.
 
-`python -m valkey_operator.testing up` starts it in the background (recorded
+`python -m valkey_testbed up` starts it in the background (recorded
 in state.json, so `down` stops it); it uses the state dir's admin kubeconfig,
 serves its control channel at DIR/kubelet/control.sock and, on SIGTERM,
 stops every pod process before exiting.
@@ -22,13 +22,13 @@ from kubernetes_asyncio import client, config
 from valkey_operator.core.client import Client
 from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing.kubelet.control import ControlServer, socket_path
-from valkey_operator.testing.kubelet.kubelet import Kubelet
+from valkey_testbed.kubelet.control import ControlServer, socket_path
+from valkey_testbed.kubelet.kubelet import Kubelet
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m valkey_operator.testing.kubelet", description=__doc__.split("\n")[0]
+        prog="python -m valkey_testbed.kubelet", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--state-dir", type=Path, required=True, help="the test bed's state directory")
     parser.add_argument("--kubeconfig", type=Path, help="default: STATE_DIR/kubeconfig")

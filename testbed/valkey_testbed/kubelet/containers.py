@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from valkey_operator.testing import ocistore
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.kubelet import envvars, runc, runtime
-from valkey_operator.testing.kubelet.probes import Probe
+from valkey_testbed import ocistore
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.kubelet import envvars, runc, runtime
+from valkey_testbed.kubelet.probes import Probe
 
 if TYPE_CHECKING:
-    from valkey_operator.testing.kubelet.pods import PodWorker
+    from valkey_testbed.kubelet.pods import PodWorker
 
 Obj = dict[str, Any]
 log = structlog.get_logger(__name__)

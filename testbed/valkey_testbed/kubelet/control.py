@@ -13,10 +13,10 @@ answers one line of JSON:
 Errors come back as {"error": "..."}. `KubeletControl` is the client (used by
 the pytest fixture `kubelet`); from a shell:
 
-    python -m valkey_operator.testing.kubelet.ctl --state-dir DIR status
-    python -m valkey_operator.testing.kubelet.ctl --state-dir DIR fail-node node-2
-    python -m valkey_operator.testing.kubelet.ctl --state-dir DIR fail-node --lose-disk node-2
-    python -m valkey_operator.testing.kubelet.ctl --state-dir DIR recover-node node-2
+    python -m valkey_testbed.kubelet.ctl --state-dir DIR status
+    python -m valkey_testbed.kubelet.ctl --state-dir DIR fail-node node-2
+    python -m valkey_testbed.kubelet.ctl --state-dir DIR fail-node --lose-disk node-2
+    python -m valkey_testbed.kubelet.ctl --state-dir DIR recover-node node-2
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from valkey_operator.testing.kubelet.kubelet import Kubelet, kubelet_dir
+from valkey_testbed.kubelet.kubelet import Kubelet, kubelet_dir
 
 Obj = dict[str, Any]
 SOCKET_NAME = "control.sock"

@@ -1,8 +1,8 @@
 """Drive a running test-bed kubelet from a shell (see control.py for the protocol).
 
-python -m valkey_operator.testing.kubelet.ctl --state-dir DIR status
-python -m valkey_operator.testing.kubelet.ctl --state-dir DIR fail-node [--lose-disk] NODE
-python -m valkey_operator.testing.kubelet.ctl --state-dir DIR recover-node NODE
+python -m valkey_testbed.kubelet.ctl --state-dir DIR status
+python -m valkey_testbed.kubelet.ctl --state-dir DIR fail-node [--lose-disk] NODE
+python -m valkey_testbed.kubelet.ctl --state-dir DIR recover-node NODE
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from valkey_operator.testing.kubelet.control import ControlError, KubeletControl
+from valkey_testbed.kubelet.control import ControlError, KubeletControl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m valkey_operator.testing.kubelet.ctl")
+    parser = argparse.ArgumentParser(prog="python -m valkey_testbed.kubelet.ctl")
     parser.add_argument("--state-dir", type=Path, required=True)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="nodes and pods as the kubelet sees them (JSON)")

@@ -32,13 +32,13 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import CONFIG_MAPS, PODS, SECRETS
 from valkey_operator.core.store import DeletedFinalStateUnknown
-from valkey_operator.testing import localpath
-from valkey_operator.testing.images import ImageEntry, resolve_image
-from valkey_operator.testing.kubelet import podprocs
-from valkey_operator.testing.kubelet.ipam import IPAllocator
-from valkey_operator.testing.kubelet.logserver import LogServer
-from valkey_operator.testing.kubelet.nodes import CAPACITY, NodeAgent, node_ip
-from valkey_operator.testing.kubelet.pods import PodContext, PodWorker
+from valkey_testbed import localpath
+from valkey_testbed.images import ImageEntry, resolve_image
+from valkey_testbed.kubelet import podprocs
+from valkey_testbed.kubelet.ipam import IPAllocator
+from valkey_testbed.kubelet.logserver import LogServer
+from valkey_testbed.kubelet.nodes import CAPACITY, NodeAgent, node_ip
+from valkey_testbed.kubelet.pods import PodContext, PodWorker
 
 Obj = dict[str, Any]
 log = structlog.get_logger(__name__)

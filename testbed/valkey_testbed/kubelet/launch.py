@@ -8,15 +8,15 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from valkey_operator.testing import processes
-from valkey_operator.testing.kubelet import podprocs
-from valkey_operator.testing.kubelet.kubelet import kubelet_dir, node_names
+from valkey_testbed import processes
+from valkey_testbed.kubelet import podprocs
+from valkey_testbed.kubelet.kubelet import kubelet_dir, node_names
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 def start(state_dir: Path, nodes: int, args: Sequence[str], log_file: Path) -> processes.ProcessRecord:
-    argv = [sys.executable, "-m", "valkey_operator.testing.kubelet", "--state-dir", str(state_dir)]
+    argv = [sys.executable, "-m", "valkey_testbed.kubelet", "--state-dir", str(state_dir)]
     return processes.start("kubelet", [*argv, "--nodes", str(nodes), *args], log_file)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import attrs
 from aiohttp import web
 
-from valkey_operator.testing import certs
-from valkey_operator.testing.kubelet.pods import PodWorker
+from valkey_testbed import certs
+from valkey_testbed.kubelet.pods import PodWorker
 
 FOLLOW_POLL = 0.2
 """Seconds between looks at a followed log file for more lines."""

@@ -24,7 +24,7 @@ import structlog
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import LEASES, Resource
 from valkey_operator.core.rest import ApiError
-from valkey_operator.testing import kubeversion
+from valkey_testbed import kubeversion
 
 Obj = dict[str, Any]
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)

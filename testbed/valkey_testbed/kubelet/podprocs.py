@@ -18,8 +18,8 @@ from pathlib import Path
 
 import attrs
 
-from valkey_operator.testing.kubelet import runc
-from valkey_operator.testing.processes import ProcessRecord, _proc_stat
+from valkey_testbed.kubelet import runc
+from valkey_testbed.processes import ProcessRecord, _proc_stat
 
 
 def pids_dir(kubelet_dir: Path) -> Path:

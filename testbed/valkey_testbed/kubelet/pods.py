@@ -40,11 +40,11 @@ import structlog
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import ApiError
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.kubelet import envvars, podprocs, runtime
-from valkey_operator.testing.kubelet.containers import ContainerRunner, now_rfc3339
-from valkey_operator.testing.kubelet.ipam import IPAllocator
-from valkey_operator.testing.kubelet.volumes import PodVolumes, VolumeError
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.kubelet import envvars, podprocs, runtime
+from valkey_testbed.kubelet.containers import ContainerRunner, now_rfc3339
+from valkey_testbed.kubelet.ipam import IPAllocator
+from valkey_testbed.kubelet.volumes import PodVolumes, VolumeError
 
 Obj = dict[str, Any]
 log = structlog.get_logger(__name__)

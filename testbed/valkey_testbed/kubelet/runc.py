@@ -30,9 +30,9 @@ from typing import Any
 
 import attrs
 
-from valkey_operator.testing.kubelet import runtime
-from valkey_operator.testing.ocistore import OciImage
-from valkey_operator.testing.processes import ProcessRecord, _proc_stat
+from valkey_testbed.kubelet import runtime
+from valkey_testbed.ocistore import OciImage
+from valkey_testbed.processes import ProcessRecord, _proc_stat
 
 Obj = dict[str, Any]
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from valkey_operator.testing.processes import ProcessRecord, _proc_stat
+from valkey_testbed.processes import ProcessRecord, _proc_stat
 
 Obj = dict[str, Any]
 

@@ -43,7 +43,7 @@ from typing import Any
 import attrs
 
 from valkey_operator.core.client import Client
-from valkey_operator.testing.kubelet import envvars
+from valkey_testbed.kubelet import envvars
 
 Obj = dict[str, Any]
 Payload = dict[str, tuple[bytes, int]]

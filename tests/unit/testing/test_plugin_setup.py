@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, sys.argv[2])  # a pytest_asyncio that is not there: the testing extra is missing
 import pytest
 
-import valkey_operator.testing.plugin as plugin
+import valkey_testbed.plugin as plugin
 
 
 def no_control_plane(*args):
