@@ -9,12 +9,12 @@ python -m valkey_testbed build-image
 python -m valkey_testbed chaos --seed N --minutes M [--state-dir DIR] [--plain] [--json FILE]
 python -m valkey_testbed fuzz --seed N --examples M [--rounds R] [--state-dir DIR]
 
-Every command runs after a plain `pip install -e .` except two that need the `testing` extra
-(TESTING_EXTRA): fuzz (hypothesis generates its objects) and compat (it runs a test through pytest).
-Without it they stop at once with one line naming the extra, not a traceback. Each command's code is
-imported only when that command runs (its parser's `implementation` default, plus `needs`), so
-`--help` never depends on an extra; tests/unit/testing/test_cli_without_extras.py runs every
-command's imports with the extra's modules hidden.
+Every command runs after a plain `pip install -e . -e testbed` except two that need the test bed's
+`testing` extra (TESTING_EXTRA): fuzz (hypothesis generates its objects) and compat (it runs a test
+through pytest). Without it they stop at once with one line naming the extra, not a traceback. Each
+command's code is imported only when that command runs (its parser's `implementation` default, plus
+`needs`), so `--help` never depends on an extra; tests/unit/testing/test_cli_without_extras.py runs
+every command's imports with the extra's modules hidden.
 
 --kubernetes (a minor such as 1.36, or a release such as v1.36.3) does what the environment
 variable VALKEY_OPERATOR_KUBERNETES does; the default is versions.KUBERNETES.
@@ -33,8 +33,8 @@ from pathlib import Path
 from valkey_testbed import kubeversion
 
 TESTING_EXTRA = frozenset({"pytest", "_pytest", "pytest_asyncio", "pytest_timeout", "xdist", "hypothesis"})
-"""Top-level modules that only the `testing` extra installs (setup.cfg)."""
-INSTALL_TESTING = "pip install -e '.[testing]'"
+"""Top-level modules that only the test bed's `testing` extra installs (testbed/setup.cfg)."""
+INSTALL_TESTING = "pip install -e 'testbed[testing]'"
 
 
 class MissingExtra(Exception):

@@ -1,8 +1,9 @@
 """pytest plugin: one real control plane per test session, a fresh namespace per test.
 
-Registered as the `valkey_operator_testbed` pytest11 entry point, so any
-project that installs this package gets these fixtures, and this plugin loads
-in every pytest run of that environment. It starts nothing (no build, no
+Registered as the `valkey_operator_testbed` pytest11 entry point of the test
+bed's distribution (testbed/setup.cfg, not the operator's), so any project that
+installs the test bed gets these fixtures, and this plugin loads in every pytest
+run of that environment; a plain install of the operator registers none. It starts nothing (no build, no
 process, no state dir) unless a test that runs uses `kube_control_plane` or a
 fixture depending on it (`kubelet`, `kubeconfig_path`, `kube_api`,
 `namespace`), or `object_store`/`object_store_tls`; then it starts what that
@@ -336,7 +337,7 @@ def kubeconfig_path(kube_control_plane: ControlPlane) -> Path:
 
 MISSING_ASYNCIO = (
     "the test bed's async fixtures (kube_api, namespace) need pytest-asyncio: install the testing "
-    "extra from a checkout of this repository, `pip install '.[testing]'`, and set "
+    "extra from a checkout of this repository, `pip install -e 'testbed[testing]'`, and set "
     '`asyncio_mode = "auto"` (docs/testing.md)'
 )
 

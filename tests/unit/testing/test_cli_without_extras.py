@@ -1,4 +1,4 @@
-"""The test bed's command line as a user has it after a plain `pip install -e .` (no testing extra):
+"""The test bed's command line as a user has it after `pip install -e . -e testbed` (no testing extra):
 every command it has, and every one the docs name, runs, or stops with one line naming the extra.
 
 Each check runs in a fresh interpreter whose import system refuses the testing extra's modules
@@ -91,8 +91,8 @@ def _without_extra(script: str, *argv: str) -> subprocess.CompletedProcess[str]:
 def _documented() -> tuple[set[str], set[str]]:
     """(subcommands, modules) the README and docs/ tell users to run with `python -m`."""
     text = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
-    commands = set(re.findall(r"python -m valkey_operator\.testing ([a-z][a-z-]*)", text))
-    modules = set(re.findall(r"python -m (valkey_operator\.testing\.[a-z_.]*[a-z_])", text))
+    commands = set(re.findall(r"python -m valkey_testbed ([a-z][a-z-]*)", text))
+    modules = set(re.findall(r"python -m (valkey_testbed\.[a-z_.]*[a-z_])", text))
     return commands, modules
 
 

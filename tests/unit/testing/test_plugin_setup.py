@@ -58,5 +58,5 @@ def test_without_pytest_asyncio_the_plugin_loads_and_its_fixtures_say_what_to_in
     )
     output = done.stdout + done.stderr
     assert "1 passed" in output and "1 error" in output, output
-    assert "pip install '.[testing]'" in output and 'asyncio_mode = "auto"' in output, output
+    assert "pip install -e 'testbed[testing]'" in output and 'asyncio_mode = "auto"' in output, output
     assert "a control plane was asked for" not in output, output
