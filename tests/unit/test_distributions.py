@@ -84,3 +84,31 @@ def test_the_operator_image_context_holds_no_test_bed_file() -> None:
     assert any(name.startswith("valkey_operator/") for name in files)
     leaked = [name for name in files if name.startswith("testbed/") or TESTBED_PACKAGE in name]
     assert not leaked, leaked
+
+
+def _requirements(setup_cfg: Path) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(read_configuration(setup_cfg)["options"]["install_requires"])
+
+
+def test_the_test_bed_requires_this_operator_by_name_and_version() -> None:
+    """By name only (pip refuses a relative-path URL), pinned to the operator's own version, so a
+    version bump of one without the other fails here rather than at install time."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        version = read_configuration(ROOT / "setup.cfg")["metadata"]["version"]
+    operator = [r for r in _requirements(TESTBED / "setup.cfg") if r.startswith("valkey-operator")]
+    assert operator == [f"valkey-operator=={version}"], operator
+    assert not any("@" in r for r in _requirements(ROOT / "setup.cfg")), "a direct reference"
+
+
+def test_ci_runs_the_readme_test_command_and_both_install_the_test_bed() -> None:
+    """The README's two commands install the test bed next to the operator, and .ci/run runs the
+    second one as written."""
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("pip install")]
+    assert len(commands) == 2, commands
+    assert all(" -e testbed " in command and "python -m valkey_testbed " in command for command in commands)
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("pip install")]
+    assert ci == commands[1:], (ci, commands)
