@@ -172,7 +172,10 @@ class Ours:
         env = None
         if self.checkout is not None:
             env = {**os.environ, "PYTHONPATH": str(self.checkout)}
-        return processes.start("valkey-operator", operator_argv(kubeconfig), log_dir / "operator.log", env)
+        # In the checkout: `python -m` puts its working directory first on sys.path, so started from
+        # this checkout's root the operator would run this checkout's modules, not the other's.
+        log = log_dir / "operator.log"
+        return processes.start("valkey-operator", operator_argv(kubeconfig), log, env, cwd=self.checkout)
 
     def body(self, name: str, namespace: str, shape: Shape) -> Obj:
         body: Obj = yaml.safe_load((ROOT / "docs" / "examples" / "cluster.yaml").read_text())

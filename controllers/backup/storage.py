@@ -13,7 +13,7 @@ import binascii
 
 import attrs
 
-from valkey_operator.api.backup import CA_KEY, CREDENTIAL_KEYS, DEFAULT_REGION
+from valkey_operator.api.destination_keys import CA_KEY, CREDENTIAL_KEYS, DEFAULT_REGION
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj

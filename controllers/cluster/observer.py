@@ -198,6 +198,7 @@ async def probe_connection(
         else {},
         served=served,
         loaded_keys=_loaded_keys(info),
+        loading=info.get("loading") == "1",
     ), extras
 
 

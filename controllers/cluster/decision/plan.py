@@ -233,15 +233,18 @@ def _prune(view: View) -> Iterable[PruneFailedPod]:
 
 
 def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
-    """The seed introduces every eligible, Ready node it has not met (gossip tells the rest)."""
+    """The seed introduces every eligible, Ready node it has not met (gossip tells the rest). Not
+    while either is loading its data (a restore): Valkey refuses MEET then, which would report a
+    normal restore as a failed action; the pass after the load meets them."""
     seed = view.seed
-    if seed is None or not seed.active:
+    if seed is None or not seed.active or seed.obs.loading:
         return
     for node in view.nodes.values():
         if (
             node.pod.name in view.members
             or node.pod.name in leaving
             or not node.active
+            or node.obs.loading
             or not view.in_spec(node.pod)
             or not meets_floor(node.obs.version)
             or node.pod.ip is None

@@ -18,8 +18,8 @@ from controllers.cluster.render import layout
 from controllers.cluster.render.claims import DATA_VOLUME
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import READ_ONLY_MODE, container_security_context
-from valkey_operator.api.backup import CA_KEY, CREDENTIAL_KEYS
 from valkey_operator.api.config import PersistenceMode
+from valkey_operator.api.destination_keys import CA_KEY, CREDENTIAL_KEYS
 from valkey_operator.core.rest import Obj
 
 CONTAINER_NAME = "restore"

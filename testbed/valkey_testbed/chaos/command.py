@@ -68,7 +68,7 @@ def main(
 async def _in_namespace(plane: ControlPlane, namespace: str, options: Options) -> dict[str, Any]:
     endpoints = plane.endpoints()
     assert endpoints is not None
-    async with RestClient(load_config(str(plane.kubeconfig))) as rest:
+    async with RestClient(await load_config(str(plane.kubeconfig))) as rest:
         kube = Client(rest, field_manager="chaos")
         await kube.create(
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

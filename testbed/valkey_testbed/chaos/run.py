@@ -285,7 +285,7 @@ async def chaos(
 ) -> dict[str, Any]:
     """Run the seeded chaos in namespace (which must exist) and return the summary."""
     options.log_dir.mkdir(parents=True, exist_ok=True)
-    async with RestClient(load_config(str(kubeconfig))) as rest:
+    async with RestClient(await load_config(str(kubeconfig))) as rest:
         kube = Client(rest, field_manager="chaos")
         await install_crds(kube)
         names = Names(secrets.token_hex(3), namespace, options.tls)

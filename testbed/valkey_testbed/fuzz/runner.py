@@ -213,7 +213,7 @@ class FuzzRun:
         example()
 
     async def _setup(self) -> None:
-        self.client = Client(RestClient(load_config(str(self.kubeconfig))), field_manager="fuzz")
+        self.client = Client(RestClient(await load_config(str(self.kubeconfig))), field_manager="fuzz")
         await install_crds(self.client)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.pool.namespace}}
         await self.client.create(NAMESPACES, namespace)

@@ -133,7 +133,7 @@ async def test_the_policy_refuses_what_rbac_grants_the_operators_token(
         {"metadata": {"name": "someone-elses", "namespace": namespace}, "spec": {"ports": [{"port": 80}]}},
     )
     token = await service_account_token(kube, namespace, install.account)
-    async with RestClient(presenting(from_kubeconfig([kubeconfig_path]), token)) as rest:
+    async with RestClient(presenting(await from_kubeconfig(str(kubeconfig_path)), token)) as rest:
         operator = Client(rest, field_manager="valkey-operator")
         attempts = {
             "a pod in kube-system": lambda: rest.request(

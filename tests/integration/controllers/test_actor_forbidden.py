@@ -62,7 +62,7 @@ async def test_an_rbac_403_stalls_the_cluster_and_an_admission_403_does_not(
 ) -> None:
     await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": ACCOUNT, "namespace": namespace}})
     token = await service_account_token(kube, namespace, ACCOUNT)
-    account = presenting(load_config(str(kubeconfig_path)), token)
+    account = presenting(await load_config(str(kubeconfig_path)), token)
     ctx = context(namespace)
     async with RestClient(account) as rest:
         outcome = await Actor(Client(rest, "tests"), ctx, [], None).run([config_map("denied", namespace)])

@@ -21,7 +21,7 @@ from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, sha
 from controllers.backup.manifest_trust import backup_prefix
 from controllers.backup.restore_source import RestoreSources
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
-from valkey_operator.api.backup import CREDENTIAL_KEYS
+from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
 from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import attrs
 import pytest
 import structlog.testing
 from informer_running import holding, running
@@ -179,9 +178,9 @@ async def rest_via(
 ) -> AsyncIterator[RecordingRestClient]:
     """An admin client on the core's own transport (what the operator runs), its connections through
     the proxy (TLS still verifies: IP SAN); without a proxy, straight to the kubeconfig's API server."""
-    rest_config = load_config(str(kubeconfig_path))
+    rest_config = await load_config(str(kubeconfig_path))
     if proxy is not None:
-        rest_config = attrs.evolve(rest_config, server=proxy.url)
+        rest_config.host = proxy.url
     async with RecordingRestClient(rest_config) as rest:
         yield rest
 

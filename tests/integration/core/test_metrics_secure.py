@@ -43,7 +43,7 @@ async def reader_role(kube: Client) -> AsyncIterator[str]:
 @pytest_asyncio.fixture
 async def manager(kubeconfig_path: Path) -> AsyncIterator[Manager]:
     running = Manager(
-        from_kubeconfig([kubeconfig_path]),
+        await from_kubeconfig(str(kubeconfig_path)),
         field_manager="test",
         namespace="nowhere",
         metrics_bind_address="127.0.0.1:0",

@@ -104,6 +104,9 @@ def entries() -> Iterator[tuple[str, str, str]]:
     for name, obj in [*names, *EXTRA]:
         if isinstance(obj, (core.Resource, str)):
             continue  # constants: the table above says what they are
+        if not getattr(obj, "__module__", "").startswith("valkey_operator"):
+            yield name, "", f"`{obj.__module__}.{obj.__qualname__}`, documented by its own project"
+            continue  # kubernetes-asyncio's Configuration, exported as RestConfig
         made_elsewhere = obj is ControllerBuilder or getattr(obj, "_is_protocol", False)
         if inspect.isclass(obj) and (made_elsewhere or (not attrs.has(obj) and "__init__" not in vars(obj))):
             yield name, "", contract(obj)  # a protocol, an exception raised by the core, the builder
