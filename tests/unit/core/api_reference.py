@@ -104,7 +104,8 @@ def entries() -> Iterator[tuple[str, str, str]]:
     for name, obj in [*names, *EXTRA]:
         if isinstance(obj, (core.Resource, str)):
             continue  # constants: the table above says what they are
-        if not getattr(obj, "__module__", "").startswith("valkey_operator"):
+        # This repository documents its two distributions: the operator's and the test bed's.
+        if not getattr(obj, "__module__", "").startswith(("valkey_operator", "valkey_testbed")):
             yield name, "", f"`{obj.__module__}.{obj.__qualname__}`, documented by its own project"
             continue  # kubernetes-asyncio's Configuration, exported as RestConfig
         made_elsewhere = obj is ControllerBuilder or getattr(obj, "_is_protocol", False)
