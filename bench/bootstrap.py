@@ -24,7 +24,7 @@ revision) in the same rounds. One operator runs at a time: each is started
 before its measurement (3 s untimed, to list and watch) and stopped after it.
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
-directory (build it first: `python -m valkey_operator.testing build`). With
+directory (build it first: `python -m valkey_testbed build`). With
 --kubeconfig the plane must already run the process kubelet.
 """
 
@@ -52,13 +52,13 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.demo import curated_examples
-from valkey_operator.testing.images import newest_image, resolve_image
-from valkey_operator.testing.operatorproc import kubectl, operator_argv, start_operator
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import parse_info
+from valkey_testbed import processes
+from valkey_testbed.crds import install_crds
+from valkey_testbed.demo import curated_examples
+from valkey_testbed.images import newest_image, resolve_image
+from valkey_testbed.operatorproc import kubectl, operator_argv, start_operator
+from valkey_testbed.wait import NotYet, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = newest_image()  # the TLS build's version follows what Debian offered
@@ -259,7 +259,7 @@ async def drive(
     runs at a time, started before its measurement and stopped after it."""
     image = resolve_image(IMAGE)
     if image is None:
-        raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_operator.testing build`")
+        raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_testbed build`")
     cli = image.executable("valkey-cli")
     configuration = k8s.Configuration()
     await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
@@ -325,7 +325,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-") as logs:
             times = asyncio.run(drive(args.kubeconfig, args.rounds, args.timeout, Path(logs), before))
     else:
-        from valkey_operator.testing.controlplane import ControlPlane
+        from valkey_testbed.controlplane import ControlPlane
 
         with (
             tempfile.TemporaryDirectory(prefix="bench-") as state,

@@ -471,7 +471,7 @@ def main() -> None:
         if not args.keep:
             asyncio.run(delete_namespaces(args.kubeconfig, namespaces))
         return
-    from valkey_operator.testing.controlplane import ControlPlane
+    from valkey_testbed.controlplane import ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="bench-") as state:
         plane = ControlPlane(Path(state))

@@ -150,7 +150,7 @@ def main() -> None:
     if args.kubeconfig:
         asyncio.run(measure(args.kubeconfig, args))
         return
-    from valkey_operator.testing.controlplane import ControlPlane
+    from valkey_testbed.controlplane import ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="bench-") as state:
         plane = ControlPlane(Path(state))

@@ -40,7 +40,7 @@ gossip) is more than the machine bears next to other work.
 `--sides` takes registered sides (SIDES below): `ours` is this checkout's
 operator, or the one in `--operator-checkout DIR` (PYTHONPATH=DIR) to measure
 another revision in the same conditions; `peer` is the official operator
-(valkey_operator/testing/peer.py: VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS).
+(testbed/valkey_testbed/peer.py: VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS).
 `--together` runs the sides at once on one test bed, each with its own
 operator process and namespaces: both under the same machine load, in half
 the time. A side joins by adding a FleetSide to SIDES: how to start it, a
@@ -74,13 +74,13 @@ from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import peer, processes
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.demo import curated_examples
-from valkey_operator.testing.images import newest_image
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, kubectl, operator_argv
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials, check_address
+from valkey_testbed import peer, processes
+from valkey_testbed.crds import install_crds
+from valkey_testbed.demo import curated_examples
+from valkey_testbed.images import newest_image
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS, kubectl, operator_argv
+from valkey_testbed.wait import NotYet, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = newest_image()
@@ -208,7 +208,7 @@ class Ours:
 
 
 class Peer:
-    """The official operator (valkey_operator/testing/peer.py), unchanged, out of cluster.
+    """The official operator (testbed/valkey_testbed/peer.py), unchanged, out of cluster.
 
     Settings go through its own ValkeyCluster: `--bind $(POD_IP)`, cluster-node-timeout 5000 and
     its exporter off (as in bench/peers.py), and, since the fleet's namespaces enforce the
@@ -665,7 +665,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-") as logs:
             rows = asyncio.run(drive(args.kubeconfig, args, Path(logs)))
     else:
-        from valkey_operator.testing.controlplane import ControlPlane
+        from valkey_testbed.controlplane import ControlPlane
 
         with tempfile.TemporaryDirectory(prefix="bench-") as state:
             plane = ControlPlane(Path(state), nodes=3)

@@ -5,7 +5,7 @@ A restore downloads each shard's RDB in that shard's pods, one short-lived
 What it costs beyond the download itself (interpreter start, imports, the S3
 client's set-up, per-chunk overhead, the sha256) is paid in every pod. This
 bench starts the test bed's S3 server (versitygw on 127.0.0.1, built by
-`python -m valkey_operator.testing build`), puts --objects objects of
+`python -m valkey_testbed build`), puts --objects objects of
 --megabytes MB of random bytes, and for --rounds rounds, alternating order:
 
   ours     --objects `python -m valkey_operator restore-fetch` processes at
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from valkey_operator.objectstore import ANY_ADDRESS, Destination, S3Credentials, open_store
-from valkey_operator.testing import objectstore
+from valkey_testbed import objectstore
 
 ROOT = Path(__file__).resolve().parent.parent
 

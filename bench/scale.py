@@ -38,7 +38,7 @@ medians and the ratios ours/classic, ours/atomic and classic/atomic.
 
 The peers need no control plane. For `ours`, without --kubeconfig a control
 plane with 3 nodes is started in a temporary directory (build it first:
-`python -m valkey_operator.testing build`). Everything listens on and dials
+`python -m valkey_testbed build`). Everything listens on and dials
 127.0.0.0/8 only; the bench stops only the processes it started, by pid.
 """
 
@@ -72,14 +72,14 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKE
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes, valkeyproc
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.datachecker import SLOTS, DataChecker, key_slot
-from valkey_operator.testing.images import ImageEntry, newest_image, resolve_image
-from valkey_operator.testing.operatorproc import start_operator
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
 from valkey_operator.valkey.admin import parse_info
+from valkey_testbed import processes, valkeyproc
+from valkey_testbed.crds import install_crds
+from valkey_testbed.datachecker import SLOTS, DataChecker, key_slot
+from valkey_testbed.images import ImageEntry, newest_image, resolve_image
+from valkey_testbed.operatorproc import start_operator
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually
 
 DEFAULT_IMAGE = newest_image()  # what the e2e tests and bench/bootstrap.py run
 SIDES = ("ours", "classic", "atomic")
@@ -759,7 +759,7 @@ def summarize(results: dict[str, list[Obj]]) -> tuple[dict[str, float | None], d
 async def drive(args: argparse.Namespace, header: Obj, kubeconfig: str | None, log_dir: Path) -> int:
     image = resolve_image(args.image)
     if image is None:
-        raise SystemExit(f"{args.image} is not installed: run `python -m valkey_operator.testing build`")
+        raise SystemExit(f"{args.image} is not installed: run `python -m valkey_testbed build`")
     sides = [side for side in SIDES if side in args.sides]
     if "atomic" in sides and not cli_supports_atomic(image.executable("valkey-cli")):
         header["notes"].append(f"{header['valkey_cli']} has no {ATOMIC_FLAG}: the atomic side is skipped")
@@ -806,7 +806,7 @@ def main() -> None:
         parser.error(f"unknown sides {sorted(unknown)}" if unknown else "--keys >= 1000 and --rounds >= 1")
     image = resolve_image(args.image)
     if image is None:
-        parser.error(f"{args.image} is not installed: run `python -m valkey_operator.testing build`")
+        parser.error(f"{args.image} is not installed: run `python -m valkey_testbed build`")
     cli = [str(image.executable("valkey-cli")), "--version"]
     version = subprocess.run(cli, capture_output=True, text=True, check=True).stdout.strip()
     header: Obj = {
@@ -824,7 +824,7 @@ def main() -> None:
         if args.kubeconfig or "ours" not in args.sides:
             code = asyncio.run(drive(args, header, args.kubeconfig, log_dir))
         else:
-            from valkey_operator.testing.controlplane import ControlPlane
+            from valkey_testbed.controlplane import ControlPlane
 
             with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                 code = asyncio.run(drive(args, header, str(plane.kubeconfig), log_dir))

@@ -23,9 +23,9 @@ from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 MODES: Mapping[str, Obj] = {
     "rdb": {"mode": "rdb"},

@@ -25,8 +25,8 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import PODS, SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 STEADY_PROBE_MAX = 60
 """A hand edit inside Valkey raises no Kubernetes event: it is corrected by the next probe of a quiet

@@ -37,11 +37,11 @@ from valkey_operator import failpoints
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.datachecker import DataChecker
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_operator.valkey.slots import parse_slot_ranges, slot_count
+from valkey_testbed import images
+from valkey_testbed.datachecker import DataChecker
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from controllers.shared import layout, tls
-from valkey_operator.testing import thirdparty
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.versions import KUBERNETES
+from valkey_testbed import thirdparty
+from valkey_testbed.build import binaries
+from valkey_testbed.versions import KUBERNETES
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.usefixtures("valkey_crds")]
 

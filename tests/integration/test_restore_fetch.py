@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing import processes
-from valkey_operator.testing.objectstore import ObjectStoreServer
 from valkey_operator.valkey.rdb_layout import AOF_BASE, AOF_MANIFEST, APPENDDIRNAME, DBFILENAME
+from valkey_testbed import processes
+from valkey_testbed.objectstore import ObjectStoreServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -10,7 +10,7 @@ from types import ModuleType
 
 from controllers.cluster.render import exporter
 from controllers.shared import layout
-from valkey_operator.testing import versions
+from valkey_testbed import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "bench" / "results" / "exporter-sidecar.json"

@@ -36,7 +36,7 @@ from valkey_operator.core.resource import (
 )
 from valkey_operator.core.rest import ApiError, Obj, RestClient
 from valkey_operator.core.restconfig import from_kubeconfig
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

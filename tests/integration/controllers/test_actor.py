@@ -41,10 +41,10 @@ from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
 from valkey_operator.valkey.admin import AdminClient, Credentials
+from valkey_testbed import images
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ PASSWORD = "actor-test-password"
 def server() -> Iterator[ValkeyServer]:
     entry = images.resolve_image(images.newest_image())
     if entry is None:
-        pytest.fail(f"{images.newest_image()} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{images.newest_image()} is not installed (python -m valkey_testbed build)")
     base = server_base_dir()
     running = start_server(entry, HOST, base_dir=base, password=PASSWORD)
     yield running

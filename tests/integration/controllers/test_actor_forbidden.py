@@ -28,7 +28,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.core.restconfig import load_config
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = pytest.mark.integration
 

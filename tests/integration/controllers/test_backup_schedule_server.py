@@ -31,9 +31,9 @@ from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import EVENTS, SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import objectstore as testbed_store
-from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import objectstore as testbed_store
+from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
+from valkey_testbed.wait import NotYet, eventually
 
 ObjectStoreServer = testbed_store.ObjectStoreServer
 

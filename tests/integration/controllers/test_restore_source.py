@@ -27,8 +27,8 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
 

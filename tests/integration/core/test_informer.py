@@ -36,9 +36,9 @@ from valkey_operator.core.resource import CONFIG_MAPS, NAMESPACES
 from valkey_operator.core.rest import JSON, MERGE_PATCH, ApiError, Obj, Query, RestClient
 from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.core.store import DeletedFinalStateUnknown, Store, unwrap_tombstone
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.tcpproxy import TcpProxy
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.tcpproxy import TcpProxy
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 

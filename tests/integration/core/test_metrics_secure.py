@@ -17,7 +17,7 @@ from rbac_support import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, RBAC, SERVICE_ACC
 from valkey_operator.core.client import Client
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.restconfig import from_kubeconfig
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

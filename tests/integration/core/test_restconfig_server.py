@@ -29,7 +29,7 @@ from valkey_operator.core.resource import CONFIG_MAPS
 from valkey_operator.core.rest import ApiError, RestClient
 from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.core.transport import HttpTransport, proxy_for
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 

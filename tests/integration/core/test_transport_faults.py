@@ -19,9 +19,9 @@ from valkey_operator.core.resource import CONFIG_MAPS
 from valkey_operator.core.rest import ApiError, RestClient, TransportError
 from valkey_operator.core.restconfig import load_config
 from valkey_operator.core.transport import HttpTransport
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.tcpproxy import TcpProxy
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.tcpproxy import TcpProxy
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

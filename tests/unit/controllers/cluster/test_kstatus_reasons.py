@@ -29,7 +29,7 @@ from controllers.shared.config_resolve import FailureReason
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore.errors import Reason as StorageReason
-from valkey_operator.testing.kstatus import compute
+from valkey_testbed.kstatus import compute
 
 PAGE = Path(__file__).parents[4] / "docs" / "reference" / "valkeycluster.md"
 GENERATION = 3

@@ -21,7 +21,7 @@ from controllers.role import desired_status as role_status
 from controllers.shared.config_resolve import resolve
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.kstatus import compute, status_of
+from valkey_testbed.kstatus import compute, status_of
 
 GENERATION = 4
 NOW = "2026-12-02T00:00:00Z"

@@ -30,7 +30,7 @@ from valkey_operator.api.resources import EXPORTER_USER, RESERVED_USERNAMES
 from valkey_operator.operator import controller_options
 from valkey_operator.operator_config import OperatorConfig
 from valkey_operator.settings import parse
-from valkey_operator.testing import images, redisexporter
+from valkey_testbed import images, redisexporter
 
 Obj = dict[str, Any]
 CREDENTIALS = generate_credentials(random.Random(7))

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import dsa
 
 from controllers.shared.tls import Certificate, TlsMaterial, TlsProblem, read_tls_secret
-from valkey_operator.testing import certs
+from valkey_testbed import certs
 
 CA, CA_KEY = certs.issue_ca("test-ca")
 LEAF, LEAF_KEY = certs.issue_leaf(CA, CA_KEY, "valkey", ip_addresses=("127.0.0.1",), server=True, client=True)
