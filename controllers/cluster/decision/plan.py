@@ -574,8 +574,8 @@ def settling(view: View) -> bool:
 
 def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
     requeue = _requeue_hint(view, status, actions)
-    if settling(view):
-        requeue = min(requeue, REQUEUE_FAST)
+    if settling(view) or any(isinstance(action, MigrateSlots) for action in actions):
+        requeue = min(requeue, REQUEUE_FAST)  # a job just started is under way from the next pass
     retry = view.crash_loops.retry_after
     if retry is None:
         return requeue
