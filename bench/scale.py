@@ -946,6 +946,35 @@ def report_line(side: str, result: Obj) -> str:
     return f"{line}: {fmt(result['seconds'])} ({extra}; {result['keys']} keys verified)"
 
 
+def rounds_table(document: Obj) -> str:
+    """Markdown: each round's ours and floor and their ratio, then the medians (as in docs/performance.md)."""
+    ours, floor = document["results"]["ours"], document["results"]["floor"]
+    lines = ["| round | ours | floor | ours / floor |", "|---|---|---|---|"]
+    for mine, theirs in zip(ours, floor, strict=True):
+        lines.append(
+            f"| {mine['round']} | {mine['seconds']:.2f} s | {theirs['seconds']:.2f} s | "
+            f"{mine['seconds'] / theirs['seconds']:.2f}x |"
+        )
+    medians, ratios = document["medians"], document["ratios"]
+    lines.append(
+        f"| median | {medians['ours']:.2f} s | {medians['floor']:.2f} s | {ratios['ours/floor']:.2f}x |"
+    )
+    return "\n".join(lines)
+
+
+def phases_table(document: Obj) -> str:
+    """Markdown: the median second of each phase, from the start, for ours and the floor."""
+    lines = ["| phase (median, s from the start) | ours | floor |", "|---|---|---|"]
+    for phase in (*PHASES, "active"):
+        cells = []
+        for side in ("ours", "floor"):
+            key = "seconds" if phase == "active" else f"{phase}_seconds"
+            values = [r[key] for r in document["results"][side] if r.get(key) is not None]
+            cells.append(f"{statistics.median(values):.2f}" if values else "-")
+        lines.append(f"| {phase.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 async def measure(
     args: argparse.Namespace, image: ImageEntry, sides: Sequence[str], ours: Ours | None, log_dir: Path
 ) -> dict[str, list[Obj]]:

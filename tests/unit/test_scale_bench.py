@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 
-from bench_support import load_bench
+import pytest
+from bench_support import ROOT, load_bench
 
 bench = load_bench("scale")
 
@@ -56,3 +57,13 @@ def test_phases_print_in_order_with_the_floor_among_the_sides() -> None:
     )
     medians, ratios = bench.summarize({"ours": [{"seconds": 4.0}], "floor": [{"seconds": 2.0}]})
     assert medians == {"ours": 4.0, "floor": 2.0} and ratios == {"ours/floor": 2.0}
+
+
+@pytest.mark.parametrize("record", ["scale-before", "scale-after"])
+def test_the_performance_doc_shows_the_records_tables(record: str) -> None:
+    """docs/performance.md's ours-against-floor tables are rendered from bench/results (one source)."""
+    document = json.loads((ROOT / "bench" / "results" / f"{record}.json").read_text())
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert bench.rounds_table(document) in page
+    assert bench.phases_table(document) in page
+    assert f"{document['ratios']['ours/floor']:.2f}x" in page
