@@ -127,12 +127,12 @@ def cluster_claims(claims: list[Obj], cluster_uid: str) -> list[Obj]:
 
 
 def export_targets(observation: Observation) -> list[NodeTarget]:
-    """The nodes whose redis_* series the exporter reads: those the pass probes (Ready or
-    terminating, with an IP), with their shard label."""
+    """The nodes whose redis_* series the exporter reads: those the pass probes, Ready or
+    terminating (not the starting ones, which the pass probes only to meet them), with their shard."""
     return [
         NodeTarget(pod=pod.name, ip=pod.ip, shard="" if pod.shard is None else str(pod.shard))
         for pod in observation.pods
-        if should_probe(pod) and pod.ip is not None
+        if should_probe(pod) and pod.ip is not None and not pod.starting
     ]
 
 

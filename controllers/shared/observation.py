@@ -182,6 +182,21 @@ class PodObservation:
         return not self.deleting and self.phase not in {PodPhase.SUCCEEDED, PodPhase.FAILED}
 
     @property
+    def starting(self) -> bool:
+        """A new pod whose server may already answer while its readiness probe has not passed yet:
+        Running, not Ready, not going away, in a shard and not (yet) in the client Service. It is
+        probed (observer.should_probe) so it can be MET at once: a primary MET within Valkey's 2 s
+        writable delay after its start reports cluster_state ok when that delay ends, one MET later
+        only after the rejoin delay (min(cluster-node-timeout, 5 s)) from learning the slot map."""
+        return (
+            self.phase is PodPhase.RUNNING
+            and not self.ready
+            and not self.deleting
+            and not self.member
+            and self.shard is not None
+        )
+
+    @property
     def never_started(self) -> bool:
         """Pending pods have not run their server yet, so they carry no node identity."""
         return self.phase is PodPhase.PENDING

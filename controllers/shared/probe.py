@@ -77,7 +77,10 @@ def owned_pods(pods: Iterable[Obj], cluster_name: str, cluster_uid: str) -> list
 
 
 def should_probe(pod: PodObservation) -> bool:
-    return pod.ip is not None and (pod.ready or pod.deleting)
+    """Ready or terminating pods with an IP, and starting ones (PodObservation.starting): a new
+    server answers well before the readiness probe's next period, and the sooner it is MET the
+    sooner it serves."""
+    return pod.ip is not None and (pod.ready or pod.deleting or pod.starting)
 
 
 def version_text_of(info: Mapping[str, str]) -> str | None:

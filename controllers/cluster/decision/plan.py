@@ -101,6 +101,12 @@ VOTE_GRACE_S = 60.0
 """How long after the last word from a departed primary Valkey's own election may take before the
 operator promotes its replica anyway (Valkey elects within about two cluster-node-timeouts)."""
 
+REQUEUE_FAST = 0.25
+"""Something ends within a second or two and raises no watch event (`settling`): poll that closely."""
+JOIN_WINDOW_S = 15.0
+"""How long after its pod's creation a new node is polled closely: Valkey's writable delay (2 s) and
+rejoin delay (at most 5 s) with room to spare; a node still not serving after that is no longer
+about to, and waits at the usual cadence."""
 REQUEUE_ACTING = 1.0
 """Seconds until the next pass after acting: long enough for the effect to show, short enough to chain."""
 REQUEUE_WAITING = 2.0
@@ -233,7 +239,8 @@ def _prune(view: View) -> Iterable[PruneFailedPod]:
 
 
 def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
-    """The seed introduces every eligible, Ready node it has not met (gossip tells the rest). Not
+    """The seed introduces every eligible node it has not met, Ready or starting (gossip tells the
+    rest): met within 2 s of its start, a new primary serves 2 s after it, not 5 s after MEET. Not
     while either is loading its data (a restore): Valkey refuses MEET then, which would report a
     normal restore as a failed action; the pass after the load meets them."""
     seed = view.seed
@@ -243,7 +250,7 @@ def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
         if (
             node.pod.name in view.members
             or node.pod.name in leaving
-            or not node.active
+            or not node.meetable
             or node.obs.loading
             or not view.in_spec(node.pod)
             or not meets_floor(node.obs.version)
@@ -545,8 +552,36 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
     return 3 if view.in_sync(node, primary) else 2
 
 
+def settling(view: View) -> bool:
+    """What the next fraction of a second changes without a watch event, so the next pass should
+    come in REQUEUE_FAST, not at the usual cadence: a starting pod's server about to answer (it is
+    MET as soon as it does), a new empty primary waiting out Valkey's writable or rejoin delay
+    (slots move to it as soon as it reports cluster_state ok), a restored node still loading its
+    data (it is MET once loaded), a slot migration job under way (the next batch goes as soon as
+    it ends). New pods count only within JOIN_WINDOW_S of their creation, so a pod that never gets
+    there, or a load that takes minutes, costs no more than the usual cadence."""
+
+    def young(pod: PodObservation) -> bool:
+        return pod.created_at is not None and view.now - pod.created_at < JOIN_WINDOW_S
+
+    if view.desired.paused:
+        return False
+    if any(pod.starting and young(pod) for pod in view.pods):
+        return True
+    if any(
+        node.is_primary and not node.obs.slots and node.obs.cluster_ok is not True and young(node.pod)
+        for node in view.members.values()
+    ):
+        return True
+    if any(node.obs.loading and young(node.pod) for node in view.nodes.values()):
+        return True
+    return any(job.active for node in view.nodes.values() for job in node.obs.jobs)
+
+
 def _requeue(view: View, status: PlannedStatus, actions: Sequence[Planned]) -> float:
     requeue = _requeue_hint(view, status, actions)
+    if settling(view) or any(isinstance(action, MigrateSlots) for action in actions):
+        requeue = min(requeue, REQUEUE_FAST)  # a job just started is under way from the next pass
     retry = view.crash_loops.retry_after
     if retry is None:
         return requeue

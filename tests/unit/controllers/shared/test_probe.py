@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from controllers.shared.names import MEMBER, MEMBER_LABEL
 from controllers.shared.observation import NodeObservation, PodObservation, PodPhase
 from controllers.shared.probe import node_from_replies, owned_pods, should_probe, version_text_of
 from valkey_operator.api.cluster import NodeRole
@@ -87,10 +88,17 @@ def test_only_pods_controlled_by_this_incarnation_are_owned() -> None:
     assert [p["metadata"]["name"] for p in owned_pods(pods, "c", "u1")] == ["a"]
 
 
-def test_ready_or_terminating_pods_with_an_ip_are_probed() -> None:
+def test_ready_terminating_or_starting_pods_with_an_ip_are_probed() -> None:
     assert should_probe(PodObservation.from_pod(pod("a")))
     assert should_probe(PodObservation.from_pod(pod("a", ready=False, deleting=True)))
-    assert not should_probe(PodObservation.from_pod(pod("a", ready=False)))
+    starting = PodObservation.from_pod(pod("a", ready=False))
+    assert starting.starting and should_probe(starting)  # MET before its readiness probe passes
+    member = pod("a", ready=False)
+    member["metadata"]["labels"][MEMBER_LABEL] = MEMBER
+    assert not PodObservation.from_pod(member).starting and not should_probe(PodObservation.from_pod(member))
+    shardless = pod("a", ready=False)
+    del shardless["metadata"]["labels"]["valkey.gomomento.com/shard"]
+    assert not should_probe(PodObservation.from_pod(shardless))
     pending = PodObservation.from_pod({"metadata": {"name": "p"}, "status": {"phase": "Pending"}})
     assert pending.phase is PodPhase.PENDING and not should_probe(pending)
 
