@@ -3,7 +3,7 @@
 // from stdin (one after another, or a JSON list, or a List kind's items) and prints one JSON
 // line per object: {"status": "Current|InProgress|Failed|Terminating|Unknown", "message": ...}.
 //
-// Built by valkey_operator/testing/kstatus (go.mod.tmpl pins the cli-utils version).
+// Built by valkey_testbed/kstatus (go.mod.tmpl pins the cli-utils version).
 package main
 
 import (
