@@ -44,7 +44,7 @@ Prints each round, then the medians and the ratios ours/floor.
 same machine, in the same conditions).
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
-directory (build the test bed first: `python -m valkey_operator.testing
+directory (build the test bed first: `python -m valkey_testbed
 build`); the S3 server is built if missing and started either way.
 Everything listens on and dials 127.0.0.0/8 only; every load is bounded; the
 bench stops only the processes it started, by pid.
@@ -86,21 +86,21 @@ from valkey_operator.core.rest import RestClient
 from valkey_operator.objectstore import ANY_ADDRESS
 from valkey_operator.objectstore.model import Destination, S3Credentials
 from valkey_operator.objectstore.store import open_store
-from valkey_operator.testing import objectstore, processes, valkeyproc
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.datachecker import SLOTS, DataChecker, WriterReport, key_slot
-from valkey_operator.testing.images import (
+from valkey_testbed import objectstore, processes, valkeyproc
+from valkey_testbed.crds import install_crds
+from valkey_testbed.datachecker import SLOTS, DataChecker, WriterReport, key_slot
+from valkey_testbed.images import (
     OPERATOR_IMAGE,
     ImageEntry,
     newest_image,
     resolve_image,
     valkey_version,
 )
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.operatorproc import operator_argv
-from valkey_operator.testing.resp import ReplyError, encode_command
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.operatorproc import operator_argv
+from valkey_testbed.resp import ReplyError, encode_command
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, eventually
 
 Obj = dict[str, Any]
 Address = tuple[str, int]
@@ -150,9 +150,9 @@ def shard_gaps(report: WriterReport) -> list[float]:
 
 def operator_image() -> None:
     """Install this checkout's valkey-operator:dev image (restore-fetch runs it) when missing: a
-    test-bed image per checkout, which `python -m valkey_operator.testing build` makes for the
+    test-bed image per checkout, which `python -m valkey_testbed build` makes for the
     checkout it runs from only."""
-    from valkey_operator.testing import images
+    from valkey_testbed import images
 
     prefix = images.image_prefix()
     wanted = images._operator_name()
@@ -729,7 +729,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill tears the test bed down too
     reference = newest_image()
     if resolve_image(reference) is None:
-        sys.exit(f"{reference} is not installed: run `python -m valkey_operator.testing build`")
+        sys.exit(f"{reference} is not installed: run `python -m valkey_testbed build`")
     objectstore.build_server()
     operator_image()
     record: Obj = {
@@ -746,7 +746,7 @@ def main() -> None:
             if args.kubeconfig:
                 record.update(asyncio.run(drive(args, args.kubeconfig, log_dir, store)))
             else:
-                from valkey_operator.testing.controlplane import ControlPlane
+                from valkey_testbed.controlplane import ControlPlane
 
                 with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                     record.update(asyncio.run(drive(args, str(plane.kubeconfig), log_dir, store)))

@@ -17,10 +17,14 @@ Both namespaces enforce the restricted Pod Security Standard. Each round's
 namespace is deleted afterwards. Prints both per round, the medians and the
 ratio ours/floor.
 
-    python bench/bootstrap.py [--rounds 2] [--kubeconfig PATH]
+    python bench/bootstrap.py [--rounds 2] [--kubeconfig PATH] [--before DIR] [--output FILE]
+
+`--before DIR` also times the operator of another checkout (an earlier
+revision) in the same rounds. One operator runs at a time: each is started
+before its measurement (3 s untimed, to list and watch) and stopped after it.
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
-directory (build it first: `python -m valkey_operator.testing build`). With
+directory (build it first: `python -m valkey_testbed build`). With
 --kubeconfig the plane must already run the process kubelet.
 """
 
@@ -29,6 +33,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import json
+import os
 import statistics
 import tempfile
 import time
@@ -46,13 +52,13 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.demo import curated_examples
-from valkey_operator.testing.images import newest_image, resolve_image
-from valkey_operator.testing.operatorproc import kubectl, start_operator
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import parse_info
+from valkey_testbed import processes
+from valkey_testbed.crds import install_crds
+from valkey_testbed.demo import curated_examples
+from valkey_testbed.images import newest_image, resolve_image
+from valkey_testbed.operatorproc import kubectl, operator_argv, start_operator
+from valkey_testbed.wait import NotYet, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = newest_image()  # the TLS build's version follows what Debian offered
@@ -232,55 +238,71 @@ async def run_floor(kube: Client, namespace: str, cli: Path, timeout: float) -> 
 # -- driver -----------------------------------------------------------------------
 
 
-async def drive(kubeconfig: str, rounds: int, timeout: float, log_dir: Path) -> None:
+OPERATOR_START_S = 3.0
+"""Untimed: a freshly started operator lists and watches before a create is timed against it."""
+
+
+def start_one(kubeconfig: str, log_dir: Path, checkout: Path | None) -> processes.ProcessRecord:
+    """The operator as a process, from checkout when given (PYTHONPATH, and run there: `python -m`
+    puts its working directory first on sys.path)."""
+    if checkout is None:
+        return start_operator(kubeconfig, log_dir)
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    log = log_dir / "operator-before.log"
+    return processes.start("valkey-operator", operator_argv(kubeconfig), log, env, cwd=checkout)
+
+
+async def drive(
+    kubeconfig: str, rounds: int, timeout: float, log_dir: Path, before: Path | None
+) -> dict[str, list[float]]:
+    """Each round: ours and the floor (and --before's operator), alternating order; one operator
+    runs at a time, started before its measurement and stopped after it."""
     image = resolve_image(IMAGE)
     if image is None:
-        raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_operator.testing build`")
+        raise SystemExit(f"{IMAGE} is not installed: run `python -m valkey_testbed build`")
     cli = image.executable("valkey-cli")
     configuration = k8s.Configuration()
     await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     loopback(urlparse_host(str(configuration.host)))
+    kinds = ["ours", "floor", *(["before"] if before else [])]
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
     async with k8s.ApiClient(configuration) as api:
         kube = Client(RestClient(api), field_manager="bench")
         await install_crds(kube)
-        operator = start_operator(kubeconfig, log_dir)
-        try:
-            kubectl(kubeconfig, "apply", "-f", str(curated_examples(IMAGE, log_dir)))
-            kubectl(
-                kubeconfig, "wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-base"
-            )
-            ours: list[float] = []
-            floor: list[float] = []
-            stamp = time.strftime("%H%M%S")
-            for index in range(rounds):
-                order = ("ours", "floor") if index % 2 == 0 else ("floor", "ours")
-                results: dict[str, float] = {}
-                for kind in order:
-                    namespace = f"bench-boot-{stamp}-{index}-{kind}"
+        stamp = time.strftime("%H%M%S")
+        for index in range(rounds):
+            order = kinds if index % 2 == 0 else kinds[::-1]
+            results: dict[str, float] = {}
+            for kind in order:
+                namespace = f"bench-boot-{stamp}-{index}-{kind}"
+                try:
+                    if kind == "floor":
+                        results[kind] = await run_floor(kube, namespace, cli, timeout)
+                        continue
+                    operator = start_one(kubeconfig, log_dir, before if kind == "before" else None)
                     try:
-                        if kind == "ours":
-                            if not operator.alive():
-                                raise RuntimeError(f"the operator exited; see {log_dir / 'operator.log'}")
-                            results[kind] = await run_ours(kube, namespace, timeout)
-                        else:
-                            results[kind] = await run_floor(kube, namespace, cli, timeout)
+                        kubectl(kubeconfig, "apply", "-f", str(curated_examples(IMAGE, log_dir)))
+                        await asyncio.sleep(OPERATOR_START_S)
+                        if not operator.alive():
+                            raise RuntimeError(f"the operator exited; see the logs in {log_dir}")
+                        results[kind] = await run_ours(kube, namespace, timeout)
                     finally:
-                        await delete_namespace(kube, namespace)
-                ours.append(results["ours"])
-                floor.append(results["floor"])
-                print(
-                    f"round {index + 1} ({order[0]} first): ours {results['ours']:6.2f} s, "
-                    f"floor {results['floor']:6.2f} s, ours/floor {results['ours'] / results['floor']:.2f}x",
-                    flush=True,
-                )
-            ours_p50, floor_p50 = statistics.median(ours), statistics.median(floor)
-            print(
-                f"\n{SHARDS}x{REPLICAS} create -> Active over {rounds} rounds: ours median {ours_p50:.2f} s "
-                f"(min {min(ours):.2f}, max {max(ours):.2f}); floor median {floor_p50:.2f} s "
-                f"(min {min(floor):.2f}, max {max(floor):.2f}); ours/floor {ours_p50 / floor_p50:.2f}x"
+                        processes.stop([operator])
+                finally:
+                    await delete_namespace(kube, namespace)
+            for kind, seconds in results.items():
+                times[kind].append(seconds)
+            said = ", ".join(f"{kind} {results[kind]:6.2f} s" for kind in kinds)
+            ratios = ", ".join(
+                f"{kind}/floor {results[kind] / results['floor']:.2f}x" for kind in kinds if kind != "floor"
             )
-        finally:
-            processes.stop([operator])
+            print(f"round {index + 1} ({order[0]} first): {said}; {ratios}", flush=True)
+    floor_p50 = statistics.median(times["floor"])
+    print(f"\n{SHARDS}x{REPLICAS} create -> Active over {rounds} rounds (medians, min-max):")
+    for kind in kinds:
+        p50, low, high = statistics.median(times[kind]), min(times[kind]), max(times[kind])
+        print(f"  {kind:6} {p50:6.2f} s ({low:.2f}-{high:.2f}), /floor {p50 / floor_p50:.2f}x")
+    return times
 
 
 def urlparse_host(url: str) -> str:
@@ -295,15 +317,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="per measurement, seconds")
     parser.add_argument("--kubeconfig")
+    parser.add_argument("--before", type=Path, help="also time the operator of this checkout, same rounds")
+    parser.add_argument("--output", type=Path, help="also write the times (JSON) here")
     args = parser.parse_args()
+    before = args.before.resolve() if args.before else None
     if args.kubeconfig:
         with tempfile.TemporaryDirectory(prefix="bench-") as logs:
-            asyncio.run(drive(args.kubeconfig, args.rounds, args.timeout, Path(logs)))
-        return
-    from valkey_operator.testing.controlplane import ControlPlane
+            times = asyncio.run(drive(args.kubeconfig, args.rounds, args.timeout, Path(logs), before))
+    else:
+        from valkey_testbed.controlplane import ControlPlane
 
-    with tempfile.TemporaryDirectory(prefix="bench-") as state, ControlPlane(Path(state), nodes=3) as plane:
-        asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs))
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-") as state,
+            ControlPlane(Path(state), nodes=3) as plane,
+        ):
+            times = asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs, before))
+    if args.output:
+        record = {
+            "before": str(before) if before else None,
+            "seconds": times,
+            "load_average": os.getloadavg(),
+        }
+        args.output.write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

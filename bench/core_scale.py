@@ -32,7 +32,8 @@ up on the stopped watcher, in its watch cache, from where the side's re-watch
 replays them): events/s is how fast the side drains them, its throughput.
 
     python bench/core_scale.py [--sizes 10000,100000] [--rounds 3] [--updates K]
-        [--sides ours,controller-runtime] [--kubeconfig PATH] [--reuse] [--keep] [--profile FILE]
+        [--sides ours,controller-runtime,ours-apiclient] [--kubeconfig PATH] [--reuse] [--keep]
+        [--profile FILE]
 
 Medians over the rounds go into one table, with the ratios
 ours/controller-runtime (for throughput: the other side's events/s over
@@ -52,7 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,10 @@ from core_throughput import (
     summarize_profile,
 )
 
-SIDES = ("ours", "controller-runtime")
+SIDES = ("ours", "controller-runtime", "ours-apiclient")
+"""ours-apiclient: the same core with its requests carried by kubernetes-asyncio's ApiClient (built
+from the same loaded Configuration) instead of the core's own aiohttp session; not run by default."""
+DEFAULT_SIDES = SIDES[:2]
 GOAL_COUNT = 100_000
 GOAL_THROUGHPUT = 1.2
 GOAL_RSS = 2.0
@@ -307,6 +311,31 @@ def print_run(round_index: int, run: ScaleRun, count: int, updates: int) -> None
             print(f"    note: {run.side} saw {phase.events} {phase.kind} events, {updates} expected")
 
 
+def print_ratios(results: dict[int, dict[str, Median]], kinds: Iterable[str], other: str) -> None:
+    """ours against other at each size both ran."""
+    if not any("ours" in medians and other in medians for medians in results.values()):
+        return
+    print(f"\nratios ours / {other} (time or cost; throughput: theirs / ours)\n")
+    head = "| objects | initial sync |" + "".join(f" {k} throughput | {k} CPU/event |" for k in kinds)
+    head += " RSS/object | peak RSS |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for count, medians in results.items():
+        if "ours" not in medians or other not in medians:
+            continue
+        ours, theirs = medians["ours"], medians[other]
+        row = f"| {count:,} | {ours.sync_seconds / theirs.sync_seconds:.2f}x |"
+        for kind in kinds:
+            row += (
+                f" {theirs.events_per_second[kind] / ours.events_per_second[kind]:.2f}x |"
+                f" {ours.cpu_us_per_event[kind] / theirs.cpu_us_per_event[kind]:.2f}x |"
+            )
+        row += (
+            f" {ours.rss_per_object / theirs.rss_per_object:.2f}x | {ours.peak_mib / theirs.peak_mib:.2f}x |"
+        )
+        print(row)
+
+
 def report(results: dict[int, dict[str, Median]], rounds: int, load: list[float]) -> None:
     print(
         f"\nmedians over {rounds} rounds; load average during the runs {min(load):.1f} to {max(load):.1f}\n"
@@ -332,25 +361,8 @@ def report(results: dict[int, dict[str, Median]], rounds: int, load: list[float]
         print(
             "|  | (driver's writes) | | | " + " | ".join(f"{writes[k]:,.0f}/s | " for k in kinds) + " | | | |"
         )
-    print("\nratios ours / controller-runtime (time or cost; throughput: theirs / ours)\n")
-    head = "| objects | initial sync |" + "".join(f" {k} throughput | {k} CPU/event |" for k in kinds)
-    head += " RSS/object | peak RSS |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for count, medians in results.items():
-        if "ours" not in medians or "controller-runtime" not in medians:
-            continue
-        ours, theirs = medians["ours"], medians["controller-runtime"]
-        row = f"| {count:,} | {ours.sync_seconds / theirs.sync_seconds:.2f}x |"
-        for kind in kinds:
-            row += (
-                f" {theirs.events_per_second[kind] / ours.events_per_second[kind]:.2f}x |"
-                f" {ours.cpu_us_per_event[kind] / theirs.cpu_us_per_event[kind]:.2f}x |"
-            )
-        row += (
-            f" {ours.rss_per_object / theirs.rss_per_object:.2f}x | {ours.peak_mib / theirs.peak_mib:.2f}x |"
-        )
-        print(row)
+    for other in SIDES[1:]:
+        print_ratios(results, kinds, other)
     goal = results.get(GOAL_COUNT, {})
     if "ours" in goal and "controller-runtime" in goal:
         ours, theirs = goal["ours"], goal["controller-runtime"]
@@ -438,7 +450,9 @@ def main() -> None:
     )
     parser.add_argument("--no-backlog", action="store_true", help="only the live update phase")
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent creates and updates")
-    parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
+    parser.add_argument(
+        "--sides", default=",".join(DEFAULT_SIDES), help=f"comma-separated, of {', '.join(SIDES)}"
+    )
     parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one side's process may run")
     parser.add_argument(
@@ -457,7 +471,7 @@ def main() -> None:
         if not args.keep:
             asyncio.run(delete_namespaces(args.kubeconfig, namespaces))
         return
-    from valkey_operator.testing.controlplane import ControlPlane
+    from valkey_testbed.controlplane import ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="bench-") as state:
         plane = ControlPlane(Path(state))

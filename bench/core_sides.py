@@ -41,7 +41,7 @@ async def run_ours(kubeconfig: str, namespace: str, count: int, workers: int) ->
     from valkey_operator.core.restconfig import load_config
 
     configure_logging("json", "warning")
-    rest_config = load_config(kubeconfig)
+    rest_config = await load_config(kubeconfig)
     seen: set[Request] = set()
     finished = asyncio.Event()
     finished_at = 0.0
@@ -83,9 +83,20 @@ def cpu_seconds() -> float:
 
 
 async def run_ours_scale(
-    kubeconfig: str, namespace: str, count: int, workers: int, updates: int, phases: int, tag: str
+    kubeconfig: str,
+    namespace: str,
+    count: int,
+    workers: int,
+    updates: int,
+    phases: int,
+    tag: str,
+    api_client: bool = False,
 ) -> tuple[float, float]:
-    """The initial sync, then `phases` rounds of `updates` changed objects; JSON lines as it goes."""
+    """The initial sync, then `phases` rounds of `updates` changed objects; JSON lines as it goes.
+
+    `api_client`: the requests go through kubernetes-asyncio's ApiClient made from the same loaded
+    configuration (side ours-apiclient), not the core's own session.
+    """
     from prometheus_client import CollectorRegistry
 
     from valkey_operator.core.builder import build_controller
@@ -97,10 +108,13 @@ async def run_ours_scale(
     from valkey_operator.core.restconfig import load_config
 
     configure_logging("json", os.environ.get("BENCH_LOG_LEVEL", "warning"))
-    rest_config = load_config(kubeconfig)
+    rest_config = await load_config(kubeconfig)
+    from kubernetes_asyncio.client import ApiClient
+
     started = time.perf_counter()
+    api = ApiClient(rest_config) if api_client else None  # after `started`: its TLS set-up, as ours
     manager = Manager(
-        rest_config,
+        api or rest_config,
         field_manager="bench",
         namespace=namespace,
         metrics_bind_address="0",
@@ -178,6 +192,8 @@ async def run_ours_scale(
     await finished.wait()
     manager.stop()
     await running
+    if api is not None:
+        await api.close()
     return state["elapsed"], state["finished_at"]
 
 
@@ -257,7 +273,7 @@ def side_main(side: str, kubeconfig: str, namespace: str, count: int, workers: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("side", choices=("ours", "kopf"))
+    parser.add_argument("side", choices=("ours", "ours-apiclient", "kopf"))
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--count", type=int, required=True)
@@ -267,10 +283,17 @@ def main() -> None:
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
     if args.updates:
-        if args.side != "ours":
+        if args.side not in ("ours", "ours-apiclient"):
             parser.error("--updates is implemented for ours only")
         scale = run_ours_scale(
-            args.kubeconfig, args.namespace, args.count, args.workers, args.updates, args.phases, args.tag
+            args.kubeconfig,
+            args.namespace,
+            args.count,
+            args.workers,
+            args.updates,
+            args.phases,
+            args.tag,
+            api_client=args.side == "ours-apiclient",
         )
         elapsed, finished_at = asyncio.run(scale)
         emit({"event": "done", "seconds": elapsed, "finished_at": finished_at, "rss_kib": peak_rss_kib()})

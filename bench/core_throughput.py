@@ -36,7 +36,7 @@ The Go binary is built on first use (`go mod tidy`, `go build -trimpath
 build) into `<test bed cache>/bench/controller-runtime-<version>/`, and
 rebuilt only when the pinned version, main.go, go.mod.tmpl or the Go toolchain
 changes. Without --kubeconfig a control plane is started in a temporary
-directory (build it first: `python -m valkey_operator.testing build`).
+directory (build it first: `python -m valkey_testbed build`).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ GOAL_RATIO = 1.5
 
 
 def _go(args: list[str], work: Path, cache: Path) -> float:
-    from valkey_operator.testing.build import go_env
+    from valkey_testbed.build import go_env
 
     print("  $ " + shlex.join(["go", *args]), flush=True)
     started = time.monotonic()
@@ -95,7 +95,7 @@ def _go(args: list[str], work: Path, cache: Path) -> float:
 
 def controller_runtime_binary() -> Path:
     """The benchmark's Go manager, built when missing or stale; prints the cold build's time."""
-    from valkey_operator.testing.build import cache_root
+    from valkey_testbed.build import cache_root
 
     target_dir = cache_root() / "bench" / f"controller-runtime-{CONTROLLER_RUNTIME}"
     binary = target_dir / "crbench"
@@ -436,7 +436,7 @@ def main() -> None:
     if args.kubeconfig:
         asyncio.run(delete_namespaces(args.kubeconfig, drive(args.kubeconfig, args)))
         return
-    from valkey_operator.testing.controlplane import ControlPlane
+    from valkey_testbed.controlplane import ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="bench-") as state:
         plane = ControlPlane(Path(state))

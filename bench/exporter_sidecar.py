@@ -47,9 +47,9 @@ import attrs
 from controllers.cluster.render.exporter import EXPORTER_RULES
 from controllers.cluster.render.exporter import FLAGS as SIDECAR_FLAGS
 from valkey_operator.api.resources import EXPORTER_USER
-from valkey_operator.testing import images, processes, redisexporter, versions
-from valkey_operator.testing.kubelet.ipam import listening_ipv4_addresses
-from valkey_operator.testing.valkeyproc import (
+from valkey_testbed import images, processes, redisexporter, versions
+from valkey_testbed.kubelet.ipam import listening_ipv4_addresses
+from valkey_testbed.valkeyproc import (
     ValkeyServer,
     form_cluster,
     server_base_dir,
@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = images.resolve_image(args.image or images.newest_image())
     exporter = images.resolve_image(images.EXPORTER_IMAGE)
     if image is None or exporter is None:
-        print("images missing: run python -m valkey_operator.testing build", file=sys.stderr)
+        print("images missing: run python -m valkey_testbed build", file=sys.stderr)
         return 1
     counts = [int(part) for part in args.instances.split(",")]
     runs = []

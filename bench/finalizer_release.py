@@ -9,7 +9,7 @@ the ratio. Flat means p50 at 10,000 configs is at most 2x p50 at 10, plus
     python bench/finalizer_release.py [--sizes 10,1000,10000] [--trials 15] [--kubeconfig PATH]
 
 Without --kubeconfig a control plane is started in a temporary directory
-(build it first: `python -m valkey_operator.testing build`).
+(build it first: `python -m valkey_testbed build`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from valkey_operator.core.logging import configure_logging
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.crds import install_crds
+from valkey_testbed.wait import eventually
 
 Check = Callable[[], Awaitable[bool]]
 
@@ -185,7 +185,7 @@ def main() -> None:
     if args.kubeconfig:
         asyncio.run(drive(args.kubeconfig, sizes, args.trials))
         return
-    from valkey_operator.testing.controlplane import ControlPlane
+    from valkey_testbed.controlplane import ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="bench-") as state, ControlPlane(Path(state)) as plane:
         asyncio.run(drive(str(plane.kubeconfig), sizes, args.trials))

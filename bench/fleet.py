@@ -40,7 +40,7 @@ gossip) is more than the machine bears next to other work.
 `--sides` takes registered sides (SIDES below): `ours` is this checkout's
 operator, or the one in `--operator-checkout DIR` (PYTHONPATH=DIR) to measure
 another revision in the same conditions; `peer` is the official operator
-(valkey_operator/testing/peer.py: VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS).
+(testbed/valkey_testbed/peer.py: VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS).
 `--together` runs the sides at once on one test bed, each with its own
 operator process and namespaces: both under the same machine load, in half
 the time. A side joins by adding a FleetSide to SIDES: how to start it, a
@@ -69,18 +69,18 @@ from kubernetes_asyncio import config as k8s_config
 from operators import Shape as Served
 from operators import delete_namespace, serving
 
-from controllers.cluster.render import layout, names
+from controllers.shared import layout, names
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, SECRETS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import peer, processes
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.demo import curated_examples
-from valkey_operator.testing.images import newest_image
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, kubectl, operator_argv
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials, check_address
+from valkey_testbed import peer, processes
+from valkey_testbed.crds import install_crds
+from valkey_testbed.demo import curated_examples
+from valkey_testbed.images import newest_image
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS, kubectl, operator_argv
+from valkey_testbed.wait import NotYet, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = newest_image()
@@ -172,7 +172,10 @@ class Ours:
         env = None
         if self.checkout is not None:
             env = {**os.environ, "PYTHONPATH": str(self.checkout)}
-        return processes.start("valkey-operator", operator_argv(kubeconfig), log_dir / "operator.log", env)
+        # In the checkout: `python -m` puts its working directory first on sys.path, so started from
+        # this checkout's root the operator would run this checkout's modules, not the other's.
+        log = log_dir / "operator.log"
+        return processes.start("valkey-operator", operator_argv(kubeconfig), log, env, cwd=self.checkout)
 
     def body(self, name: str, namespace: str, shape: Shape) -> Obj:
         body: Obj = yaml.safe_load((ROOT / "docs" / "examples" / "cluster.yaml").read_text())
@@ -205,7 +208,7 @@ class Ours:
 
 
 class Peer:
-    """The official operator (valkey_operator/testing/peer.py), unchanged, out of cluster.
+    """The official operator (testbed/valkey_testbed/peer.py), unchanged, out of cluster.
 
     Settings go through its own ValkeyCluster: `--bind $(POD_IP)`, cluster-node-timeout 5000 and
     its exporter off (as in bench/peers.py), and, since the fleet's namespaces enforce the
@@ -662,7 +665,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-") as logs:
             rows = asyncio.run(drive(args.kubeconfig, args, Path(logs)))
     else:
-        from valkey_operator.testing.controlplane import ControlPlane
+        from valkey_testbed.controlplane import ControlPlane
 
         with tempfile.TemporaryDirectory(prefix="bench-") as state:
             plane = ControlPlane(Path(state), nodes=3)

@@ -9,7 +9,7 @@ Valkey itself (`serving`), so neither side is timed by its own word alone.
     ours   python -m valkey_operator, a ValkeyImage per image and a ValkeyConfig
            per cluster (the roll moves the config's imageRef)
     peer   the official valkey-io/valkey-operator, found through
-           valkey_operator.testing.peer (VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS)
+           valkey_testbed.peer (VALKEY_PEER_OPERATOR, VALKEY_PEER_CRDS)
 
 Both get cluster-node-timeout 5000 (2 shared cores starve 2 s timeouts into
 false failovers), the peer through its own API (spec.containers args).
@@ -37,13 +37,13 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKE
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import peer, processes
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.images import valkey_version
-from valkey_operator.testing.operatorproc import start_operator
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import peer, processes
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.crds import install_crds
+from valkey_testbed.images import valkey_version
+from valkey_testbed.operatorproc import start_operator
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, eventually
 
 Obj = dict[str, Any]
 Address = tuple[str, int]

@@ -56,9 +56,9 @@ from operators import (
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
-from valkey_operator.testing import peer
-from valkey_operator.testing.datachecker import DataChecker, WriterReport
-from valkey_operator.testing.images import resolve_image
+from valkey_testbed import peer
+from valkey_testbed.datachecker import DataChecker, WriterReport
+from valkey_testbed.images import resolve_image
 
 Obj = dict[str, Any]
 SIDES = ("ours", "peer")
@@ -302,7 +302,7 @@ def main() -> None:
         parser.error(f"the peer is absent: {found.reason}")
     for reference in (args.old, args.new):
         if resolve_image(reference) is None:
-            parser.error(f"{reference} is not installed: run `python -m valkey_operator.testing build`")
+            parser.error(f"{reference} is not installed: run `python -m valkey_testbed build`")
     sys.exit(run_on_testbed(functools.partial(drive, args), args.kubeconfig, args.log_dir, "bench-peers-"))
 
 

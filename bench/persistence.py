@@ -42,7 +42,7 @@ tests/unit/test_persistence_bench.py keeps the numbers there equal to it.
 
 Without --kubeconfig a control plane with 3 nodes and the local-path
 StorageClass is started in a temporary directory (build it first: `python -m
-valkey_operator.testing build`); the recovery part fails every node of the
+valkey_testbed build`); the recovery part fails every node of the
 test bed it is given. Everything listens on and dials 127.0.0.0/8 only; every
 load is a fixed number of keys; the bench stops only the processes it started,
 by pid.
@@ -69,21 +69,21 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from controllers.cluster.render.config import persistence_directives, quote
-from controllers.config.persistence import Persistence
+from controllers.shared.persistence import Persistence
 from valkey_operator.api.config import Appendfsync, PersistenceMode
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes, valkeyproc
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.datachecker import SLOTS, check_loopback, key_slot
-from valkey_operator.testing.images import ImageEntry, newest_image, resolve_image, valkey_version
-from valkey_operator.testing.kubelet.control import KubeletControl
-from valkey_operator.testing.operatorproc import start_operator
-from valkey_operator.testing.resp import Arg, Reply, encode_command, read_reply
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, eventually, eventually_blocking
+from valkey_testbed import processes, valkeyproc
+from valkey_testbed.crds import install_crds
+from valkey_testbed.datachecker import SLOTS, check_loopback, key_slot
+from valkey_testbed.images import ImageEntry, newest_image, resolve_image, valkey_version
+from valkey_testbed.kubelet.control import KubeletControl
+from valkey_testbed.operatorproc import start_operator
+from valkey_testbed.resp import Arg, Reply, encode_command, read_reply
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, eventually, eventually_blocking
 
 Obj = dict[str, Any]
 Address = tuple[str, int]
@@ -654,7 +654,7 @@ def main() -> None:
     reference = newest_image()
     image = resolve_image(reference)
     if image is None:
-        sys.exit(f"{reference} is not installed: run `python -m valkey_operator.testing build`")
+        sys.exit(f"{reference} is not installed: run `python -m valkey_testbed build`")
     record: Obj = {
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),
@@ -675,7 +675,7 @@ def main() -> None:
                 state_dir = Path(args.kubeconfig).resolve().parent
                 record["recovery"] = asyncio.run(recovery(args, args.kubeconfig, state_dir, log_dir))
             else:
-                from valkey_operator.testing.controlplane import ControlPlane
+                from valkey_testbed.controlplane import ControlPlane
 
                 with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                     record["recovery"] = asyncio.run(

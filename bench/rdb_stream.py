@@ -31,16 +31,16 @@ import subprocess
 import tempfile
 import time
 
-from valkey_operator.testing import images
-from valkey_operator.testing.valkeyproc import (
+from valkey_operator.valkey.admin import Credentials
+from valkey_operator.valkey.rdb_stream import open_rdb_stream
+from valkey_testbed import images
+from valkey_testbed.valkeyproc import (
     ConfigValue,
     ValkeyServer,
     server_base_dir,
     start_server,
     write_tls_files,
 )
-from valkey_operator.valkey.admin import Credentials
-from valkey_operator.valkey.rdb_stream import open_rdb_stream
 
 PASSWORD = "rdb-stream-bench"
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -86,7 +86,7 @@ def main() -> None:
     args = parser.parse_args()
     image = images.resolve_image(args.image)
     if image is None:
-        raise SystemExit(f"{args.image} is not installed (python -m valkey_operator.testing build)")
+        raise SystemExit(f"{args.image} is not installed (python -m valkey_testbed build)")
     base = server_base_dir()
     config: dict[str, ConfigValue] = {
         "enable-debug-command": "yes",

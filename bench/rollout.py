@@ -31,7 +31,7 @@ bench/results/rollout.json is the one the docs cite, and tests/unit/test_docs_nu
 keeps their numbers equal to it.
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
-directory (build it first: `python -m valkey_operator.testing build`).
+directory (build it first: `python -m valkey_testbed build`).
 Everything listens on and dials 127.0.0.0/8 only; the bench stops only the
 processes it started, by pid.
 """
@@ -58,13 +58,13 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKE
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.datachecker import DataChecker, WriterReport
-from valkey_operator.testing.images import newest_image, resolve_image, valkey_version
-from valkey_operator.testing.operatorproc import start_operator
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import processes
+from valkey_testbed.crds import install_crds
+from valkey_testbed.datachecker import DataChecker, WriterReport
+from valkey_testbed.images import newest_image, resolve_image, valkey_version
+from valkey_testbed.operatorproc import start_operator
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, eventually
 
 Obj = dict[str, Any]
 SIDES = ("ours", "naive")
@@ -316,7 +316,7 @@ def main() -> None:
         parser.error(f"--sides from {SIDES}, --rounds >= 1, --keys >= 1000")
     for reference in (args.old, args.new):
         if resolve_image(reference) is None:
-            parser.error(f"{reference} is not installed: run `python -m valkey_operator.testing build`")
+            parser.error(f"{reference} is not installed: run `python -m valkey_testbed build`")
     sys.exit(run_on_testbed(functools.partial(drive, args), args.kubeconfig, args.log_dir, "bench-rollout-"))
 
 

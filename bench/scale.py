@@ -21,6 +21,21 @@ keys, gains a 4th primary that ends up with about a quarter of the slots):
   atomic   the same on a fresh identical cluster, with valkey-cli's
            `--cluster-use-atomic-slot-migration` (CLUSTER MIGRATESLOTS; the
            flag is accepted by valkey-cli 9.1 but not listed in its help).
+  floor    the fastest correct sequence for what `ours` does, on the same test
+           bed: 3 hand-written pods (bench/bootstrap.py's, same image and
+           cluster-node-timeout) formed with `valkey-cli --cluster create`,
+           the same keys loaded; timed from creating a 4th such pod: its
+           server answers PING, one CLUSTER MEET, every node lists the new
+           one, the new node reports cluster_state:ok (Valkey keeps a new
+           primary `fail` for min(cluster-node-timeout, 5 s) after it learns
+           the slot map; a slot moved to it earlier answers CLUSTERDOWN), then
+           the atomic rebalance above, until every node shows the new map.
+
+Phases: `ours` prints, from the patch, when shard 3's pod was created, Running
+and Ready (the pod as the bench polls it), MEET and the first and last slot
+migration step (the operator's structured log), the node id first shown in
+the status ("new_node"), slots first shown moving ("migrating"), and Active;
+`floor` the same marks of its own sequence.
 
 After every measurement: every node reports cluster_state:ok and the same
 slot map covering all 16384 slots once, the new primary holds 1/4 +- 10 %,
@@ -33,12 +48,12 @@ with the last status seen, and the run goes on. Prints each measurement, the
 medians and the ratios ours/classic, ours/atomic and classic/atomic.
 
     python bench/scale.py [--rounds 1] [--keys 200000] [--json]
-        [--sides ours,classic,atomic] [--timeout 600] [--image REFERENCE]
+        [--sides ours,floor,classic,atomic] [--timeout 600] [--image REFERENCE]
         [--kubeconfig PATH] [--log-dir DIR]
 
-The peers need no control plane. For `ours`, without --kubeconfig a control
+The peers need no control plane. For `ours` and `floor`, without --kubeconfig a control
 plane with 3 nodes is started in a temporary directory (build it first:
-`python -m valkey_operator.testing build`). Everything listens on and dials
+`python -m valkey_testbed build`). Everything listens on and dials
 127.0.0.0/8 only; the bench stops only the processes it started, by pid.
 """
 
@@ -58,11 +73,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from bootstrap import answers, floor_pod
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from valkey.asyncio import Valkey
@@ -72,20 +89,22 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKE
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import processes, valkeyproc
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.datachecker import SLOTS, DataChecker, key_slot
-from valkey_operator.testing.images import ImageEntry, newest_image, resolve_image
-from valkey_operator.testing.operatorproc import start_operator
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually
 from valkey_operator.valkey.admin import parse_info
+from valkey_testbed import processes, valkeyproc
+from valkey_testbed.crds import install_crds
+from valkey_testbed.datachecker import SLOTS, DataChecker, key_slot
+from valkey_testbed.images import ImageEntry, newest_image, resolve_image
+from valkey_testbed.operatorproc import start_operator
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually
 
 DEFAULT_IMAGE = newest_image()  # what the e2e tests and bench/bootstrap.py run
-SIDES = ("ours", "classic", "atomic")
+SIDES = ("ours", "floor", "classic", "atomic")
+ON_TEST_BED = ("ours", "floor")
 ATOMIC_FLAG = "--cluster-use-atomic-slot-migration"
 NODE_TIMEOUT_MS = valkeyproc.CLUSTER_NODE_TIMEOUT_MS  # both sides: >= 5000 ms on 2 shared cores
 POLL = 0.1
+FLOOR_POLL = 0.05  # the floor's own waits: finer, so it is not slowed by its polling
 SHARE_TOLERANCE = 0.10  # the new primary's slots: a quarter of 16384, +- 10 %
 VALUE_SIZE = 64
 LOAD_CHUNK = 20_000  # keys per DataChecker.write call
@@ -476,6 +495,203 @@ async def run_peer(
         shutil.rmtree(base, ignore_errors=True)
 
 
+# -- floor: the fewest steps on the same test bed ------------------------------------------------
+
+
+async def pod_ip(kube: Client, namespace: str, name: str, deadline: float) -> str:
+    async def ip() -> str | NotYet:
+        pod = await kube.get(PODS, name, namespace)
+        found = (pod.get("status") or {}).get("podIP")
+        return loopback(str(found)) if found else NotYet(f"pod {name} has no IP yet")
+
+    return str(await eventually(ip, f"pod {name}'s IP", deadline - time.monotonic(), interval=FLOOR_POLL))
+
+
+async def answering(kube: Client, namespace: str, names: Sequence[str], deadline: float) -> list[str]:
+    """The pods' IPs once each one's server answers PING."""
+    ips = [await pod_ip(kube, namespace, name, deadline) for name in names]
+
+    async def all_answer() -> bool:
+        return all(await asyncio.gather(*(answers(ip) for ip in ips)))
+
+    await eventually(
+        all_answer, "valkey-server to answer PING", deadline - time.monotonic(), interval=FLOOR_POLL
+    )
+    return ips
+
+
+async def knows_all(addresses: Sequence[Address]) -> bool:
+    """Every node lists every other, none of them still in handshake."""
+    try:
+        for address in addresses:
+            client = node(address, (None, None))
+            try:
+                text = bytes(await call(client, "CLUSTER", "NODES")).decode()
+            finally:
+                await client.aclose()
+            lines = [line for line in text.splitlines() if line and "handshake" not in line.split()[2]]
+            if len(lines) != len(addresses):
+                return False
+        return True
+    except (OSError, TimeoutError, ValkeyError):
+        return False
+
+
+async def form_floor(
+    kube: Client, cli: Path, namespace: str, deadline: float, log_dir: Path
+) -> list[Address]:
+    """3 hand-written pods, the slots split evenly by `valkey-cli --cluster create`; their addresses."""
+    names = [f"floor-{index}" for index in range(3)]
+    for name in names:
+        await kube.create(PODS, floor_pod(name, namespace))
+    ips = await answering(kube, namespace, names, deadline)
+    argv = [str(cli), "--cluster", "create", *(f"{ip}:6379" for ip in ips), "--cluster-yes"]
+    await rebalance(argv, log_dir / f"{namespace}-create.log", deadline)
+    addresses = [(ip, 6379) for ip in ips]
+
+    async def formed() -> bool | NotYet:
+        problem = await converged(addresses, (None, None), None)
+        return NotYet(problem) if problem else True
+
+    await eventually(formed, "3 primaries formed", deadline - time.monotonic(), interval=POLL)
+    return addresses
+
+
+async def scale_floor(
+    kube: Client, cli: Path, namespace: str, addresses: Sequence[Address], deadline: float, log_dir: Path
+) -> dict[str, float]:
+    """The timed part: a 4th pod, MEET once it answers, wait until it is known and `ok` everywhere,
+    the atomic rebalance, the new map everywhere. Returns perf_counter marks ("started", PHASES, "done")."""
+    marks = {"started": time.perf_counter()}
+    await kube.create(PODS, floor_pod("floor-3", namespace))
+    marks["pod_created"] = time.perf_counter()
+    (new_ip,) = await answering(kube, namespace, ["floor-3"], deadline)
+    marks["pod_running"] = time.perf_counter()
+    seed = node(addresses[0], (None, None))
+    try:
+        reply = await call(seed, "CLUSTER", "MEET", new_ip, 6379)
+    finally:
+        await seed.aclose()
+    if reply != b"OK":
+        raise PhaseFailed(f"MEET {new_ip}: {reply!r}")
+    marks["meet"] = time.perf_counter()
+    new: Address = (new_ip, 6379)
+    everyone = [*addresses, new]
+
+    async def met() -> bool:
+        return await knows_all(everyone)
+
+    await eventually(met, "every node to list the new one", deadline - time.monotonic(), interval=FLOOR_POLL)
+    marks["new_node"] = time.perf_counter()
+
+    async def joined() -> bool | NotYet:
+        views = await asyncio.gather(*(cluster_view(address, (None, None)) for address in everyone))
+        states = [state for state, _ in views]
+        same = all(owners == views[0][1] for _, owners in views)
+        return True if same and all(state == "ok" for state in states) else NotYet(f"states {states}")
+
+    await eventually(joined, "cluster_state:ok everywhere", deadline - time.monotonic(), interval=FLOOR_POLL)
+    marks["new_node_ok"] = marks["first_migration"] = time.perf_counter()
+    argv = [str(cli), "--cluster", "rebalance", f"{addresses[0][0]}:6379"]
+    argv += ["--cluster-use-empty-primaries", ATOMIC_FLAG]
+    await rebalance(argv, log_dir / f"{namespace}-rebalance.log", deadline)
+    marks["last_migration"] = time.perf_counter()
+
+    async def done() -> bool | NotYet:
+        problem = await converged(everyone, (None, None), new)
+        return NotYet(problem) if problem else True
+
+    await eventually(done, "the new slot map everywhere", deadline - time.monotonic(), interval=FLOOR_POLL)
+    marks["done"] = time.perf_counter()
+    return marks
+
+
+async def run_floor(kube: Client, cli: Path, namespace: str, keys: int, timeout: float, log_dir: Path) -> Obj:
+    """3 hand-written pods formed and loaded (untimed); then, timed, scale_floor; then verified."""
+    deadline = time.monotonic() + timeout
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    await kube.create(NAMESPACES, {"metadata": {"name": namespace, "labels": labels}})
+    data: Dataset | None = None
+    try:
+        addresses = await form_floor(kube, cli, namespace, deadline, log_dir)
+        data = Dataset(addresses, (None, None), keys)
+        load_seconds = await data.load(deadline)
+        deadline = time.monotonic() + timeout  # the scale-out gets a full --timeout of its own
+        marks = await scale_floor(kube, cli, namespace, addresses, deadline, log_dir)
+        started = marks.pop("started")
+        (new_ip,) = await answering(kube, namespace, ["floor-3"], deadline)
+        everyone = [*addresses, (new_ip, 6379)]
+        problem = await data.verify(everyone)
+        if problem:
+            raise PhaseFailed(f"verify: {problem}")
+        jobs = await slot_migrations(everyone, (None, None))
+        if not jobs or any(state != b"success" for state in jobs):
+            raise PhaseFailed(f"atomic slot migration jobs on the sources: {jobs}")
+        return {
+            "seconds": marks.pop("done") - started,
+            **{f"{mark}_seconds": at - started for mark, at in marks.items()},
+            "load_seconds": load_seconds,
+            "keys": data.total,
+        }
+    except WaitTimeout as exc:
+        raise PhaseFailed(str(exc)) from None
+    finally:
+        if data is not None:
+            await data.close()
+        await delete_namespace(kube, namespace)
+
+
+async def delete_namespace(kube: Client, name: str, timeout: float = 120.0) -> None:
+    with contextlib.suppress(Exception):
+        await kube.delete(VALKEY_CLUSTERS, CLUSTER, name)
+    for pod in await kube.list(PODS, name):
+        await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
+    await kube.delete(NAMESPACES, name)
+
+    async def gone() -> bool:
+        return await kube.get_or_none(NAMESPACES, name) is None
+
+    try:
+        await eventually(gone, f"namespace {name} to be deleted", timeout, interval=POLL)
+    except WaitTimeout as exc:
+        print(f"  warning: {exc}", file=sys.stderr, flush=True)
+
+
+# -- where ours spends the time: its structured log ------------------------------------------------
+
+
+def log_time(stamp: str) -> float:
+    """Unix seconds of a structured log line's ISO timestamp."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def operator_marks(lines: Iterable[str], cluster: str, shard: int, since: float) -> dict[str, float]:
+    """Unix times, from the operator's structured log, of the steps for `cluster` ("namespace/name")
+    at or after `since`: shard `shard`'s pod created ("pod_created"), the MEET of that pod ("meet"),
+    the first and the last MigrateSlots issued ("first_migration", "last_migration")."""
+    marks: dict[str, float] = {}
+    prefix = f"{cluster.rpartition('/')[2]}-{shard}-"
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("cluster") != cluster or "timestamp" not in entry:
+            continue
+        at = log_time(str(entry["timestamp"]))
+        if at < since:
+            continue
+        event, action = entry.get("event"), str(entry.get("action", ""))
+        if event == "created pod" and entry.get("shard") == shard:
+            marks.setdefault("pod_created", at)
+        elif event == "cluster step" and action.startswith("Meet(") and f"peer='{prefix}" in action:
+            marks.setdefault("meet", at)
+        elif event == "cluster step" and action.startswith("MigrateSlots("):
+            marks.setdefault("first_migration", at)
+            marks["last_migration"] = at
+    return marks
+
+
 # -- ours: the operator on the test bed ----------------------------------------------------------
 
 
@@ -547,22 +763,9 @@ class Ours:
             except Exception as exc:
                 print(f"  warning: {exc}", file=sys.stderr, flush=True)
 
-    async def delete_namespace(self, name: str, timeout: float = 120.0) -> None:
+    async def delete_namespace(self, name: str) -> None:
         assert self.kube is not None
-        kube = self.kube
-        with contextlib.suppress(Exception):
-            await kube.delete(VALKEY_CLUSTERS, CLUSTER, name)
-        for pod in await kube.list(PODS, name):
-            await kube.delete(PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
-        await kube.delete(NAMESPACES, name)
-
-        async def gone() -> bool:
-            return await kube.get_or_none(NAMESPACES, name) is None
-
-        try:
-            await eventually(gone, f"namespace {name} to be deleted", timeout, interval=POLL)
-        except WaitTimeout as exc:
-            print(f"  warning: {exc}", file=sys.stderr, flush=True)
+        await delete_namespace(self.kube, name)
 
     async def run(self, namespace: str, keys: int, timeout: float) -> Obj:
         assert self.kube is not None and self.operator is not None
@@ -593,11 +796,14 @@ class Ours:
             progress["load_seconds"] = await data.load(deadline)
 
             deadline = time.monotonic() + timeout  # the scale-up gets a full --timeout of its own
-            started = time.perf_counter()
+            started, wall = time.perf_counter(), time.time()
             patched = await kube.patch(VALKEY_CLUSTERS, CLUSTER, {"spec": {"shards": 4}}, namespace)
             generation = patched["metadata"]["generation"]
             status = await self.wait_settled(namespace, generation, 4, deadline, marks)
             seconds = time.perf_counter() - started
+            logged = (self.log_dir / "operator.log").read_text(errors="replace").splitlines()
+            for mark, at in operator_marks(logged, f"{namespace}/{CLUSTER}", 3, wall).items():
+                marks[mark] = started + (at - wall)
             primaries = [(loopback(n["ip"]), 6379) for n in status["nodes"] if n.get("role") == "primary"]
             new = next((loopback(n["ip"]), 6379) for n in status["nodes"] if n.get("shard") == 3)
             problem = await converged(primaries, auth, new)
@@ -621,13 +827,27 @@ class Ours:
                 await data.close()
             await self.delete_namespace(namespace)
 
+    async def mark_pod(self, namespace: str, prefix: str, marks: dict[str, float]) -> None:
+        """Mark when the first pod named prefix* is first seen Running and first seen Ready."""
+        assert self.kube is not None
+        for pod in await self.kube.list(PODS, namespace):
+            if not pod["metadata"]["name"].startswith(prefix):
+                continue
+            status = pod.get("status") or {}
+            if status.get("phase") == "Running":
+                marks.setdefault("pod_running", time.perf_counter())
+            conditions = status.get("conditions") or []
+            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+                marks.setdefault("pod_ready", time.perf_counter())
+
     async def wait_settled(
         self, namespace: str, generation: int, shards: int, deadline: float, marks: dict[str, float] | None
     ) -> Obj:
         """Poll until status is Active for generation with `shards` balanced primaries; return it.
 
         marks gets the perf_counter times the status first shows shard `shards - 1`'s node id
-        ("new_node") and first shows slots migrating or migrated to it ("migrating").
+        ("new_node") and first shows slots migrating or migrated to it ("migrating"), and the
+        times its pod is first seen Running ("pod_running") and Ready ("pod_ready").
         Every status change is appended, timed, to <log dir>/<namespace>-status-<shards>.log.
         """
         assert self.kube is not None
@@ -647,6 +867,8 @@ class Ours:
                 moving = "slot migration" in status.get("message", "") or any(n.get("slots") for n in newest)
                 if "migrating" not in marks and moving:
                     marks["migrating"] = time.perf_counter()
+                if "pod_ready" not in marks:
+                    await self.mark_pod(namespace, f"{CLUSTER}-{shards - 1}-", marks)
             seen = (
                 f"state {status.get('state')} (generation {status.get('observedGeneration')} of "
                 f"{generation}): {status.get('message', '')}; nodes "
@@ -697,22 +919,60 @@ def fmt(value: float | None) -> str:
     return f"{value:7.2f} s" if value is not None else "    -    "
 
 
+PHASES = (
+    "pod_created",
+    "pod_running",
+    "pod_ready",
+    "meet",
+    "new_node",
+    "new_node_ok",
+    "first_migration",
+    "migrating",
+    "last_migration",
+)
+"""The marks a scale-out passes, in order, each in seconds from its start (those a side has)."""
+
+
 def report_line(side: str, result: Obj) -> str:
     line = f"round {result['round']} {side:8}"
+    names = [f"{phase}_seconds" for phase in PHASES] + ["cli_seconds", "load_seconds", "bootstrap_seconds"]
     extra = ", ".join(
         f"{name.removesuffix('_seconds')} {result[name]:.2f} s"
-        for name in (
-            "cli_seconds",
-            "new_node_seconds",
-            "migrating_seconds",
-            "load_seconds",
-            "bootstrap_seconds",
-        )
+        for name in names
         if result.get(name) is not None
     )
     if result.get("error"):
         return f"{line}: DID NOT FINISH ({extra or 'nothing timed'}): {result['error']}"
     return f"{line}: {fmt(result['seconds'])} ({extra}; {result['keys']} keys verified)"
+
+
+def rounds_table(document: Obj) -> str:
+    """Markdown: each round's ours and floor and their ratio, then the medians (as in docs/performance.md)."""
+    ours, floor = document["results"]["ours"], document["results"]["floor"]
+    lines = ["| round | ours | floor | ours / floor |", "|---|---|---|---|"]
+    for mine, theirs in zip(ours, floor, strict=True):
+        lines.append(
+            f"| {mine['round']} | {mine['seconds']:.2f} s | {theirs['seconds']:.2f} s | "
+            f"{mine['seconds'] / theirs['seconds']:.2f}x |"
+        )
+    medians, ratios = document["medians"], document["ratios"]
+    lines.append(
+        f"| median | {medians['ours']:.2f} s | {medians['floor']:.2f} s | {ratios['ours/floor']:.2f}x |"
+    )
+    return "\n".join(lines)
+
+
+def phases_table(document: Obj) -> str:
+    """Markdown: the median second of each phase, from the start, for ours and the floor."""
+    lines = ["| phase (median, s from the start) | ours | floor |", "|---|---|---|"]
+    for phase in (*PHASES, "active"):
+        cells = []
+        for side in ("ours", "floor"):
+            key = "seconds" if phase == "active" else f"{phase}_seconds"
+            values = [r[key] for r in document["results"][side] if r.get(key) is not None]
+            cells.append(f"{statistics.median(values):.2f}" if values else "-")
+        lines.append(f"| {phase.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
 
 
 async def measure(
@@ -728,6 +988,11 @@ async def measure(
                 if side == "ours":
                     assert ours is not None
                     result = await ours.run(f"bench-scale-{stamp}-{index}", args.keys, args.timeout)
+                elif side == "floor":
+                    assert ours is not None and ours.kube is not None
+                    cli = image.executable("valkey-cli")
+                    namespace = f"bench-floor-{stamp}-{index}"
+                    result = await run_floor(ours.kube, cli, namespace, args.keys, args.timeout, log_dir)
                 else:
                     label = f"round{index + 1}-{side}"
                     result = await run_peer(image, args.keys, side == "atomic", args.timeout, log_dir, label)
@@ -749,7 +1014,14 @@ def summarize(results: dict[str, list[Obj]]) -> tuple[dict[str, float | None], d
         done = [r["seconds"] for r in rounds if r.get("seconds") is not None]
         medians[side] = statistics.median(done) if done and len(done) == len(rounds) else None
     ratios: dict[str, float | None] = {}
-    for a, b in (("ours", "classic"), ("ours", "atomic"), ("classic", "atomic")):
+    pairs = (
+        ("ours", "floor"),
+        ("ours", "classic"),
+        ("ours", "atomic"),
+        ("classic", "atomic"),
+        ("floor", "atomic"),
+    )
+    for a, b in pairs:
         if a in medians and b in medians:
             x, y = medians[a], medians[b]
             ratios[f"{a}/{b}"] = x / y if x is not None and y else None
@@ -759,7 +1031,7 @@ def summarize(results: dict[str, list[Obj]]) -> tuple[dict[str, float | None], d
 async def drive(args: argparse.Namespace, header: Obj, kubeconfig: str | None, log_dir: Path) -> int:
     image = resolve_image(args.image)
     if image is None:
-        raise SystemExit(f"{args.image} is not installed: run `python -m valkey_operator.testing build`")
+        raise SystemExit(f"{args.image} is not installed: run `python -m valkey_testbed build`")
     sides = [side for side in SIDES if side in args.sides]
     if "atomic" in sides and not cli_supports_atomic(image.executable("valkey-cli")):
         header["notes"].append(f"{header['valkey_cli']} has no {ATOMIC_FLAG}: the atomic side is skipped")
@@ -771,7 +1043,7 @@ async def drive(args: argparse.Namespace, header: Obj, kubeconfig: str | None, l
             print(f"note: {note}", flush=True)
     async with contextlib.AsyncExitStack() as stack:
         ours: Ours | None = None
-        if "ours" in sides:
+        if any(side in ON_TEST_BED for side in sides):
             assert kubeconfig is not None
             ours = await stack.enter_async_context(Ours(kubeconfig, args.image, log_dir))
         results = await measure(args, image, sides, ours, log_dir)
@@ -806,7 +1078,7 @@ def main() -> None:
         parser.error(f"unknown sides {sorted(unknown)}" if unknown else "--keys >= 1000 and --rounds >= 1")
     image = resolve_image(args.image)
     if image is None:
-        parser.error(f"{args.image} is not installed: run `python -m valkey_operator.testing build`")
+        parser.error(f"{args.image} is not installed: run `python -m valkey_testbed build`")
     cli = [str(image.executable("valkey-cli")), "--version"]
     version = subprocess.run(cli, capture_output=True, text=True, check=True).stdout.strip()
     header: Obj = {
@@ -821,10 +1093,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as temp:
         log_dir = Path(args.log_dir or temp)
         log_dir.mkdir(parents=True, exist_ok=True)
-        if args.kubeconfig or "ours" not in args.sides:
+        if args.kubeconfig or not any(side in ON_TEST_BED for side in args.sides):
             code = asyncio.run(drive(args, header, args.kubeconfig, log_dir))
         else:
-            from valkey_operator.testing.controlplane import ControlPlane
+            from valkey_testbed.controlplane import ControlPlane
 
             with ControlPlane(Path(temp) / "plane", nodes=3) as plane:
                 code = asyncio.run(drive(args, header, str(plane.kubeconfig), log_dir))

@@ -33,9 +33,9 @@ import subprocess
 import sys
 import time
 
-from valkey_operator.testing import images
-from valkey_operator.testing.resp import encode_command, read_reply_blocking
-from valkey_operator.testing.valkeyproc import ConfigValue, ValkeyServer, server_base_dir, start_server
+from valkey_testbed import images
+from valkey_testbed.resp import encode_command, read_reply_blocking
+from valkey_testbed.valkeyproc import ConfigValue, ValkeyServer, server_base_dir, start_server
 
 PASSWORD = "sizing-bench"
 MAX_BYTES_PER_SIZE = 100_000_000
@@ -176,7 +176,7 @@ def main() -> None:
     args = parser.parse_args()
     image = images.resolve_image(args.image)
     if image is None:
-        raise SystemExit(f"{args.image} is not installed (python -m valkey_operator.testing build)")
+        raise SystemExit(f"{args.image} is not installed (python -m valkey_testbed build)")
     base = server_base_dir()
     config: dict[str, ConfigValue] = {"enable-debug-command": "yes", "rdbcompression": "no"}
     server = start_server(image, "127.0.0.1", base_dir=base, password=PASSWORD, config=config, cluster=True)

@@ -36,15 +36,15 @@ from prometheus_client import CollectorRegistry
 
 from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter
 from valkey_operator.core import httpserver
-from valkey_operator.testing import images
-from valkey_operator.testing.valkeyproc import (
+from valkey_operator.valkey.admin import VALKEY_PORT, AdminClient, Credentials
+from valkey_testbed import images
+from valkey_testbed.valkeyproc import (
     ValkeyServer,
     form_cluster,
     server_base_dir,
     start_server,
     stop_servers,
 )
-from valkey_operator.valkey.admin import VALKEY_PORT, AdminClient, Credentials
 
 PASSWORD = "bench-metrics"
 KEYS = 1000

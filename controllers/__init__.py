@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from controllers import backup_schedule, image, role
 from controllers.backup import reconciler as backup
 from controllers.cluster import reconciler as cluster
-from controllers.cluster.render.names import MANAGED_BY_LABEL, MANAGER
 from controllers.config import reconciler as config
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
+from controllers.shared.names import MANAGED_BY_LABEL, MANAGER
 from valkey_operator.core.controller import Controller
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import SECRETS

@@ -24,14 +24,11 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup.storage import AccessProblem, storage_access
-from controllers.backup_schedule_decision import (
-    BackupFacts,
-    ClusterFacts,
-    decide,
-)
+from controllers.backup_schedule_decision import ClusterFacts, decide
 from controllers.indexes import ReferenceIndex, backup_cluster
 from controllers.options import ControllerOptions
+from controllers.shared.backups import BackupFacts
+from controllers.shared.storage import AccessProblem, storage_access
 from valkey_operator.api.resources import API_VERSION, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client

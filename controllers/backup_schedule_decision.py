@@ -29,18 +29,14 @@ from typing import Any
 import attrs
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
-from controllers.cluster.render.names import CLUSTER_LABEL
-from valkey_operator.api.resources import API_VERSION, GROUP
+from controllers.shared.backups import SCHEDULED, SCHEDULED_AT_ANNOTATION, SCHEDULED_LABEL, BackupFacts
+from controllers.shared.names import CLUSTER_LABEL
+from valkey_operator.api.resources import API_VERSION
 from valkey_operator.core.clock import parse_rfc3339, rfc3339
 from valkey_operator.core.events import NORMAL, WARNING
 from valkey_operator.core.rest import Obj
 
 BACKUP_KIND = "ValkeyBackup"
-SCHEDULED_LABEL = f"{GROUP}/scheduled"
-""""true" on a ValkeyBackup the schedule created: retention considers only these."""
-SCHEDULED = "true"
-SCHEDULED_AT_ANNOTATION = f"{GROUP}/scheduled-at"
-"""The fire time (RFC 3339, UTC) a scheduled ValkeyBackup was created for."""
 
 MIN_REQUEUE_SECONDS = 1.0
 """A wake-up a little early finds the previous fire time; it comes back this soon after."""
@@ -113,42 +109,6 @@ class ClusterFacts:
             generation=int(meta.get("generation") or 1),
             backup=ScheduleSpec.read((cluster.get("spec") or {}).get("backup")),
         )
-
-
-@attrs.frozen(kw_only=True)
-class BackupFacts:
-    """One ValkeyBackup of the cluster (spec.clusterName), scheduled or made by hand."""
-
-    name: str
-    phase: str
-    """status.phase; "" when the backup controller has not written one yet."""
-    created: float
-    scheduled: bool
-    scheduled_at: float | None = None
-    deleting: bool = False
-
-    @classmethod
-    def read(cls, backup: Obj) -> BackupFacts:
-        """From the cached ValkeyBackup."""
-        meta = backup["metadata"]
-        return cls(
-            name=meta["name"],
-            phase=str((backup.get("status") or {}).get("phase") or ""),
-            created=parse_rfc3339(meta.get("creationTimestamp")) or 0.0,
-            scheduled=(meta.get("labels") or {}).get(SCHEDULED_LABEL) == SCHEDULED,
-            scheduled_at=parse_rfc3339((meta.get("annotations") or {}).get(SCHEDULED_AT_ANNOTATION)),
-            deleting=bool(meta.get("deletionTimestamp")),
-        )
-
-    @property
-    def time(self) -> float:
-        """The fire time it was made for; its creation time when it has none."""
-        return self.scheduled_at if self.scheduled_at is not None else self.created
-
-    @property
-    def in_flight(self) -> bool:
-        """Not finished: anything but Completed or Failed, an unknown phase too (never deleted)."""
-        return self.phase not in (Phase.COMPLETED, Phase.FAILED)
 
 
 @attrs.frozen(kw_only=True)
@@ -243,16 +203,6 @@ def retention(
         failed = [backup for backup in failed if backup.time >= newest]
     doomed += failed[keep:]
     return tuple(backup.name for backup in sorted(doomed, key=lambda backup: (backup.time, backup.name)))
-
-
-def newest_completed(backups: Iterable[BackupFacts]) -> BackupFacts | None:
-    """The newest Completed backup the schedule created: ValkeyClusterStatus.lastBackup."""
-    completed = [
-        backup
-        for backup in backups
-        if backup.scheduled and backup.phase == Phase.COMPLETED and not backup.deleting
-    ]
-    return max(completed, key=lambda backup: (backup.time, backup.name), default=None)
 
 
 def backup_object(cluster: ClusterFacts, spec: ScheduleSpec, fire_time: float) -> Obj:

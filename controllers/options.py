@@ -7,7 +7,7 @@ import ipaddress
 
 import attrs
 
-from controllers.cluster.render.exporter import DEFAULT_IMAGE as DEFAULT_EXPORTER_IMAGE
+from controllers.shared.layout import DEFAULT_EXPORTER_IMAGE
 from valkey_operator.api.cluster import ZoneSpread
 from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy
 from valkey_operator.valkey.admin import Network

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.versions import KUBERNETES
+from valkey_testbed.build import binaries
+from valkey_testbed.versions import KUBERNETES
 
 CHART = Path(__file__).resolve().parents[1] / "charts" / "valkey-operator"
 

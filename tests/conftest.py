@@ -1,4 +1,4 @@
-"""Suite-wide fixtures on top of the test-bed plugin (valkey_operator.testing.plugin)."""
+"""Suite-wide fixtures on top of the test-bed plugin (valkey_testbed.plugin)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from kubernetes_asyncio import client as k8s
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.crds import install_crds
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.crds import install_crds
 
 
 @pytest_asyncio.fixture

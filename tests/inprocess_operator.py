@@ -12,9 +12,9 @@ import controllers
 from controllers.options import ControllerOptions
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.metrics import RESULTS
-from valkey_operator.testing.images import OPERATOR_IMAGE
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, TEST_BED_ENDPOINTS
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.images import OPERATOR_IMAGE
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS, TEST_BED_ENDPOINTS
+from valkey_testbed.wait import eventually
 
 
 class Operator:

@@ -15,7 +15,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.leaderelection import longest_handover
 from valkey_operator.core.manager import LeaderElectionConfig
 from valkey_operator.core.resource import LEASES
-from valkey_operator.testing.wait import NotYet
+from valkey_testbed.wait import NotYet
 
 TIMINGS = LeaderElectionConfig("unused", "unused")
 """The timings every operator process here runs with: the defaults."""

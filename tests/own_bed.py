@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.sessionbed import KUBELET_ARGS
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.sessionbed import KUBELET_ARGS
 
 
 @contextlib.contextmanager

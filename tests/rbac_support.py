@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-import attrs
+from kubernetes_asyncio.client import Configuration
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
@@ -32,7 +32,13 @@ async def service_account_token(kube: Client, namespace: str, account: str) -> s
 
 def presenting(admin: RestConfig, token: str) -> RestConfig:
     """The admin's server and CA, with token instead of the admin's client certificate."""
-    return attrs.evolve(admin, cert_file=None, key_file=None, cert_data=None, key_data=None, token=token)
+    config = Configuration(
+        host=admin.host, api_key={"BearerToken": token}, api_key_prefix={"BearerToken": "Bearer"}
+    )
+    config.ssl_ca_cert = admin.ssl_ca_cert
+    config.verify_ssl = admin.verify_ssl
+    config.tls_server_name = admin.tls_server_name
+    return config
 
 
 @contextlib.asynccontextmanager

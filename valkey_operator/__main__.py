@@ -6,21 +6,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Sequence
 
-from valkey_operator import operator, restore_fetch, selftest, settings
-from valkey_operator.validation import InvalidValue, fail
+SELFTEST, RESTORE_FETCH = "selftest", "restore-fetch"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status 2 with one line on stderr for any invalid flag, before anything starts."""
+    """Exit status 2 with one line on stderr for any invalid flag, before anything starts.
+
+    Each command imports only its own module: restore-fetch starts in every restoring pod, and
+    the operator's imports (its controllers, the API client) would add most of a second there."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == [selftest.COMMAND]:
+    if args[:1] == [SELFTEST]:
+        from valkey_operator import selftest
+
         return selftest.main(args[1:])
-    if args[:1] == [restore_fetch.COMMAND]:
+    if args[:1] == [RESTORE_FETCH]:
+        from valkey_operator import restore_fetch
+
         return restore_fetch.main(args[1:])
+    import asyncio
+
+    from valkey_operator import operator, settings
+    from valkey_operator.validation import InvalidValue, fail
+
     try:
         parsed = settings.parse(args)
     except (InvalidValue, settings.UsageError) as exc:

@@ -66,7 +66,7 @@ async def run(settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # controller-runtime has no *_created series
     try:  # --kubeconfig, else $KUBECONFIG, else the in-cluster service account, else ~/.kube/config
-        manager = build_manager(settings, load_config(settings.kubeconfig))
+        manager = build_manager(settings, await load_config(settings.kubeconfig))
     except Exception as exc:  # a broken kubeconfig or service account: one line, not a traceback
         fail(f"cannot load the Kubernetes client configuration: {type(exc).__name__}: {exc}")
         return 2

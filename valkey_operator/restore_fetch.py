@@ -15,14 +15,13 @@ container run again after a node reboot finds its own earlier result.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from valkey_operator.api.backup import CREDENTIAL_KEYS, DEFAULT_REGION
-from valkey_operator.objectstore import ANY_ADDRESS, Destination, S3Credentials, StorageError, open_store
+from valkey_operator import s3get
+from valkey_operator.api.destination_keys import CREDENTIAL_KEYS, DEFAULT_REGION
 from valkey_operator.valkey.rdb_layout import place_rdb
 
 COMMAND = "restore-fetch"
@@ -50,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def fetch(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Path]:
+def fetch(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Path]:
     """The paths written (none when the directory already holds data)."""
     data_dir: Path = args.dir
     if any((data_dir / name).exists() for name in DATA_FILES):
@@ -58,19 +57,30 @@ async def fetch(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Pa
     missing = [name for name in (ACCESS_KEY_ID, SECRET_ACCESS_KEY) if not environ.get(name)]
     if missing:
         raise FetchFailed("CredentialsMissing", f"no {' or '.join(missing)} in the environment")
-    ca_pem = args.ca_file.read_text() if args.ca_file is not None else None
-    destination = Destination(endpoint=args.endpoint, bucket=args.bucket, region=args.region)
-    credentials = S3Credentials(
-        access_key_id=environ[ACCESS_KEY_ID], secret_access_key=environ[SECRET_ACCESS_KEY]
-    )
     target = data_dir / DOWNLOAD_NAME
+    partial = target.with_name(target.name + ".partial")
     try:
         # Any address: this runs in the tenant's own pod, with no reach its containers lack; the
         # operator refused a loopback or link-local endpoint before it rendered this pod.
-        async with open_store(destination, credentials, ca_pem, endpoints=ANY_ADDRESS) as store:
-            await store.download(args.key, target, args.sha256)
-    except StorageError as exc:
+        _, digest = s3get.download(
+            endpoint=args.endpoint,
+            bucket=args.bucket,
+            key=args.key,
+            region=args.region,
+            access_key_id=environ[ACCESS_KEY_ID],
+            secret_access_key=environ[SECRET_ACCESS_KEY],
+            target=partial,
+            ca_file=args.ca_file,
+        )
+        if digest != args.sha256.lower():
+            raise FetchFailed(
+                "ChecksumMismatch", f"{args.key}: sha256 {digest}, the manifest says {args.sha256}"
+            )
+        partial.replace(target)
+    except s3get.GetFailed as exc:
         raise FetchFailed(exc.reason, f"{args.key}: {exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
     placed = place_rdb(target, data_dir, args.layout)
     _hand_over(data_dir, placed)
     return placed
@@ -89,7 +99,7 @@ def _hand_over(data_dir: Path, placed: Sequence[Path]) -> None:
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        placed = asyncio.run(fetch(args, os.environ))
+        placed = fetch(args, os.environ)
     except FetchFailed as exc:
         print(str(exc), file=sys.stderr)
         return 1

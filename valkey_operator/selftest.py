@@ -145,7 +145,7 @@ async def check(client: Client, options: Options) -> list[Outcome]:
 
 async def _run(options: Options) -> int:
     try:
-        config = load_config(options.kubeconfig)
+        config = await load_config(options.kubeconfig)
     except Exception as exc:  # a broken kubeconfig or service account: one line, not a traceback
         fail(f"cannot load the Kubernetes client configuration: {type(exc).__name__}: {exc}")
         return 2

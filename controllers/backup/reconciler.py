@@ -28,16 +28,16 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
 from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
-from controllers.backup.storage import AccessProblem, StorageAccess, storage_access
-from controllers.cluster.observer import observe, owned_pods
-from controllers.cluster.reconciler import PODS_BY_CLUSTER, CachedLookup
-from controllers.cluster.render import names
-from controllers.cluster.render.credentials import InternalCredentials, read_credentials
-from controllers.cluster.tls import TlsMaterial, read_tls_secret
 from controllers.options import ControllerOptions
+from controllers.shared import names
+from controllers.shared.credentials import InternalCredentials, read_credentials
+from controllers.shared.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
+from controllers.shared.pod_index import PODS_BY_CLUSTER, CachedLookup
+from controllers.shared.probe import observe, owned_pods
+from controllers.shared.storage import AccessProblem, StorageAccess, storage_access
+from controllers.shared.tls import TlsMaterial, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
@@ -402,7 +402,7 @@ CONTROLLER_NAME = "valkeybackup"
 
 
 def setup(manager: Manager, workers: int, options: ControllerOptions) -> Controller:
-    """Run backups on their own changes; pods are read through the cluster reconciler's index."""
+    """Run backups on their own changes; pods are read through the pod index (shared/pod_index.py)."""
 
     def cached(resource: Resource, namespace: str, name: str) -> Obj | None:
         return manager.cache.get(resource, name, namespace)

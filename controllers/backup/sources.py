@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
+from controllers.shared.observation import NodeObservation, Observation, PodObservation
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.slots import SlotRanges, coverage, format_slot_ranges
 

@@ -15,11 +15,10 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
   the plan saw goes; a planned DeletePod deletes the pod's data claim first.
 - DeleteClaim / PatchClaim: a claim nobody needs goes (uid precondition); the
   node id its server reported and a larger size are merge-patched onto it.
-- SetConfig: one CONFIG SET of every listed directive, as decided. A refusal is
-  reported as `Failure.refused`: the directive Valkey's error names (or the only
-  one sent), "" when it names none. The reconciler remembers it for the next
-  pass, whose decision leaves the refused value out (or sends the directives one
-  by one), so the others still apply.
+- SetConfig: one CONFIG SET of every listed directive, as decided. An error
+  answer is reported as such (`Failure.command_error`, Valkey's words);
+  decision/refusals.py decides whether and what it refused, and the next pass's
+  memory leaves the refused value out (or sends the directives one by one).
 - SyncAcl: ACL SETUSER per listed user (a refused user does not stop the
   others), then one ACL DELUSER.
 - Meet / AssignSlots / Replicate / MigrateSlots / Promote / Failover / Forget: one admin
@@ -38,7 +37,6 @@ for longer than that; what did not run by then is a failure of this pass.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 
@@ -68,10 +66,10 @@ from controllers.cluster.decision.actions import (
     Replicate,
     SetConfig,
     SyncAcl,
+    skipped,
 )
-from controllers.cluster.decision.stalled import rbac_denied
-from controllers.cluster.render import layout, names
 from controllers.cluster.render.context import RenderContext
+from controllers.shared import layout, names
 from valkey_operator import failpoints
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS, PODS
@@ -82,8 +80,6 @@ log = structlog.get_logger(__name__)
 
 ACT_DEADLINE = 20.0
 """Seconds one pass may spend carrying out its plan (each Valkey call is also bounded on its own)."""
-
-_REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
 
 
 @attrs.frozen(kw_only=True)
@@ -132,16 +128,15 @@ class Actor:
         )
 
     async def _one(self, action: Action) -> None:
-        after = action.after if isinstance(action, PatchPodMetadata) else None
-        if after is not None and any(failure.action == after for failure in self.failures):
+        if skipped(action, self.failures):
             return  # what it records did not happen; that failure is reported
         name = type(action).__name__
         failpoints.hit(f"before:{name}")
         try:
             await self._dispatch(action)
         except (ApiError, ValkeyAdminError) as exc:
-            denied = isinstance(exc, ApiError) and rbac_denied(exc.status, exc.message)
-            self.failures.append(Failure(action, f"{_describe(action)}: {exc}", forbidden=denied))
+            status = exc.status if isinstance(exc, ApiError) else None
+            self.failures.append(Failure(action, f"{_describe(action)}: {exc}", http_status=status))
             return
         failpoints.hit(f"after:{name}")
 
@@ -200,8 +195,6 @@ class Actor:
         return self.admin.connect(str(ip))
 
     async def _create_pod(self, action: CreatePod) -> None:
-        if action.body is None or not action.name:
-            raise ValkeyAdminError(f"a pod for shard {action.shard} was planned without a rendering")
         if action.claim_body is not None:
             try:
                 await self.client.create(PERSISTENT_VOLUME_CLAIMS, action.claim_body)
@@ -256,10 +249,7 @@ class Actor:
             try:
                 await node.config_set(settings)
             except ValkeyCommandError as exc:
-                refused = _refused_argument(str(exc), settings)
-                if refused is None:
-                    refused = next(iter(settings)) if len(settings) == 1 else ""
-                self.failures.append(Failure(action, _valkey_message(str(exc)), refused=refused))
+                self.failures.append(Failure(action, _valkey_message(str(exc)), command_error=True))
                 return
         log.info("applied settings", pod=action.node, settings=sorted(settings), cluster=self._key())
 
@@ -273,9 +263,7 @@ class Actor:
             try:
                 await node.config_set(files)
             except ValkeyCommandError as exc:
-                # Before secretSyncSeconds the files may still be the old ones: retried, not refused.
-                refused = "tls" if action.confirm is not None else None
-                self.failures.append(Failure(action, _valkey_message(str(exc)), refused=refused))
+                self.failures.append(Failure(action, _valkey_message(str(exc)), command_error=True))
                 return
         log.info("reloaded TLS files", pod=action.node, confirmed=action.confirm, cluster=self._key())
 
@@ -285,7 +273,9 @@ class Actor:
                 try:
                     await node.acl_setuser(user.username, user.rules)
                 except ValkeyCommandError as exc:
-                    self.failures.append(Failure(action, _valkey_message(str(exc)), refused=user.username))
+                    self.failures.append(
+                        Failure(action, _valkey_message(str(exc)), command_error=True, user=user.username)
+                    )
             if action.delete_users:
                 await node.acl_deluser(*action.delete_users)
         log.info(
@@ -326,15 +316,6 @@ async def _topology(node: NodeConnection, action: Action) -> None:
             await node.cluster_replicate(action.primary_id)
         case _:
             raise TypeError(f"not a topology action: {action!r}")
-
-
-def _refused_argument(message: str, pending: Mapping[str, str]) -> str | None:
-    """The directive a multi-argument CONFIG SET names in its error ("possibly related to argument 'x'")."""
-    match = _REFUSED_ARGUMENT.search(message)
-    if match is None:
-        return None
-    named = match.group(1).lower()
-    return next((name for name in pending if name.lower() == named), None)
 
 
 def _valkey_message(text: str) -> str:

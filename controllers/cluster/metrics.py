@@ -35,10 +35,9 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controllers.cluster.decision.decide import MetricChanges
-from controllers.cluster.decision.observe import Observation
-from controllers.cluster.observer import NodeExtras
+from controllers.shared.observation import Observation
+from controllers.shared.probe import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
-from valkey_operator.valkey.replies import MigrationOperation
 from valkey_operator.valkey.slots import slot_count
 
 NODE_LABELS = ["namespace", "cluster", "pod"]
@@ -163,7 +162,6 @@ class ClusterMetrics:
         )
         self._states: dict[tuple[str, str], ClusterState] = {}
         self._stalled: dict[tuple[str, str], str] = {}
-        self._failed_jobs: dict[tuple[str, str], set[str]] = {}
         self._pods: dict[tuple[str, str], set[str]] = {}
         for state in ClusterState:
             self.clusters.labels(state=state.value).set(0)
@@ -241,13 +239,16 @@ class ClusterMetrics:
             self.failover_timeouts.labels(**labels).inc(changes.failover_timeouts)
         for mode, count in changes.failovers.items():
             self.failovers.labels(**labels, mode=mode).inc(count)
+        if changes.migration_failures:
+            self.migration_failures.labels(**labels).inc(changes.migration_failures)
+        if changes.migrations_active is not None:
+            self.migrations_active.labels(**labels).set(changes.migrations_active)
 
     def record_observed(
         self, namespace: str, cluster: str, observation: Observation, extras: Mapping[str, NodeExtras]
     ) -> None:
-        """The per-node gauges and migration counts: a mirror of what the pass observed."""
+        """The per-node gauges: a mirror of what the pass observed."""
         self.record_nodes(namespace, cluster, observation, extras)
-        self.record_migrations(namespace, cluster, observation)
 
     def record_rejection(self, namespace: str, cluster: str) -> None:
         self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
@@ -281,33 +282,11 @@ class ClusterMetrics:
             self._remove_pod(namespace, cluster, pod)
         self._pods[key] = seen
 
-    def record_migrations(self, namespace: str, cluster: str, observation: Observation) -> None:
-        """Count each failed export job once (by its name), and the jobs under way now."""
-        key = (namespace, cluster)
-        seen = self._failed_jobs.setdefault(key, set())
-        active = 0
-        current: set[str] = set()
-        for obs in observation.nodes.values():
-            if obs.reachable and obs.migrations is None:
-                current |= seen  # its log could not be read: what it showed before is still there
-            for job in obs.jobs:
-                if job.operation is not MigrationOperation.EXPORT:
-                    continue
-                active += job.active
-                if job.failed:
-                    current.add(job.name)
-                    if job.name not in seen:
-                        self.migration_failures.labels(namespace=namespace, cluster=cluster).inc()
-        # Remember only what the logs still show, so the set stays as small as the logs.
-        self._failed_jobs[key] = current
-        self.migrations_active.labels(namespace=namespace, cluster=cluster).set(active)
-
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         for pod in self._pods.pop((namespace, cluster), set()):
             self._remove_pod(namespace, cluster, pod)
         self.record_state(namespace, cluster, None)
         self.record_stalled(namespace, cluster, None)
-        self._failed_jobs.pop((namespace, cluster), None)
         for family in (
             *self._cluster_counters(),
             self.migrations_active,

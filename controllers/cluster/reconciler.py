@@ -17,7 +17,8 @@ One pass:
 3. act: the actor carries the actions out in order under one deadline; the
    decision is then finished with what failed (`Decision.after`);
 4. write the status when it changed, record the decided Events, apply the
-   decided metric changes, remember the refusals and the rollout claim;
+   decided metric changes, and store the cluster's Memory the decision
+   returned (decision/memory.py: the only state kept between passes);
 5. requeue after the decided hint: waits are requeues, never sleeps.
 The `valkey.gomomento.com/paused` annotation plans no action; status is still
 observed and written.
@@ -27,48 +28,40 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 import structlog
 
-from controllers.backup.restore_source import RestoreSources
-from controllers.backup_schedule_decision import BackupFacts, newest_completed
 from controllers.cluster.actor import Actor
-from controllers.cluster.decision.cadence import Quiet
-from controllers.cluster.decision.conflicts import conflicts
-from controllers.cluster.decision.decide import (
-    Decision,
-    Facts,
-    RolloutSlot,
-    RolloutSlots,
-    commands_to_probe,
-    decide,
-)
+from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, run_pass
 from controllers.cluster.decision.desired import object_key
-from controllers.cluster.decision.observe import ClaimObservation, Observation
+from controllers.cluster.decision.memory import Memory, recorded_status, slot_holders
 from controllers.cluster.decision.owned import owned_names, written_names
-from controllers.cluster.expectations import PodExpectations
+from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
+from controllers.cluster.gather import gather
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
-from controllers.cluster.observer import NodeExtras, observe, owned_pods, should_probe
-from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render import names
-from controllers.cluster.render.credentials import (
+from controllers.cluster.render.placement import ZONE_KEY
+from controllers.cluster.render.user_passwords import password_secret
+from controllers.cluster.restore_source import RestoreSources
+from controllers.cluster.secrets import ReferencedSecrets
+from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
+from controllers.indexes import ReferenceIndex
+from controllers.options import ControllerOptions
+from controllers.shared import names
+from controllers.shared.backups import BackupFacts, newest_completed
+from controllers.shared.config_resolve import resolve
+from controllers.shared.credentials import (
+    DamagedSecret,
     InternalCredentials,
     generate_credentials,
     generate_password,
     read_credentials,
 )
-from controllers.cluster.render.placement import ZONE_KEY
-from controllers.cluster.render.user_passwords import missing_generated, password_secret
-from controllers.cluster.rollout_gate import RolloutGate
-from controllers.cluster.secrets import ReferencedSecrets
-from controllers.cluster.tls import TlsMaterial, TlsProblem, read_tls_secret
-from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter, valkey_exporter
-from controllers.cluster.written import WrittenStatuses
-from controllers.config.resolve import ResolutionFailure, resolve
-from controllers.indexes import ReferenceIndex
-from controllers.options import ControllerOptions
+from controllers.shared.observation import ClaimObservation, Observation
+from controllers.shared.pod_index import PODS_BY_CLUSTER, CachedLookup, pod_cluster_key
+from controllers.shared.probe import NodeExtras, observe, owned_pods, should_probe
+from controllers.shared.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus
@@ -107,11 +100,7 @@ from valkey_operator.valkey.admin import AdminClient, Credentials
 log = structlog.get_logger(__name__)
 
 CONTROLLER_NAME = "valkeycluster"
-PODS_BY_CLUSTER = "pods-by-valkeycluster"
 CLAIMS_BY_CLUSTER = "claims-by-valkeycluster"
-
-CachedLookup = Callable[[Resource, str, str], Obj | None]
-"""(resource, namespace, name) -> the cached object, or None."""
 
 _RNG = random.SystemRandom()
 
@@ -138,19 +127,13 @@ def cluster_claims(claims: list[Obj], cluster_uid: str) -> list[Obj]:
 
 
 def export_targets(observation: Observation) -> list[NodeTarget]:
-    """The nodes whose redis_* series the exporter reads: those the pass probes (Ready or
-    terminating, with an IP), with their shard label."""
+    """The nodes whose redis_* series the exporter reads: those the pass probes, Ready or
+    terminating (not the starting ones, which the pass probes only to meet them), with their shard."""
     return [
         NodeTarget(pod=pod.name, ip=pod.ip, shard="" if pod.shard is None else str(pod.shard))
         for pod in observation.pods
-        if should_probe(pod) and pod.ip is not None
+        if should_probe(pod) and pod.ip is not None and not pod.starting
     ]
-
-
-def pod_cluster_key(pod: Obj) -> list[str]:
-    metadata = pod.get("metadata", {})
-    cluster = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL)
-    return [f"{metadata.get('namespace', '')}/{cluster}"] if cluster else []
 
 
 class ClusterReconciler:
@@ -189,12 +172,9 @@ class ClusterReconciler:
         )
         self.exporter = exporter
         """Reads the redis_* series of the nodes each pass found (valkey_exporter.py), on scrape."""
-        self.expectations = PodExpectations()
-        self.written = WrittenStatuses()
-        self.rollouts = RolloutGate(index.clusters_rolling)
-        self.refusals = RefusalMemory()
-        self.quiet: dict[str, Quiet] = {}
-        """What each cluster's last pass left when it was quiet (the back-off of cadence.py)."""
+        self.memory: dict[str, Memory] = {}
+        """Each cluster's Memory (decision/memory.py) as its last pass returned it: the only state
+        the reconciler keeps between passes."""
 
     async def reconcile(self, request: Request) -> Result:
         started = time.monotonic()
@@ -205,11 +185,7 @@ class ClusterReconciler:
             self.metrics.forget_cluster(request.namespace, request.name)
             if self.exporter is not None:
                 self.exporter.forget(request.namespace, request.name)
-            self.expectations.forget(str(request))
-            self.rollouts.release(str(request))
-            self.written.forget(str(request))
-            self.refusals.forget(str(request))
-            self.quiet.pop(str(request), None)
+            self.memory.pop(str(request), None)
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -225,29 +201,23 @@ class ClusterReconciler:
         gathered = await self._gather(obj, cluster, recorded, now)
         facts = gathered.facts
         key = facts.key
-        decision = decide(attrs.evolve(facts, quiet=self.quiet.get(key)), now)
+        decision = run_pass(facts)
         # No await since the gatherer read the slots held: another cluster's pass sees this claim.
-        if decision.rollout_slot is RolloutSlot.CLAIM:
-            self.rollouts.claim(key)
-        elif decision.rollout_slot is RolloutSlot.RELEASE:
-            self.rollouts.release(key)
+        self.memory[key] = decision.memory
         if decision.actions and decision.context is not None:
             actor = Actor(self.client, decision.context, gathered.pods, gathered.admin)
             outcome = await actor.run(decision.actions)
-            self.expectations.expect(
-                key, created=outcome.created, deleted=outcome.deleted, annotated=outcome.annotated
-            )
-            self.refusals.remember(key, decision.actions, outcome.failures)
             if outcome.failures:
                 log.warning(
                     "cluster actions failed", cluster=key, failures=[f.message for f in outcome.failures]
                 )
-            decision = decision.after(outcome.failures)
-        await self._record(obj, stored, decision)
-        if decision.quiet is not None:
-            self.quiet[key] = decision.quiet
-        else:
-            self.quiet.pop(key, None)
+            decision = decision.after(
+                outcome.failures,
+                created=outcome.created,
+                deleted=outcome.deleted,
+                annotated=outcome.annotated,
+            )
+        self.memory[key] = await self._record(obj, stored, decision)
         if facts.observation is not None:
             self.metrics.record_observed(
                 cluster.metadata.namespace or "", cluster.metadata.name, facts.observation, gathered.extras
@@ -267,7 +237,7 @@ class ClusterReconciler:
         """The status as last recorded (our own write wins while the cache lags it), as stored (what
         the write is diffed against, so a key the decision drops is removed) and as the model decide
         reads (the cached one was parsed with the cluster; ours is parsed here)."""
-        ours = self.written.ours(_key(obj), obj)
+        ours = recorded_status(self.memory.get(_key(obj)), obj["metadata"].get("resourceVersion"))
         if ours is None:
             return obj.get("status") or {}, cluster.status or ValkeyClusterStatus()
         return ours, ValkeyClusterStatus.from_dict(ours)
@@ -275,89 +245,10 @@ class ClusterReconciler:
     async def _gather(
         self, obj: Obj, cluster: ValkeyCluster, recorded: ValkeyClusterStatus, now: float
     ) -> Gathered:
-        """Every fact decide() needs; it stops at the first that blocks the cluster."""
-        meta = cluster.metadata
-        namespace, name = meta.namespace or "", meta.name
-        key = f"{namespace}/{name}"
-        facts = Facts(
-            cluster=cluster,
-            recorded=recorded,
-            options=self.options,
-            resolved=resolve(cluster.spec.config_ref, self.index.config, self.index.image),
-            named=self._named(cluster),
-        )
-        if conflicts(meta.uid or "", facts.named):
-            return Gathered(facts=facts)  # nothing of the cluster is read or written meanwhile
-        if isinstance(facts.resolved, ResolutionFailure):
-            return Gathered(facts=facts)
-        tls: TlsMaterial | None = None
-        if cluster.spec.tls is not None:
-            secret_name = cluster.spec.tls.secret_ref
-            checked = read_tls_secret(await self.secrets.get(namespace, secret_name), secret_name, now)
-            facts = attrs.evolve(facts, tls=checked)
-            if isinstance(checked, TlsProblem):
-                return Gathered(facts=facts)
-            tls = checked
-        credentials = read_credentials(await self._internal_secret(namespace, name))
-        facts = attrs.evolve(
-            facts,
-            credentials=credentials,
-            fresh_credentials=generate_credentials(_RNG) if credentials is None else None,
-        )
-        if not isinstance(credentials, InternalCredentials | None):
-            return Gathered(facts=facts)
-        user_secrets = await self._user_secrets(cluster)
-        facts = attrs.evolve(
-            facts,
-            user_secrets=user_secrets,
-            fresh_user_passwords={
-                username: generate_password(_RNG)
-                for username in missing_generated(name, cluster.spec.acl, user_secrets.get)
-            },
-        )
-        roles = {
-            permission.role_ref: self._role(permission.role_ref)
-            for user in cluster.spec.acl
-            for permission in user.permissions
-        }
-        admin = self._admin(credentials, tls) if credentials is not None else None
-        pods = owned_pods(self.pods_of(namespace, name), name, meta.uid or "")
-        claims = tuple(
-            ClaimObservation.from_claim(claim)
-            for claim in cluster_claims(self.claims_of(namespace, name), meta.uid or "")
-        )
-        commands = commands_to_probe(cluster.spec.acl, roles) if credentials is not None else []
-        observed = await observe(pods, admin, None, commands=commands)
-        observation: Observation = attrs.evolve(
-            observed.observation,
-            objects={
-                f"{resource.kind}/{object_name}": self.cached(resource, namespace, object_name)
-                for resource, object_name in owned_names(cluster)
-            },
-            awaiting=self.expectations.awaiting(key, pods),
-            node_zones=self._zones(pods),
-            refusals=self.refusals.of(key, (pod["metadata"]["name"] for pod in pods)),
-            claims=claims,
-            expandable=self._expandable(claims),
-        )
-        limit = self.options.max_concurrent_rollouts
-        restore = cluster.spec.restore
-        backups = [BackupFacts.read(backup) for backup in self.index.backups_of(namespace, name)]
-        facts = attrs.evolve(
-            facts,
-            restore=await self.restores.source(namespace, restore.backup_name)
-            if restore is not None and facts.restoring
-            else None,
-            backup_running=any(backup.phase == BackupPhase.RUNNING for backup in backups),
-            last_backup=newest.name if (newest := newest_completed(backups)) is not None else None,
-            roles=roles,
-            observation=observation,
-            rollout_slots=RolloutSlots(
-                limit=limit, holders=self.rollouts.holders() if limit > 0 else frozenset()
-            ),
-            name_seed=_RNG.getrandbits(64),
-        )
-        return Gathered(facts=facts, pods=pods, admin=admin, extras=dict(observed.extras))
+        """Every fact decide() needs, in gather.py's one order; it stops at the first that blocks."""
+        source = _PassSource(self, cluster, recorded, now)
+        facts = await gather(source)
+        return Gathered(facts=facts, pods=source.pods, admin=source.admin, extras=source.extras)
 
     def _named(self, cluster: ValkeyCluster) -> dict[str, Obj | None]:
         """kind/name -> the cached object (None: absent) of every name the cluster writes, from the
@@ -428,28 +319,132 @@ class ClusterReconciler:
 
     # --- writing what was decided ---
 
-    async def _record(self, obj: Obj, current: Obj, decision: Decision) -> None:
+    async def _record(self, obj: Obj, current: Obj, decision: Decision) -> Memory:
+        """Write what was decided; the memory the next pass starts from (with the status written)."""
         meta = obj["metadata"]
         key = _key(obj)
-        await self._write_status(obj, current, decision.status.to_dict())  # the one conversion to a dict
+        stored = await self._write_status(obj, current, decision.status.to_dict())  # the one conversion
         for event in decision.events:
             if event.type == WARNING:
                 log.warning("cluster problem", cluster=key, reason=event.reason, message=event.message)
             await self.events.event(obj, event.type, event.reason, event.message)
         self.metrics.apply(meta["namespace"], meta["name"], decision.metrics)
+        if stored is None:
+            return decision.memory
+        return decision.memory.wrote(meta.get("resourceVersion"), stored)
 
-    async def _write_status(self, obj: Obj, current: Obj, status: Obj) -> None:
+    async def _write_status(self, obj: Obj, current: Obj, status: Obj) -> Obj | None:
+        """The server's answer to the status patch (None: nothing to write, or the cluster is gone)."""
         patch = status_patch(current, status)
         if patch is None:
-            return
+            return None
         meta = obj["metadata"]
         try:
-            stored = await self.client.patch_status(VALKEY_CLUSTERS, meta["name"], patch, meta["namespace"])
+            return await self.client.patch_status(VALKEY_CLUSTERS, meta["name"], patch, meta["namespace"])
         except ApiError as exc:
             if exc.not_found:
-                return
+                return None
             raise
-        self.written.wrote(_key(obj), obj, stored)
+
+
+class _PassSource:
+    """Where one pass of the reconciler reads its facts (gather.FactSource): the informer caches,
+    the API server and the nodes; it keeps the pods and the admin client the actor needs."""
+
+    def __init__(
+        self, reconciler: ClusterReconciler, cluster: ValkeyCluster, recorded: ValkeyClusterStatus, now: float
+    ) -> None:
+        self.r = reconciler
+        self.cluster = cluster
+        self.recorded = recorded
+        self.now = now
+        self.namespace = cluster.metadata.namespace or ""
+        self.name = cluster.metadata.name
+        self.key = f"{self.namespace}/{self.name}"
+        self.tls_material: TlsMaterial | None = None
+        self.pods: list[Obj] = []
+        self.admin: AdminClient | None = None
+        self.extras: dict[str, NodeExtras] = {}
+
+    def begin(self) -> Facts:
+        r = self.r
+        return Facts(
+            cluster=self.cluster,
+            recorded=self.recorded,
+            memory=r.memory.get(self.key, Memory()),
+            options=r.options,
+            resolved=resolve(self.cluster.spec.config_ref, r.index.config, r.index.image),
+            named=r._named(self.cluster),
+            now=self.now,
+        )
+
+    async def tls(self, facts: Facts) -> TlsMaterial | TlsProblem:
+        spec = self.cluster.spec.tls
+        if spec is None:
+            raise ValueError(f"{self.key}: asked for the TLS Secret of a cluster without spec.tls")
+        secret = await self.r.secrets.get(self.namespace, spec.secret_ref)
+        checked = read_tls_secret(secret, spec.secret_ref, self.now)
+        self.tls_material = checked if isinstance(checked, TlsMaterial) else None
+        return checked
+
+    async def credentials(self, facts: Facts) -> InternalCredentials | DamagedSecret | None:
+        return read_credentials(await self.r._internal_secret(self.namespace, self.name))
+
+    def fresh_credentials(self) -> InternalCredentials:
+        return generate_credentials(_RNG)
+
+    async def user_secrets(self, facts: Facts) -> dict[str, Obj | None]:
+        return await self.r._user_secrets(self.cluster)
+
+    def fresh_passwords(self, usernames: Sequence[str]) -> dict[str, str]:
+        return {username: generate_password(_RNG) for username in usernames}
+
+    def role(self, name: str) -> ValkeyRole | None:
+        return self.r._role(name)
+
+    async def observe(
+        self, facts: Facts, credentials: InternalCredentials | None, commands: Sequence[str]
+    ) -> Observation:
+        r, uid = self.r, self.cluster.metadata.uid or ""
+        self.admin = r._admin(credentials, self.tls_material) if credentials is not None else None
+        self.pods = owned_pods(r.pods_of(self.namespace, self.name), self.name, uid)
+        claims = tuple(
+            ClaimObservation.from_claim(claim)
+            for claim in cluster_claims(r.claims_of(self.namespace, self.name), uid)
+        )
+        observed = await observe(self.pods, self.admin, None, commands=list(commands))
+        self.extras = dict(observed.extras)
+        return attrs.evolve(
+            observed.observation,
+            objects={
+                f"{resource.kind}/{object_name}": r.cached(resource, self.namespace, object_name)
+                for resource, object_name in owned_names(self.cluster)
+            },
+            node_zones=r._zones(self.pods),
+            claims=claims,
+            expandable=r._expandable(claims),
+        )
+
+    async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld:
+        return await self.r.restores.source(self.namespace, backup_name)
+
+    def backups(self, facts: Facts) -> tuple[bool, str | None]:
+        backups = [BackupFacts.read(backup) for backup in self.r.index.backups_of(self.namespace, self.name)]
+        newest = newest_completed(backups)
+        return any(backup.phase == BackupPhase.RUNNING for backup in backups), (
+            newest.name if newest is not None else None
+        )
+
+    def rollout_slots(self, facts: Facts) -> RolloutSlots:
+        limit = self.r.options.max_concurrent_rollouts
+        if limit <= 0:
+            return RolloutSlots(limit=limit)
+        return RolloutSlots(
+            limit=limit, holders=slot_holders(self.r.index.clusters_rolling(), self.r.memory, self.now)
+        )
+
+    def name_seed(self) -> int:
+        return _RNG.getrandbits(64)
 
 
 def _key(obj: Obj) -> str:

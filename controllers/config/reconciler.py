@@ -6,9 +6,9 @@ from typing import Any
 
 import structlog
 
-from controllers.config.resolve import ResolutionFailure, ResolvedConfig, resolve
 from controllers.indexes import ReferenceIndex
 from controllers.protection import reconcile_protection
+from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig, resolve
 from controllers.status import status_patch
 from valkey_operator.api.resources import (
     CONFIG_PROTECTION_FINALIZER,

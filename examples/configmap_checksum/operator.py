@@ -80,7 +80,7 @@ async def main() -> None:
     configure_logging("console")
     lease = args.leader_election_namespace
     manager = Manager(
-        load_config(args.kubeconfig),  # the manager's own session, closed when run() ends
+        await load_config(args.kubeconfig),  # the manager's own session, closed when run() ends
         field_manager="configmap-checksum",
         namespace=args.namespace,
         metrics_bind_address=args.metrics_bind_address,

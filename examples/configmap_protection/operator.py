@@ -76,7 +76,7 @@ async def main() -> None:
     parser.add_argument("--namespace")
     args = parser.parse_args()
     configure_logging("console")
-    config = load_config(args.kubeconfig)  # --kubeconfig, $KUBECONFIG, in-cluster or ~/.kube/config
+    config = await load_config(args.kubeconfig)  # --kubeconfig, $KUBECONFIG, in-cluster or ~/.kube/config
     manager = Manager(config, field_manager="configmap-protection", namespace=args.namespace)
     setup(manager)
     for signum in (signal.SIGTERM, signal.SIGINT):

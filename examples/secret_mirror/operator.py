@@ -86,7 +86,7 @@ async def main() -> None:
     parser.add_argument("--target", required=True)
     args = parser.parse_args()
     configure_logging("console")
-    config = load_config(args.kubeconfig)  # --kubeconfig, $KUBECONFIG, in-cluster or ~/.kube/config
+    config = await load_config(args.kubeconfig)  # --kubeconfig, $KUBECONFIG, in-cluster or ~/.kube/config
     manager = Manager(config, field_manager="secret-mirror", leader_election=leader_election(args.target))
     setup(manager, args.source, args.target)
     for signum in (signal.SIGTERM, signal.SIGINT):

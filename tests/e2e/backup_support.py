@@ -15,8 +15,8 @@ from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.wait import NotYet, eventually
 
 FINAL = {"Completed", "Failed"}
 MAX_LOAD_KEYS = 20000

@@ -27,8 +27,8 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.metrics import RESULTS
 from valkey_operator.core.resource import DEPLOYMENTS, LEASES, PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import operatorimage
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import operatorimage
+from valkey_testbed.wait import NotYet, eventually
 
 METRICS_PORT = 8080
 """The chart's metrics.port default: the operator pod serves /metrics on its IP there."""

@@ -18,9 +18,9 @@ import yaml
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.crds import product_crds
-from valkey_operator.testing.operatorproc import BACKUP_ENDPOINT_NETWORKS, NODE_NETWORKS
+from valkey_testbed.build import binaries
+from valkey_testbed.crds import product_crds
+from valkey_testbed.operatorproc import BACKUP_ENDPOINT_NETWORKS, NODE_NETWORKS
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "valkey-operator"
 RELEASE = "vo"
@@ -30,7 +30,7 @@ TEST_BED_VALUES = (
 )
 """What every install on the test bed sets: loopback pod IPs, and an object store on 127.0.0.1 (a
 backup endpoint the chart's default refuses). The image is the chart's default,
-valkey-operator:<appVersion>, which `python -m valkey_operator.testing build` built from the
+valkey-operator:<appVersion>, which `python -m valkey_testbed build` built from the
 Containerfile and the kubelet runs with runc."""
 
 

@@ -14,7 +14,7 @@ import pytest
 from cluster_scoped import ClusterScoped
 from operator_protocol import RunningOperator
 
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator.api.resources import (
     ADMIN_USER,
     PAUSED_ANNOTATION,
@@ -27,11 +27,11 @@ from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.resource import EVENTS, PODS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.core.store import DeletedFinalStateUnknown
-from valkey_operator.testing import certs, images
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials
+from valkey_testbed import certs, images
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
+from valkey_testbed.wait import NotYet, eventually
 
 NODE_TIMEOUT_MS = "5000"  # >= 5000 ms on the test bed's 2 shared cores
 CLUSTER_CONTROLLER = "valkeycluster"
@@ -80,7 +80,7 @@ def require_image(reference: str, *, optional: bool = False) -> None:
     if reference not in known:
         pytest.fail(f"{reference} is not an image of the test bed's catalog: {sorted(known)}")
     if images.resolve_image(reference) is None:
-        missing = f"{reference} is not installed (python -m valkey_operator.testing build)"
+        missing = f"{reference} is not installed (python -m valkey_testbed build)"
         if optional:
             pytest.skip(f"optional image {missing}")
         pytest.fail(missing)

@@ -19,7 +19,7 @@ from operator_process import OperatorProcesses
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES
-from valkey_operator.testing import operatorimage
+from valkey_testbed import operatorimage
 
 OPERATOR_VALUES = "operator_values"
 """Mark: more chart values for the `operator` fixture, e.g.
@@ -150,7 +150,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.fixture(scope="session")
 def operator_image() -> operatorimage.BuiltImage:
-    """The operator image of this checkout, as `python -m valkey_operator.testing build` built and
+    """The operator image of this checkout, as `python -m valkey_testbed build` built and
     loaded it (cached: rebuilt only when the source changed). Its tag is the chart's default and is
     shared by every checkout on the machine, so tests that must run this checkout's code pin its
     digest (`image.digest`)."""

@@ -21,7 +21,7 @@ from typing import IO
 import attrs
 
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.kubelet import KubeletControl
+from valkey_testbed.kubelet import KubeletControl
 
 BECAME_REPLICA = re.compile(r"Configuration change detected\. Reconfiguring myself as a replica of node")
 """What a Valkey primary logs when a replica of its shard took its slots and it now follows that

@@ -16,9 +16,9 @@ import attrs
 from cluster_support import SUPERUSER, SUPERUSER_PASSWORD
 
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.datachecker import DataChecker, WriterReport, key_slot
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed.datachecker import DataChecker, WriterReport, key_slot
+from valkey_testbed.wait import NotYet, eventually
 
 WRITE_INTERVAL = 0.01
 """Each continuous writer's pause between keys: ~100 keys/s each leaves the 2 cores to the cluster."""

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from valkey_operator import failpoints
-from valkey_operator.testing.operatorproc import NODE_NETWORKS, operator_argv
+from valkey_testbed.operatorproc import NODE_NETWORKS, operator_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,15 +18,14 @@ from cluster_support import (
 )
 from repair_support import live_pods
 
-from controllers.cluster.render.claims import NODE_ID_ANNOTATION
-from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.shared.names import CLUSTER_LABEL, NODE_ID_ANNOTATION
 from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 MODES: Mapping[str, Obj] = {
     "rdb": {"mode": "rdb"},

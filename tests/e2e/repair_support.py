@@ -16,12 +16,12 @@ from load_support import checker_for
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.datachecker import DataChecker
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_operator.valkey.replies import parse_cluster_nodes
 from valkey_operator.valkey.slots import parse_slot_ranges
+from valkey_testbed.datachecker import DataChecker
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import eventually
 
 PREFILL = 3000
 """Keys written (and acknowledged) before each disruption."""

@@ -17,8 +17,8 @@ from keys_support import keys_of, write
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

@@ -25,7 +25,7 @@ from cluster_support import Catalog, formed_cluster, settled
 from keys_support import keys_of, read_back, write
 
 from valkey_operator.core.client import Client
-from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_testbed.objectstore import ObjectStoreServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

@@ -17,8 +17,8 @@ from keys_support import keys_of, read_back, write
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
-from valkey_operator.testing import certs, images
-from valkey_operator.testing.objectstore import ObjectStoreServer
+from valkey_testbed import certs, images
+from valkey_testbed.objectstore import ObjectStoreServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

@@ -1,7 +1,7 @@
 """A short seeded chaos run in CI: faults, spec changes and client load at once, zero violations.
 
-The same code as `python -m valkey_operator.testing chaos --seed 5 --minutes 2`
-(valkey_operator/testing/chaos), inside the session's control plane and this
+The same code as `python -m valkey_testbed chaos --seed 5 --minutes 2`
+(testbed/valkey_testbed/chaos), inside the session's control plane and this
 test's namespace: the operator as a real process behind a cuttable proxy, a
 TLS 3x1 cluster, the data checker, the valkey-py cluster client and
 valkey-benchmark as the cluster's ACL user. It fails nodes, so it runs alone.
@@ -16,10 +16,10 @@ import own_bed
 import pytest
 from cluster_support import require_image
 
-from valkey_operator.testing import images
-from valkey_operator.testing.chaos.run import Options, chaos
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.kubelet import KubeletControl
+from valkey_testbed import images
+from valkey_testbed.chaos.run import Options, chaos
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.kubelet import KubeletControl
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

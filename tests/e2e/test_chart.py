@@ -42,10 +42,10 @@ from valkey_operator.core.resource import (
     SERVICES,
 )
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import operatorimage
-from valkey_operator.testing.crds import product_crds
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import operatorimage
+from valkey_testbed.crds import product_crds
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import NotYet, eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

@@ -76,16 +76,16 @@ from inprocess_operator import Operator
 from node_metrics_support import break_link, fill, link_status, load, memory_ratio, roles, store_config
 from rbac_support import CLUSTER_ROLE_BINDINGS, RBAC, SERVICE_ACCOUNTS, service_account_token
 
-from controllers.cluster.decision.versions import meets_floor, version_from_info
+from controllers.shared.versions import meets_floor, version_from_info
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import PODS, SERVICES
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import certs, images, kubeversion, operatorimage
-from valkey_operator.testing import prometheus as prom
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import certs, images, kubeversion, operatorimage
+from valkey_testbed import prometheus as prom
+from valkey_testbed.build import binaries
+from valkey_testbed.wait import NotYet, eventually
 
 # Adopts the CRDs and installs the chart's ClusterRoles: one Helm release at a time. Its operator
 # watches one namespace, so other test-bed modules run beside it.
@@ -145,7 +145,7 @@ def service_scrape(service: Obj, kubeconfig: Path) -> prom.PodScrape:
 @contextmanager
 def running_prometheus(scrape: prom.PodScrape, rules: Path, directory: Path) -> Iterator[prom.Prometheus]:
     executable = binaries().prometheus
-    assert executable.exists(), f"{executable} is missing: run `python -m valkey_operator.testing build`"
+    assert executable.exists(), f"{executable} is missing: run `python -m valkey_testbed build`"
     server = prom.start([scrape], rule_files=[rules], directory=directory)
     try:
         server.wait_ready()

@@ -50,13 +50,13 @@ from valkey_operator.core.resource import (
     SERVICES,
     Resource,
 )
-from valkey_operator.testing import audit, certs, images
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.datachecker import DataChecker
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError, ValkeyCommandError
 from valkey_operator.valkey.slots import even_split, format_slot_ranges
+from valkey_testbed import audit, certs, images
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.datachecker import DataChecker
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

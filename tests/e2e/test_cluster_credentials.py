@@ -17,14 +17,14 @@ import pytest
 from chart_operator import ChartOperator
 from cluster_support import Catalog, cli, owned_pods, settled, status_of, whole_passes
 
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES, VALKEY_ROLES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

@@ -18,15 +18,15 @@ from chart_operator import ChartOperator
 from cluster_support import Catalog, cli, create_cluster, owned_pods, settled, status_of, warnings
 from tunable_samples import SAMPLES
 
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator.api import tunables
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import PODS, SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 STEADY_PROBE_MAX = 60
 """A hand edit inside Valkey raises no Kubernetes event: it is corrected by the next probe of a quiet

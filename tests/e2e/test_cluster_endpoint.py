@@ -32,15 +32,15 @@ from cluster_support import (
 )
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
-from controllers.cluster.render import names
+from controllers.shared import names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, SERVICES
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import VALKEY_PORT
 from valkey_operator.valkey.slots import ALL_SLOTS, slot_count
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

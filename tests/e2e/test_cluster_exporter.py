@@ -19,15 +19,16 @@ from chart_operator import ChartOperator
 from chart_support import CHART, RELEASE, helm, set_flags
 from cluster_support import Catalog, cli, create_cluster, image_config, owned_pods, settled, superuser_client
 
-from controllers.cluster.render import exporter, names
+from controllers.cluster.render import exporter
+from controllers.shared import names
 from valkey_operator.api.resources import EXPORTER_USER, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing import images, kubeversion, redisexporter
-from valkey_operator.testing import prometheus as prom
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images, kubeversion, redisexporter
+from valkey_testbed import prometheus as prom
+from valkey_testbed.build import binaries
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds"), pytest.mark.timeout(420)]
 
@@ -57,7 +58,7 @@ def pod_monitor(kubeconfig: Path, namespace: str) -> Obj:
 
 @contextmanager
 def running_prometheus(scrape_job: prom.PodScrape, directory: Path) -> Iterator[prom.Prometheus]:
-    assert binaries().prometheus.exists(), "run `python -m valkey_operator.testing build`"
+    assert binaries().prometheus.exists(), "run `python -m valkey_testbed build`"
     server = prom.start([scrape_job], directory=directory)
     try:
         server.wait_ready()

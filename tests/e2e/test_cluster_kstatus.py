@@ -1,7 +1,7 @@
 """Health as GitOps tools read it (SPEC 1.8), asked of the real kstatus library about live clusters.
 
 A sampler watches the ValkeyCluster and runs sigs.k8s.io/cli-utils' kstatus
-(valkey_operator/testing/kstatus) on every version the API server shows, through a new cluster, a
+(testbed/valkey_testbed/kstatus) on every version the API server shows, through a new cluster, a
 roll, a scale, a runtime setting, a spread move and a blocked config: InProgress while a new
 cluster is not yet Ready, Current throughout while it serves, Failed when clients are affected
 and the operator cannot go on (a new cluster whose binary is below the version floor serves
@@ -50,12 +50,12 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.images import OPERATOR_IMAGE
-from valkey_operator.testing.kstatus import status_of as kstatus
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS, TEST_BED_ENDPOINTS
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.images import OPERATOR_IMAGE
+from valkey_testbed.kstatus import status_of as kstatus
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS, TEST_BED_ENDPOINTS
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

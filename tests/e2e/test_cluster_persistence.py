@@ -26,8 +26,8 @@ from repair_support import PREFILL, check_topology, checkers, kill_server, prima
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.kubelet import KubeletControl
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed.kubelet import KubeletControl
 
 # Loses only its own pods: runs beside the other modules.
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]

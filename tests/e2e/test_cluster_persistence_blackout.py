@@ -42,9 +42,9 @@ from repair_support import PREFILL, check_topology, fail_every_node, live_pods, 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

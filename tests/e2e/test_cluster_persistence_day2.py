@@ -47,16 +47,15 @@ from persistence_support import (
 )
 from repair_support import PREFILL, check_topology, checkers, live_pods, primary_of
 
-from controllers.cluster.render.claims import MODE_ANNOTATION
-from controllers.cluster.render.names import SHARD_LABEL
+from controllers.shared.names import MODE_ANNOTATION, SHARD_LABEL
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

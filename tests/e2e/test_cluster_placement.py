@@ -37,8 +37,8 @@ from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NODES, Resource
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

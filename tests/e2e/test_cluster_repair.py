@@ -59,11 +59,11 @@ from repair_support import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.datachecker import key_slot
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 from valkey_operator.valkey.slots import parse_slot_ranges
+from valkey_testbed.datachecker import key_slot
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

@@ -30,10 +30,10 @@ from controllers.cluster.decision.rebalance import quotas
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.datachecker import DataChecker, WriterReport
-from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import AdminClient
 from valkey_operator.valkey.slots import parse_slot_ranges, slot_count
+from valkey_testbed.datachecker import DataChecker, WriterReport
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

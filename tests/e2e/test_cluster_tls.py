@@ -51,17 +51,17 @@ from tls_support import (
     write_ca,
 )
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import certs, images
-from valkey_operator.testing.datachecker import DataChecker
-from valkey_operator.testing.kubelet.control import KubeletControl
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyCommandError
+from valkey_testbed import certs, images
+from valkey_testbed.datachecker import DataChecker
+from valkey_testbed.kubelet.control import KubeletControl
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.wait import NotYet, eventually
 
 SYNC = 5
 """secretSyncSeconds for these tests: the test bed's kubelet writes Secret files after 2 s."""

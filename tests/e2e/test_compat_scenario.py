@@ -1,5 +1,5 @@
 """The chart on one Kubernetes minor, start to finish, in both RBAC modes: what `python -m
-valkey_operator.testing compat` runs on each minor (docs/install.md, "Kubernetes versions"), and
+valkey_testbed compat` runs on each minor (docs/install.md, "Kubernetes versions"), and
 CI on the default one.
 
 helm install of the chart (its CRDs, with their CEL rules, created or upgraded by Helm), the
@@ -47,16 +47,16 @@ from cluster_support import (
 )
 from cryptography import x509
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_ROLES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import is_true
 from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, DEPLOYMENTS, NETWORK_POLICIES, PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import audit, certs, compat, images, operatorimage
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.crds import load_manifests, product_crds
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import audit, certs, compat, images, operatorimage
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.crds import load_manifests, product_crds
+from valkey_testbed.wait import NotYet, eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

@@ -5,7 +5,7 @@ Each write is refused at admission with causes naming fields of what was sent, o
 explained by its status; the operator never dies, reconciles no object more than about once a
 second when nothing changes, stays under half a core when idle, and its memory does not grow
 between rounds; everything deleted goes (no protection finalizer holds on). The seed is fixed, so
-CI sends the same objects every time; `python -m valkey_operator.testing fuzz` runs longer.
+CI sends the same objects every time; `python -m valkey_testbed fuzz` runs longer.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.fuzz.runner import FuzzSettings, run_fuzz
+from valkey_testbed.fuzz.runner import FuzzSettings, run_fuzz
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

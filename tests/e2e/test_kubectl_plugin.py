@@ -33,9 +33,9 @@ from valkey_operator.api.resources import (
 from valkey_operator.api.switchover import Request, parse
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import EVENTS
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.build import binaries
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

@@ -28,9 +28,9 @@ from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import CONFIG_MAPS
 from valkey_operator.core.rest import Obj
 from valkey_operator.operator_config import CONFIG_MAP_NAME
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import eventually
 from valkey_operator.valkey.admin import VALKEY_PORT
+from valkey_testbed import images
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

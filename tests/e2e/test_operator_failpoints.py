@@ -32,16 +32,16 @@ from cluster_support import (
 from operator_process import OperatorProcess, OperatorProcesses
 
 from controllers.cluster.decision.rebalance import quotas
-from controllers.cluster.render import names as render_names
+from controllers.shared import names as render_names
 from valkey_operator import failpoints
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.datachecker import DataChecker
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_operator.valkey.slots import parse_slot_ranges, slot_count
+from valkey_testbed import images
+from valkey_testbed.datachecker import DataChecker
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

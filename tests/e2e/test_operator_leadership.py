@@ -26,10 +26,10 @@ from lease_support import HANDOVER, REQUEST_SLACK, TIMINGS, LeaseWatch
 from operator_process import OperatorProcess
 
 from valkey_operator.core.client import Client
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.processes import free_port
-from valkey_operator.testing.tcpproxy import TcpProxy
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.processes import free_port
+from valkey_testbed.tcpproxy import TcpProxy
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -17,7 +17,7 @@ from valkey.asyncio.cluster import ValkeyCluster
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
-from valkey_operator.testing import images, peer
+from valkey_testbed import images, peer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 

@@ -26,12 +26,12 @@ from cluster_support import owned_pods, superuser_client
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from controllers.cluster.render import layout
+from controllers.shared import layout
 from valkey_operator.core.client import Client
-from valkey_operator.testing import certs, images
-from valkey_operator.testing.kubelet.control import KubeletControl
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.admin import AdminClient
+from valkey_testbed import certs, images
+from valkey_testbed.kubelet.control import KubeletControl
+from valkey_testbed.wait import NotYet, eventually
 
 TLS_FILES = {
     layout.TLS_CERT_KEY: layout.TLS_CERT_FILE,

@@ -11,10 +11,10 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from valkey_operator.testing import versions
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.processes import ProcessRecord
-from valkey_operator.testing.wait import eventually
+from valkey_testbed import versions
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.processes import ProcessRecord
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -170,7 +170,7 @@ def test_every_component_listens_on_loopback_only(kube_control_plane: ControlPla
 def _testbed(*args: str) -> str:
     """Run the test bed's command line exactly as users do."""
     result = subprocess.run(
-        [sys.executable, "-m", "valkey_operator.testing", *args], capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "valkey_testbed", *args], capture_output=True, text=True, timeout=180
     )
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.controlplane import ControlPlane
+from valkey_testbed.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -18,7 +18,7 @@ def test_demo_shows_the_operator_at_work(kube_control_plane: ControlPlane, tmp_p
     state = tmp_path / "demo"
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "valkey_operator.testing", "demo", "--state-dir", str(state)],
+            [sys.executable, "-m", "valkey_testbed", "demo", "--state-dir", str(state)],
             capture_output=True,
             text=True,
             timeout=540,

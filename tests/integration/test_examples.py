@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from controllers.cluster import tls
-from controllers.cluster.render import layout
-from valkey_operator.testing import thirdparty
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.versions import KUBERNETES
+from controllers.shared import layout, tls
+from valkey_testbed import thirdparty
+from valkey_testbed.build import binaries
+from valkey_testbed.versions import KUBERNETES
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.usefixtures("valkey_crds")]
 

@@ -29,9 +29,9 @@ from valkey_operator.objectstore import (
     open_store,
 )
 from valkey_operator.objectstore.transfer import MIB, partial_path
-from valkey_operator.testing import processes
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
+from valkey_testbed import processes
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -1,6 +1,6 @@
 """The chart's alert rules load in a real Prometheus's promtool, and their unit tests pass.
 
-promtool comes from the test bed's build (`python -m valkey_operator.testing build`);
+promtool comes from the test bed's build (`python -m valkey_testbed build`);
 tests/prometheus/alerts_test.yaml holds, for every alert, series that fire it and
 series that must not.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.build import binaries
+from valkey_testbed.build import binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -23,7 +23,7 @@ ALERT_TESTS = ROOT / "tests" / "prometheus" / "alerts_test.yaml"
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     executable = binaries().promtool
-    assert executable.exists(), f"{executable} is missing: run `python -m valkey_operator.testing build`"
+    assert executable.exists(), f"{executable} is missing: run `python -m valkey_testbed build`"
     return subprocess.run(
         [str(executable), *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )

@@ -11,7 +11,7 @@ from valkey_operator import selftest
 from valkey_operator.core.client import Client
 from valkey_operator.core.httpserver import HttpEndpoint, probes_app
 from valkey_operator.core.resource import PODS
-from valkey_operator.testing.crds import load_manifests, product_crds
+from valkey_testbed.crds import load_manifests, product_crds
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 

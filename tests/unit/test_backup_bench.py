@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bench_support import load_bench
 
-from valkey_operator.testing.datachecker import WriterReport
+from valkey_testbed.datachecker import WriterReport
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -57,14 +57,10 @@ DECISION = sorted((CLUSTER / "decision").glob("*.py"))
 """The pure modules decide() is made of: controllers/cluster/decision/."""
 IMPURE = {
     "controllers.cluster.reconciler",
-    "controllers.cluster.observer",
+    "controllers.shared.probe",
     "controllers.cluster.actor",
     "controllers.cluster.metrics",
-    "controllers.cluster.expectations",
-    "controllers.cluster.rollout_gate",
-    "controllers.cluster.refused",
     "controllers.cluster.secrets",
-    "controllers.cluster.written",
     "asyncio",
     "time",
     "prometheus_client",
@@ -83,3 +79,55 @@ def test_the_decision_imports_nothing_that_gathers_acts_remembers_or_reads_a_clo
         source = path.read_text()
         for clock in ("time.time(", "datetime.now(", ".now(datetime", "monotonic(", "SystemRandom("):
             assert clock not in source, f"{path.name} reads a clock or a CSPRNG: {clock}"
+
+
+OBSERVE_AND_ACT = ("reconciler.py", "actor.py", "gather.py", "metrics.py")
+"""The modules around decide(): they gather, act, write and export, and decide nothing."""
+DECISION_ENTRY_POINTS = {
+    "run_pass",
+    "gathering_stops",
+    "commands_to_probe",
+    "recorded_status",
+    "slot_holders",
+    "owned_names",
+    "written_names",
+    "object_key",
+    "skipped",
+}
+"""The only functions of decision/ those modules may call: the pass itself, and what says which
+facts to read (whose objects, which commands, which memory) or which action to leave out after a
+failure. Everything else they import from decision/ is a type (the facts, the actions, the
+decision, the memory)."""
+
+
+def decision_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of everything path imports from controllers.cluster.decision."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "controllers.cluster.decision"
+        ):
+            found += [(node.module or "", alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("controllers.cluster.decision") for a in node.names), path
+    return found
+
+
+def test_the_reconciler_and_actor_call_no_decision_but_the_pass() -> None:
+    """Everything a pass decides is decided in decide(): the reconciler, the gatherer, the actor and
+    the metrics may import decision/'s types and its few entry points, never one of its decisions
+    (admit, classified, remember_refusals, migration_counts, rbac_denied, conflicts, decide...)."""
+    import importlib
+    import inspect
+
+    checked = 0
+    for name in OBSERVE_AND_ACT:
+        for module, imported in decision_imports(CLUSTER / name):
+            found = getattr(importlib.import_module(module), imported)
+            checked += 1
+            if not inspect.isfunction(found):
+                continue  # a type (facts, actions, the decision, the memory) or a constant
+            assert imported in DECISION_ENTRY_POINTS, (
+                f"{name} imports {module}.{imported}: a decision belongs in decide(), called through run_pass"
+            )
+    assert checked > 20, checked

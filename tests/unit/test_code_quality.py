@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,12 @@ def test_test_modules_have_unique_basenames() -> None:
             continue
         assert path.name not in seen, f"{path} and {seen[path.name]} share a module name"
         seen[path.name] = path
+
+
+def test_the_checkers_cover_the_operator_and_the_test_bed() -> None:
+    """The test bed is a distribution of its own (testbed/): mypy's file list names it beside the
+    operator's packages, and ruff sorts its imports as first-party (its `src`)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    files = config["tool"]["mypy"]["files"]
+    assert {"valkey_operator", "controllers", "testbed/valkey_testbed"} <= set(files), files
+    assert "testbed" in config["tool"]["ruff"]["src"]

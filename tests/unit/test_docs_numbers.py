@@ -21,7 +21,7 @@ from typing import Any
 
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import render_pod
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
 from valkey_operator.api.cluster import ValkeyCluster
 
 ROOT = Path(__file__).resolve().parents[2]

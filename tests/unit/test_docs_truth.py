@@ -130,23 +130,21 @@ NOT_YET: tuple[NotYet, ...] = (
         (r"\bvalkey-benchmark's own keys verified\b",),
         ("The chaos run has a load of valkey-benchmark's own keys verified.",),
         issue=21,
-        built_if=(
-            ("valkey_operator/testing/chaos/*.py", r"(?i)benchmark.{0,40}verif|verif.{0,40}benchmark"),
-        ),
+        built_if=(("testbed/valkey_testbed/chaos/*.py", r"(?i)benchmark.{0,40}verif|verif.{0,40}benchmark"),),
     ),
     NotYet(
         "the chaos run rolling the image of a TLS cluster",
         (r"\ban image roll on a TLS cluster\b",),
         ("The chaos run does an image roll on a TLS cluster.",),
         issue=21,
-        built_if=(("valkey_operator/testing/chaos/*.py", r"(?i)TLS_ROLL|second tls image|tls_images"),),
+        built_if=(("testbed/valkey_testbed/chaos/*.py", r"(?i)TLS_ROLL|second tls image|tls_images"),),
     ),
     NotYet(
         "the chaos run's faults overlapping one another",
         (r"\bfaults overlapping one another\b",),
         ("The chaos run has faults overlapping one another.",),
         issue=21,
-        built_if=(("valkey_operator/testing/chaos/*.py", r"(?i)overlap"),),
+        built_if=(("testbed/valkey_testbed/chaos/*.py", r"(?i)overlap"),),
     ),
 )
 

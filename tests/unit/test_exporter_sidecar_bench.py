@@ -9,7 +9,8 @@ from pathlib import Path
 from types import ModuleType
 
 from controllers.cluster.render import exporter
-from valkey_operator.testing import versions
+from controllers.shared import layout
+from valkey_testbed import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "bench" / "results" / "exporter-sidecar.json"
@@ -34,7 +35,7 @@ def test_the_docs_table_is_the_bench_record() -> None:
 def test_the_record_measured_what_the_sidecar_runs() -> None:
     record = json.loads(RECORD.read_text())
     assert record["redis_exporter"] == versions.REDIS_EXPORTER
-    assert exporter.DEFAULT_IMAGE.endswith(":" + record["redis_exporter"])
+    assert layout.DEFAULT_EXPORTER_IMAGE.endswith(":" + record["redis_exporter"])
     assert tuple(record["flags"]) == exporter.FLAGS
     assert tuple(record["acl_rules"]) == exporter.EXPORTER_RULES
     for run in record["runs"]:

@@ -1,12 +1,12 @@
 """The chart's kubeVersion is the oldest Kubernetes minor whose latest `python -m
-valkey_operator.testing compat` run passed, with no upper bound, and docs/install.md shows every
+valkey_testbed compat` run passed, with no upper bound, and docs/install.md shows every
 minor tested (docs/kubernetes-compat.json)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from valkey_operator.testing import compat, kubeversion
+from valkey_testbed import compat, kubeversion
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from bench_support import load_bench
 
-from valkey_operator.testing.datachecker import SLOTS, key_slot
 from valkey_operator.valkey.slots import even_ranges
+from valkey_testbed.datachecker import SLOTS, key_slot
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "bench" / "results" / "persistence.json"

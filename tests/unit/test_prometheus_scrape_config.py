@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from valkey_operator.testing import prometheus as prom
+from valkey_testbed import prometheus as prom
 
 
 def test_a_plain_scrape_presents_nothing() -> None:

@@ -20,7 +20,7 @@ import yaml
 from controllers.cluster.decision import decide
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.render.acl import AclErrorReason
-from controllers.config.resolve import FailureReason
+from controllers.shared.config_resolve import FailureReason
 from valkey_operator.api.backup import BackupPhase
 from valkey_operator.objectstore.errors import Reason as StorageReason
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import attrs
 
 from valkey_operator.api.convert import Model
+from valkey_operator.api.destination_keys import CA_KEY, CREDENTIAL_KEYS, DEFAULT_REGION
 from valkey_operator.api.fields import (
     conditions,
     described,
@@ -48,14 +49,6 @@ from valkey_operator.api.limits import (
 from valkey_operator.api.meta import Condition, ObjectMeta
 from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.resource import Resource
-
-DEFAULT_REGION = "us-east-1"
-"""The region a destination without one signs for; applied by the controller, not the schema."""
-
-CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-"""The keys of the Secret destination.credentialsSecretName names."""
-CA_KEY = "ca.crt"
-"""The key of the Secret destination.caSecretName names."""
 
 
 class BackupPhase(enum.StrEnum):

@@ -3,7 +3,12 @@
 The public API is exactly `__all__`; each name's contract is in docs/embedding.md ("The public
 API"), and tests/unit/core/test_public_api.py keeps the two and the examples' imports in
 agreement. Everything else in the submodules is internal and may change.
+
+`RestConfig` is kubernetes-asyncio's `Configuration`, imported on first use (module `__getattr__`):
+`import valkey_operator.core` does not pay for kubernetes-asyncio's client package.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.cache import CacheReader, NotCached
@@ -34,8 +39,11 @@ from valkey_operator.core.resource import (
     Resource,
 )
 from valkey_operator.core.rest import ApiError
-from valkey_operator.core.restconfig import ConfigError, RestConfig, load_config
+from valkey_operator.core.restconfig import ConfigError, load_config
 from valkey_operator.core.store import keep_metadata
+
+if TYPE_CHECKING:
+    from valkey_operator.core.restconfig import RestConfig
 
 __all__ = [
     "CONFIG_MAPS",
@@ -87,3 +95,11 @@ __all__ = [
     "retry_on_conflict",
     "set_condition",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RestConfig":
+        from valkey_operator.core import restconfig
+
+        return restconfig.RestConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,13 +38,13 @@ from valkey_operator.core.leaderelection import KubernetesLeaseLock, LeaderElect
 from valkey_operator.core.metrics import controller_metrics
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.core.restconfig import RestConfig
 from valkey_operator.core.store import Transform
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from valkey_operator.core import httpserver
+    from valkey_operator.core.restconfig import RestConfig
 
 log = structlog.get_logger(__name__)
 

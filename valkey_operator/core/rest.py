@@ -1,9 +1,9 @@
 """Raw JSON requests to the API server, answers decoded with orjson.
 
 The core caches plain dicts, not generated model objects (SPEC section 6). Requests go through
-our own aiohttp transport built from a RestConfig, or through an embedder's kubernetes-asyncio
-`ApiClient.call_api(..., _preload_content=False)`; see transport.py. Either way the core never
-imports kubernetes-asyncio (its generated models cost half a second of start-up).
+our own aiohttp transport built from a kubernetes-asyncio Configuration (a RestConfig), or through
+an embedder's kubernetes-asyncio `ApiClient.call_api(..., _preload_content=False)`; see
+transport.py. Neither needs kubernetes-asyncio's generated models.
 """
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ import contextlib
 import gc
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import aiohttp
 import orjson
 
-from valkey_operator.core.restconfig import RestConfig
 from valkey_operator.core.transport import ApiClientTransport, HttpTransport, Transport
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
+
+    from valkey_operator.core.restconfig import RestConfig
 
 Obj = dict[str, Any]
 """A Kubernetes object as decoded JSON."""
@@ -113,14 +114,14 @@ class TransportError(ConnectionError):
 
 
 class RestClient:
-    """JSON in, JSON out, over our own session (a RestConfig) or an embedder's kubernetes-asyncio
-    ApiClient. `close()` (or `async with`) closes the session it made; an ApiClient's owner closes
-    that one."""
+    """JSON in, JSON out, over our own session (a RestConfig: kubernetes-asyncio's Configuration)
+    or an embedder's kubernetes-asyncio ApiClient. `close()` (or `async with`) closes the session it
+    made; an ApiClient's owner closes that one."""
 
     def __init__(self, api_client: RestConfig | ApiClient) -> None:
         self.transport: Transport
-        if isinstance(api_client, RestConfig):
-            self.transport = HttpTransport(api_client)
+        if hasattr(api_client, "get_api_key_with_prefix"):  # duck-typed: kubernetes-asyncio is not
+            self.transport = HttpTransport(cast("RestConfig", api_client))  # imported by the core
         else:
             self.transport = ApiClientTransport(api_client)
 

@@ -1,10 +1,13 @@
-"""How RestClient's requests reach the API server: our own aiohttp session built from a RestConfig,
-or an embedder's kubernetes-asyncio ApiClient (duck-typed, so the core never imports it).
+"""How RestClient's requests reach the API server: our own aiohttp session built from a
+kubernetes-asyncio Configuration (restconfig.load_config), or an embedder's kubernetes-asyncio
+ApiClient. Both read the same Configuration: kubernetes-asyncio's loaders are the one place that
+knows certificates and tokens; this module only carries requests.
 
-Our session is made on the first request, inside the running loop, with `trust_env=False`: the
-proxy is decided once here, not looked up (with two thread hops) on every request. The TLS context
-is built once; certificate and key *data* pass through private temporary files that are removed as
-soon as the context has loaded them.
+Why our own session when an ApiClient could carry the same requests: bench/core_transport.py
+measures both over the same requests in one run (docs/performance.md has the numbers). Our session
+is made on the first request, inside the running loop, with `trust_env=False` (the proxy is decided
+once here, not looked up on every request), and bodies go out through orjson without
+kubernetes-asyncio's walk of every value (`sanitize_for_serialization`).
 """
 
 from __future__ import annotations
@@ -13,21 +16,20 @@ import contextlib
 import ipaddress
 import ssl
 import urllib.request
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
 
-from valkey_operator.core.clock import Clock
-from valkey_operator.core.credentials import token_source
-from valkey_operator.core.memfile import memory_file
-from valkey_operator.core.restconfig import PROXY_SCHEMES, ConfigError, RestConfig
+from valkey_operator.core.restconfig import ConfigError, TokenRefresh
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
+    from valkey_operator.core.restconfig import RestConfig
+
+PROXY_SCHEMES = ("http", "https")
 Timeout = float | aiohttp.ClientTimeout | None
 CONNECTIONS = 100
 """Connections kept to the API server (kubernetes-asyncio's default pool size)."""
@@ -86,14 +88,16 @@ class ApiClientTransport:
 
 
 class HttpTransport:
-    """One aiohttp session to config's server, made lazily; a 401 refreshes the token and retries once."""
+    """One aiohttp session to the server of a kubernetes-asyncio Configuration, made lazily, with its
+    TLS, proxy and token (asked of the Configuration before each request, as kubernetes-asyncio
+    does); a 401 expires the token (restconfig.TokenRefresh) and the request is retried once with a
+    fresh one."""
 
-    def __init__(self, config: RestConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: RestConfig) -> None:
         self.config = config
-        self._base = config.server.rstrip("/")
-        self._ssl = tls_context(config) if config.server.startswith("https:") else None
-        self._proxy = proxy_for(config)
-        self._tokens = token_source(config, clock)
+        self._base = str(config.host).rstrip("/")
+        self._ssl = tls_context(config) if self._base.startswith("https:") else None
+        self._proxy = proxy_for(self._base, config.proxy)
         self._session: aiohttp.ClientSession | None = None
 
     def _open_session(self) -> aiohttp.ClientSession:
@@ -103,6 +107,11 @@ class HttpTransport:
                 connector=connector, trust_env=False, read_bufsize=READ_BUFFER
             )
         return self._session
+
+    async def _authorization(self) -> str | None:
+        """The Authorization header ("Bearer ..." or, from a kubeconfig's basic auth, "Basic ...")."""
+        value: str | None = await self.config.get_api_key_with_prefix("BearerToken")
+        return value
 
     async def send(
         self,
@@ -115,18 +124,19 @@ class HttpTransport:
     ) -> aiohttp.ClientResponse:
         url = self._base + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else orjson.dumps(body)
-        token = await self._tokens.token() if self._tokens else None
-        response = await self._request(method, url, headers, data, timeout, token)
-        if response.status == 401 and self._tokens and token:
+        authorization = await self._authorization()
+        response = await self._request(method, url, headers, data, timeout, authorization)
+        refresh = self.config.refresh_api_key_hook
+        if response.status == 401 and authorization and isinstance(refresh, TokenRefresh):
+            refresh.expire()
             try:
-                fresh = await self._tokens.rejected(token)
+                fresh = await self._authorization()
             except BaseException:
                 response.release()
                 raise
-            if fresh:
+            if fresh != authorization:
                 response.release()
-                token = await self._tokens.token()
-                response = await self._request(method, url, headers, data, timeout, token)
+                response = await self._request(method, url, headers, data, timeout, fresh)
         return response
 
     async def _request(
@@ -136,11 +146,11 @@ class HttpTransport:
         headers: dict[str, str],
         data: bytes | None,
         timeout: Timeout,
-        token: str | None,
+        authorization: str | None,
     ) -> aiohttp.ClientResponse:
         headers = {"User-Agent": USER_AGENT, **headers}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        if authorization:
+            headers["Authorization"] = authorization
         return await self._open_session().request(
             method,
             url,
@@ -164,12 +174,14 @@ def client_timeout(timeout: Timeout) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=timeout) if timeout else aiohttp.ClientTimeout()
 
 
-def proxy_for(config: RestConfig) -> str | None:
+def proxy_for(server_url: str, proxy_url: str | None) -> str | None:
     """The kubeconfig's proxy-url, else the environment's proxy for the server (Go's rules: never
     for a loopback server, and no_proxy is honoured)."""
-    if config.proxy_url:
-        return config.proxy_url
-    server = urlsplit(config.server)
+    if proxy_url:
+        if urlsplit(proxy_url).scheme not in PROXY_SCHEMES:
+            raise ConfigError(f"proxy-url {proxy_url!r}: only http and https proxies are supported")
+        return proxy_url
+    server = urlsplit(server_url)
     host = server.hostname or ""
     with contextlib.suppress(ValueError):
         if host == "localhost" or ipaddress.ip_address(host).is_loopback:
@@ -185,31 +197,18 @@ def proxy_for(config: RestConfig) -> str | None:
 
 
 def tls_context(config: RestConfig) -> ssl.SSLContext:
-    """The CA (file or PEM data; the system's roots without either) and the client certificate."""
+    """The CA (the system's roots without one) and the client certificate, as kubernetes-asyncio's
+    own RESTClientObject builds them from the same Configuration (its loader has already turned
+    certificate data into files)."""
     try:
-        ca_data = config.ca_data.decode() if config.ca_data else None
-        context = ssl.create_default_context(cafile=config.ca_file, cadata=ca_data)
-        if config.insecure_skip_tls_verify:
+        context = ssl.create_default_context(cafile=config.ssl_ca_cert)
+        if config.cert_file:
+            context.load_cert_chain(config.cert_file, keyfile=config.key_file)
+        if not config.verify_ssl:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        if config.cert_file or config.cert_data:
-            with _pem_files(config) as (cert, key):
-                context.load_cert_chain(cert, key)
-    except (ssl.SSLError, OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"TLS set-up for {config.server}: {exc}") from None
+        if config.disable_strict_ssl_verification:
+            context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"TLS set-up for {config.host}: {exc}") from None
     return context
-
-
-@contextlib.contextmanager
-def _pem_files(config: RestConfig) -> Iterator[tuple[str, str]]:
-    """The client certificate and key as file paths (load_cert_chain reads only files); data is
-    held in memory files (memfile.py), so a kubeconfig with certificate data works on a read-only
-    root."""
-    with contextlib.ExitStack() as stack:
-        paths = []
-        for data, file, name in (
-            (config.cert_data, config.cert_file, "tls.crt"),
-            (config.key_data, config.key_file, "tls.key"),
-        ):
-            paths.append(str(file) if data is None else stack.enter_context(memory_file(name, data)))
-        yield paths[0], paths[1]

@@ -19,7 +19,7 @@ from valkey_operator.api.resources import (
 from valkey_operator.core import clock
 
 CLUSTER_LABEL = f"{GROUP}/cluster"
-"""The label on a cluster's pods (controllers/cluster/render/names.py; a unit test keeps them equal)."""
+"""The label on a cluster's pods (controllers/shared/names.py; a unit test keeps them equal)."""
 
 TERMINAL_SWITCHOVER_PHASES = (SwitchoverPhase.SUCCEEDED, SwitchoverPhase.REFUSED, SwitchoverPhase.FAILED)
 """The phases that answer a request: the plugin stops waiting."""

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from controllers.cluster.decision.desired import DesiredAcl, object_key
-from controllers.cluster.decision.observe import NodeObservation
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.render.acl import UserAcl
+from controllers.shared.observation import NodeObservation
+from controllers.shared.versions import meets_floor
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import AclSyntaxError, UserRules, normal_form, split_rules
 

@@ -7,6 +7,7 @@ back as `Failure`s, which the report turns into status (report.finish).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
@@ -28,17 +29,28 @@ class Event:
 
 
 @attrs.frozen
-class CreatePod:
-    """Create one pod for shard, with these extra annotations. The planner names the shard and, with
-    persistence, the existing `claim` the pod comes back on (a node lost without being planned);
-    decide completes it with the pod's fresh unique `name`, its whole rendered `body` (what is
-    sent) and, for a pod on a new claim, that claim's name and `claim_body` (created first)."""
+class NewPod:
+    """The planner's intent of one more pod for shard, with these extra annotations and, with
+    persistence, the existing `claim` it comes back on (a node lost without being planned). Not an
+    action: decide.complete turns each into a whole CreatePod, and only those reach the actor."""
 
     shard: int
     annotations: tuple[tuple[str, str], ...] = ()
     claim: str = ""
-    name: str = ""
-    body: Obj | None = attrs.field(default=None, eq=False, repr=False)
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen(kw_only=True)
+class CreatePod:
+    """Create the pod `name` of shard with its whole rendered `body` (what is sent); on a new data
+    claim (persistence) `claim_body` is created first, on an existing one `claim` names it. Made
+    whole at once from a NewPod (decide.complete), never completed later."""
+
+    shard: int
+    name: str
+    body: Obj = attrs.field(eq=False, repr=False)
+    annotations: tuple[tuple[str, str], ...] = ()
+    claim: str = ""
     claim_body: Obj | None = attrs.field(default=None, eq=False, repr=False)
     disruptive: ClassVar[bool] = False
 
@@ -268,6 +280,8 @@ Action = (
     | SyncAcl
     | TopologyAction
 )
+Planned = Action | NewPod
+"""What the planner emits: actions, and the intents decide.complete turns into whole actions."""
 
 
 @attrs.frozen
@@ -277,8 +291,23 @@ class Failure:
     action: Action
     message: str
     refused: str | None = None
-    """What the server refused for a reason in its input, not its health: a directive (SetConfig)
-    or a username (SyncAcl). Refusals repeat until the input changes; other failures may not."""
+    """Decided by refusals.classified, never by the actor. What the server refused for a reason in
+    its input, not its health: a directive (SetConfig) or a username (SyncAcl). Refusals repeat
+    until the input changes; other failures may not."""
     forbidden: bool = False
-    """The API server's authorizer refused the request (RBAC, stalled.rbac_denied): it repeats
-    until a human grants the operator the permission."""
+    """Decided by refusals.classified. The API server's authorizer refused the request (RBAC,
+    stalled.rbac_denied): it repeats until a human grants the operator the permission."""
+    command_error: bool = False
+    """The server answered the command with an error (it was heard, and said no): refusals.py
+    decides from it, the action and the message whether this is a refusal."""
+    user: str = ""
+    """SyncAcl: the user whose ACL SETUSER the server answered with an error."""
+    http_status: int | None = None
+    """The API server's HTTP status for a failed request (refusals.py reads a 403 as RBAC's)."""
+
+
+def skipped(action: Action, failures: Sequence[Failure]) -> bool:
+    """Whether the actor leaves action out: a PatchPodMetadata `after` an action that failed this
+    pass records what did not happen (that failure is reported instead)."""
+    after = action.after if isinstance(action, PatchPodMetadata) else None
+    return after is not None and any(failure.action == after for failure in failures)

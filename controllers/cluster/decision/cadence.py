@@ -21,7 +21,7 @@ import hashlib
 
 import attrs
 
-from controllers.cluster.decision.observe import NodeObservation, Observation
+from controllers.shared.observation import NodeObservation, Observation
 
 FIRST = 30.0
 """The first interval once quiet (the operator's steady requeue before back-off existed)."""

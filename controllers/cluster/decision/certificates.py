@@ -29,8 +29,8 @@ import attrs
 
 from controllers.cluster.decision.actions import PatchPodMetadata, ReloadTls
 from controllers.cluster.decision.desired import DesiredTls
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.resources import GROUP
 
 TLS_LOADED_ANNOTATION = f"{GROUP}/tls-loaded"

@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controllers.cluster.decision.actions import DeleteClaim, PatchClaim
-from controllers.cluster.decision.observe import ClaimObservation
 from controllers.cluster.decision.view import View
-from controllers.cluster.render.claims import NODE_ID_ANNOTATION
+from controllers.shared.names import NODE_ID_ANNOTATION
+from controllers.shared.observation import ClaimObservation
 from valkey_operator.valkey.slots import subtract
 
 

@@ -22,10 +22,12 @@ Every choice is made here, in this order:
    goes on with them;
 3. rollout admission: with outdated pods (view.is_outdated, the one
    definition), the cluster may roll when it holds a slot or one is free;
-4. plan (plan.py) on one View, the roll computed once; CreatePod actions get
-   their drawn name and whole rendered body;
+4. plan (plan.py) on one View, the roll computed once: actions and intents
+   (NewPod);
 5. a switchover the annotation asks for (switchover.py): refused, or carried
-   out with the roll's primary hand-over once nothing else disruptive is planned;
+   out with the roll's primary hand-over once nothing else disruptive is
+   planned; `complete` then assembles the pass's actions in one place, each
+   whole (a NewPod becomes a CreatePod with its drawn name and rendered body);
 6. status (status_document.py, stamped with `now`), Events (transitions,
    rolling update progress, problems that appear, switchovers) and metric changes.
 Once the actions were carried out, `Decision.after(failures)` is the same
@@ -51,6 +53,8 @@ from controllers.cluster.decision.actions import (
     Event,
     Failover,
     Failure,
+    NewPod,
+    Planned,
     Promote,
 )
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
@@ -63,9 +67,16 @@ from controllers.cluster.decision.desired import (
     OwnedObject,
     object_key,
 )
-from controllers.cluster.decision.observe import Observation, TlsRecord
+from controllers.cluster.decision.memory import (
+    CLAIM_TTL,
+    Memory,
+    live_refusals,
+    remember_refusals,
+)
+from controllers.cluster.decision.migration_counts import migration_counts
 from controllers.cluster.decision.owned import owned_objects, retired_objects
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import (
     RestoreHeld,
@@ -82,8 +93,8 @@ from controllers.cluster.decision.switchover import (
     pinned,
     requested,
 )
-from controllers.cluster.decision.view import View
-from controllers.cluster.render import exporter, layout, names
+from controllers.cluster.decision.view import View, outdated_pods
+from controllers.cluster.render import exporter
 from controllers.cluster.render.acl import AclError, internal_users, render_acl, role_commands
 from controllers.cluster.render.claims import (
     claim_bytes,
@@ -95,7 +106,6 @@ from controllers.cluster.render.claims import (
 )
 from controllers.cluster.render.config import runtime_settings
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import DamagedSecret, InternalCredentials
 from controllers.cluster.render.network_policy import operator_peer
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.restore import with_restore
@@ -107,9 +117,12 @@ from controllers.cluster.render.user_passwords import (
     user_secret_name,
     with_passwords,
 )
-from controllers.cluster.tls import TlsMaterial, TlsProblem
-from controllers.config.resolve import ResolutionFailure, ResolvedConfig
 from controllers.options import ControllerOptions
+from controllers.shared import layout, names
+from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig
+from controllers.shared.credentials import DamagedSecret, InternalCredentials
+from controllers.shared.observation import Observation, TlsRecord
+from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import (
     DEGRADED,
@@ -117,7 +130,6 @@ from valkey_operator.api.cluster import (
     STALLED,
     AclUser,
     ClusterState,
-    SwitchoverStatus,
     TlsStatus,
     ValkeyCluster,
     ValkeyClusterStatus,
@@ -164,7 +176,7 @@ REQUEUE_BLOCKED = 60.0
 @attrs.frozen(kw_only=True)
 class RolloutSlots:
     """maxConcurrentRollouts and the clusters holding a slot (statuses showing a roll, plus the
-    claims this process made lately: rollout_gate.py)."""
+    claims not lapsed in the clusters' Memory: memory.slot_holders)."""
 
     limit: int = 0
     holders: frozenset[str] = frozenset()
@@ -224,11 +236,13 @@ class Facts:
     """A ValkeyBackup of this cluster is Running (no slot moves meanwhile)."""
     last_backup: str | None = None
     """The newest Completed backup spec.backup's schedule made: status.lastBackup."""
-    quiet: Quiet | None = None
-    """What the previous pass left if it was quiet (cadence.py): its signature and interval."""
+    memory: Memory = attrs.field(factory=Memory)
+    """What the cluster's earlier passes remembered (memory.py); the next one leaves in Decision."""
     named: Mapping[str, Obj | None] = attrs.field(factory=dict)
     """kind/name -> the cached object (None: absent), for every object the cluster writes by
     name (owned.written_names): one someone else controls blocks the cluster (conflicts.py)."""
+    now: float = 0.0
+    """The pass's time (unix seconds): the only clock decide reads."""
 
     @property
     def key(self) -> str:
@@ -257,6 +271,10 @@ class MetricChanges:
     failover_timeouts: int = 0
     failovers: Mapping[str, int] = attrs.field(factory=dict)
     """mode (coordinated, takeover) -> failovers sent without an error this pass."""
+    migration_failures: int = 0
+    """Failed slot migration jobs not counted before (migration_counts.py)."""
+    migrations_active: int | None = None
+    """Slot migration export jobs under way (None: not observed this pass)."""
     stalled: str | None = None
     """The reason of the Stalled=True condition the pass stores; None when it stores Stalled=False
     (every pass stores a whole status, so None also removes a series an earlier pass set)."""
@@ -271,8 +289,8 @@ class Decision:
     metrics: MetricChanges
     requeue_after: float
     rollout_slot: RolloutSlot = RolloutSlot.KEEP
-    quiet: Quiet | None = None
-    """Set when this pass was quiet (cadence.py): the reconciler hands it to the next pass."""
+    memory: Memory = attrs.field(factory=Memory)
+    """What the next pass remembers (memory.py): the reconciler stores it, and nothing else."""
     context: RenderContext | None = attrs.field(default=None, eq=False, repr=False)
     """The rendering inputs, for the actor's names (None when blocked before resolving)."""
     switchover: Outcome | None = attrs.field(default=None, eq=False, repr=False)
@@ -280,14 +298,64 @@ class Decision:
     facts: Facts | None = attrs.field(default=None, eq=False, repr=False)
     now: float = attrs.field(default=0.0, eq=False, repr=False)
 
-    def after(self, failures: Sequence[Failure]) -> Decision:
-        """This decision once its actions were carried out, some of them failing (pure)."""
-        if not failures or self.plan is None or self.facts is None:
-            return self
-        finished = attrs.evolve(finish(self.plan, failures), actions=self.plan.actions)
-        return _conclude(
-            self.facts, self.now, self.context, finished, failures, self.rollout_slot, self.switchover
+    @property
+    def quiet(self) -> Quiet | None:
+        """Set when this pass was quiet (cadence.py): the next pass backs off from it."""
+        return self.memory.quiet
+
+    def after(
+        self,
+        failures: Sequence[Failure],
+        *,
+        created: Iterable[str] = (),
+        deleted: Iterable[str] = (),
+        annotated: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> Decision:
+        """This decision once its actions were carried out, some of them failing (pure): each failure
+        classified (refusals.py), the pods written awaited and the refusals remembered by the next
+        pass (memory.py)."""
+        failures = tuple(classified(failure) for failure in failures)
+        decision = self
+        if failures and self.plan is not None and self.facts is not None:
+            finished = attrs.evolve(finish(self.plan, failures), actions=self.plan.actions)
+            decision = _conclude(
+                self.facts,
+                self.now,
+                self.context,
+                finished,
+                self.actions,
+                failures,
+                self.rollout_slot,
+                self.switchover,
+            )
+        memory = decision.memory
+        memory = attrs.evolve(
+            memory,
+            expected=memory.expected.expect(self.now, created, deleted, annotated),
+            refusals=remember_refusals(memory.refusals, self.actions, failures),
         )
+        return decision if memory == decision.memory else attrs.evolve(decision, memory=memory)
+
+
+def run_pass(facts: Facts) -> Decision:
+    """One pass decided from what was gathered (gather.py), at facts.now: the reconciler and the
+    decide harness both run this, then carry the actions out and finish it with
+    `Decision.after`."""
+    if facts.observation is None and not gathering_stops(facts):
+        raise ValueError(f"{facts.key}: gathering stopped without a fact that blocks the cluster")
+    return decide(facts, facts.now)
+
+
+def gathering_stops(facts: Facts) -> bool:
+    """Whether gathering stops at what it has (gather.py): a fact that blocks the cluster and
+    without which nothing can be rendered or connected to (the names someone else holds, a config
+    that does not resolve, a TLS Secret that fails its checks, a damaged internal Secret)."""
+    return (
+        bool(conflicts(facts.cluster.metadata.uid or "", facts.named))
+        or isinstance(facts.resolved, ResolutionFailure)
+        or isinstance(facts.tls, TlsProblem)
+        or isinstance(facts.credentials, DamagedSecret)
+    )
 
 
 def decide(facts: Facts, now: float) -> Decision:
@@ -379,33 +447,44 @@ def decide(facts: Facts, now: float) -> Decision:
         # The backup's layout first, primaries only (restore.py); spec.shards and replicas after.
         desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
     recorded = facts.recorded
+    expected = _seen(facts, now).expected
+    # Rollout admission before the View is built (the View is never changed once built).
+    may_roll, slot = admit(
+        bool(outdated_pods(facts.observation.pods, desired)), facts.rollout_slots, facts.key
+    )
     observation = attrs.evolve(
         facts.observation,
+        awaiting=expected.names(),
+        refusals=live_refusals(facts.memory.refusals, (pod.name for pod in facts.observation.pods)),
         now=now,
         recorded_state=recorded.state,
         recorded_config_hash=recorded.config_hash,
         recorded_image=recorded.current_image,
         recorded_tls=_tls_record(recorded.tls),
+        may_roll=may_roll,
     )
     view = View(observation, desired)
-    view.may_roll, slot = admit(bool(view.outdated), facts.rollout_slots, facts.key)
     planned = plan_view(view)
-    actions = tuple(
-        _complete(planned.actions, ctx, observation, facts.name_seed, creating_secret, desired.restore)
+    switch = decide_switchover(planned.view, request, asked, _situation(facts, now, planned))
+    actions = complete(
+        planned.actions,
+        ctx,
+        observation,
+        created=() if facts.paused else tuple(CreateObject(owned) for owned in created_users),
+        switchover=switch.actions,
+        seed=facts.name_seed,
+        creating_secret=creating_secret,
+        restore=desired.restore,
     )
-    if not facts.paused:
-        actions = (*(CreateObject(owned) for owned in created_users), *actions)
-    planned = attrs.evolve(planned, actions=actions)
-    planned, switch = _switchover(facts, now, planned, request, asked)
-    return _conclude(facts, now, ctx, planned, (), slot, switch)
+    planned = attrs.evolve(planned, actions=actions)  # the plan as carried out, for finish()
+    if switch.running:  # the hand-over shows in Valkey, not as a Kubernetes event: look again soon
+        planned = attrs.evolve(planned, requeue_after=min(planned.requeue_after, REQUEUE_WAITING))
+    return _conclude(facts, now, ctx, planned, actions, (), slot, switch)
 
 
-def _switchover(
-    facts: Facts, now: float, planned: Plan, request: str | None, asked: SwitchoverStatus | None
-) -> tuple[Plan, Outcome]:
-    """The plan with the switchover's hand-over (last: it waits while anything disruptive is
-    planned) and a short requeue while one runs, and the switchover's status and Events."""
-    situation = Situation(
+def _situation(facts: Facts, now: float, planned: Plan) -> Situation:
+    """What the switchover waits on: its hand-over goes last, once nothing disruptive is planned."""
+    return Situation(
         paused=facts.paused,
         restoring=facts.restoring,
         rolling=planned.rolling,
@@ -413,12 +492,6 @@ def _switchover(
         now=now,
         now_text=rfc3339(now),
     )
-    switch = decide_switchover(planned.view, request, asked, situation)
-    if switch.actions:
-        planned = attrs.evolve(planned, actions=(*planned.actions, *switch.actions))
-    if switch.running:  # the hand-over shows in Valkey, not as a Kubernetes event: look again soon
-        planned = attrs.evolve(planned, requeue_after=min(planned.requeue_after, REQUEUE_WAITING))
-    return planned, switch
 
 
 def _with_passwords(
@@ -448,40 +521,60 @@ def commands_to_probe(users: Sequence[AclUser], roles: Mapping[str, ValkeyRole |
     return sorted({command for user in users for _, command in role_commands(user, roles.get)})
 
 
-def _complete(
-    actions: Iterable[Action],
+def complete(
+    planned: Iterable[Planned],
     ctx: RenderContext,
     observation: Observation,
-    seed: int,
-    creating_secret: bool,
+    *,
+    created: Sequence[Action] = (),
+    switchover: Sequence[Action] = (),
+    seed: int = 0,
+    creating_secret: bool = False,
     restore: RestoreSource | None = None,
-) -> Iterable[Action]:
-    """The planner's actions as sent: each new pod named and rendered (a restoring one with the init
-    container that loads its shard), the missing internal Secret created rather than applied."""
+) -> tuple[Action, ...]:
+    """The one place a pass's actions are assembled, each whole: the generated password Secrets
+    created first, then the planner's, then the switchover's hand-over (it waits for anything
+    disruptive). Each NewPod intent becomes a CreatePod with its drawn name and whole rendered body
+    (a restoring one with the init container that loads its shard; a new data claim's body); a
+    planned DeletePod names the pod's data claim; the missing internal Secret is created rather
+    than applied."""
     rng = random.Random(seed)
     taken = {pod.name for pod in observation.pods} | {claim.name for claim in observation.claims}
     claims = {pod.name: pod.claim for pod in observation.pods if pod.claim}
     secret = object_key("Secret", names.secret_name(ctx.name))
-    for action in actions:
-        if isinstance(action, CreatePod):
+    actions: list[Action] = list(created)
+    for action in planned:
+        if isinstance(action, NewPod):
             name = names.pod_name(ctx.name, action.shard, rng, taken)
             taken.add(name)
-            claim, claim_body = action.claim or None, None
-            if claim is None and persistent(ctx):
-                claim, claim_body = name, render_claim(ctx, action.shard, name)
-            body = render_pod(ctx, action.shard, name, claim)
-            if restore is not None:
-                body = with_restore(ctx, body, restore.fetch, restore.shards[action.shard])
-            if action.annotations:
-                metadata = body["metadata"]
-                metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(action.annotations)}
-            yield attrs.evolve(action, name=name, body=body, claim=claim or "", claim_body=claim_body)
+            actions.append(_create_pod(ctx, action, name, restore))
         elif isinstance(action, DeletePod) and action.pod in claims:
-            yield attrs.evolve(action, claim=claims[action.pod])
+            actions.append(attrs.evolve(action, claim=claims[action.pod]))
         elif creating_secret and isinstance(action, ApplyObject) and action.object.key == secret:
-            yield CreateObject(action.object)
+            actions.append(CreateObject(action.object))
         else:
-            yield action
+            actions.append(action)
+    return (*actions, *switchover)
+
+
+def _create_pod(ctx: RenderContext, intent: NewPod, name: str, restore: RestoreSource | None) -> CreatePod:
+    claim, claim_body = intent.claim or None, None
+    if claim is None and persistent(ctx):
+        claim, claim_body = name, render_claim(ctx, intent.shard, name)
+    body = render_pod(ctx, intent.shard, name, claim)
+    if restore is not None:
+        body = with_restore(ctx, body, restore.fetch, restore.shards[intent.shard])
+    if intent.annotations:
+        metadata = body["metadata"]
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **dict(intent.annotations)}
+    return CreatePod(
+        shard=intent.shard,
+        name=name,
+        body=body,
+        annotations=intent.annotations,
+        claim=claim or "",
+        claim_body=claim_body,
+    )
 
 
 def _blocked(
@@ -510,6 +603,7 @@ def _blocked(
         events=(Event(WARNING, reason, message),) if changed else (),
         metrics=MetricChanges(state=status.state, stalled=stalled_reason(status)),
         requeue_after=REQUEUE_BLOCKED,
+        memory=attrs.evolve(_seen(facts, now), quiet=None),
         context=ctx,
         facts=facts,
         now=now,
@@ -521,6 +615,7 @@ def _conclude(
     now: float,
     ctx: RenderContext | None,
     planned: Plan,
+    actions: tuple[Action, ...],
     failures: Sequence[Failure],
     slot: RolloutSlot,
     switch: Outcome | None = None,
@@ -550,18 +645,25 @@ def _conclude(
         max_primaries_per_node=planned.status.max_primaries_per_node,
         version_floor_rejection=rejected,
         failover_timeouts=sum(1 for event in problems if event.reason == Reason.FAILOVER_FAILED),
-        failovers=failover_counts(planned.actions, failures),
+        failovers=failover_counts(actions, failures),
         stalled=stalled_reason(status),
     )
-    quiet = _quiet(facts, planned, failures)
+    quiet = _quiet(facts, planned, actions, failures)
+    memory = _remembered(facts, now, slot, quiet)
+    if facts.observation is not None:
+        counted = migration_counts(facts.observation, memory.failed_jobs)
+        memory = attrs.evolve(memory, failed_jobs=counted.failed)
+        metrics = attrs.evolve(
+            metrics, migration_failures=counted.new_failures, migrations_active=counted.active
+        )
     return Decision(
-        actions=planned.actions,
+        actions=actions,
         status=status,
         events=(*transition, *rollout_events, *problems, *switch_events),
         metrics=metrics,
         requeue_after=quiet.interval if quiet is not None else planned.requeue_after,
         rollout_slot=slot,
-        quiet=quiet,
+        memory=memory,
         context=ctx,
         plan=planned,
         facts=facts,
@@ -570,12 +672,38 @@ def _conclude(
     )
 
 
-def _quiet(facts: Facts, planned: Plan, failures: Sequence[Failure]) -> Quiet | None:
+def _seen(facts: Facts, now: float) -> Memory:
+    """The memory once this pass's facts are seen: a written status the cache has passed (any other
+    version: ours, or something newer) and a slot claim the status now shows are dropped."""
+    memory = facts.memory
+    written = memory.written
+    if written is not None and written.based_on != facts.cluster.metadata.resource_version:
+        memory = attrs.evolve(memory, written=None)
+    if memory.claim_until is not None and (facts.recorded.rollout is not None or not memory.claims_slot(now)):
+        memory = attrs.evolve(memory, claim_until=None)
+    if facts.observation is not None:
+        memory = attrs.evolve(memory, expected=memory.expected.met(facts.observation.pods, now))
+    return memory
+
+
+def _remembered(facts: Facts, now: float, slot: RolloutSlot, quiet: Quiet | None) -> Memory:
+    """What the next pass remembers of this one (before its actions are carried out)."""
+    memory = attrs.evolve(_seen(facts, now), quiet=quiet)
+    if slot is RolloutSlot.CLAIM:
+        return attrs.evolve(memory, claim_until=now + CLAIM_TTL)
+    if slot is RolloutSlot.RELEASE:
+        return attrs.evolve(memory, claim_until=None)
+    return memory
+
+
+def _quiet(
+    facts: Facts, planned: Plan, actions: Sequence[Action], failures: Sequence[Failure]
+) -> Quiet | None:
     """A quiet pass (Active or paused with nothing to do, nothing failed) backs off (cadence.py)."""
-    if failures or planned.actions or planned.requeue_after != REQUEUE_STEADY or facts.observation is None:
+    if failures or actions or planned.requeue_after != REQUEUE_STEADY or facts.observation is None:
         return None
     observed = signature(facts.observation, facts.cluster.metadata.resource_version or "")
-    return next_quiet(facts.quiet, observed, facts.options.steady_probe_max_seconds)
+    return next_quiet(facts.memory.quiet, observed, facts.options.steady_probe_max_seconds)
 
 
 def _restore_status(facts: Facts, planned: Plan) -> RestoreStatus | None:

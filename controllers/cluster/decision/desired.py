@@ -10,7 +10,7 @@ import attrs
 
 from controllers.cluster.decision.restore import RestoreSource
 from controllers.cluster.render.acl import UserAcl
-from controllers.cluster.tls import TlsMaterial
+from controllers.shared.tls import TlsMaterial
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION
 from valkey_operator.core.resource import Resource

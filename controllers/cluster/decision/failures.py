@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from controllers.cluster.decision.observe import PodObservation, PodPhase
-from controllers.cluster.decision.versions import meets_floor, parse_version
+from controllers.shared.observation import PodObservation, PodPhase
+from controllers.shared.versions import meets_floor, parse_version
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 
 RESTORE_FAILURE = "container restore exited"

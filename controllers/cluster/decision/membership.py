@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from controllers.cluster.decision.actions import Action, DeletePod, MarkMember
-from controllers.cluster.decision.observe import PodObservation
+from controllers.cluster.decision.actions import DeletePod, MarkMember, Planned
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import PodObservation
 
 
 def serving(view: View, node: Node) -> bool | None:
@@ -53,7 +53,7 @@ def wanted(view: View, pod: PodObservation, leaving: frozenset[str]) -> bool | N
     return None
 
 
-def mark(view: View, actions: Sequence[Action]) -> Iterable[MarkMember]:
+def mark(view: View, actions: Sequence[Planned]) -> Iterable[MarkMember]:
     """The label changes this pass needs, for live pods only (an ending pod leaves every Service)."""
     leaving = frozenset(action.pod for action in actions if isinstance(action, DeletePod))
     for pod in view.pods:
@@ -64,6 +64,6 @@ def mark(view: View, actions: Sequence[Action]) -> Iterable[MarkMember]:
             yield MarkMember(pod.name, pod.uid, member)
 
 
-def first(view: View, actions: Sequence[Action]) -> tuple[Action, ...]:
+def first(view: View, actions: Sequence[Planned]) -> tuple[Planned, ...]:
     """The pass's actions, label changes first: a pod leaves the client Service before it goes."""
     return (*mark(view, actions), *actions)

@@ -7,10 +7,8 @@ cache before deciding (tests/unit keeps the two equal).
 from __future__ import annotations
 
 from controllers.cluster.decision.desired import OwnedObject
-from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import InternalCredentials
 from controllers.cluster.render.network_policy import enabled as network_policy_enabled
 from controllers.cluster.render.network_policy import render_network_policy
 from controllers.cluster.render.objects import (
@@ -21,6 +19,8 @@ from controllers.cluster.render.objects import (
     render_service,
 )
 from controllers.cluster.render.user_passwords import user_secret_name
+from controllers.shared import names
+from controllers.shared.credentials import InternalCredentials
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.network import network_policy_enabled as network_policy_on
 from valkey_operator.core.resource import (

@@ -67,10 +67,8 @@ import attrs
 
 from controllers.cluster.decision import certificates, data_claims, membership, rollout, spread, upkeep
 from controllers.cluster.decision.actions import (
-    Action,
     ApplyObject,
     AssignSlots,
-    CreatePod,
     DeleteObject,
     DeletePod,
     Failover,
@@ -78,7 +76,9 @@ from controllers.cluster.decision.actions import (
     Forget,
     Meet,
     MigrateSlots,
+    NewPod,
     PatchPodMetadata,
+    Planned,
     Promote,
     PruneFailedPod,
     ReloadTls,
@@ -87,7 +87,6 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import Observation, PodObservation
 from controllers.cluster.decision.rebalance import (
     MAX_BATCH_SLOTS,
     highest_slots,
@@ -95,8 +94,9 @@ from controllers.cluster.decision.rebalance import (
 )
 from controllers.cluster.decision.report import PlannedStatus, Reason, report
 from controllers.cluster.decision.rollout import Rollout, failover_request, plan_rollout
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import Observation, PodObservation
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import NodeFlag
 from valkey_operator.valkey.slots import ALL_SLOTS, coverage, subtract
@@ -105,6 +105,12 @@ VOTE_GRACE_S = 60.0
 """How long after the last word from a departed primary Valkey's own election may take before the
 operator promotes its replica anyway (Valkey elects within about two cluster-node-timeouts)."""
 
+REQUEUE_FAST = 0.25
+"""Something ends within a second or two and raises no watch event (`settling`): poll that closely."""
+JOIN_WINDOW_S = 15.0
+"""How long after its pod's creation a new node is polled closely: Valkey's writable delay (2 s) and
+rejoin delay (at most 5 s) with room to spare; a node still not serving after that is no longer
+about to, and waits at the usual cadence."""
 REQUEUE_ACTING = 1.0
 """Seconds until the next pass after acting: long enough for the effect to show, short enough to chain."""
 REQUEUE_WAITING = 2.0
@@ -119,7 +125,7 @@ REQUEUE_FAILED = 60.0
 
 @attrs.frozen(kw_only=True)
 class Plan:
-    actions: tuple[Action, ...]
+    actions: tuple[Planned, ...]
     status: PlannedStatus
     requeue_after: float
     view: View = attrs.field(eq=False, repr=False)
@@ -128,7 +134,7 @@ class Plan:
     """The roll as computed once this pass (actions and status both read it)."""
 
     @property
-    def disruptive(self) -> tuple[Action, ...]:
+    def disruptive(self) -> tuple[Planned, ...]:
         return tuple(action for action in self.actions if action.disruptive)
 
 
@@ -171,10 +177,10 @@ def finish(planned: Plan, failures: Sequence[Failure]) -> Plan:
     return attrs.evolve(planned, status=status, requeue_after=max(requeue, REQUEUE_WAITING))
 
 
-def _actions(view: View, rolling: Rollout) -> tuple[Action, ...]:
+def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
     removal = _removal(view, rolling)
     leaving = {removal.pod} if removal is not None else set()
-    actions: list[Action] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
+    actions: list[Planned] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
     actions += upkeep.patch_metadata(view)
     actions += data_claims.upkeep(view)
     actions += rollout.mark_fulfilled(view)
@@ -207,7 +213,7 @@ _UPKEEP = (ApplyObject, DeleteObject, PatchPodMetadata, SetConfig, SyncAcl)
 """Actions that leave the topology alone: a primary may move in the same pass."""
 
 
-def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
+def _create_missing(view: View, rolling: Rollout) -> Iterable[NewPod]:
     """One pod per missing member, and the rolling shard's surge pod; none for a shard in a crash
     loop, none while the cache lags. With persistence a missing pod starts on its shard's free
     claim first (a node lost without being planned comes back), else on a new one."""
@@ -220,13 +226,13 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[CreatePod]:
         wanted = view.desired.pods_per_shard + (1 if rolling.surge and shard == rolling.shard else 0)
         missing = max(wanted - len(view.shard_pods(shard)), 0)
         if not view.desired.persistent:
-            yield from (CreatePod(shard, annotations) for _ in range(missing))
+            yield from (NewPod(shard, annotations) for _ in range(missing))
             continue
         free = data_claims.startable(view, shard)
         later = data_claims.returning(view, shard) + data_claims.waiting(view, shard)
         new = max(missing - len(free) - later, 0)
-        yield from (CreatePod(shard, annotations, claim=claim) for claim in free[:missing])
-        yield from (CreatePod(shard, annotations) for _ in range(new))
+        yield from (NewPod(shard, annotations, claim=claim) for claim in free[:missing])
+        yield from (NewPod(shard, annotations) for _ in range(new))
 
 
 def _prune(view: View) -> Iterable[PruneFailedPod]:
@@ -238,15 +244,19 @@ def _prune(view: View) -> Iterable[PruneFailedPod]:
 
 
 def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
-    """The seed introduces every eligible, Ready node it has not met (gossip tells the rest)."""
+    """The seed introduces every eligible node it has not met, Ready or starting (gossip tells the
+    rest): met within 2 s of its start, a new primary serves 2 s after it, not 5 s after MEET. Not
+    while either is loading its data (a restore): Valkey refuses MEET then, which would report a
+    normal restore as a failed action; the pass after the load meets them."""
     seed = view.seed
-    if seed is None or not seed.active:
+    if seed is None or not seed.active or seed.obs.loading:
         return
     for node in view.nodes.values():
         if (
             node.pod.name in view.members
             or node.pod.name in leaving
-            or not node.active
+            or not node.meetable
+            or node.obs.loading
             or not view.in_spec(node.pod)
             or not meets_floor(node.obs.version)
             or node.pod.ip is None
@@ -547,8 +557,36 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
     return 3 if view.in_sync(node, primary) else 2
 
 
-def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action], rolling: Rollout) -> float:
+def settling(view: View) -> bool:
+    """What the next fraction of a second changes without a watch event, so the next pass should
+    come in REQUEUE_FAST, not at the usual cadence: a starting pod's server about to answer (it is
+    MET as soon as it does), a new empty primary waiting out Valkey's writable or rejoin delay
+    (slots move to it as soon as it reports cluster_state ok), a restored node still loading its
+    data (it is MET once loaded), a slot migration job under way (the next batch goes as soon as
+    it ends). New pods count only within JOIN_WINDOW_S of their creation, so a pod that never gets
+    there, or a load that takes minutes, costs no more than the usual cadence."""
+
+    def young(pod: PodObservation) -> bool:
+        return pod.created_at is not None and view.now - pod.created_at < JOIN_WINDOW_S
+
+    if view.desired.paused:
+        return False
+    if any(pod.starting and young(pod) for pod in view.pods):
+        return True
+    if any(
+        node.is_primary and not node.obs.slots and node.obs.cluster_ok is not True and young(node.pod)
+        for node in view.members.values()
+    ):
+        return True
+    if any(node.obs.loading and young(node.pod) for node in view.nodes.values()):
+        return True
+    return any(job.active for node in view.nodes.values() for job in node.obs.jobs)
+
+
+def _requeue(view: View, status: PlannedStatus, actions: Sequence[Planned], rolling: Rollout) -> float:
     requeue = _requeue_hint(view, status, actions)
+    if settling(view) or any(isinstance(action, MigrateSlots) for action in actions):
+        requeue = min(requeue, REQUEUE_FAST)  # a job just started is under way from the next pass
     if _spreading(view, actions, rolling):
         requeue = min(requeue, spread.REQUEUE_MOVING)
     retry = view.crash_loops.retry_after
@@ -558,7 +596,7 @@ def _requeue(view: View, status: PlannedStatus, actions: Sequence[Action], rolli
     return max(retry, 1.0) if not actions else min(requeue, max(retry, 1.0))
 
 
-def _spreading(view: View, actions: Sequence[Action], rolling: Rollout) -> bool:
+def _spreading(view: View, actions: Sequence[Planned], rolling: Rollout) -> bool:
     """The spread's move sent this pass or still under way: the next move is due once the replica
     reports itself primary, which no watch event announces (without a roll, a Failover is the
     spread's; a paused cluster plans nothing, so it waits at its usual cadence)."""
@@ -567,7 +605,7 @@ def _spreading(view: View, actions: Sequence[Action], rolling: Rollout) -> bool:
     return any(isinstance(action, Failover) for action in actions) or spread.moving(view)
 
 
-def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Action]) -> float:
+def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Planned]) -> float:
     if actions and all(isinstance(action, ReloadTls) and action.confirm is None for action in actions):
         return certificates.RELOAD_RETRY_S  # files the kubelet has not updated yet: ask again soon
     if actions:

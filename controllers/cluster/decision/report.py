@@ -11,24 +11,25 @@ import attrs
 
 from controllers.cluster.decision import certificates, data_claims, spread, stalled, upkeep
 from controllers.cluster.decision.actions import (
-    Action,
     CreatePod,
     DeletePod,
     Failover,
     Failure,
     MarkMember,
+    NewPod,
+    Planned,
     Promote,
     ReloadTls,
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.decision.observe import PodObservation
 from controllers.cluster.decision.rebalance import (
     trouble,
 )
 from controllers.cluster.decision.rollout import FAILOVER_TIMEOUT_S, Rollout
-from controllers.cluster.decision.versions import format_version, meets_floor
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import PodObservation
+from controllers.shared.versions import format_version, meets_floor
 from valkey_operator.api.cluster import (
     DEGRADED,
     PROGRESSING,
@@ -177,7 +178,7 @@ class PlannedStatus:
 
 
 def report(
-    view: View, actions: Sequence[Action], rolling: Rollout, failures: Sequence[Failure] = ()
+    view: View, actions: Sequence[Planned], rolling: Rollout, failures: Sequence[Failure] = ()
 ) -> PlannedStatus:
     """The status this pass's observation implies, given the actions planned (and those that failed)
     and the roll as plan() computed it; values the nodes refused before are reported again."""
@@ -432,7 +433,7 @@ def _unsettled_state(view: View) -> ClusterState:
 
 
 def _findings(
-    view: View, actions: Sequence[Action], rolling: Rollout, uncovered: SlotRanges
+    view: View, actions: Sequence[Planned], rolling: Rollout, uncovered: SlotRanges
 ) -> Iterable[Finding]:
     """What keeps the cluster from Active, in bootstrap order; problems are marked."""
     restore = view.restore_progress
@@ -479,7 +480,7 @@ def _findings(
         yield Finding(Reason.BALANCING_PRIMARIES, balancing)
 
 
-def _repair_findings(view: View, actions: Sequence[Action], uncovered: SlotRanges) -> Iterable[Finding]:
+def _repair_findings(view: View, actions: Sequence[Planned], uncovered: SlotRanges) -> Iterable[Finding]:
     for action in actions:
         if isinstance(action, Promote):
             yield Finding(
@@ -528,7 +529,7 @@ def _migration_findings(view: View) -> Iterable[Finding]:
         yield Finding(Reason.REBALANCING_SLOTS, f"{total} slot(s) to move between shards: {pairs}")
 
 
-def _pod_findings(view: View, actions: Sequence[Action], rolling: Rollout) -> Iterable[Finding]:
+def _pod_findings(view: View, actions: Sequence[Planned], rolling: Rollout) -> Iterable[Finding]:
     expected = view.desired.shards * view.desired.pods_per_shard
     counts = [len(view.shard_pods(shard)) for shard in range(view.desired.shards)]
     missing = sum(max(view.desired.pods_per_shard - count, 0) for count in counts)
@@ -581,7 +582,7 @@ def _pod_findings(view: View, actions: Sequence[Action], rolling: Rollout) -> It
         )
 
 
-def _rollout(view: View, actions: Sequence[Action], rolling: Rollout) -> RolloutProgress | None:
+def _rollout(view: View, actions: Sequence[Planned], rolling: Rollout) -> RolloutProgress | None:
     if rolling.shard is None:
         return None
     step = ""
@@ -590,7 +591,7 @@ def _rollout(view: View, actions: Sequence[Action], rolling: Rollout) -> Rollout
             step = f"failing over to {action.node}"
         elif isinstance(action, DeletePod) and view.desired.template_hash != _template_of(view, action.pod):
             step = f"replacing {action.pod}"
-        elif isinstance(action, CreatePod) and action.shard == rolling.shard and rolling.surge:
+        elif isinstance(action, NewPod | CreatePod) and action.shard == rolling.shard and rolling.surge:
             step = "creating a surge pod"
     return RolloutProgress(
         shards_updated=rolling.shards_current,
@@ -600,7 +601,7 @@ def _rollout(view: View, actions: Sequence[Action], rolling: Rollout) -> Rollout
     )
 
 
-def _rollout_progress(view: View, actions: Sequence[Action], rolling: Rollout, outdated: int) -> str:
+def _rollout_progress(view: View, actions: Sequence[Planned], rolling: Rollout, outdated: int) -> str:
     """'rolling update: 1 of 3 shards current; shard 1: replacing replica X' (the step this pass)."""
     text = f"{outdated} pod(s) run an outdated template"
     if rolling.queued:

@@ -27,29 +27,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from controllers.cluster.render.restore import RestoreFetch, RestoreShard
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
-
-
-@attrs.frozen(kw_only=True)
-class RestoreShard:
-    index: int
-    object_key: str
-    sha256: str
-    keys: int
-    bytes: int
-    slots: str
-
-
-@attrs.frozen(kw_only=True)
-class RestoreFetch:
-    """What a restoring pod's init container needs: the image and where the objects are."""
-
-    image: str
-    endpoint: str
-    bucket: str
-    region: str
-    credentials_secret: str
-    ca_secret: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -34,8 +34,8 @@ from collections.abc import Iterable
 import attrs
 
 from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata
-from controllers.cluster.decision.observe import PodObservation
 from controllers.cluster.decision.view import Node, View, is_outdated
+from controllers.shared.observation import PodObservation
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from controllers.shared.observation import PULL_ERRORS, PULL_NEVER
+
 RESTORE_IMAGE_UNKNOWN = "RestoreImageUnknown"
 BACKUP_FAILED = "BackupFailed"
 MANIFEST_MISSING = "ManifestMissing"
@@ -71,11 +73,6 @@ IMAGE_PULL_BOUND = 300.0
 """Seconds from a pod's creation after which a pull that keeps failing is human-only. The kubelet
 backs off from 10 s doubling to 300 s, so by then it has tried five times; a registry that
 hiccupped once has recovered, one that refuses the reference or the credentials has not."""
-PULL_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff"})
-"""Waiting reasons of a pull the kubelet retries: human-only after IMAGE_PULL_BOUND."""
-PULL_NEVER = frozenset({"InvalidImageName", "ErrImageNeverPull"})
-"""Waiting reasons no retry can change (a reference that does not parse, imagePullPolicy Never with
-the image absent): human-only at once."""
 
 _AUTHORIZER_DENIAL = re.compile(r"\bcannot [a-z]+ resource \"")
 """The authorizer's words in a 403 (`User "x" cannot create resource "pods" in API group ""...`):

@@ -12,7 +12,7 @@ import attrs
 
 from controllers.cluster.decision.report import PlannedStatus
 from controllers.cluster.decision.stalled import blocked_advice
-from controllers.cluster.render import layout, names
+from controllers.shared import layout, names
 from valkey_operator.api.cluster import (
     DEGRADED,
     PROGRESSING,

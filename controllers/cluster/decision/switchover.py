@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from controllers.cluster.decision.actions import Action, Event, Failover
+from controllers.cluster.decision.actions import Action, Event, Failover, Planned
 from controllers.cluster.decision.rollout import (
     FAILOVER_TIMEOUT_S,
     FailoverRequest,
@@ -100,7 +100,7 @@ class Situation:
     paused: bool = False
     restoring: bool = False
     rolling: Rollout | None = None
-    planned: tuple[Action, ...] = ()
+    planned: tuple[Planned, ...] = ()
     now: float
     now_text: str
 

@@ -40,9 +40,9 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import OwnedObject, object_key
-from controllers.cluster.decision.observe import Refusals
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import Node, View
+from controllers.shared.observation import Refusals
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.resources import GROUP
 from valkey_operator.core.rest import Obj
 

@@ -16,14 +16,14 @@ import attrs
 from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.failures import CrashLoops, crash_loops
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation
 from controllers.cluster.decision.rebalance import (
     Transfer,
     timestamp_seconds,
     transfers,
 )
 from controllers.cluster.decision.restore import Progress
-from controllers.cluster.decision.versions import meets_floor
+from controllers.shared.observation import NodeObservation, Observation, PodObservation
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
 from valkey_operator.valkey.replies import MigrationOperation
@@ -52,6 +52,12 @@ class Node:
     def active(self) -> bool:
         """May take part in new topology steps: Ready, staying, and created for a shard."""
         return self.pod.ready and not self.pod.deleting and self.pod.shard is not None
+
+    @property
+    def meetable(self) -> bool:
+        """May be MET: active, or starting (its server answered before its readiness probe passed).
+        Every later step for it (slots, replication, migration) still waits for active."""
+        return self.active or self.pod.starting
 
 
 def is_outdated(pod: PodObservation, desired: Desired) -> bool:
@@ -96,8 +102,8 @@ class View:
                 self.unidentified.append(pod)
             if obs is not None and answered and not meets_floor(obs.version):
                 self.rejected.append(Node(pod, obs, ""))
-            elif obs is not None or pod.ready:
-                self.unreachable.append(pod)
+            elif pod.ready or (obs is not None and pod.deleting):
+                self.unreachable.append(pod)  # a starting pod's server not listening yet is not a fault
         self.by_id = {node.node_id: node for node in self.nodes.values()}
         self.data_claims = {claim.name: claim for claim in observation.claims}
         self.expandable = observation.expandable
@@ -143,13 +149,14 @@ class View:
 
     def _seed(self, eligible: Sequence[Node]) -> Node | None:
         """A node serving slots (a formed cluster's member: a node that does not answer for a pass must
-        not hand the seat to an empty one, which would start a cluster of its own), the one that
-        knows most of the others, else the oldest pod."""
+        not hand the seat to an empty one, which would start a cluster of its own), a Ready one
+        before a starting one (a starting seed MEETs nobody), the one that knows most of the
+        others, else the oldest pod."""
         ids = {node.node_id for node in eligible}
 
-        def rank(node: Node) -> tuple[bool, bool, int, tuple[str, str]]:
+        def rank(node: Node) -> tuple[bool, bool, bool, int, tuple[str, str]]:
             known = sum(1 for peer in node.obs.peers if peer.node_id in ids)
-            return (node.pod.deleting, not node.obs.slots, -known, node.pod.order)
+            return (node.pod.deleting, not node.obs.slots, node.pod.starting, -known, node.pod.order)
 
         return min(eligible, key=rank, default=None)
 

@@ -32,7 +32,7 @@ from typing import Literal
 
 import attrs
 
-from controllers.cluster.render.credentials import InternalCredentials
+from controllers.shared.credentials import InternalCredentials
 from valkey_operator.api.cluster import AclUser, KeyAccess, Permission
 from valkey_operator.api.resources import ADMIN_USER, EXPORTER_USER, REPLICATION_USER, RESERVED_USERNAMES
 from valkey_operator.api.role import Access, ValkeyRole, ValkeyRoleSpec
@@ -97,7 +97,7 @@ ADMIN_COMMANDS: tuple[str, ...] = (
     # INFO: the observer's probe (server, replication, memory, persistence), the operator's redis_*
     # series (valkey_exporter.py) and the backup's RDB stream (INFO server: the node's RDB format)
     "+info",
-    # the observer's probe (observer.py): slot migrations, cluster state, identity, topology
+    # the observer's probe (shared/probe.py): slot migrations, cluster state, identity, topology
     "+cluster|getslotmigrations",
     "+cluster|info",  # also the operator's redis_* series (valkey_exporter.py)
     "+cluster|myid",

@@ -18,18 +18,11 @@ cluster of the same name in the same namespace finds them and starts on them.
 
 from __future__ import annotations
 
-from controllers.cluster.render import names
 from controllers.cluster.render.context import RenderContext
+from controllers.shared import names
+from controllers.shared.names import DATA_VOLUME, MODE_ANNOTATION
 from valkey_operator.api.config import Appendfsync, PersistenceMode, ReclaimPolicy
-from valkey_operator.api.resources import GROUP
 from valkey_operator.core.rest import Obj
-
-NODE_ID_ANNOTATION = f"{GROUP}/node-id"
-"""The Valkey node id last reported by a server running on the claim."""
-MODE_ANNOTATION = f"{GROUP}/persistence-mode"
-"""The persistence mode the claim's files were written in: a server in the other mode would not
-read them (an rdb claim started with aof comes back empty under its old node id and slots)."""
-DATA_VOLUME = "data"
 
 
 def persistent(ctx: RenderContext) -> bool:
@@ -77,11 +70,3 @@ def render_claim(ctx: RenderContext, shard: int, name: str) -> Obj:
 
 def claim_volume(claim: str) -> Obj:
     return {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
-
-
-def claim_of(pod: Obj) -> str | None:
-    """The claim a pod's data volume mounts, if it mounts one."""
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
-        if volume.get("name") == DATA_VOLUME and volume.get("persistentVolumeClaim"):
-            return str(volume["persistentVolumeClaim"].get("claimName") or "") or None
-    return None

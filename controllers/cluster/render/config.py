@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from controllers.cluster.render import layout
-from controllers.cluster.render.quantity import quantity_bytes
-from controllers.config.persistence import NONE, Persistence
-from controllers.config.resolve import ResolvedConfig
+from controllers.shared import layout
+from controllers.shared.config_resolve import ResolvedConfig
+from controllers.shared.persistence import NONE, Persistence
 from valkey_operator.api.config import PersistenceMode
+from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.tunables import RUNTIME_TUNABLES, is_tunable
 
 DEFAULT_CLUSTER_NODE_TIMEOUT_MS = 15000

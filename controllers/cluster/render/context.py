@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import attrs
 
-from controllers.cluster.render import names
-from controllers.cluster.render.exporter import DEFAULT_IMAGE as DEFAULT_EXPORTER_IMAGE
-from controllers.config.persistence import Persistence
-from controllers.config.resolve import ResolvedConfig
+from controllers.shared import names
+from controllers.shared.config_resolve import ResolvedConfig
+from controllers.shared.layout import DEFAULT_EXPORTER_IMAGE
+from controllers.shared.persistence import Persistence
 from valkey_operator.api.cluster import Placement, ValkeyCluster, ZoneSpread
 from valkey_operator.api.resources import API_VERSION
 from valkey_operator.core.rest import Obj

@@ -21,7 +21,7 @@ Choices, and why:
   290 per pod, bench/exporter_sidecar.py).
 - Listens on $(POD_IP):9121 only, as every listener in our pods, on a port named `metrics`
   (what the chart's PodMonitor for Valkey pods selects).
-- Hardened like the Valkey container (pods.container_security_context): non-root (the pod's ids),
+- Hardened like the Valkey container (security.container_security_context): non-root (the pod's ids),
   read-only root filesystem, no privilege escalation, all capabilities dropped, RuntimeDefault
   seccomp; requests and limits from the measured footprint (17 MiB RSS, ~10 ms CPU per scrape).
 - Not on TLS clusters: redis_exporter checks the server certificate's name against the pod IP it
@@ -33,18 +33,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import TYPE_CHECKING
 
-from controllers.cluster.render import layout, names
-from controllers.cluster.render.credentials import InternalCredentials
+from controllers.cluster.render.context import RenderContext
+from controllers.cluster.render.security import container_security_context
+from controllers.shared import layout, names
+from controllers.shared.credentials import InternalCredentials
 from valkey_operator.api.resources import EXPORTER_USER
 from valkey_operator.core.rest import Obj
-
-if TYPE_CHECKING:  # context.py takes DEFAULT_IMAGE from here
-    from controllers.cluster.render.context import RenderContext
-
-DEFAULT_IMAGE = "oliver006/redis_exporter:v1.74.0"
-"""The operator's default --exporter-image: the release the test bed builds and the bench measured."""
 
 CONTAINER_NAME = "exporter"
 PORT = 9121
@@ -105,8 +100,6 @@ def template_inputs(ctx: RenderContext) -> Obj:
 
 
 def container(ctx: RenderContext) -> Obj:
-    from controllers.cluster.render.pods import container_security_context
-
     def field(name: str, path: str) -> Obj:
         return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controllers.cluster.render import exporter, names
+from controllers.cluster.render import exporter
 from controllers.cluster.render.context import RenderContext
+from controllers.shared import names
 from valkey_operator.api.network import NetworkPolicyPeer, network_policy_enabled
 from valkey_operator.core.rest import Obj
 

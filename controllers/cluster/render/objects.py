@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 
-from controllers.cluster.render import exporter, layout, names
+from controllers.cluster.render import exporter
 from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.config import render_valkey_conf, replication_auth_conf
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import InternalCredentials
+from controllers.shared import layout, names
+from controllers.shared.credentials import InternalCredentials
 from valkey_operator.api.resources import REPLICATION_USER
 from valkey_operator.core.rest import Obj
 

@@ -13,8 +13,8 @@ stalls that shard's rollout with the old pods still serving.
 
 from __future__ import annotations
 
-from controllers.cluster.render import names
 from controllers.cluster.render.context import RenderContext
+from controllers.shared import names
 from valkey_operator.api.cluster import ZoneSpread
 from valkey_operator.core.rest import Obj
 

@@ -33,11 +33,14 @@ Choices, and why:
 
 from __future__ import annotations
 
-from controllers.cluster.render import exporter, layout, names
-from controllers.cluster.render.claims import DATA_VOLUME, claim_volume
+from controllers.cluster.render import exporter
+from controllers.cluster.render.claims import claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
+from controllers.cluster.render.security import container_security_context
 from controllers.cluster.render.template import restarted_at, template_hash
+from controllers.shared import layout, names
+from controllers.shared.names import DATA_VOLUME
 from valkey_operator.api.config import DEFAULT_POD_ID
 from valkey_operator.api.resources import RESTARTED_AT_ANNOTATION
 from valkey_operator.core.rest import Obj
@@ -115,17 +118,6 @@ def pod_security_context(ctx: RenderContext) -> Obj:
         "runAsUser": ids.get("runAsUser", DEFAULT_POD_ID),
         "runAsGroup": ids.get("runAsGroup", DEFAULT_POD_ID),
         "fsGroup": ids.get("fsGroup", DEFAULT_POD_ID),
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def container_security_context() -> Obj:
-    return {
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "privileged": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 

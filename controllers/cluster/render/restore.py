@@ -13,19 +13,46 @@ the CA, when the backup names one, is a read-only mount.
 
 from __future__ import annotations
 
-from controllers.cluster.decision.restore import RestoreFetch, RestoreShard
-from controllers.cluster.render import layout
-from controllers.cluster.render.claims import DATA_VOLUME
+import attrs
+
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.pods import READ_ONLY_MODE, container_security_context
-from valkey_operator.api.backup import CA_KEY, CREDENTIAL_KEYS
+from controllers.cluster.render.pods import READ_ONLY_MODE
+from controllers.cluster.render.security import container_security_context
+from controllers.shared import layout
+from controllers.shared.names import DATA_VOLUME
 from valkey_operator.api.config import PersistenceMode
+from valkey_operator.api.destination_keys import CA_KEY, CREDENTIAL_KEYS
 from valkey_operator.core.rest import Obj
 
 CONTAINER_NAME = "restore"
 CA_VOLUME = "restore-ca"
 CA_DIR = "/etc/valkey-restore"
 COMMAND = "restore-fetch"
+
+# The renderer's inputs are defined with it, as RenderContext is: the decision (decision/restore.py)
+# and the restore source reader (../restore_source.py) build them; render/ imports nothing of decision/.
+
+
+@attrs.frozen(kw_only=True)
+class RestoreShard:
+    index: int
+    object_key: str
+    sha256: str
+    keys: int
+    bytes: int
+    slots: str
+
+
+@attrs.frozen(kw_only=True)
+class RestoreFetch:
+    """What a restoring pod's init container needs: the image and where the objects are."""
+
+    image: str
+    endpoint: str
+    bucket: str
+    region: str
+    credentials_secret: str
+    ca_secret: str | None = None
 
 
 def restore_layout(ctx: RenderContext) -> str:

@@ -9,7 +9,7 @@ Three sources, at most one per user (admission enforces it):
 - neither: the operator creates `<cluster>-<username>` once, with a random
   password, the username and a connection URI, owned by the cluster; every
   later pass reads the password back from it (never regenerated, like the
-  internal Secret in credentials.py).
+  internal Secret in shared/credentials.py).
 The result is the spec users with their hashes filled in, so acl.py renders
 all three alike.
 """

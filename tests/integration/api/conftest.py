@@ -12,7 +12,7 @@ import pytest_asyncio
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.controlplane import ControlPlane
+from valkey_testbed.controlplane import ControlPlane
 
 Kubectl = Callable[..., Awaitable[tuple[int, str, str]]]
 

@@ -26,8 +26,8 @@ from valkey_operator.api.resources import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, Resource
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.wait import NotYet, eventually
 
 # Writes and reads the status of cluster-scoped objects by hand, so no operator of another module
 # may reconcile them meanwhile: the module runs on a control plane of its own (lone_plane).

@@ -88,8 +88,8 @@ from valkey_operator.api.role import (
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, Resource
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.crds import load_manifests, product_crds
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.crds import load_manifests, product_crds
 
 # Writes and reads the status of cluster-scoped objects by hand, so no operator of another module
 # may reconcile them meanwhile: the module runs on a control plane of its own (lone_plane).

@@ -23,9 +23,9 @@ from tunable_samples import SAMPLES
 from controllers.cluster.render.config import quote
 from valkey_operator.api import tunables
 from valkey_operator.api.tunable_values import Boolean, Enum, Integer, KeyspaceEvents, Memory, Percentiles
-from valkey_operator.testing.datachecker import ReplyError
-from valkey_operator.testing.images import ImageEntry, install_images, resolve_image
-from valkey_operator.testing.valkeyproc import (
+from valkey_testbed.datachecker import ReplyError
+from valkey_testbed.images import ImageEntry, install_images, resolve_image
+from valkey_testbed.valkeyproc import (
     ValkeyServer,
     free_cluster_port,
     server_base_dir,
@@ -130,13 +130,13 @@ class Node:
 
 def image(reference: str) -> ImageEntry:
     entry = resolve_image(reference)
-    assert entry is not None, f"{reference} is not installed: run python -m valkey_operator.testing build"
+    assert entry is not None, f"{reference} is not installed: run python -m valkey_testbed build"
     return entry
 
 
 @pytest.fixture(scope="module")
 def installed() -> None:
-    """The catalog installed (a no-op when `python -m valkey_operator.testing build` ran)."""
+    """The catalog installed (a no-op when `python -m valkey_testbed build` ran)."""
     install_images(progress=lambda line: None)
 
 

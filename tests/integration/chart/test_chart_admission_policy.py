@@ -36,7 +36,7 @@ from valkey_operator.core.resource import (
 )
 from valkey_operator.core.rest import ApiError, Obj, RestClient
 from valkey_operator.core.restconfig import from_kubeconfig
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -133,7 +133,7 @@ async def test_the_policy_refuses_what_rbac_grants_the_operators_token(
         {"metadata": {"name": "someone-elses", "namespace": namespace}, "spec": {"ports": [{"port": 80}]}},
     )
     token = await service_account_token(kube, namespace, install.account)
-    async with RestClient(presenting(from_kubeconfig([kubeconfig_path]), token)) as rest:
+    async with RestClient(presenting(await from_kubeconfig(str(kubeconfig_path)), token)) as rest:
         operator = Client(rest, field_manager="valkey-operator")
         attempts = {
             "a pod in kube-system": lambda: rest.request(

@@ -21,9 +21,9 @@ from chart_render import CHART, helm, render
 
 from valkey_operator import settings
 from valkey_operator.core.manager import parse_bind_address
-from valkey_operator.testing.crds import load_manifests, product_crds
-from valkey_operator.testing.kubelet.envvars import container_env, expand
-from valkey_operator.testing.versions import KUBERNETES
+from valkey_testbed.crds import load_manifests, product_crds
+from valkey_testbed.kubelet.envvars import container_env, expand
+from valkey_testbed.versions import KUBERNETES
 
 ROOT = Path(__file__).resolve().parents[3]
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))

@@ -15,7 +15,7 @@ from rbac_support import CLUSTER_ROLES, RBAC, ROLE_BINDINGS
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

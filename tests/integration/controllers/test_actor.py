@@ -29,21 +29,22 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import OwnedObject
-from controllers.cluster.decision.observe import PodObservation
+from controllers.cluster.decision.memory import live_refusals, remember_refusals
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.upkeep import config_sets
-from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render import names
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared import names
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.observation import PodObservation, Refusals
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
 from valkey_operator.valkey.admin import AdminClient, Credentials
+from valkey_testbed import images
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,7 @@ PASSWORD = "actor-test-password"
 def server() -> Iterator[ValkeyServer]:
     entry = images.resolve_image(images.newest_image())
     if entry is None:
-        pytest.fail(f"{images.newest_image()} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{images.newest_image()} is not installed (python -m valkey_testbed build)")
     base = server_base_dir()
     running = start_server(entry, HOST, base_dir=base, password=PASSWORD)
     yield running
@@ -108,25 +109,26 @@ async def test_a_refused_directive_is_named_and_the_others_still_apply(
     pass's decision (upkeep.config_sets, fed the refusals the reconciler remembers) leaves the
     refused value out, so the others apply within a few passes."""
     wanted = {"maxmemory-policy": "sometimes", "slowlog-max-len": "777", "maxclients": "1000000", "hz": "15"}
-    memory = RefusalMemory()
+    memory = Refusals()
     failures: list[Failure] = []
     for _ in range(len(wanted)):
         running = config_get(server, *wanted)
         changes = {name: value for name, value in wanted.items() if running.get(name) != value}
-        actions = config_sets("vk-0", changes, memory.of("ns/act", ["vk-0"]))
+        actions = config_sets("vk-0", changes, live_refusals(memory, ["vk-0"]))
         if not actions:
             break
         actor = Actor(kube, context(namespace), [node_pod("vk-0", HOST)], admin(server))
         outcome = await actor.run(actions)
-        memory.remember("ns/act", actions, outcome.failures)
-        failures += outcome.failures
+        found = [classified(failure) for failure in outcome.failures]  # as decide classifies them
+        memory = remember_refusals(memory, actions, found)
+        failures += found
     assert sorted(failure.refused or "" for failure in failures) == ["maxclients", "maxmemory-policy"], (
         failures
     )
     assert any("must be one of" in failure.message for failure in failures)
     values = server.command("CONFIG", "GET", "slowlog-max-len", "hz")
     assert dict(zip(values[0::2], values[1::2], strict=True)) == {b"slowlog-max-len": b"777", b"hz": b"15"}
-    assert not config_sets("vk-0", {"maxmemory-policy": "sometimes"}, memory.of("ns/act", ["vk-0"]))
+    assert not config_sets("vk-0", {"maxmemory-policy": "sometimes"}, live_refusals(memory, ["vk-0"]))
 
 
 async def test_a_patch_after_a_reload_waits_for_that_reload_and_a_create_never_overwrites(
@@ -176,7 +178,7 @@ async def test_acl_sync_sets_and_deletes_users_and_a_refused_user_does_not_stop_
     good = UserAcl("app", ("reset", "on", "#" + "c" * 64, "(~app:* -@all +@read)"))
     bad = UserAcl("broken", ("reset", "on", "+nosuchcommand"))
     outcome = await actor.run([SyncAcl("vk-0", set_users=(bad, good), delete_users=("stray",))])
-    assert [failure.refused for failure in outcome.failures] == ["broken"]
+    assert [classified(failure).refused for failure in outcome.failures] == ["broken"]
     assert "Unknown command" in outcome.failures[0].message
     listed = [line.decode() for line in server.command("ACL", "LIST")]
     assert any(line.startswith("user app on") for line in listed)

@@ -18,16 +18,17 @@ from rbac_support import SERVICE_ACCOUNTS, presenting, service_account_token
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.actions import CreateObject, Failure
 from controllers.cluster.decision.desired import Desired, OwnedObject
-from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.plan import finish, plan
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.render.context import RenderContext
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, Resource
 from valkey_operator.core.rest import RestClient
 from valkey_operator.core.restconfig import load_config
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -62,11 +63,11 @@ async def test_an_rbac_403_stalls_the_cluster_and_an_admission_403_does_not(
 ) -> None:
     await kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": ACCOUNT, "namespace": namespace}})
     token = await service_account_token(kube, namespace, ACCOUNT)
-    account = presenting(load_config(str(kubeconfig_path)), token)
+    account = presenting(await load_config(str(kubeconfig_path)), token)
     ctx = context(namespace)
     async with RestClient(account) as rest:
         outcome = await Actor(Client(rest, "tests"), ctx, [], None).run([config_map("denied", namespace)])
-    (refused,) = outcome.failures
+    (refused,) = (classified(failure) for failure in outcome.failures)  # as decide classifies it
     print(f"[forbidden] rbac: {refused.message}")
     assert refused.forbidden and "cannot create resource" in refused.message, refused
 
@@ -128,6 +129,6 @@ async def admission_refusal(kube: Client, ctx: RenderContext, namespace: str) ->
     async def refused() -> Failure | NotYet:
         name = f"over-{next(attempts)}"
         outcome = await Actor(kube, ctx, [], None).run([config_map(name, namespace)])
-        return outcome.failures[0] if outcome.failures else NotYet(f"{name} created")
+        return classified(outcome.failures[0]) if outcome.failures else NotYet(f"{name} created")
 
     return await eventually(refused, "the policy's 403", 60, interval=0.5)

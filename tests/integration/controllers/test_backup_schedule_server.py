@@ -20,23 +20,20 @@ from kubernetes_asyncio import client as k8s
 from prometheus_client import CollectorRegistry
 
 from controllers.backup_schedule import setup
-from controllers.backup_schedule_decision import (
-    SCHEDULED_AT_ANNOTATION,
-    SCHEDULED_LABEL,
-    backup_name,
-)
-from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.backup_schedule_decision import backup_name
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
+from controllers.shared.backups import SCHEDULED_AT_ANNOTATION, SCHEDULED_LABEL
+from controllers.shared.names import CLUSTER_LABEL
 from valkey_operator.api.resources import VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import EVENTS, SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import objectstore as testbed_store
-from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import objectstore as testbed_store
+from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
+from valkey_testbed.wait import NotYet, eventually
 
 ObjectStoreServer = testbed_store.ObjectStoreServer
 

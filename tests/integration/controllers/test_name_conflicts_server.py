@@ -21,14 +21,14 @@ from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 
 from controllers.cluster.decision.decide import REQUEUE_BLOCKED
-from controllers.cluster.render import names
+from controllers.shared import names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import CONFIG_MAPS, PODS, SERVICES, Resource
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240), pytest.mark.usefixtures("valkey_crds")]
 

@@ -1,7 +1,7 @@
 """A ValkeyCluster's NetworkPolicy on the real API server, judged against real pods.
 
 The test bed has no network plugin, so no packet can prove a policy; the policy the operator wrote
-is read back from the API server and evaluated (valkey_operator/testing/netpol.py, the API's
+is read back from the API server and evaluated (testbed/valkey_testbed/netpol.py, the API's
 documented semantics) for connections between real pods: the cluster's own, another cluster's in
 the same namespace, a pod elsewhere carrying the cluster's very labels, an application pod, the
 operator's pod (by the namespace and labels the operator is told) and its neighbour.
@@ -17,17 +17,17 @@ from cluster_scoped import ClusterScoped
 from inprocess_operator import Operator
 from kubernetes_asyncio import client as k8s
 
-from controllers.cluster.render import layout, names
 from controllers.options import ControllerOptions
+from controllers.shared import layout, names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import NAMESPACES, NETWORK_POLICIES, PODS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing import images
-from valkey_operator.testing.images import BUSYBOX_IMAGE, OPERATOR_IMAGE
-from valkey_operator.testing.netpol import Endpoint, allows, isolated, pod_endpoint
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.images import BUSYBOX_IMAGE, OPERATOR_IMAGE
+from valkey_testbed.netpol import Endpoint, allows, isolated, pod_endpoint
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.usefixtures("valkey_crds")]
 

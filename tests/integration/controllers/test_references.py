@@ -28,9 +28,9 @@ from valkey_operator.core.client import Client, retry_on_conflict
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.resource import NAMESPACES, Resource
 from valkey_operator.core.rest import Obj, RestClient
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.crds import install_crds
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.crds import install_crds
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
 

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from controllers.backup.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
-from controllers.backup.manifest_trust import backup_prefix
-from controllers.backup.restore_source import RestoreSources
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
-from valkey_operator.api.backup import CREDENTIAL_KEYS
+from controllers.cluster.restore_source import RestoreSources
+from controllers.shared.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
+from controllers.shared.manifest_trust import backup_prefix
+from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
 from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy
-from valkey_operator.testing.objectstore import ObjectStoreServer
-from valkey_operator.testing.operatorproc import TEST_BED_ENDPOINTS
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
 

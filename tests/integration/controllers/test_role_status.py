@@ -16,7 +16,7 @@ from valkey_operator.api.resources import ROLE_PROTECTION_FINALIZER, VALKEY_CLUS
 from valkey_operator.core.client import Client
 from valkey_operator.core.conditions import find_condition
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
 

@@ -27,8 +27,8 @@ from controllers.cluster.secrets import ReferencedSecrets
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.operatorproc import kubectl
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.operatorproc import kubectl
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.usefixtures("valkey_crds")]
 

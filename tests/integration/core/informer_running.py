@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from valkey_operator.core.informer import SharedInformer
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 
 @contextlib.asynccontextmanager

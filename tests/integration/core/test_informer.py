@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import attrs
 import pytest
 import structlog.testing
 from informer_running import holding, running
@@ -37,9 +36,9 @@ from valkey_operator.core.resource import CONFIG_MAPS, NAMESPACES
 from valkey_operator.core.rest import JSON, MERGE_PATCH, ApiError, Obj, Query, RestClient
 from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.core.store import DeletedFinalStateUnknown, Store, unwrap_tombstone
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.tcpproxy import TcpProxy
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.tcpproxy import TcpProxy
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -179,9 +178,9 @@ async def rest_via(
 ) -> AsyncIterator[RecordingRestClient]:
     """An admin client on the core's own transport (what the operator runs), its connections through
     the proxy (TLS still verifies: IP SAN); without a proxy, straight to the kubeconfig's API server."""
-    rest_config = load_config(str(kubeconfig_path))
+    rest_config = await load_config(str(kubeconfig_path))
     if proxy is not None:
-        rest_config = attrs.evolve(rest_config, server=proxy.url)
+        rest_config.host = proxy.url
     async with RecordingRestClient(rest_config) as rest:
         yield rest
 

@@ -21,7 +21,7 @@ from valkey_operator.core.informer import FuncHandler, SharedInformer
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.resource import CONFIG_MAPS, NAMESPACES
 from valkey_operator.core.rest import Obj, RestClient
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 

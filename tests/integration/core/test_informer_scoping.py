@@ -33,7 +33,7 @@ from valkey_operator.core.rest import (
     RestClient,
 )
 from valkey_operator.core.store import DeletedFinalStateUnknown, unwrap_tombstone
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ from lease_support import HANDOVER, REQUEST_SLACK, TIMINGS, LeaseWatch
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS, LEASES
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing.processes import free_port
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.processes import free_port
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -17,7 +17,7 @@ from rbac_support import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, RBAC, SERVICE_ACC
 from valkey_operator.core.client import Client
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.restconfig import from_kubeconfig
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -43,7 +43,7 @@ async def reader_role(kube: Client) -> AsyncIterator[str]:
 @pytest_asyncio.fixture
 async def manager(kubeconfig_path: Path) -> AsyncIterator[Manager]:
     running = Manager(
-        from_kubeconfig([kubeconfig_path]),
+        await from_kubeconfig(str(kubeconfig_path)),
         field_manager="test",
         namespace="nowhere",
         metrics_bind_address="127.0.0.1:0",

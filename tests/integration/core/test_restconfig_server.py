@@ -1,7 +1,8 @@
-"""Our own config loader and transport against the real API server: client certificates, and a
-ServiceAccount's token (from the TokenRequest API) through a tokenFile, an exec plugin and an
-in-cluster directory. The account may only read (ClusterRole `view`), so a 403 on a write proves
-the token was sent and the admin's certificates were not."""
+"""kubernetes-asyncio's config loaders (through load_config) and the core's transport against the real
+API server: client certificates, a bearer token, and a ServiceAccount's token (from the TokenRequest
+API) through a tokenFile, an exec plugin and an in-cluster directory, each rotated after a 401. The
+account may only read (ClusterRole `view`), so a 403 on a write proves the token was sent and the
+admin's certificates were not."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest_asyncio
 import yaml
 from exec_plugin_support import V1, ExecPluginScript, exec_credential
 from prometheus_client import CollectorRegistry
-from rbac_support import ROLE_BINDINGS, SERVICE_ACCOUNTS, service_account_token
+from rbac_support import ROLE_BINDINGS, SERVICE_ACCOUNTS, presenting, service_account_token
 
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import Client
@@ -28,7 +29,7 @@ from valkey_operator.core.resource import CONFIG_MAPS
 from valkey_operator.core.rest import ApiError, RestClient
 from valkey_operator.core.restconfig import RestConfig, load_config
 from valkey_operator.core.transport import HttpTransport, proxy_for
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -37,8 +38,8 @@ READER = "reader"
 
 def on_loopback(config: RestConfig) -> RestConfig:
     """Every connection of these tests goes to the test bed on 127.0.0.1, never through a proxy."""
-    assert urlsplit(config.server).hostname == "127.0.0.1", config.server
-    assert config.proxy_url is None and proxy_for(config) is None
+    assert urlsplit(config.host).hostname == "127.0.0.1", config.host
+    assert config.proxy is None and proxy_for(config.host, config.proxy) is None
     return config
 
 
@@ -46,9 +47,9 @@ def config_map(name: str, namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
 
 
-@pytest.fixture
-def admin(kubeconfig_path: Path) -> RestConfig:
-    return on_loopback(load_config(str(kubeconfig_path)))
+@pytest_asyncio.fixture
+async def admin(kubeconfig_path: Path) -> RestConfig:
+    return on_loopback(await load_config(str(kubeconfig_path)))
 
 
 VIEW_ROLES = ("view", "system:aggregate-to-view")
@@ -73,8 +74,8 @@ async def reader_token(kube: Client, namespace: str) -> AsyncIterator[str]:
 
 
 def ca_of(admin: RestConfig, directory: Path) -> Path:
-    assert admin.ca_file is not None
-    return Path(shutil.copy(admin.ca_file, directory / "ca.crt"))
+    assert admin.ssl_ca_cert is not None
+    return Path(shutil.copy(admin.ssl_ca_cert, directory / "ca.crt"))
 
 
 async def can_read(rest: RestClient, namespace: str) -> bool:
@@ -110,7 +111,7 @@ async def next_added(rest: RestClient, namespace: str, resource_version: str, na
 
 
 async def test_client_certificates_list_create_and_watch(admin: RestConfig, namespace: str) -> None:
-    assert admin.cert_file and admin.key_file and admin.token is None
+    assert admin.cert_file and admin.key_file and not admin.api_key
     async with RestClient(admin) as rest:
         kube = Client(rest, "restconfig-tests")
         await kube.create(CONFIG_MAPS, config_map("first", namespace))
@@ -136,7 +137,7 @@ async def test_a_token_file_kubeconfig_sends_the_token_and_rereads_it_after_a_40
         yaml.safe_dump(
             {
                 "clusters": [
-                    {"name": "c", "cluster": {"server": admin.server, "certificate-authority": "ca.crt"}}
+                    {"name": "c", "cluster": {"server": admin.host, "certificate-authority": "ca.crt"}}
                 ],
                 "users": [{"name": "u", "user": {"tokenFile": "token"}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
@@ -144,13 +145,36 @@ async def test_a_token_file_kubeconfig_sends_the_token_and_rereads_it_after_a_40
             }
         )
     )
-    config = on_loopback(load_config(str(kubeconfig)))
-    assert config.cert_file is None and config.token_file == str(token)
+    config = on_loopback(await load_config(str(kubeconfig)))
+    assert config.cert_file is None and config.api_key == {"BearerToken": "Bearer not-a-valid-token"}
     async with RestClient(config) as rest:
         with pytest.raises(ApiError) as unauthorized:  # the file still holds a bad token
             await rest.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")
         assert unauthorized.value.status == 401
         token.write_text(reader_token)  # rotated: the 401 makes the client read it again at once
+        await assert_reads_but_cannot_write(rest, namespace)
+
+
+async def test_a_bearer_token_kubeconfig(
+    admin: RestConfig, reader_token: str, namespace: str, tmp_path: Path
+) -> None:
+    ca_of(admin, tmp_path)
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {"name": "c", "cluster": {"server": admin.host, "certificate-authority": "ca.crt"}}
+                ],
+                "users": [{"name": "u", "user": {"token": reader_token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    config = on_loopback(await load_config(str(kubeconfig)))
+    assert config.cert_file is None
+    async with RestClient(config) as rest:
         await assert_reads_but_cannot_write(rest, namespace)
 
 
@@ -161,8 +185,8 @@ async def test_an_exec_plugin_token_is_run_again_after_a_401(
     script = ExecPluginScript.write(
         tmp_path, [exec_credential("expired-token"), exec_credential(reader_token)]
     )
-    config = on_loopback(load_config(str(exec_kubeconfig(admin, tmp_path, script))))
-    assert config.cert_file is None and config.exec_plugin is not None
+    config = on_loopback(await load_config(str(exec_kubeconfig(admin, tmp_path, script))))
+    assert config.cert_file is None and len(script.runs()) == 1  # run once by the loader
     async with RestClient(config) as rest:
         listed = await rest.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")  # 401, re-run, 200
         assert listed["kind"] == "ConfigMapList"
@@ -173,12 +197,13 @@ async def test_an_exec_plugin_token_is_run_again_after_a_401(
 
 def exec_kubeconfig(admin: RestConfig, directory: Path, script: ExecPluginScript) -> Path:
     path = directory / "config"
-    exec_spec = {"apiVersion": V1, "command": f"./{script.path.name}", "interactiveMode": "Never"}
+    # kubernetes-asyncio runs a relative command from the working directory, not the kubeconfig's
+    exec_spec = {"apiVersion": V1, "command": str(script.path), "interactiveMode": "Never"}
     path.write_text(
         yaml.safe_dump(
             {
                 "clusters": [
-                    {"name": "c", "cluster": {"server": admin.server, "certificate-authority": "ca.crt"}}
+                    {"name": "c", "cluster": {"server": admin.host, "certificate-authority": "ca.crt"}}
                 ],
                 "users": [{"name": "u", "user": {"exec": exec_spec}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
@@ -189,18 +214,23 @@ def exec_kubeconfig(admin: RestConfig, directory: Path, script: ExecPluginScript
     return path
 
 
-async def test_an_in_cluster_directory_and_environment(
+async def test_an_in_cluster_directory_and_environment_and_a_rotated_token(
     admin: RestConfig, reader_token: str, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ca_of(admin, tmp_path)
-    (tmp_path / "token").write_text(reader_token)
-    server = urlsplit(admin.server)
+    token = tmp_path / "token"
+    token.write_text("not-a-valid-token")
+    server = urlsplit(admin.host)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", str(server.hostname))
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
-    config = on_loopback(load_config(service_account_dir=tmp_path))
-    assert config.server == admin.server and config.ca_file == str(tmp_path / "ca.crt")
+    config = on_loopback(await load_config(service_account_dir=tmp_path))
+    assert config.host == admin.host and config.ssl_ca_cert == str(tmp_path / "ca.crt")
     async with RestClient(config) as rest:
+        with pytest.raises(ApiError) as unauthorized:  # the file holds a bad token
+            await rest.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")
+        assert unauthorized.value.status == 401
+        token.write_text(reader_token)  # the kubelet rotated it: the next 401 reads it again at once
         await assert_reads_but_cannot_write(rest, namespace)
         listed = await rest.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")
         async with RestClient(admin) as writer:
@@ -212,7 +242,7 @@ async def test_an_in_cluster_directory_and_environment(
 
 
 async def test_a_bad_token_is_a_401(admin: RestConfig, namespace: str) -> None:
-    config = on_loopback(RestConfig(admin.server, ca_file=admin.ca_file, token="not-a-token"))
+    config = on_loopback(presenting(admin, "not-a-token"))
     async with RestClient(config) as rest:
         with pytest.raises(ApiError) as unauthorized:
             await rest.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")

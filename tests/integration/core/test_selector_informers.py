@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from valkey_operator.core import CONFIG_MAPS, Manager, Request, Result, build_controller, data_changed
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj, RestClient
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import attrs
 import pytest
 import pytest_asyncio
 
@@ -20,9 +19,9 @@ from valkey_operator.core.resource import CONFIG_MAPS
 from valkey_operator.core.rest import ApiError, RestClient, TransportError
 from valkey_operator.core.restconfig import load_config
 from valkey_operator.core.transport import HttpTransport
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.tcpproxy import TcpProxy
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.tcpproxy import TcpProxy
+from valkey_testbed.wait import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -41,7 +40,8 @@ async def proxy(kube_control_plane: ControlPlane) -> AsyncIterator[TcpProxy]:
 @pytest_asyncio.fixture
 async def rest(kubeconfig_path: Path, proxy: TcpProxy) -> AsyncIterator[RestClient]:
     """The default transport (a RestConfig, not an ApiClient), its connections through the proxy."""
-    config = attrs.evolve(load_config(str(kubeconfig_path)), server=proxy.url)
+    config = await load_config(str(kubeconfig_path))
+    config.host = proxy.url
     async with RestClient(config) as client:
         assert isinstance(client.transport, HttpTransport)
         yield client

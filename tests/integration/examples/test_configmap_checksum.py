@@ -18,7 +18,7 @@ from examples.configmap_checksum.operator import (
 from valkey_operator.core import CONFIG_MAPS, DEPLOYMENTS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj, RestClient
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

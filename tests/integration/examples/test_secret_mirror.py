@@ -16,7 +16,7 @@ from examples.secret_mirror.operator import ENABLED_LABEL, FINALIZER, leader_ele
 from valkey_operator.core import LEASES, NAMESPACES, SECRETS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj, RestClient
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

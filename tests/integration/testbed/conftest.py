@@ -8,7 +8,7 @@ import pytest_asyncio
 from kubelet_support import Pods, alive, clear_namespace, describe, process
 
 from valkey_operator.core.client import Client
-from valkey_operator.testing.kubelet import KubeletControl
+from valkey_testbed.kubelet import KubeletControl
 
 
 @pytest_asyncio.fixture

@@ -9,8 +9,8 @@ from typing import Any
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import DEPLOYMENTS, PODS, Resource
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import eventually
 
 Obj = dict[str, Any]
 BUSYBOX = "busybox:1.36"

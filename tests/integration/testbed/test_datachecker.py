@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.datachecker import DataChecker, NonLoopbackError, ReplyError, key_slot
-from valkey_operator.testing.images import ImageEntry, install_images, resolve_image, tls_image
-from valkey_operator.testing.valkeyproc import HandCluster, ValkeyServer, running_cluster, write_tls_files
+from valkey_testbed.datachecker import DataChecker, NonLoopbackError, ReplyError, key_slot
+from valkey_testbed.images import ImageEntry, install_images, resolve_image, tls_image
+from valkey_testbed.valkeyproc import HandCluster, ValkeyServer, running_cluster, write_tls_files
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,7 +25,7 @@ def image() -> ImageEntry:
     install_images(progress=lambda line: None)  # a no-op once built
     reference = tls_image()
     entry = resolve_image(reference)
-    assert entry is not None, f"{reference} is not installed: run python -m valkey_operator.testing build"
+    assert entry is not None, f"{reference} is not installed: run python -m valkey_testbed build"
     return entry
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from valkey.asyncio.cluster import ValkeyCluster
 
-from valkey_operator.testing import versions
-from valkey_operator.testing.images import (
+from valkey_testbed import versions
+from valkey_testbed.images import (
     BUSYBOX_IMAGE,
     OPERATOR_IMAGE,
     TLS_RECORD,
@@ -25,7 +25,7 @@ from valkey_operator.testing.images import (
     tls_build,
     tls_image,
 )
-from valkey_operator.testing.valkeyproc import (
+from valkey_testbed.valkeyproc import (
     ValkeyServer,
     form_cluster,
     server_base_dir,
@@ -49,7 +49,7 @@ VERSIONS = {
 
 @pytest.fixture(scope="module")
 def installed() -> None:
-    """The catalog installed (a no-op when `python -m valkey_operator.testing build` ran)."""
+    """The catalog installed (a no-op when `python -m valkey_testbed build` ran)."""
     install_images(progress=lambda line: None)
 
 
@@ -71,7 +71,7 @@ def servers() -> Iterator[list[ValkeyServer]]:
 
 def image(reference: str) -> ImageEntry:
     entry = resolve_image(reference)
-    assert entry is not None, f"{reference} is not installed: run python -m valkey_operator.testing build"
+    assert entry is not None, f"{reference} is not installed: run python -m valkey_testbed build"
     return entry
 
 

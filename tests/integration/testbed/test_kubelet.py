@@ -41,14 +41,14 @@ from rbac_support import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, everything_allo
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, DEPLOYMENTS, NAMESPACES, PODS, Resource
 from valkey_operator.core.rest import RestClient
-from valkey_operator.testing import images
-from valkey_operator.testing.build import binaries
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.kubelet.nodes import NODES
-from valkey_operator.testing.kubelet.pods import STRATEGIC_MERGE_PATCH
-from valkey_operator.testing.sessionbed import BACKOFF_BASE, SYNC_DELAY
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import images
+from valkey_testbed.build import binaries
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.kubelet.nodes import NODES
+from valkey_testbed.kubelet.pods import STRATEGIC_MERGE_PATCH
+from valkey_testbed.sessionbed import BACKOFF_BASE, SYNC_DELAY
+from valkey_testbed.wait import NotYet, eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 
@@ -62,9 +62,9 @@ POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")
 
 @pytest.fixture(scope="module", autouse=True)
 def catalog_installed() -> None:
-    """The images these tests run must be installed (`python -m valkey_operator.testing build`)."""
+    """The images these tests run must be installed (`python -m valkey_testbed build`)."""
     missing = [ref for ref in (BUSYBOX, OPERATOR) if images.resolve_image(ref) is None]
-    assert not missing, f"images not installed: {missing}; run `python -m valkey_operator.testing build`"
+    assert not missing, f"images not installed: {missing}; run `python -m valkey_testbed build`"
 
 
 async def test_nodes_are_registered_with_zones_and_leases(kube: Client) -> None:
@@ -586,7 +586,7 @@ async def test_unknown_image_waits_like_a_failed_pull(pods: Pods) -> None:
 
 def _testbed(*args: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "valkey_operator.testing", *args], capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "valkey_testbed", *args], capture_output=True, text=True, timeout=180
     )
     assert result.returncode == 0, result.stderr
 
@@ -638,9 +638,7 @@ async def test_three_hand_built_valkey_pods_form_a_cluster(
 ) -> None:
     """No operator: three valkey/valkey pods, each bound to its own pod IP, joined by valkey-cli."""
     image = images.newest_image()
-    assert images.resolve_image(image), (
-        f"{image} is not installed: run `python -m valkey_operator.testing build`"
-    )
+    assert images.resolve_image(image), f"{image} is not installed: run `python -m valkey_testbed build`"
     args = [
         "--bind", "$(POD_IP)", "--port", "6379", "--protected-mode", "no",
         "--cluster-enabled", "yes", "--cluster-announce-ip", "$(POD_IP)", "--cluster-node-timeout", "5000",

@@ -12,8 +12,8 @@ from kubelet_support import BUSYBOX, POD_IP_ENV, Pods, busybox, pod_body
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
-from valkey_operator.testing import images
-from valkey_operator.testing.kubelet import KubeletControl
+from valkey_testbed import images
+from valkey_testbed.kubelet import KubeletControl
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

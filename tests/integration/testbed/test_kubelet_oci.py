@@ -1,6 +1,6 @@
 """Real OCI images on the test bed: the kubelet runs them with runc, enforcing the securityContext.
 
-The operator image is the one `python -m valkey_operator.testing build` built
+The operator image is the one `python -m valkey_testbed build` built
 from the Containerfile. What the runtime enforces is read from the container's
 main process (/proc status, namespaces) and tried (writes, a root user), not
 taken from the pod spec.
@@ -18,8 +18,8 @@ from kubelet_support import Pods, container_status, pod_body, proc
 from oci_support import write_archive
 
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
-from valkey_operator.testing import images, ocistore, operatorimage
-from valkey_operator.testing.kubelet import KubeletControl
+from valkey_testbed import images, ocistore, operatorimage
+from valkey_testbed.kubelet import KubeletControl
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -36,7 +36,7 @@ RESTRICTED = {
 
 @pytest.fixture(scope="module", autouse=True)
 def operator_image_loaded() -> None:
-    """The operator image must be built and loaded (`python -m valkey_operator.testing build`)."""
+    """The operator image must be built and loaded (`python -m valkey_testbed build`)."""
     entry = images.resolve_image(OPERATOR)
     assert entry is not None and entry.oci is not None, f"{OPERATOR} is not in the local OCI store"
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from valkey_operator.testing import plugin
-from valkey_operator.testing.controlplane import ControlPlane
+from valkey_testbed import plugin
+from valkey_testbed.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

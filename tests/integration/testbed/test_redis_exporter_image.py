@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing import images, processes, redisexporter, versions
-from valkey_operator.testing.valkeyproc import server_base_dir, start_server, stop_servers
+from valkey_testbed import images, processes, redisexporter, versions
+from valkey_testbed.valkeyproc import server_base_dir, start_server, stop_servers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,7 +26,7 @@ def base_dir() -> Iterator[Path]:
 
 def test_exporter_image_scrapes_a_real_valkey_as_its_image_user(base_dir: Path) -> None:
     entry = images.resolve_image(images.EXPORTER_IMAGE)
-    assert entry is not None, "run python -m valkey_operator.testing build"
+    assert entry is not None, "run python -m valkey_testbed build"
     assert (entry.user, entry.group) == (images.EXPORTER_UID, images.EXPORTER_UID)
     stamp = (entry.bin_dir.parent / ".stamp").read_text()
     assert stamp.startswith(f"redis_exporter {versions.REDIS_EXPORTER} module ")

@@ -24,10 +24,10 @@ from kubelet_support import POD_IP_ENV, Pods, busybox, condition, container_stat
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import ApiError
-from valkey_operator.testing import localpath
-from valkey_operator.testing.controlplane import ControlPlane
-from valkey_operator.testing.kubelet import KubeletControl
-from valkey_operator.testing.wait import NotYet, eventually
+from valkey_testbed import localpath
+from valkey_testbed.controlplane import ControlPlane
+from valkey_testbed.kubelet import KubeletControl
+from valkey_testbed.wait import NotYet, eventually
 
 kube_control_plane, kubeconfig_path, kubelet = own_bed.FIXTURES  # a test bed of this module's own
 

@@ -22,18 +22,18 @@ from pathlib import Path
 import attrs
 import pytest
 
-from controllers.cluster.render import layout
 from controllers.cluster.render.config import persistence_directives
-from controllers.config.persistence import Persistence, merge_persistence
-from valkey_operator.testing import images
-from valkey_operator.testing.datachecker import check_loopback
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.resp import Arg, Reply, ReplyError, encode_command, read_reply_blocking
-from valkey_operator.testing.valkeyproc import ConfigValue, ValkeyServer, start_server
-from valkey_operator.testing.wait import NotYet, eventually_blocking
+from controllers.shared import layout
+from controllers.shared.persistence import Persistence, merge_persistence
 from valkey_operator.valkey.admin import Credentials
 from valkey_operator.valkey.rdb_layout import place_rdb
 from valkey_operator.valkey.rdb_stream import RdbStream, open_rdb_stream
+from valkey_testbed import images
+from valkey_testbed.datachecker import check_loopback
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.resp import Arg, Reply, ReplyError, encode_command, read_reply_blocking
+from valkey_testbed.valkeyproc import ConfigValue, ValkeyServer, start_server
+from valkey_testbed.wait import NotYet, eventually_blocking
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 PASSWORD = "rdb-stream-test-password"
@@ -49,7 +49,7 @@ IMAGE = "valkey/valkey:9.1.2"
 def image_entry() -> ImageEntry:
     entry = images.resolve_image(IMAGE)
     if entry is None:
-        pytest.fail(f"{IMAGE} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{IMAGE} is not installed (python -m valkey_testbed build)")
     return entry
 
 

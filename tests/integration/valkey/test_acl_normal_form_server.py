@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from controllers.cluster.render.acl import user_acl
 from valkey_operator.api.cluster import AclUser
 from valkey_operator.api.role import ValkeyRoleSpec
-from valkey_operator.testing import images
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
 from valkey_operator.valkey.acl import normal_form, parse_acl_list
+from valkey_testbed import images
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[ValkeyServer]:
     reference = images.newest_image() if request.param == "newest" else f"valkey/valkey:{request.param}"
     entry = images.resolve_image(reference)
     if entry is None:
-        pytest.fail(f"{reference} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{reference} is not installed (python -m valkey_testbed build)")
     running = start_server(entry, HOST, base_dir=server_base_dir())
     yield running
     running.stop()

@@ -24,24 +24,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controllers.cluster.observer import probe, probe_connection
 from controllers.cluster.render.acl import ADMIN_COMMANDS, internal_users
-from controllers.cluster.render.credentials import InternalCredentials
 from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter
+from controllers.shared.credentials import InternalCredentials
+from controllers.shared.probe import probe, probe_connection
 from valkey_operator.api.resources import ADMIN_USER, REPLICATION_USER
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
-from valkey_operator.testing import images
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.resp import ReplyError
-from valkey_operator.testing.valkeyproc import (
-    ValkeyServer,
-    free_cluster_port,
-    server_base_dir,
-    start_server,
-    stop_servers,
-    write_tls_files,
-)
-from valkey_operator.testing.wait import NotYet, eventually
 from valkey_operator.valkey.acl import normal_form, parse_acl_list
 from valkey_operator.valkey.admin import (
     AdminClient,
@@ -51,6 +39,18 @@ from valkey_operator.valkey.admin import (
     parse_info,
 )
 from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
+from valkey_testbed import images
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.resp import ReplyError
+from valkey_testbed.valkeyproc import (
+    ValkeyServer,
+    free_cluster_port,
+    server_base_dir,
+    start_server,
+    stop_servers,
+    write_tls_files,
+)
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -127,7 +127,7 @@ def node_config(base: Path) -> dict[str, str]:
 def nodes() -> Iterator[list[ValkeyServer]]:
     entry = images.resolve_image(images.newest_image())
     if entry is None:
-        pytest.fail("no Valkey image installed (python -m valkey_operator.testing build)")
+        pytest.fail("no Valkey image installed (python -m valkey_testbed build)")
     base = server_base_dir()
     tls = write_tls_files(base / "tls", HOSTS)
     config = node_config(base)
@@ -412,7 +412,7 @@ async def test_every_release_loads_the_rules_and_lists_them_as_rendered(referenc
     reference = images.newest_image() if reference == "newest" else reference
     entry = images.resolve_image(reference)
     if entry is None:
-        pytest.fail(f"{reference} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{reference} is not installed (python -m valkey_testbed build)")
     base = server_base_dir()
     node = start_server(
         entry, "127.0.97.9", base_dir=base, config=node_config(base), cluster=True, password=HARNESS

@@ -34,15 +34,15 @@ from pathlib import Path
 import attrs
 import pytest
 
-from controllers.cluster.render import layout
 from controllers.cluster.render.config import render_valkey_conf, replication_auth_conf
-from controllers.config.persistence import Persistence, merge_persistence
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared import layout
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.persistence import Persistence, merge_persistence
 from valkey_operator.api.resources import REPLICATION_USER
-from valkey_operator.testing import images
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
-from valkey_operator.testing.wait import NotYet, eventually_blocking
+from valkey_testbed import images
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
+from valkey_testbed.wait import NotYet, eventually_blocking
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -145,7 +145,7 @@ def started() -> Iterator[Started]:
 def pods_of(release: str, count: int) -> list[Pod]:
     entry = images.resolve_image(release)
     if entry is None:
-        pytest.fail(f"{release} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{release} is not installed (python -m valkey_testbed build)")
     base = server_base_dir()
     made = [Pod(base / f"pod-{index}", entry) for index in range(count)]
     for pod in made:

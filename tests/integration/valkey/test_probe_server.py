@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from controllers.cluster.observer import probe
+from controllers.shared.probe import probe
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, PROBED_NAMES
-from valkey_operator.testing import images
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
 from valkey_operator.valkey.admin import AdminClient, Credentials
+from valkey_testbed import images
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ LIMITED = "probe-limited"
 def running(reference: str, host: str) -> Iterator[ValkeyServer]:
     entry = images.resolve_image(reference)
     if entry is None:
-        pytest.fail(f"{reference} is not installed (python -m valkey_operator.testing build)")
+        pytest.fail(f"{reference} is not installed (python -m valkey_testbed build)")
     server = start_server(entry, host, base_dir=server_base_dir(), cluster=True, password=PASSWORD)
     yield server
     server.stop()

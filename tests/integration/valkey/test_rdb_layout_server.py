@@ -28,9 +28,9 @@ from rdb_support import (
     wait_loaded,
 )
 
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
 from valkey_operator.valkey.rdb_layout import place_rdb
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -42,17 +42,17 @@ from rdb_support import (
 )
 
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
-from valkey_operator.testing.images import ImageEntry
-from valkey_operator.testing.valkeyproc import (
+from valkey_operator.valkey.admin import Credentials, ValkeyAdminError
+from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.valkeyproc import (
     ValkeyServer,
     running_cluster,
     server_base_dir,
     start_server,
     write_tls_files,
 )
-from valkey_operator.testing.wait import NotYet, eventually_blocking
-from valkey_operator.valkey.admin import Credentials, ValkeyAdminError
-from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
+from valkey_testbed.wait import NotYet, eventually_blocking
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

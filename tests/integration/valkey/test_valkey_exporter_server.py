@@ -14,10 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controllers.cluster.valkey_exporter import NodeTarget, ValkeyExporter
-from valkey_operator.testing import images
-from valkey_operator.testing.operatorproc import LOOPBACK_NETWORKS
-from valkey_operator.testing.valkeyproc import ValkeyServer, server_base_dir, start_server
 from valkey_operator.valkey.admin import AdminClient, Credentials
+from valkey_testbed import images
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS
+from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -31,7 +31,7 @@ SILENT = "127.0.92.3"
 def servers() -> Iterator[list[ValkeyServer]]:
     entry = images.resolve_image(images.newest_image())
     if entry is None:
-        pytest.fail("no Valkey image installed (python -m valkey_operator.testing build)")
+        pytest.fail("no Valkey image installed (python -m valkey_testbed build)")
     port = 0
     started: list[ValkeyServer] = []
     try:

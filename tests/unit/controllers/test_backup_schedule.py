@@ -16,10 +16,7 @@ from controllers.backup_schedule_decision import (
     INVALID_REASON,
     MAX_DELETIONS_PER_PASS,
     RETENTION_FAILED_REASON,
-    SCHEDULED_AT_ANNOTATION,
-    SCHEDULED_LABEL,
     SCHEDULED_REASON,
-    BackupFacts,
     ClusterFacts,
     InvalidSchedule,
     Phase,
@@ -29,11 +26,11 @@ from controllers.backup_schedule_decision import (
     check_schedule,
     decide,
     latest_fire,
-    newest_completed,
     next_fire,
     retention,
 )
-from controllers.cluster.render.names import CLUSTER_LABEL
+from controllers.shared.backups import SCHEDULED_AT_ANNOTATION, SCHEDULED_LABEL, BackupFacts, newest_completed
+from controllers.shared.names import CLUSTER_LABEL
 from valkey_operator.core.events import WARNING
 
 DESTINATION = {"endpoint": "https://127.0.0.1:9000", "bucket": "backups", "credentialsSecretName": "s3"}

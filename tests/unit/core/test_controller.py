@@ -15,7 +15,7 @@ from valkey_operator.core.controller import Controller
 from valkey_operator.core.handler import EnqueueMapped, request_for_object, requests_for_controller_owner
 from valkey_operator.core.reconcile import Request, Result, TerminalError
 from valkey_operator.core.resource import Resource
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.wait import eventually
 
 
 class Scripted:

@@ -1,38 +1,30 @@
-"""Loading a RestConfig (kubeconfig files, $KUBECONFIG lists, in-cluster) and the tokens it yields,
-without a server: time is a FakeClock, exec plugins are tiny real scripts."""
+"""Loading a RestConfig (kubernetes-asyncio's Configuration) through kubernetes-asyncio's loaders, in
+controller-runtime's order, and refreshing its token (a rewritten file, an exec plugin run again)
+without a server: the files and exec plugins are real, the API server is not needed to see which
+Authorization a request would carry."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import datetime
-import json
-import os
 import ssl
-import tempfile
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-from exec_plugin_support import V1, V1BETA1, ExecPluginScript, exec_credential
+from exec_plugin_support import V1, ExecPluginScript, exec_credential
 
 from valkey_operator.core.clock import FakeClock
-from valkey_operator.core.credentials import (
-    PLUGIN_TIMEOUT,
+from valkey_operator.core.restconfig import (
+    ConfigError,
     CredentialsUnavailable,
-    ExecToken,
-    FileToken,
-    StaticToken,
-    token_source,
+    RestConfig,
+    TokenRefresh,
+    load_config,
 )
-from valkey_operator.core.restconfig import ConfigError, ExecPlugin, RestConfig, load_config
-from valkey_operator.core.transport import client_timeout, proxy_for, tls_context
+from valkey_operator.core.transport import HttpTransport, proxy_for, tls_context
 
 SERVER = "https://203.0.113.7:6443"
 
@@ -50,19 +42,17 @@ def no_ambient_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def kubeconfig(
     path: Path,
     *,
-    clusters: dict[str, dict[str, Any]] | None = None,
-    users: dict[str, dict[str, Any]] | None = None,
-    contexts: dict[str, tuple[str, str]] | None = None,
+    clusters: dict[str, dict[str, Any]],
+    users: dict[str, dict[str, Any]],
+    contexts: dict[str, tuple[str, str]],
     current: str | None = None,
 ) -> Path:
     document: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": n, "cluster": c} for n, c in (clusters or {}).items()],
-        "users": [{"name": n, "user": u} for n, u in (users or {}).items()],
-        "contexts": [
-            {"name": n, "context": {"cluster": c, "user": u}} for n, (c, u) in (contexts or {}).items()
-        ],
+        "clusters": [{"name": n, "cluster": c} for n, c in clusters.items()],
+        "users": [{"name": n, "user": u} for n, u in users.items()],
+        "contexts": [{"name": n, "context": {"cluster": c, "user": u}} for n, (c, u) in contexts.items()],
     }
     if current:
         document["current-context"] = current
@@ -71,20 +61,38 @@ def kubeconfig(
     return path
 
 
+def token_kubeconfig(path: Path, server: str = SERVER, user: dict[str, Any] | None = None) -> Path:
+    return kubeconfig(
+        path,
+        clusters={"c": {"server": server, "insecure-skip-tls-verify": True}},
+        users={"u": user or {"token": "static"}},
+        contexts={"x": ("c", "u")},
+        current="x",
+    )
+
+
 def touch(path: Path, content: str = "x") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
     return path
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+async def authorization(config: RestConfig) -> str | None:
+    """The Authorization header the next request would carry (asked as the transport asks)."""
+    value: str | None = await config.get_api_key_with_prefix("BearerToken")
+    return value
 
 
-# -- kubeconfig files --------------------------------------------------------------
+def refresh_of(config: RestConfig) -> TokenRefresh:
+    hook = config.refresh_api_key_hook
+    assert isinstance(hook, TokenRefresh)
+    return hook
 
 
-def test_the_current_context_with_paths_relative_to_the_kubeconfig(tmp_path: Path) -> None:
+# -- where the configuration comes from --------------------------------------------
+
+
+async def test_the_current_context_with_paths_relative_to_the_kubeconfig(tmp_path: Path) -> None:
     for name in ("pki/ca.crt", "pki/admin.crt", "pki/admin.key"):
         touch(tmp_path / "conf" / name)
     path = kubeconfig(
@@ -94,16 +102,16 @@ def test_the_current_context_with_paths_relative_to_the_kubeconfig(tmp_path: Pat
         contexts={"ctx": ("c", "u")},
         current="ctx",
     )
-    config = load_config(str(path))
-    assert config.server == SERVER
-    assert config.ca_file == str(tmp_path / "conf" / "pki" / "ca.crt")
+    config = await load_config(str(path))
+    assert config.host == SERVER
+    assert config.ssl_ca_cert == str(tmp_path / "conf" / "pki" / "ca.crt")
     assert config.cert_file == str(tmp_path / "conf" / "pki" / "admin.crt")
     assert config.key_file == str(tmp_path / "conf" / "pki" / "admin.key")
     assert config.tls_server_name == "api"
-    assert config.token is None and config.exec_plugin is None
+    assert await authorization(config) is None  # certificates only: no token is sent
 
 
-def test_context_picks_another_context_and_an_unknown_one_is_named(tmp_path: Path) -> None:
+async def test_context_picks_another_context_and_an_unknown_one_is_a_config_error(tmp_path: Path) -> None:
     path = kubeconfig(
         tmp_path / "config",
         clusters={"a": {"server": "https://a.example:6443"}, "b": {"server": "https://b.example:6443"}},
@@ -111,436 +119,161 @@ def test_context_picks_another_context_and_an_unknown_one_is_named(tmp_path: Pat
         contexts={"first": ("a", "u"), "second": ("b", "u")},
         current="first",
     )
-    assert load_config(str(path)).server == "https://a.example:6443"
-    assert load_config(str(path), context="second").server == "https://b.example:6443"
-    with pytest.raises(ConfigError, match="context 'third' not found"):
-        load_config(str(path), context="third")
+    assert (await load_config(str(path))).host == "https://a.example:6443"
+    assert (await load_config(str(path), context="second")).host == "https://b.example:6443"
+    with pytest.raises(ConfigError, match="third"):
+        await load_config(str(path), context="third")
 
 
-def test_data_is_decoded_and_wins_over_a_file(tmp_path: Path) -> None:
-    path = kubeconfig(
-        tmp_path / "config",
-        clusters={"c": {"server": SERVER, "certificate-authority-data": b64(b"CA PEM")}},
-        users={"u": {"client-certificate-data": b64(b"CERT"), "client-key-data": b64(b"KEY"), "token": "t"}},
-        contexts={"ctx": ("c", "u")},
-        current="ctx",
-    )
-    config = load_config(str(path))
-    assert (config.ca_data, config.cert_data, config.key_data) == (b"CA PEM", b"CERT", b"KEY")
-    assert config.ca_file is None and config.cert_file is None
-    assert config.token == "t"
-    assert "CERT" not in repr(config) and "KEY" not in repr(config) and "'t'" not in repr(config)
-
-
-def test_a_kubeconfig_list_merges_first_file_wins_per_name(
+async def test_an_explicit_path_wins_over_kubeconfig_which_wins_over_in_cluster_then_home(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    touch(tmp_path / "one" / "token")
-    touch(tmp_path / "two" / "token")
-    first = kubeconfig(
-        tmp_path / "one" / "config",
-        clusters={"shared": {"server": "https://first.example"}},
-        users={"u": {"tokenFile": "token"}},
-        contexts={"ctx": ("shared", "u")},
-    )
-    second = kubeconfig(
-        tmp_path / "two" / "config",
-        clusters={"shared": {"server": "https://second.example"}, "own": {"server": "https://own.example"}},
-        users={"u": {"token": "ignored"}, "v": {"tokenFile": "token"}},
-        contexts={"ctx": ("own", "v"), "other": ("own", "v")},
-        current="ctx",
-    )
-    missing = tmp_path / "missing" / "config"
-    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(missing), str(first), "", str(second)]))
-    config = load_config()  # current-context comes from the second file; its entry from the first
-    assert config.server == "https://first.example"
-    assert config.token_file == str(tmp_path / "one" / "token")
-    other = load_config(context="other")
-    assert other.server == "https://own.example"
-    assert other.token_file == str(tmp_path / "two" / "token")  # relative to the file that named it
-
-
-def test_the_first_current_context_set_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    clusters = {"a": {"server": "https://a.example"}, "b": {"server": "https://b.example"}}
-    contexts = {"a": ("a", ""), "b": ("b", "")}
-    first = kubeconfig(tmp_path / "1", clusters=clusters, contexts=contexts, current="a")
-    second = kubeconfig(tmp_path / "2", clusters=clusters, contexts=contexts, current="b")
-    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(first), str(second)]))
-    assert load_config().server == "https://a.example"
-
-
-def test_an_explicit_path_wins_over_kubeconfig_which_wins_over_in_cluster(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    explicit = kubeconfig(
-        tmp_path / "explicit",
-        clusters={"c": {"server": "https://explicit"}},
-        contexts={"x": ("c", "")},
-        current="x",
-    )
-    listed = kubeconfig(
-        tmp_path / "listed",
-        clusters={"c": {"server": "https://listed"}},
-        contexts={"x": ("c", "")},
-        current="x",
-    )
+    explicit = token_kubeconfig(tmp_path / "explicit", "https://explicit.example")
+    listed = token_kubeconfig(tmp_path / "listed", "https://listed.example")
+    token_kubeconfig(tmp_path / "home" / ".kube" / "config", "https://home.example")
     service_account = tmp_path / "sa"
     touch(service_account / "token", "sa-token")
+    touch(service_account / "ca.crt", "pem")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    monkeypatch.setenv("KUBECONFIG", str(listed))
-    assert load_config(str(explicit), service_account_dir=service_account).server == "https://explicit"
-    assert load_config(service_account_dir=service_account).server == "https://listed"
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{listed}")  # a missing entry is skipped
+    assert (await load_config(str(explicit), service_account_dir=service_account)).host == (
+        "https://explicit.example"
+    )
+    assert (await load_config(service_account_dir=service_account)).host == "https://listed.example"
     monkeypatch.delenv("KUBECONFIG")
-    assert load_config(service_account_dir=service_account).server == "https://10.0.0.1:443"
+    assert (await load_config(service_account_dir=service_account)).host == "https://10.0.0.1:443"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert (await load_config(service_account_dir=service_account)).host == "https://home.example"
 
 
-def test_in_cluster_from_the_service_account_directory(
+async def test_in_cluster_reads_the_service_account_directory(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    touch(tmp_path / "token", "sa-token\n")
-    touch(tmp_path / "ca.crt")
+    touch(tmp_path / "token", "first")
+    touch(tmp_path / "ca.crt", "pem")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
-    config = load_config(service_account_dir=tmp_path)
-    assert config.server == "https://[fd00::1]:6443"
-    assert config.token_file == str(tmp_path / "token")
-    assert config.ca_file == str(tmp_path / "ca.crt")
-    assert config.token is None  # re-read as the kubelet rotates it, never frozen at load
+    config = await load_config(service_account_dir=tmp_path)
+    assert config.host == "https://[fd00::1]:6443"
+    assert config.ssl_ca_cert == str(tmp_path / "ca.crt")
+    assert await authorization(config) == "Bearer first"
 
 
-def test_in_cluster_without_a_token_is_an_error_naming_it(
+async def test_in_cluster_without_a_token_or_the_environment_is_a_config_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    with pytest.raises(ConfigError, match="no Kubernetes configuration"):
+        await load_config(service_account_dir=tmp_path)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    with pytest.raises(ConfigError, match=f"in-cluster token {tmp_path / 'token'}"):
-        load_config(service_account_dir=tmp_path)
+    with pytest.raises(ConfigError, match=f"in-cluster service account {tmp_path}"):
+        await load_config(service_account_dir=tmp_path)
 
 
-def test_home_kubeconfig_is_the_last_resort(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no Kubernetes configuration"):
-        load_config(service_account_dir=tmp_path)
-    kubeconfig(
-        tmp_path / "home" / ".kube" / "config",
-        clusters={"c": {"server": "https://home.example"}},
-        contexts={"x": ("c", "")},
-        current="x",
-    )
-    assert load_config(service_account_dir=tmp_path).server == "https://home.example"
+async def test_a_missing_explicit_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=f"kubeconfig {tmp_path / 'nope'}: no such file"):
+        await load_config(str(tmp_path / "nope"))
 
 
-@pytest.mark.parametrize(
-    ("user", "named", "instead"),
-    [
-        ({"auth-provider": {"name": "gcp"}}, "auth-provider is not supported", "exec credential plugin"),
-        ({"username": "admin", "password": "secret"}, "basic auth", "exec credential plugin"),
-        ({"token": "t", "as": "someone"}, "impersonation", "own credentials"),
-        (
-            {"exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "x"}},
-            "v1alpha1",
-            "client.authentication.k8s.io/v1",
-        ),
-        (
-            {"exec": {"apiVersion": V1, "command": "x", "interactiveMode": "Always"}},
-            "interactiveMode Always",
-            "non-interactively",
-        ),
-    ],
-)
-def test_unsupported_auth_is_named_with_what_to_use_instead(
-    tmp_path: Path, user: dict[str, Any], named: str, instead: str
+async def test_impersonation_is_refused_rather_than_ignored(tmp_path: Path) -> None:
+    path = token_kubeconfig(tmp_path / "config", user={"token": "t", "as": "someone-else"})
+    with pytest.raises(ConfigError, match=r"impersonation \(as\) is not supported"):
+        await load_config(str(path))
+
+
+async def test_basic_auth_is_sent_as_kubernetes_asyncio_loads_it(tmp_path: Path) -> None:
+    path = token_kubeconfig(tmp_path / "config", user={"username": "ann", "password": "secret"})
+    assert await authorization(await load_config(str(path))) == "Basic YW5uOnNlY3JldA=="
+
+
+# -- tokens that change ------------------------------------------------------------
+
+
+async def test_a_rotated_in_cluster_token_is_read_after_a_401_or_a_minute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    path = kubeconfig(
-        tmp_path / "config",
-        clusters={"c": {"server": SERVER}},
-        users={"u": user},
-        contexts={"x": ("c", "u")},
-        current="x",
-    )
-    with pytest.raises(ConfigError) as caught:
-        load_config(str(path))
-    assert named in str(caught.value) and instead in str(caught.value)
-    assert str(path) in str(caught.value)
-
-
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        ("clusters: [\n  - name: a\n    cluster: {server: x", "not valid YAML"),
-        ("- just\n- a list\n", "not a kubeconfig"),
-        ("clusters: {a: b}\n", "clusters is not a list"),
-        ("current-context: x\n", "context 'x' not found"),
-        ("apiVersion: v1\n", "no current-context"),
-    ],
-)
-def test_a_broken_file_names_the_file_and_the_problem(tmp_path: Path, content: str, problem: str) -> None:
-    path = touch(tmp_path / "broken", content)
-    with pytest.raises(ConfigError) as caught:
-        load_config(str(path))
-    assert str(path) in str(caught.value) and problem in str(caught.value)
-
-
-def test_a_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=f"kubeconfig {tmp_path / 'nope'}: No such file"):
-        load_config(str(tmp_path / "nope"))
-    path = kubeconfig(
-        tmp_path / "config",
-        clusters={"c": {"server": SERVER, "certificate-authority": "gone.crt"}},
-        contexts={"x": ("c", "")},
-        current="x",
-    )
-    with pytest.raises(ConfigError, match=f"certificate-authority {tmp_path / 'gone.crt'}"):
-        load_config(str(path))
-
-
-def test_contradictions_are_refused() -> None:
-    with pytest.raises(ConfigError, match="exclude each other"):
-        RestConfig(SERVER, ca_data=b"pem", insecure_skip_tls_verify=True)
-    with pytest.raises(ConfigError, match="needs its key"):
-        RestConfig(SERVER, cert_file="/c")
-    with pytest.raises(ConfigError, match="not an http"):
-        RestConfig("127.0.0.1:6443")
-    with pytest.raises(ConfigError, match="only http and https proxies"):
-        RestConfig(SERVER, proxy_url="socks5://proxy:1080")
-
-
-# -- token sources -----------------------------------------------------------------
-
-
-async def test_a_token_file_is_read_again_once_a_minute(tmp_path: Path) -> None:
-    path = touch(tmp_path / "token", "first\n")
-    clock = FakeClock()
-    tokens = FileToken(path, clock)
-    assert await tokens.token() == "first"
-    path.write_text("second")
-    clock.step(59.9)
-    assert await tokens.token() == "first"  # the cached copy is still fresh
-    clock.step(0.1)
-    assert await tokens.token() == "second"
-    path.unlink()  # the kubelet is late: the last good token is kept
-    clock.step(60)
-    assert await tokens.token() == "second"
-
-
-async def test_a_rejected_file_token_is_read_again_at_once(tmp_path: Path) -> None:
-    path = touch(tmp_path / "token", "old")
-    tokens = FileToken(path, FakeClock())
-    assert await tokens.token() == "old"
-    assert not await tokens.rejected("old")  # the same token again: no point retrying
-    path.write_text("new")
-    assert await tokens.rejected("old")
-    assert await tokens.token() == "new"
-
-
-async def test_an_unreadable_token_file_without_a_token_is_a_transient_error(tmp_path: Path) -> None:
-    with pytest.raises(CredentialsUnavailable):
-        await FileToken(tmp_path / "missing", FakeClock()).token()
-    with pytest.raises(CredentialsUnavailable, match="empty"):
-        await FileToken(touch(tmp_path / "empty", "\n"), FakeClock()).token()
-
-
-def test_a_static_token_wins_over_a_file_which_wins_over_exec(tmp_path: Path) -> None:
-    plugin = ExecPlugin(command="plugin", api_version=V1)
-    file = str(touch(tmp_path / "token"))
-    assert isinstance(
-        token_source(RestConfig(SERVER, token="t", token_file=file, exec_plugin=plugin)), StaticToken
-    )
-    assert isinstance(token_source(RestConfig(SERVER, token_file=file, exec_plugin=plugin)), FileToken)
-    assert isinstance(token_source(RestConfig(SERVER, exec_plugin=plugin)), ExecToken)
-    assert token_source(RestConfig(SERVER)) is None
-
-
-def exec_kubeconfig(
-    tmp_path: Path, exec_spec: dict[str, Any], cluster: dict[str, Any] | None = None
-) -> RestConfig:
-    path = kubeconfig(
-        tmp_path / "kube" / "config",
-        clusters={"c": {"server": SERVER, **(cluster or {})}},
-        users={"u": {"exec": exec_spec}},
-        contexts={"x": ("c", "u")},
-        current="x",
-    )
-    return load_config(str(path))
-
-
-def rfc3339(clock: FakeClock, after: float) -> str:
-    return datetime.datetime.fromtimestamp(clock.wall() + after, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def test_an_exec_plugin_runs_with_its_args_env_and_exec_info(tmp_path: Path) -> None:
-    (tmp_path / "kube").mkdir()
-    script = ExecPluginScript.write(tmp_path / "kube", [exec_credential("tok", api_version=V1BETA1)])
-    config = exec_kubeconfig(
-        tmp_path,
-        {
-            "apiVersion": V1BETA1,
-            "command": "./plugin",  # a path: relative to the kubeconfig
-            "args": ["get-token", "--cluster=c"],
-            "env": [{"name": "GREETING", "value": "hello"}],
-            "provideClusterInfo": True,
-        },
-        cluster={
-            "certificate-authority-data": b64(b"CA"),
-            "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"audience": "a"}}],
-        },
-    )
-    assert config.exec_plugin is not None and config.exec_plugin.command == str(tmp_path / "kube" / "plugin")
-    tokens = token_source(config, FakeClock())
-    assert tokens is not None
-    assert await tokens.token() == "tok"
-    [run] = script.runs()
-    assert run["args"] == ["get-token", "--cluster=c"]
-    assert run["greeting"] == "hello" and run["path"] == os.environ["PATH"]  # merged into our environment
-    assert json.loads(run["exec_info"]) == {
-        "apiVersion": V1BETA1,
-        "kind": "ExecCredential",
-        "spec": {
-            "interactive": False,
-            "cluster": {
-                "server": SERVER,
-                "certificate-authority-data": b64(b"CA"),
-                "config": {"audience": "a"},
-            },
-        },
-    }
-
-
-async def test_an_exec_token_is_reused_until_it_expires(tmp_path: Path) -> None:
-    clock = FakeClock()
-    script = ExecPluginScript.write(
-        tmp_path, [exec_credential("one", rfc3339(clock, 300)), exec_credential("two", rfc3339(clock, 900))]
-    )
-    tokens = ExecToken(ExecPlugin(command=str(script.path), api_version=V1), clock)
-    assert await tokens.token() == "one"
-    clock.step(299)
-    assert await tokens.token() == "one"
-    assert len(script.runs()) == 1
+    token = touch(tmp_path / "token", "first")
+    touch(tmp_path / "ca.crt", "pem")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    clock = FakeClock(1000.0)
+    config = await load_config(service_account_dir=tmp_path, clock=clock)
+    token.write_text("second")
+    assert await authorization(config) == "Bearer first"  # read a moment ago: kept for a minute
+    refresh_of(config).expire()  # what the transport does on a 401
+    assert await authorization(config) == "Bearer second"
+    token.write_text("third")
+    clock.step(59)
+    assert await authorization(config) == "Bearer second"
     clock.step(1)
-    assert await tokens.token() == "two"
-    assert json.loads(script.runs()[1]["exec_info"]) == {
-        "apiVersion": V1,
-        "kind": "ExecCredential",
-        "spec": {"interactive": False},  # no cluster info unless provideClusterInfo
-    }
+    assert await authorization(config) == "Bearer third"
 
 
-async def test_a_rejected_exec_token_runs_the_plugin_once_more(tmp_path: Path) -> None:
-    script = ExecPluginScript.write(tmp_path, [exec_credential("stale"), exec_credential("fresh")])
-    tokens = ExecToken(ExecPlugin(command=str(script.path), api_version=V1), FakeClock())
-    assert await tokens.token() == "stale"  # no expirationTimestamp: kept until rejected
-    assert await tokens.token() == "stale"
-    assert await tokens.rejected("stale")
-    assert await tokens.token() == "fresh"
-    assert await tokens.rejected("stale")  # a request that still held the old one: no new run
+async def test_a_token_file_kubeconfig_is_read_again_after_a_401_or_a_minute(tmp_path: Path) -> None:
+    token = touch(tmp_path / "token", "first")
+    clock = FakeClock(1000.0)
+    path = token_kubeconfig(tmp_path / "config", user={"tokenFile": "token"})
+    config = await load_config(str(path), clock=clock)
+    token.write_text("second")
+    assert await authorization(config) == "Bearer first"
+    refresh_of(config).expire()
+    assert await authorization(config) == "Bearer second"
+    token.write_text("third")
+    clock.step(60)
+    assert await authorization(config) == "Bearer third"
+
+
+async def test_an_exec_plugin_runs_at_load_and_again_only_after_a_401(tmp_path: Path) -> None:
+    script = ExecPluginScript.write(tmp_path, [exec_credential("one"), exec_credential("two"), None])
+    exec_spec = {"apiVersion": V1, "command": str(script.path), "args": ["--flag"]}
+    config = await load_config(str(token_kubeconfig(tmp_path / "config", user={"exec": exec_spec})))
+    assert await authorization(config) == "Bearer one"
+    assert await authorization(config) == "Bearer one"  # no expiry: kept
+    assert len(script.runs()) == 1 and script.runs()[0]["args"] == ["--flag"]
+    refresh_of(config).expire()
+    assert await authorization(config) == "Bearer two"
     assert len(script.runs()) == 2
-    assert not await tokens.rejected("fresh")  # the plugin answers the same token: do not retry
-    assert len(script.runs()) == 3
+    refresh_of(config).expire()  # the third run exits 3: no token now, retried like no answer
+    with pytest.raises(CredentialsUnavailable, match="exec: process returned 3"):
+        await authorization(config)
+    with pytest.raises(CredentialsUnavailable):  # still expired: the next request tries again
+        await authorization(config)
 
 
-@pytest.mark.parametrize(
-    ("answer", "problem"),
-    [
-        (
-            {
-                "apiVersion": V1,
-                "kind": "ExecCredential",
-                "status": {"clientCertificateData": "C", "clientKeyData": "K"},
-            },
-            "only token plugins are supported",
-        ),
-        (exec_credential("t", api_version=V1BETA1), "configured for 'client.authentication.k8s.io/v1'"),
-        ({"apiVersion": V1, "kind": "ExecCredential", "status": {}}, "no status.token"),
-        (exec_credential("t", expires="tomorrow"), "not RFC 3339"),
-    ],
-)
-async def test_a_plugin_that_can_never_work_is_a_config_error(
-    tmp_path: Path, answer: dict[str, Any], problem: str
-) -> None:
-    script = ExecPluginScript.write(tmp_path, [answer])
-    with pytest.raises(ConfigError, match=problem):
-        await ExecToken(ExecPlugin(command=str(script.path), api_version=V1), FakeClock()).token()
-
-
-async def test_a_failing_plugin_is_transient_and_a_missing_one_shows_its_install_hint(tmp_path: Path) -> None:
-    script = ExecPluginScript.write(tmp_path, [None])
-    with pytest.raises(CredentialsUnavailable, match="exited with 3"):
-        await ExecToken(ExecPlugin(command=str(script.path), api_version=V1), FakeClock()).token()
-    missing = ExecPlugin(command=str(tmp_path / "absent"), api_version=V1, install_hint="brew install it")
-    with pytest.raises(ConfigError, match="brew install it"):
-        await ExecToken(missing, FakeClock()).token()
-
-
-async def test_a_hung_plugin_is_killed_after_its_time_on_the_clock(tmp_path: Path) -> None:
-    hung = tmp_path / "hung"
-    pid_file = tmp_path / "hung.pid"
-    hung.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
-    hung.chmod(0o755)
-    clock = FakeClock()
-    fetching = asyncio.create_task(ExecToken(ExecPlugin(command=str(hung), api_version=V1), clock).token())
-    await clock.wait_for_waiters()
-    async with asyncio.timeout(10):
-        while not running(pid_file):
-            await asyncio.sleep(0.01)
-    clock.step(PLUGIN_TIMEOUT)
-    with pytest.raises(CredentialsUnavailable, match="ran past"):
-        await fetching
-    assert not running(pid_file), "the plugin is killed and reaped"
-
-
-def running(pid_file: Path) -> bool:
-    """The process whose pid the file names exists (False before the file is written)."""
-    text = pid_file.read_text().strip() if pid_file.exists() else ""
-    return bool(text) and Path(f"/proc/{text}").exists()
+async def test_an_expiring_exec_token_is_replaced_before_it_expires(tmp_path: Path) -> None:
+    soon = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=2)).isoformat()
+    later = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)).isoformat()
+    script = ExecPluginScript.write(tmp_path, [exec_credential("one", soon), exec_credential("two", later)])
+    exec_spec = {"apiVersion": V1, "command": str(script.path)}
+    config = await load_config(str(token_kubeconfig(tmp_path / "config", user={"exec": exec_spec})))
+    assert await authorization(config) == "Bearer two"  # within kubernetes-asyncio's 5-minute skew
+    assert await authorization(config) == "Bearer two"
+    assert len(script.runs()) == 2
 
 
 # -- transport set-up --------------------------------------------------------------
 
 
-def self_signed() -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
+async def test_bad_certificate_files_are_a_config_error(tmp_path: Path) -> None:
+    touch(tmp_path / "admin.crt", "not pem")
+    touch(tmp_path / "admin.key", "not pem")
+    path = kubeconfig(
+        tmp_path / "config",
+        clusters={"c": {"server": SERVER}},
+        users={"u": {"client-certificate": "admin.crt", "client-key": "admin.key"}},
+        contexts={"x": ("c", "u")},
+        current="x",
     )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-
-def test_pem_data_loads_with_no_writable_filesystem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A kubeconfig with certificate data on a read-only root (no usable temporary directory):
-    the certificate and key reach OpenSSL as in-memory files, nothing touches a disk."""
-    cert, key = self_signed()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))
-    seen: list[str] = []
-    load = ssl.SSLContext.load_cert_chain
-
-    def spying(context: ssl.SSLContext, certfile: str, keyfile: str | None = None) -> None:
-        seen.extend((certfile, keyfile or certfile))
-        load(context, certfile, keyfile)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_cert_chain", spying)
-    context = tls_context(
-        RestConfig(SERVER, ca_data=cert, cert_data=cert, key_data=key, tls_server_name="api")
-    )
-    assert context.verify_mode == ssl.CERT_REQUIRED
-    assert len(seen) == 2 and all(path.startswith("/proc/self/fd/") for path in seen), seen
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_bad_pem_is_a_config_error() -> None:
+    config = await load_config(str(path))
     with pytest.raises(ConfigError, match="TLS set-up"):
-        tls_context(RestConfig(SERVER, cert_data=b"not pem", key_data=b"not pem"))
+        tls_context(config)
+
+
+async def test_insecure_skip_tls_verify_verifies_nothing(tmp_path: Path) -> None:
+    config = await load_config(str(token_kubeconfig(tmp_path / "config")))
+    assert tls_context(config).verify_mode == ssl.CERT_NONE
+    assert HttpTransport(config)._base == SERVER
 
 
 def test_the_proxy_is_decided_once_from_the_kubeconfig_or_the_environment(
@@ -548,16 +281,22 @@ def test_the_proxy_is_decided_once_from_the_kubeconfig_or_the_environment(
 ) -> None:
     monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
     monkeypatch.setenv("no_proxy", "internal.example")
-    assert proxy_for(RestConfig("https://api.example:6443")) == "http://proxy.example:3128"
-    assert proxy_for(RestConfig("https://api.internal.example:6443")) is None
-    assert proxy_for(RestConfig("https://127.0.0.1:6443")) is None  # loopback: never an env proxy (Go)
-    assert proxy_for(RestConfig("https://localhost:6443")) is None
-    assert proxy_for(RestConfig("http://api.example:8080")) is None  # no http_proxy set
-    assert proxy_for(RestConfig("https://127.0.0.1:6443", proxy_url="http://p:1")) == "http://p:1"
+    assert proxy_for("https://api.example:6443", None) == "http://proxy.example:3128"
+    assert proxy_for("https://api.internal.example:6443", None) is None
+    assert proxy_for("https://127.0.0.1:6443", None) is None  # loopback: never an env proxy (Go)
+    assert proxy_for("https://localhost:6443", None) is None
+    assert proxy_for("http://api.example:8080", None) is None  # no http_proxy set
+    assert proxy_for("https://127.0.0.1:6443", "http://p:1") == "http://p:1"
+    with pytest.raises(ConfigError, match="only http and https proxies"):
+        proxy_for(SERVER, "socks5://proxy:1080")
 
 
-def test_timeouts_read_as_kubernetes_asyncio_reads_them() -> None:
-    assert client_timeout(5) == aiohttp.ClientTimeout(total=5)
-    assert client_timeout(None) == aiohttp.ClientTimeout()
-    streaming = aiohttp.ClientTimeout(sock_read=30)
-    assert client_timeout(streaming) is streaming
+def test_importing_the_core_leaves_kubernetes_asyncio_to_load_config() -> None:
+    """An embedder passing its own ApiClient has imported kubernetes-asyncio already; one using
+    load_config pays for it there, not at `import valkey_operator.core`."""
+    probe = (  # the membership is printed before RestConfig, which imports kubernetes-asyncio, is read
+        "import sys, valkey_operator.core as c; "
+        "print('kubernetes_asyncio' in sys.modules, c.RestConfig.__name__)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "Configuration"]

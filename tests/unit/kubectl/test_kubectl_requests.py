@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from controllers.cluster.render.names import CLUSTER_LABEL, SHARD_LABEL
+from controllers.shared.names import CLUSTER_LABEL, SHARD_LABEL
 from valkey_operator.api.switchover import Request, parse
 from valkey_operator.kubectl import common, requests, view
 

@@ -11,7 +11,7 @@ import pytest
 from valkey_operator.objectstore import REFUSE_LOCAL, Destination, S3Credentials, StorageError, open_store
 from valkey_operator.objectstore.errors import classify
 from valkey_operator.objectstore.model import object_key
-from valkey_operator.testing import certs
+from valkey_testbed import certs
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from valkey_operator.testing import audit
+from valkey_testbed import audit
 
 ENTRY = {
     "kind": "Event",

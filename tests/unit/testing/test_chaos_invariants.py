@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from valkey_operator.testing.chaos.invariants import status_claims
-from valkey_operator.testing.chaos.nodes import (
+from valkey_operator.valkey.slots import SlotRange, format_slot_ranges
+from valkey_testbed.chaos.invariants import status_claims
+from valkey_testbed.chaos.nodes import (
     NodeFacts,
     convergence_problems,
     hosts_holding_a_whole_shard,
     shards_without_replica,
     uncovered,
 )
-from valkey_operator.valkey.slots import SlotRange, format_slot_ranges
 
 HALVES = ((SlotRange(0, 8191),), (SlotRange(8192, 16383),))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from valkey_operator.testing.chaos import schedule
-from valkey_operator.testing.chaos.schedule import Bounds, plan
+from valkey_testbed.chaos import schedule
+from valkey_testbed.chaos.schedule import Bounds, plan
 
 
 def test_the_same_seed_plans_the_same_steps_and_another_seed_others() -> None:

@@ -1,4 +1,4 @@
-"""The test bed's command line as a user has it after a plain `pip install -e .` (no testing extra):
+"""The test bed's command line as a user has it after `pip install -e . -e testbed` (no testing extra):
 every command it has, and every one the docs name, runs, or stops with one line naming the extra.
 
 Each check runs in a fresh interpreter whose import system refuses the testing extra's modules
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.__main__ import INSTALL_TESTING, TESTING_EXTRA, command_line, subcommands
+from valkey_testbed.__main__ import INSTALL_TESTING, TESTING_EXTRA, command_line, subcommands
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -59,7 +59,7 @@ LOAD_EVERY_COMMAND = (
 import argparse
 import json
 
-from valkey_operator.testing.__main__ import MissingExtra, command_line, load, subcommands
+from valkey_testbed.__main__ import MissingExtra, command_line, load, subcommands
 
 results = {}
 for name, sub in subcommands(command_line()).items():
@@ -91,8 +91,8 @@ def _without_extra(script: str, *argv: str) -> subprocess.CompletedProcess[str]:
 def _documented() -> tuple[set[str], set[str]]:
     """(subcommands, modules) the README and docs/ tell users to run with `python -m`."""
     text = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
-    commands = set(re.findall(r"python -m valkey_operator\.testing ([a-z][a-z-]*)", text))
-    modules = set(re.findall(r"python -m (valkey_operator\.testing\.[a-z_.]*[a-z_])", text))
+    commands = set(re.findall(r"python -m valkey_testbed ([a-z][a-z-]*)", text))
+    modules = set(re.findall(r"python -m (valkey_testbed\.[a-z_.]*[a-z_])", text))
     return commands, modules
 
 
@@ -105,9 +105,9 @@ def test_every_documented_command_is_a_command_of_the_parser() -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_of_every_command_without_the_extra(command: str) -> None:
-    done = _without_extra(RUN_MODULE, "valkey_operator.testing", command, "--help")
+    done = _without_extra(RUN_MODULE, "valkey_testbed", command, "--help")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"usage: python -m valkey_operator.testing {command}"), done.stdout
+    assert done.stdout.startswith(f"usage: python -m valkey_testbed {command}"), done.stdout
 
 
 @pytest.mark.parametrize("module", sorted(_documented()[1]))
@@ -129,7 +129,7 @@ def test_every_command_loads_without_the_extra_or_names_it_in_one_line() -> None
             assert result == "ok", f"{command}: {result}"
             continue
         assert result == (
-            f"error: `python -m valkey_operator.testing {command}` needs the testing extra "
+            f"error: `python -m valkey_testbed {command}` needs the testing extra "
             f"(no module named {NEEDS_THE_EXTRA[command]!r}): {INSTALL_TESTING}"
         ), result
 
@@ -137,7 +137,7 @@ def test_every_command_loads_without_the_extra_or_names_it_in_one_line() -> None
 def test_a_command_that_needs_the_extra_stops_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
     state_dir = tmp_path / "bed"
     argv = ["fuzz", "--seed", "1", "--examples", "1", "--state-dir", str(state_dir)]
-    done = _without_extra(RUN_MODULE, "valkey_operator.testing", *argv)
+    done = _without_extra(RUN_MODULE, "valkey_testbed", *argv)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "needs the testing extra" in done.stderr, done.stderr

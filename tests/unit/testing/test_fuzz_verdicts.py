@@ -14,7 +14,7 @@ from valkey_operator.api.resources import (
     VALKEY_ROLES,
 )
 from valkey_operator.core.rest import ApiError, Obj
-from valkey_operator.testing.fuzz.verdicts import (
+from valkey_testbed.fuzz.verdicts import (
     Tally,
     field_segments,
     names_a_field,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing import debian, images, versions
+from valkey_testbed import debian, images, versions
 
 PIN = "9.1.2-1"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from valkey_operator.testing.kubelet.logserver import tail
+from valkey_testbed.kubelet.logserver import tail
 
 
 def test_tail_keeps_the_last_lines_with_their_newlines() -> None:

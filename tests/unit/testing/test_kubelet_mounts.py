@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing.kubelet import runtime
+from valkey_testbed.kubelet import runtime
 
 
 def test_nested_mount_points_are_made_in_the_parent_volume(tmp_path: Path) -> None:

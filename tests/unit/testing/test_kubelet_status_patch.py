@@ -8,7 +8,7 @@ controller's) survives even when the kubelet's own copy of the pod is stale.
 
 from __future__ import annotations
 
-from valkey_operator.testing.kubelet.pods import status_patch
+from valkey_testbed.kubelet.pods import status_patch
 
 
 def desired(*conditions: dict[str, object]) -> dict[str, object]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing import build, compat, kubeversion, versions
-from valkey_operator.testing.kubeversion import KubeRelease, UnknownKubernetesVersion
+from valkey_testbed import build, compat, kubeversion, versions
+from valkey_testbed.kubeversion import KubeRelease, UnknownKubernetesVersion
 
 
 def test_a_minor_means_its_pinned_release_and_etcd() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from valkey_operator.testing import images, localpath
+from valkey_testbed import images, localpath
 
 
 def by_kind(objects: list[dict[str, object]]) -> dict[str, dict[str, object]]:

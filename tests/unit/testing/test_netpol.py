@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.netpol import Endpoint, allows, external, isolated, pod_endpoint, selects
+from valkey_testbed.netpol import Endpoint, allows, external, isolated, pod_endpoint, selects
 
 
 def pod(

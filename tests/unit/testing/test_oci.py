@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from oci_support import write_archive
 
-from valkey_operator.testing import ocistore, operatorimage
-from valkey_operator.testing.kubelet import runc, runtime
+from valkey_testbed import ocistore, operatorimage
+from valkey_testbed.kubelet import runc, runtime
 
 ROOT = Path(__file__).resolve().parents[3]
 

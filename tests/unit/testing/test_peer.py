@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing import peer
-from valkey_operator.testing.datachecker import NonLoopbackError
-from valkey_operator.testing.wait import eventually
+from valkey_testbed import peer
+from valkey_testbed.datachecker import NonLoopbackError
+from valkey_testbed.wait import eventually
 
 
 def test_absent_names_the_unset_variables() -> None:

@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, sys.argv[2])  # a pytest_asyncio that is not there: the testing extra is missing
 import pytest
 
-import valkey_operator.testing.plugin as plugin
+import valkey_testbed.plugin as plugin
 
 
 def no_control_plane(*args):
@@ -58,5 +58,5 @@ def test_without_pytest_asyncio_the_plugin_loads_and_its_fixtures_say_what_to_in
     )
     output = done.stdout + done.stderr
     assert "1 passed" in output and "1 error" in output, output
-    assert "pip install '.[testing]'" in output and 'asyncio_mode = "auto"' in output, output
+    assert "pip install -e 'testbed[testing]'" in output and 'asyncio_mode = "auto"' in output, output
     assert "a control plane was asked for" not in output, output

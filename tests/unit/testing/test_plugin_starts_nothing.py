@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nested_pytest import run_pytest_n2
 
-from valkey_operator.testing.plugin import STATE_DIR_PREFIX
+from valkey_testbed.plugin import STATE_DIR_PREFIX
 
 PLAIN_TESTS = '''
 import os

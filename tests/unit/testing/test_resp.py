@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from valkey_operator.testing.resp import (
+from valkey_testbed.resp import (
     ProtocolError,
     ReplyError,
     encode_command,

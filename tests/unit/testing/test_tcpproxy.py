@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from valkey_operator.testing.tcpproxy import LOOPBACK, TcpProxy
-from valkey_operator.testing.wait import eventually
+from valkey_testbed.tcpproxy import LOOPBACK, TcpProxy
+from valkey_testbed.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from valkey_operator.testing.wait import NotYet, WaitTimeout, eventually, eventually_blocking
+from valkey_testbed.wait import NotYet, WaitTimeout, eventually, eventually_blocking
 
 
 async def test_returns_the_first_truthy_value_of_an_async_check() -> None:

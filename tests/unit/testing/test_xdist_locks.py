@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from valkey_operator.testing import plugin
-from valkey_operator.testing.plugin import _group_lock, _module_lock
+from valkey_testbed import plugin
+from valkey_testbed.plugin import _group_lock, _module_lock
 
 
 def free(path: Path, mode: int) -> bool:

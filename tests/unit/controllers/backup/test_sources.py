@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from controllers.backup.sources import IN_SYNC_BYTES, NotSettled, sources
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
 from valkey_operator.valkey.slots import even_split

@@ -1,19 +1,21 @@
 """Drive decide() against the simulator: the reconciler's pass, with the world in memory.
 
-One pass, as ClusterReconciler runs it: gather the facts (the cluster as the
-user wrote it, its config chain resolved, the TLS material, the internal
-Secret read back from the world, the roles, the observation with the refusals
-remembered; gathering stops at a fact that blocks) -> decide -> check the
-decision is deterministic -> act on the simulator (a patch `after` a failed
-reload is skipped, as the actor does) -> `Decision.after(failures)` -> the
-status is recorded as the reconciler writes it (the model rendered to a dict;
-the next pass parses it back) -> time passes. Each pass's reasons (every condition's, and
+One pass, as ClusterReconciler runs it, with the same code: the reconciler's
+gatherer (gather.py) reads the facts from this world (`WorldSource`: the
+cluster as the user wrote it, its config chain resolved, the TLS material, the
+internal Secret read back from the world, the roles, the observation, the
+Memory the last pass returned) -> `run_pass` -> check the decision is
+deterministic -> act on the simulator (a patch `after` a failed action is
+skipped: actions.skipped, as the actor does; failures reported as facts, which
+decide classifies) -> `Decision.after(failures)` -> the status is recorded as
+the reconciler writes it (the model rendered to a dict; the next pass parses it
+back) and the returned Memory kept -> time passes. Each pass's reasons (every condition's, and
 every finding behind the message) are collected in `World.reasons`.
 """
 
 from __future__ import annotations
 
-import re
+import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
@@ -22,24 +24,23 @@ from simulate import Outcome, SimSettings, SimulatedCluster
 from controllers.cluster.decision.actions import (
     Action,
     Failure,
-    PatchPodMetadata,
     ReloadTls,
     SetConfig,
     SyncAcl,
+    skipped,
 )
-from controllers.cluster.decision.cadence import Quiet
-from controllers.cluster.decision.conflicts import conflicts
-from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, commands_to_probe, decide
+from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, run_pass
 from controllers.cluster.decision.desired import object_key
-from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.memory import Memory
 from controllers.cluster.decision.owned import written_names
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
-from controllers.cluster.refused import RefusalMemory
-from controllers.cluster.render.credentials import InternalCredentials, read_credentials
-from controllers.cluster.render.user_passwords import missing_generated, password_secret
-from controllers.cluster.tls import TlsMaterial, TlsProblem
-from controllers.config.resolve import ResolutionFailure, resolve
+from controllers.cluster.gather import gather as gather_facts
+from controllers.cluster.render.user_passwords import password_secret
 from controllers.options import ControllerOptions
+from controllers.shared.config_resolve import resolve
+from controllers.shared.credentials import DamagedSecret, InternalCredentials, read_credentials
+from controllers.shared.observation import Observation
+from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.cluster import ClusterState, ValkeyCluster, ValkeyClusterStatus
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.rest import Obj
@@ -95,15 +96,14 @@ class World:
     options: ControllerOptions = OPTIONS
     rollout_slots: RolloutSlots = attrs.field(factory=RolloutSlots)
     status: Obj = attrs.field(factory=dict)
-    refusals: RefusalMemory = attrs.field(factory=RefusalMemory)
     decisions: list[Decision] = attrs.field(factory=list)
     reasons: set[str] = attrs.field(factory=set)
     restore: RestoreSource | RestoreHeld | None = None
     """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
     last_backup: str | None = None
     backup_running: bool = False
-    quiet: Quiet | None = None
-    """What the last pass left when it was quiet, as the reconciler keeps it."""
+    memory: Memory = attrs.field(factory=Memory)
+    """What the last pass returned for the next one, as the reconciler keeps it."""
 
     @property
     def last(self) -> Decision:
@@ -129,69 +129,77 @@ def world(shards: int = 1, replicas: int = 0, settings: SimSettings | None = Non
     )
 
 
+@attrs.define
+class WorldSource:
+    """Where a pass reads its facts in the simulated world (gather.FactSource): the reconciler's
+    order and stops are gather.py's, run here unchanged."""
+
+    world: World
+    unreachable: Collection[str] = ()
+    hands: Hands | None = None
+
+    def begin(self) -> Facts:
+        world = self.world
+        cluster = ValkeyCluster.from_dict(world.cluster)
+        return Facts(
+            cluster=cluster,
+            recorded=ValkeyClusterStatus.from_dict(world.status),
+            memory=world.memory,
+            options=world.options,
+            resolved=resolve(cluster.spec.config_ref, world.configs.get, world.images.get),
+            named={
+                key: world.sim.objects.get(key)
+                for resource, name in written_names(cluster)
+                if (key := object_key(resource.kind, name))
+            },
+            now=world.sim.observe().now,
+        )
+
+    async def tls(self, facts: Facts) -> TlsMaterial | TlsProblem | None:
+        return self.world.tls
+
+    async def credentials(self, facts: Facts) -> InternalCredentials | DamagedSecret | None:
+        return read_credentials(self.world.sim.objects.get(SECRET_KEY))
+
+    def fresh_credentials(self) -> InternalCredentials:
+        return FRESH
+
+    async def user_secrets(self, facts: Facts) -> dict[str, Obj | None]:
+        return {
+            name: self.world.sim.objects.get(f"Secret/{name}")
+            for user in facts.cluster.spec.acl
+            if (name := password_secret(NAME, user)) is not None
+        }
+
+    def fresh_passwords(self, usernames: Sequence[str]) -> dict[str, str]:
+        return {username: "u" * 40 for username in usernames}
+
+    def role(self, name: str) -> ValkeyRole | None:
+        found = self.world.roles.get(name)
+        return ValkeyRole.from_dict(found) if found is not None else None
+
+    async def observe(
+        self, facts: Facts, credentials: InternalCredentials | None, commands: Sequence[str]
+    ) -> Observation:
+        observation = self.world.sim.observe(self.unreachable, commands=list(commands))
+        return self.hands(observation) if self.hands is not None else observation
+
+    async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld:
+        return self.world.restore or RestoreHeld("RestoreSourceUnknown", "the test world has no backup")
+
+    def backups(self, facts: Facts) -> tuple[bool, str | None]:
+        return self.world.backup_running, self.world.last_backup
+
+    def rollout_slots(self, facts: Facts) -> RolloutSlots:
+        return self.world.rollout_slots
+
+    def name_seed(self) -> int:
+        return self.world.sim.tick
+
+
 def gather(world: World, unreachable: Collection[str] = (), hands: Hands | None = None) -> Facts:
-    """The facts a reconciler would gather from this world; stops at the first blocking one."""
-    cluster = ValkeyCluster.from_dict(world.cluster)
-    facts = Facts(
-        cluster=cluster,
-        recorded=ValkeyClusterStatus.from_dict(world.status),
-        options=world.options,
-        resolved=resolve(cluster.spec.config_ref, world.configs.get, world.images.get),
-        named={
-            key: world.sim.objects.get(key)
-            for resource, name in written_names(cluster)
-            if (key := object_key(resource.kind, name))
-        },
-    )
-    if conflicts(cluster.metadata.uid or "", facts.named):
-        return facts
-    if isinstance(facts.resolved, ResolutionFailure):
-        return facts
-    facts = attrs.evolve(facts, tls=world.tls)
-    if isinstance(world.tls, TlsProblem):
-        return facts
-    credentials = read_credentials(world.sim.objects.get(SECRET_KEY))
-    facts = attrs.evolve(
-        facts, credentials=credentials, fresh_credentials=FRESH if credentials is None else None
-    )
-    if not isinstance(credentials, InternalCredentials | None):
-        return facts
-    user_secrets = {
-        name: world.sim.objects.get(f"Secret/{name}")
-        for user in cluster.spec.acl
-        if (name := password_secret(NAME, user)) is not None
-    }
-    facts = attrs.evolve(
-        facts,
-        user_secrets=user_secrets,
-        fresh_user_passwords={
-            username: "u" * 40 for username in missing_generated(NAME, cluster.spec.acl, user_secrets.get)
-        },
-    )
-    roles = {
-        permission.role_ref: _role(world.roles.get(permission.role_ref))
-        for user in cluster.spec.acl
-        for permission in user.permissions
-    }
-    observation = world.sim.observe(unreachable, commands=commands_to_probe(cluster.spec.acl, roles))
-    observation = attrs.evolve(observation, refusals=world.refusals.of(KEY, world.sim.pods))
-    if hands is not None:
-        observation = hands(observation)
-    return attrs.evolve(
-        facts,
-        roles=roles,
-        observation=observation,
-        rollout_slots=world.rollout_slots,
-        name_seed=world.sim.tick,
-        restore=world.restore if facts.restoring else None,
-        last_backup=world.last_backup,
-        backup_running=world.backup_running,
-        quiet=world.quiet,
-    )
-
-
-def _role(found: Obj | None) -> ValkeyRole | None:
-    return ValkeyRole.from_dict(found) if found is not None else None
+    """The facts the reconciler's gatherer (gather.py) reads from this world."""
+    return asyncio.run(gather_facts(WorldSource(world, unreachable, hands)))
 
 
 def step(
@@ -205,16 +213,14 @@ def step(
     """One reconcile pass against the simulated world, then one tick of time."""
     sim = world.sim
     facts = gather(world, unreachable, hands)
-    now = sim.observe().now
-    decision = decide(facts, now)
-    assert decide(facts, now) == decision, "decide is not deterministic"
+    decision = run_pass(facts)
+    assert run_pass(facts) == decision, "decide is not deterministic"
     if decision.plan is not None:
         sim.template_hash = decision.plan.view.desired.template_hash
     failures = act(sim, decision.actions, {*unreachable, *act_unreachable}, forbidden)
-    world.refusals.remember(KEY, decision.actions, failures)
     decision = decision.after(failures)
     world.status = decision.status.to_dict()  # as the reconciler writes it, and parses it next pass
-    world.quiet = decision.quiet
+    world.memory = decision.memory
     world.decisions.append(decision)
     world.reasons |= reasons_of(decision)
     sim.advance()
@@ -246,16 +252,16 @@ def act(
     unreachable: Collection[str],
     forbidden: Callable[[Action], bool] | None = None,
 ) -> list[Failure]:
-    """The actions carried out in order, as the actor would; what failed, as the actor reports it.
-    forbidden: actions the API server's authorizer refuses (not carried out; reported as the actor
-    reports a 403 from RBAC)."""
+    """The actions carried out in order, as the actor would; what failed, as the actor reports it
+    (facts only: decide classifies them). forbidden: actions the API server's authorizer refuses
+    (not carried out; reported as the actor reports a 403 from RBAC)."""
     failures: list[Failure] = []
     for action in actions:
-        after = action.after if isinstance(action, PatchPodMetadata) else None
-        if after is not None and any(failure.action == after for failure in failures):
+        if skipped(action, failures):
             continue
         if forbidden is not None and forbidden(action):
-            failures.append(Failure(action, f"{type(action).__name__}: {RBAC_DENIAL}", forbidden=True))
+            message = f"{type(action).__name__}: {RBAC_DENIAL}"
+            failures.append(Failure(action, message, http_status=403))
             continue
         (outcome,) = sim.apply([action], unreachable)
         failures += failures_of(outcome)
@@ -268,18 +274,18 @@ RBAC_DENIAL = (
 )
 """How the API server words a request its authorizer refused (the actor's message for it)."""
 
-_REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
-
 
 def failures_of(outcome: Outcome) -> list[Failure]:
+    """The simulator's error as the actor reports it: an error answer to a CONFIG SET or a TLS
+    reload, one failure per ACL user the server refused."""
     action, error = outcome.action, outcome.error
     if error is None:
         return []
     if isinstance(action, SetConfig) and error.startswith("CONFIG SET failed"):
-        named = _REFUSED_ARGUMENT.search(error)
-        return [Failure(action, error, refused=named.group(1) if named else "")]
-    if isinstance(action, ReloadTls):  # once the files are surely written, a refusal is theirs
-        return [Failure(action, error, refused="tls" if action.confirm is not None else None)]
+        return [Failure(action, error, command_error=True)]
+    if isinstance(action, ReloadTls):
+        return [Failure(action, error, command_error=True)]
     if isinstance(action, SyncAcl) and error.startswith("refused "):
-        return [Failure(action, error, refused=user) for user in error.removeprefix("refused ").split(", ")]
+        users = error.removeprefix("refused ").split(", ")
+        return [Failure(action, error, command_error=True, user=user) for user in users]
     return [Failure(action, error)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import random
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
@@ -33,13 +32,14 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import Observation, PodPhase
+from controllers.cluster.decision.memory import live_refusals, remember_refusals
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
+from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.versions import meets_floor
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, View
-from controllers.cluster.refused import RefusalMemory
+from controllers.shared.observation import Observation, PodPhase, Refusals
+from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
 from valkey_operator.valkey.acl import normal_form
@@ -101,7 +101,7 @@ class Run:
     recorded_image: str | None = None
     lost: list[Forget] = attrs.field(factory=list)
     """Forgets that gave up slots with no copy left (only after a loss the chaos caused)."""
-    refusals: RefusalMemory = attrs.field(factory=RefusalMemory)
+    refusals: Refusals = attrs.field(factory=Refusals)
     """CONFIG SETs the world refused, fed to the next pass as the reconciler does."""
 
     @property
@@ -170,7 +170,7 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
         ),
         recorded_config_hash=result.recorded_hash,
         recorded_image=result.recorded_image,
-        refusals=result.refusals.of(CLUSTER, sim.pods),
+        refusals=live_refusals(result.refusals, sim.pods),
     )
     desired = attrs.evolve(result.desired, paused=True) if index in chaos.paused else result.desired
     planned = plan(observation, desired)
@@ -180,7 +180,7 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
     outcomes = sim.apply(actions, unreachable)
     errors = [outcome for outcome in outcomes if outcome.error is not None and not _refusal(outcome, sim)]
     assert not errors, f"the world refused planned actions: {errors}"
-    result.refusals.remember(CLUSTER, actions, failures_of(outcomes))
+    result.refusals = remember_refusals(result.refusals, actions, failures_of(outcomes))
     if act is Act.TWICE:
         sim.apply(actions, unreachable)  # errors allowed: a stale replay, the next pass re-observes
     if act is not Act.LOSE_STATUS and act is not Act.CRASH:
@@ -195,20 +195,17 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
 
 
 def failures_of(outcomes: Sequence[Outcome]) -> list[Failure]:
-    """The simulator's errors as the actor reports them: a refused CONFIG SET names its directive."""
-    failures = []
-    for outcome in outcomes:
-        if outcome.error is None:
-            continue
-        refused = None
-        if isinstance(outcome.action, SetConfig):
-            named = _REFUSED_ARGUMENT.search(outcome.error)
-            refused = named.group(1) if named else ""
-        failures.append(Failure(outcome.action, outcome.error, refused=refused))
-    return failures
+    """The simulator's errors as the actor reports them (a CONFIG SET answered with an error), then
+    classified as decide classifies them (refusals.py)."""
+    return [
+        classified(
+            Failure(outcome.action, outcome.error, command_error=isinstance(outcome.action, SetConfig))
+        )
+        for outcome in outcomes
+        if outcome.error is not None
+    ]
 
 
-_REFUSED_ARGUMENT = re.compile(r"argument '([^']+)'")
 CLUSTER = "ns/vk"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from controllers.cluster.render.context import RenderContext
-from controllers.config.resolve import ResolvedConfig, ResolvedImage
+from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
 from valkey_operator.api.cluster import ValkeyCluster, ZoneSpread
 
 Obj = dict[str, Any]

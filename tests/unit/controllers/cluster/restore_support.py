@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from controllers.cluster.decision.restore import RestoreFetch, RestoreShard, RestoreSource
+from controllers.cluster.decision.restore import RestoreSource
+from controllers.cluster.render.restore import RestoreFetch, RestoreShard
 from valkey_operator.valkey.slots import SlotRange, SlotRanges, format_slot_ranges
 
 FETCH = RestoreFetch(

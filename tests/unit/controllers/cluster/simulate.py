@@ -44,8 +44,10 @@ from controllers.cluster.decision.actions import (
     MarkMember,
     Meet,
     MigrateSlots,
+    NewPod,
     PatchClaim,
     PatchPodMetadata,
+    Planned,
     Promote,
     PruneFailedPod,
     ReloadTls,
@@ -53,17 +55,17 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
-from controllers.cluster.decision.observe import (
+from controllers.shared.names import MODE_ANNOTATION, NODE_ID_ANNOTATION
+from controllers.shared.observation import (
     ClaimObservation,
     NodeObservation,
     Observation,
     PodObservation,
     PodPhase,
 )
-from controllers.cluster.decision.versions import Version, format_version
-from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION
-from controllers.cluster.render.quantity import quantity_bytes
+from controllers.shared.versions import Version, format_version
 from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, canonical, desired_runtime
 from valkey_operator.core.rest import Obj
@@ -420,11 +422,11 @@ class SimulatedCluster:
 
     # --- acting ------------------------------------------------------------------------------------
 
-    def apply(self, actions: Iterable[Action], unreachable: Collection[str] = frozenset()) -> list[Outcome]:
+    def apply(self, actions: Iterable[Planned], unreachable: Collection[str] = frozenset()) -> list[Outcome]:
         """Apply actions in order, as the actor would; pods named in unreachable time out."""
         return [self._apply(action, unreachable) for action in actions]
 
-    def _apply(self, action: Action, unreachable: Collection[str]) -> Outcome:
+    def _apply(self, action: Planned, unreachable: Collection[str]) -> Outcome:
         match action:
             case CreatePod(shard=shard, name=name):
                 if name in self.pods:
@@ -439,6 +441,9 @@ class SimulatedCluster:
                 init = [c for c in (action.body or {}).get("spec", {}).get("initContainers") or []]
                 if any(container["name"] == "restore" for container in init):
                     pod.restores = shard
+                return Outcome(action)
+            case NewPod(shard=shard):  # the planner's intent, applied as is by the planner harness
+                self.create_pod(shard, None, claim=action.claim or None)
                 return Outcome(action)
             case DeleteClaim(claim=name, uid=uid):
                 claim = self.claims.get(name)

@@ -1,8 +1,9 @@
-"""The actor's pure parts: reading which directive a CONFIG SET refused, and Valkey's own words."""
+"""Pure parts around the actor: which directive a CONFIG SET refused (refusals.py), Valkey's own words."""
 
 from __future__ import annotations
 
-from controllers.cluster.actor import _refused_argument, _valkey_message
+from controllers.cluster.actor import _valkey_message
+from controllers.cluster.decision.refusals import refused_argument as _refused_argument
 
 
 def test_the_refused_directive_is_read_from_valkeys_error() -> None:

@@ -102,7 +102,7 @@ def test_the_scan_sees_the_known_senders() -> None:
     for expected in (
         "valkey_operator/valkey/admin.py",
         "valkey_operator/valkey/rdb_stream.py",
-        "controllers/cluster/observer.py",
+        "controllers/shared/probe.py",
         "controllers/cluster/valkey_exporter.py",
         "controllers/cluster/actor.py",
         "controllers/backup/reconciler.py",

@@ -6,9 +6,9 @@ import attrs
 from decide_harness import World, run, step, world
 
 from controllers.cluster.decision.cadence import FIRST, Quiet, next_quiet, signature
-from controllers.cluster.decision.observe import NodeObservation, Observation
 from controllers.cluster.decision.plan import REQUEUE_ACTING, REQUEUE_STEADY
 from controllers.options import ControllerOptions
+from controllers.shared.observation import NodeObservation, Observation
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.replies import KnownNode
 

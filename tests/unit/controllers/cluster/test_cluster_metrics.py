@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controllers.cluster.decision.observe import NodeObservation, Observation
+from controllers.cluster.decision.decide import MetricChanges
+from controllers.cluster.decision.migration_counts import migration_counts
 from controllers.cluster.metrics import cluster_metrics
-from controllers.cluster.observer import NodeExtras
+from controllers.shared.observation import NodeObservation, Observation
+from controllers.shared.probe import NodeExtras
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
 from valkey_operator.valkey.slots import SlotRange
@@ -81,9 +83,15 @@ def test_each_failed_migration_job_is_counted_once_and_active_jobs_are_a_gauge()
     value = registry.get_sample_value
     labels = {"namespace": "ns", "cluster": "c"}
 
+    seen: list[frozenset[str]] = [frozenset()]
+
     def observe(*jobs: SlotMigration) -> None:
+        """One pass: decide's counts (the failed jobs carried in Memory), applied to the metrics."""
         node = NodeObservation(reachable=True, node_id="s", migrations=jobs)
-        metrics.record_migrations("ns", "c", Observation(pods=(), nodes={"c-0-a": node}))
+        counted = migration_counts(Observation(pods=(), nodes={"c-0-a": node}), seen[0])
+        seen[0] = counted.failed
+        changes = MetricChanges(migration_failures=counted.new_failures, migrations_active=counted.active)
+        metrics.apply("ns", "c", changes)
 
     observe(_job("a", "snapshotting"), _job("a", "receiving-snapshot", MigrationOperation.IMPORT))
     assert value("valkey_operator_slot_migrations_active", labels) == 1

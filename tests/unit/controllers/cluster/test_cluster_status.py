@@ -5,9 +5,9 @@ from __future__ import annotations
 from status_support import blocked_document, planned_document
 
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.plan import plan
 from controllers.cluster.decision.status_document import endpoint
+from controllers.shared.observation import Observation
 
 NOW = "2026-12-01T09:00:00Z"
 

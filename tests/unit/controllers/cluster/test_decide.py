@@ -26,12 +26,12 @@ from controllers.cluster.decision.decide import (
     failover_counts,
 )
 from controllers.cluster.decision.owned import owned_names, owned_objects
-from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl, render_acl
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import read_credentials
-from controllers.cluster.tls import TlsProblem
-from controllers.config.resolve import ResolvedConfig
+from controllers.shared import names
+from controllers.shared.config_resolve import ResolvedConfig
+from controllers.shared.credentials import read_credentials
+from controllers.shared.tls import TlsProblem
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.clock import rfc3339
 from valkey_operator.core.events import NORMAL, WARNING

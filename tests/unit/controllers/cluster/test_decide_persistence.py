@@ -15,7 +15,7 @@ from simulate import SimSettings
 
 from controllers.cluster.decision.actions import CreatePod, DeleteClaim, DeletePod, Forget, PatchClaim
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.render.claims import MODE_ANNOTATION, NODE_ID_ANNOTATION
+from controllers.shared.names import MODE_ANNOTATION, NODE_ID_ANNOTATION
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.valkey.slots import subtract
 

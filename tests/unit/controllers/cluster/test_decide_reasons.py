@@ -29,10 +29,10 @@ from controllers.cluster.decision.decide import (
     TLS_SECRET_INVALID,
     RolloutSlots,
 )
-from controllers.cluster.decision.observe import Observation, PodPhase
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.tls import Certificate, TlsMaterial, TlsProblem
-from controllers.config.resolve import FailureReason
+from controllers.shared.config_resolve import FailureReason
+from controllers.shared.observation import Observation, PodPhase
+from controllers.shared.tls import Certificate, TlsMaterial, TlsProblem
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.valkey.slots import even_split

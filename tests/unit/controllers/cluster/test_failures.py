@@ -6,7 +6,7 @@ import datetime
 
 from controllers.cluster.decision import failures
 from controllers.cluster.decision.failures import FAILURE_LIMIT, FAILURE_WINDOW, KEEP_FAILED, CrashLoops
-from controllers.cluster.decision.observe import PodObservation
+from controllers.shared.observation import PodObservation
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
 

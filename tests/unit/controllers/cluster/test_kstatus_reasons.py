@@ -25,11 +25,11 @@ from status_support import blocked_document, planned_document
 from controllers.cluster.decision import decide, stalled
 from controllers.cluster.decision.report import Finding, PlannedStatus, Reason, conditions
 from controllers.cluster.render.acl import AclErrorReason
-from controllers.config.resolve import FailureReason
+from controllers.shared.config_resolve import FailureReason
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore.errors import Reason as StorageReason
-from valkey_operator.testing.kstatus import compute
+from valkey_testbed.kstatus import compute
 
 PAGE = Path(__file__).parents[4] / "docs" / "reference" / "valkeycluster.md"
 GENERATION = 3

@@ -17,11 +17,11 @@ from status_support import blocked_document, planned_document
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan
 from controllers.config.reconciler import desired_status as config_status
-from controllers.config.resolve import resolve
 from controllers.role import desired_status as role_status
+from controllers.shared.config_resolve import resolve
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.core.rest import Obj
-from valkey_operator.testing.kstatus import compute, status_of
+from valkey_testbed.kstatus import compute, status_of
 
 GENERATION = 4
 NOW = "2026-12-02T00:00:00Z"

@@ -15,9 +15,9 @@ from test_plan_rollout import desired, roll
 
 from controllers.cluster.decision import membership
 from controllers.cluster.decision.actions import DeletePod, MarkMember
-from controllers.cluster.decision.observe import Observation
 from controllers.cluster.decision.plan import plan
 from controllers.cluster.decision.view import View
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
 
 ACTIVE = ClusterState.ACTIVE

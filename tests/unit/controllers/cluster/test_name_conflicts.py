@@ -13,7 +13,7 @@ from controllers.cluster.decision import stalled
 from controllers.cluster.decision.conflicts import Conflict, conflict_message, conflicts, controller_of
 from controllers.cluster.decision.decide import NAME_CONFLICT, decide
 from controllers.cluster.decision.owned import owned_names, written_names
-from controllers.cluster.render import names
+from controllers.shared import names
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.meta import find_condition
 from valkey_operator.core.rest import Obj

@@ -17,15 +17,14 @@ from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision.actions import (
     AssignSlots,
-    CreatePod,
     DeletePod,
     Forget,
     MarkMember,
     Meet,
+    NewPod,
     Replicate,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import NodeObservation, Observation
 from controllers.cluster.decision.plan import (
     REQUEUE_ACTING,
     REQUEUE_FAILED,
@@ -36,6 +35,7 @@ from controllers.cluster.decision.plan import (
 )
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
+from controllers.shared.observation import NodeObservation, Observation
 from valkey_operator.api.cluster import DEGRADED, PROGRESSING, READY, ClusterState, NodeRole
 from valkey_operator.valkey.slots import SlotRange, even_split, format_slot_ranges
 
@@ -84,12 +84,12 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
 @pytest.mark.parametrize(
     ("shards", "replicas", "passes"),
     [
-        (1, 0, [{"CreatePod": 1}, {"AssignSlots": 1}, {"MarkMember": 1}, {}]),
+        (1, 0, [{"NewPod": 1}, {"AssignSlots": 1}, {"MarkMember": 1}, {}]),
         (
             1,
             1,
             [
-                {"CreatePod": 2},
+                {"NewPod": 2},
                 {"Meet": 1, "AssignSlots": 1},
                 {"MarkMember": 1, "Replicate": 1},
                 {"MarkMember": 1},
@@ -100,7 +100,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
             3,
             1,
             [
-                {"CreatePod": 6},
+                {"NewPod": 6},
                 {"Meet": 5, "AssignSlots": 1},
                 {"AssignSlots": 2, "Replicate": 1},
                 {"MarkMember": 4, "Replicate": 2},
@@ -112,7 +112,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
             2,
             2,
             [
-                {"CreatePod": 6},
+                {"NewPod": 6},
                 {"Meet": 5, "AssignSlots": 1},
                 {"AssignSlots": 1, "Replicate": 2},
                 {"MarkMember": 4, "Replicate": 2},
@@ -158,7 +158,7 @@ def test_a_3x1_cluster_reaches_active_with_every_slot_covered_and_replicas_in_sy
 
 def test_missing_pods_are_created_one_per_shard_per_replica_slot() -> None:
     planned = plan(Observation(pods=()), desired(3, 2))
-    assert planned.actions == tuple(CreatePod(shard) for shard in range(3) for _ in range(3))
+    assert planned.actions == tuple(NewPod(shard) for shard in range(3) for _ in range(3))
     assert planned.status.state is ClusterState.CREATING
     assert planned.status.condition(PROGRESSING).reason == Reason.WAITING_FOR_PODS
     assert planned.requeue_after == REQUEUE_ACTING
@@ -179,7 +179,7 @@ def test_a_pod_going_away_is_replaced_without_waiting_for_it() -> None:
     replica = next(node for node in result.sim.nodes.values() if node.role is NodeRole.REPLICA)
     result.sim.delete_pod(replica.pod)
     planned = plan(result.sim.observe(recorded_state=ACTIVE), desired(1, 1))
-    assert planned.actions == (CreatePod(0),)
+    assert planned.actions == (NewPod(0),)
     assert planned.status.state is ClusterState.UPDATING
 
 
@@ -496,7 +496,7 @@ def test_uncovered_slots_are_named_with_the_reason() -> None:
 
 def test_an_observation_probe_failure_without_any_pod_is_harmless() -> None:
     planned = plan(Observation(pods=(), nodes={"ghost": NodeObservation.unreachable("timeout")}), desired())
-    assert kinds(planned) == {"CreatePod": 6}
+    assert kinds(planned) == {"NewPod": 6}
 
 
 # --- hypothesis: random specs, delays, unreachable nodes, restarts ----------------------------------

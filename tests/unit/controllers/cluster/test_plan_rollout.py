@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
-from controllers.cluster.decision.actions import CreatePod, DeletePod, Failover, PatchPodMetadata, Promote
+from controllers.cluster.decision.actions import DeletePod, Failover, NewPod, PatchPodMetadata, Promote
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan
 from controllers.cluster.decision.report import Reason
@@ -78,7 +78,7 @@ def test_every_pod_is_replaced_shard_by_shard_with_one_coordinated_failover_each
     assert done["Failover"] == shards, done
     assert done["Promote"] == 0  # a planned roll never takes over
     assert done["DeletePod"] == shards * (replicas + 1)
-    assert done["CreatePod"] == shards * (replicas + 1)
+    assert done["NewPod"] == shards * (replicas + 1)
     assert result.last.status.current_image == NEW
 
 
@@ -108,7 +108,7 @@ def test_a_replica_less_shard_hands_over_to_a_surge_replica() -> None:
     start = result.passes
     roll(result)
     plans = result.plans[start:]
-    surge = [p for p in plans if sum(isinstance(a, CreatePod) for a in p.actions) == 1]
+    surge = [p for p in plans if sum(isinstance(a, NewPod) for a in p.actions) == 1]
     assert surge, "no surge pod"
     failovers = [a for p in plans for a in p.actions if isinstance(a, Failover)]
     assert len(failovers) == 2
@@ -226,7 +226,7 @@ def test_a_surge_pod_is_not_taken_as_a_surplus() -> None:
     start = result.passes
     wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW)
     one_pass(result, start, Chaos(edits={start: wanted}))
-    assert kinds(result.last)["CreatePod"] == 1
+    assert kinds(result.last)["NewPod"] == 1
     for index in range(start + 1, start + 4):
         one_pass(result, index, Chaos())
         deleted = [a.pod for a in result.last.actions if isinstance(a, DeletePod)]
@@ -245,7 +245,7 @@ def test_a_cluster_without_a_rollout_slot_waits_and_says_so() -> None:
     from controllers.cluster.decision.plan import REQUEUE_QUEUED, plan
 
     planned = plan(observation, wanted)
-    assert not any(isinstance(a, CreatePod | DeletePod | Failover) for a in planned.actions)
+    assert not any(isinstance(a, NewPod | DeletePod | Failover) for a in planned.actions)
     assert "waiting for a rollout slot" in planned.status.message
     assert planned.status.rollout is None and planned.requeue_after == REQUEUE_QUEUED
     assert start == result.passes

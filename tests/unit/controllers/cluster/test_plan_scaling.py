@@ -18,10 +18,10 @@ from simulate import SimSettings
 
 from controllers.cluster.decision.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.observe import NodeObservation, Observation, PodObservation, PodPhase
 from controllers.cluster.decision.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.decision.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
 from controllers.cluster.decision.report import Reason
+from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
 from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
 from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
 from valkey_operator.valkey.slots import SlotRange
@@ -416,3 +416,42 @@ def test_a_node_that_has_not_heard_of_a_takeover_does_not_make_its_slots_look_lo
     forgets = [action for action in planned.actions if isinstance(action, Forget)]
     assert forgets == [Forget(node_id=ghost, on=("vk-0-b",), lost=())]
     assert not any(finding.reason is Reason.DATA_LOST for finding in planned.status.findings)
+
+
+def test_a_node_still_loading_its_data_is_met_once_it_has_loaded() -> None:
+    """A restored node reads its RDB for seconds and refuses CLUSTER MEET meanwhile: the planner waits
+    for the load instead of sending a MEET that fails (an ActionFailed warning on a normal restore)."""
+    slots = (SlotRange(0, 16383),)
+    a_line = KnownNode(node_id="a" * 40, ip="10.0.0.1", flags=frozenset({NodeFlag.PRIMARY}), slots=slots)
+    b_line = KnownNode(node_id="b" * 40, ip="10.0.0.2", flags=frozenset({NodeFlag.PRIMARY}))
+    a = NodeObservation(
+        reachable=True,
+        version=(9, 1, 0),
+        node_id="a" * 40,
+        role=NodeRole.PRIMARY,
+        slots=slots,
+        cluster_ok=True,
+        known_nodes=(attrs.evolve(a_line, flags=a_line.flags | {NodeFlag.MYSELF}),),
+    )
+    b = NodeObservation(
+        reachable=True,
+        version=(9, 1, 0),
+        node_id="b" * 40,
+        role=NodeRole.PRIMARY,
+        cluster_ok=False,
+        known_nodes=(attrs.evolve(b_line, flags=b_line.flags | {NodeFlag.MYSELF}),),
+    )
+    pods = (_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.0.0.2"))
+    meet = Meet(node="vk-0-a", peer="vk-0-b", peer_ip="10.0.0.2")
+    for seed_loading, peer_loading in ((False, True), (True, False)):
+        nodes = {
+            "vk-0-a": attrs.evolve(a, loading=seed_loading),
+            "vk-0-b": attrs.evolve(b, loading=peer_loading),
+        }
+        waiting = plan(Observation(pods=pods, nodes=nodes), desired(1, 1))
+        assert not [action for action in waiting.actions if isinstance(action, Meet)], (
+            seed_loading,
+            peer_loading,
+        )
+    loaded = plan(Observation(pods=pods, nodes={"vk-0-a": a, "vk-0-b": b}), desired(1, 1))
+    assert meet in loaded.actions

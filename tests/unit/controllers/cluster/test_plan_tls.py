@@ -5,13 +5,13 @@ from __future__ import annotations
 import attrs
 from planner_harness import run
 
-from controllers.cluster.decision.actions import CreatePod, ReloadTls
+from controllers.cluster.decision.actions import NewPod, ReloadTls
 from controllers.cluster.decision.certificates import RELOAD_RETRY_S, TLS_LOADED_ANNOTATION
 from controllers.cluster.decision.desired import Desired, DesiredTls
-from controllers.cluster.decision.observe import Observation, TlsRecord
 from controllers.cluster.decision.plan import REQUEUE_STEADY, Plan, plan
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.tls import Certificate, TlsMaterial
+from controllers.shared.observation import Observation, TlsRecord
+from controllers.shared.tls import Certificate, TlsMaterial
 from valkey_operator.api.cluster import DEGRADED, ClusterState
 
 YEAR = 365 * 86400.0
@@ -93,7 +93,7 @@ def test_a_ca_only_change_waits_for_the_kubelet_then_reloads_each_node_once() ->
 def test_new_pods_are_created_with_the_content_they_mount() -> None:
     base = desired(material("a", "h1"))
     first = run(base, max_passes=1).plans[0]
-    creates = [action for action in first.actions if isinstance(action, CreatePod)]
+    creates = [action for action in first.actions if isinstance(action, NewPod)]
     assert creates and all(dict(c.annotations) == {TLS_LOADED_ANNOTATION: "h1"} for c in creates)
 
 

@@ -13,26 +13,26 @@ from collections import Counter
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from planner_harness import CLUSTER, TAMPERED_SETTING, Chaos, Run, one_pass, run
+from planner_harness import TAMPERED_SETTING, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision.actions import (
     ApplyObject,
-    CreatePod,
     DeletePod,
     Failure,
+    NewPod,
     PatchPodMetadata,
     PruneFailedPod,
     SetConfig,
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.decision.observe import Observation
+from controllers.cluster.decision.memory import remember_refusals
 from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
-from controllers.cluster.refused import RefusalMemory
 from controllers.cluster.render.acl import UserAcl
+from controllers.shared.observation import Observation, Refusals
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
@@ -151,9 +151,7 @@ def test_a_runtime_edit_is_one_config_set_per_node_and_the_hash_follows_only_whe
     assert planned.status.condition("Progressing").reason == Reason.APPLYING_SETTINGS
     again(result)
     assert result.last.status.state is ClusterState.ACTIVE and result.last.status.config_hash == "h2"
-    assert not any(
-        isinstance(action, CreatePod | DeletePod) for p in result.plans[-3:] for action in p.actions
-    )
+    assert not any(isinstance(action, NewPod | DeletePod) for p in result.plans[-3:] for action in p.actions)
 
 
 def test_removing_a_key_returns_the_node_to_its_default() -> None:
@@ -242,10 +240,10 @@ def test_a_refusal_that_names_no_directive_has_them_sent_one_by_one() -> None:
     result = settled(day2(1, 0), SimSettings())
     edited = attrs.evolve(result.desired, runtime={**result.desired.runtime, "timeout": "30", "hz": "15"})
     pod = next(iter(result.sim.pods))
-    refusals = RefusalMemory()
     sent = SetConfig(pod, (("hz", "15"), ("timeout", "30")))
-    refusals.remember(CLUSTER, [sent], [Failure(sent, "ERR CONFIG SET failed", refused="")])
-    result.refusals = refusals
+    result.refusals = remember_refusals(
+        Refusals(), [sent], [Failure(sent, "ERR CONFIG SET failed", refused="")]
+    )
     one_pass(result, result.passes, Chaos(edits={result.passes: edited}))
     split = [action for action in result.last.actions if isinstance(action, SetConfig)]
     assert split == [SetConfig(pod, (("hz", "15"),)), SetConfig(pod, (("timeout", "30"),))]
@@ -368,7 +366,7 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
     for pod in list(sim.pods.values()):
         sim.crash_pod(pod.name)
     planned = plan(sim.observe(), wanted)
-    assert not any(isinstance(action, CreatePod) for action in planned.actions)
+    assert not any(isinstance(action, NewPod) for action in planned.actions)
     assert [type(a) for a in planned.actions if isinstance(a, PruneFailedPod)] == [PruneFailedPod]
     assert planned.status.state is ClusterState.FAILED
     assert planned.status.condition("Ready").reason == Reason.PODS_FAILING
@@ -379,7 +377,7 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
 def test_no_pod_is_created_or_deleted_while_the_cache_has_not_shown_the_last_writes() -> None:
     observation = Observation(pods=(), awaiting=frozenset({"vk-0-00000"}))
     planned = plan(observation, day2(1, 0))
-    assert not any(isinstance(action, CreatePod | DeletePod | PruneFailedPod) for action in planned.actions)
+    assert not any(isinstance(action, NewPod | DeletePod | PruneFailedPod) for action in planned.actions)
     assert planned.requeue_after == 1.0
 
 

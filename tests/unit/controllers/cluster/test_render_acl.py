@@ -18,7 +18,7 @@ from controllers.cluster.render.acl import (
     render_acl,
     role_commands,
 )
-from controllers.cluster.render.credentials import InternalCredentials, sha256_hex
+from controllers.shared.credentials import InternalCredentials, sha256_hex
 from valkey_operator.api.cluster import AclUser
 from valkey_operator.api.role import ValkeyRole, ValkeyRoleSpec
 

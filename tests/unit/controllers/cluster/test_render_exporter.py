@@ -15,21 +15,22 @@ from restore_support import FETCH
 
 from controllers.cluster.decision.actions import ApplyObject, CreatePod, SyncAcl
 from controllers.cluster.decision.decide import decide
-from controllers.cluster.decision.restore import RestoreShard
 from controllers.cluster.render import exporter
 from controllers.cluster.render.acl import RenderedAcl, render_acl
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.credentials import generate_credentials
 from controllers.cluster.render.objects import render_internal_secret
-from controllers.cluster.render.pods import container_security_context, render_pod
-from controllers.cluster.render.restore import with_restore
+from controllers.cluster.render.pods import render_pod
+from controllers.cluster.render.restore import RestoreShard, with_restore
+from controllers.cluster.render.security import container_security_context
 from controllers.cluster.render.template import template_hash
 from controllers.options import ControllerOptions
+from controllers.shared import layout
+from controllers.shared.credentials import generate_credentials
 from valkey_operator.api.resources import EXPORTER_USER, RESERVED_USERNAMES
 from valkey_operator.operator import controller_options
 from valkey_operator.operator_config import OperatorConfig
 from valkey_operator.settings import parse
-from valkey_operator.testing import images, redisexporter
+from valkey_testbed import images, redisexporter
 
 Obj = dict[str, Any]
 CREDENTIALS = generate_credentials(random.Random(7))
@@ -71,7 +72,7 @@ def test_on_it_is_a_hardened_native_sidecar_on_the_pod_ip() -> None:
     p = pod(ctx)
     container = sidecar(p)
     assert container["name"] == "exporter"
-    assert container["image"] == exporter.DEFAULT_IMAGE
+    assert container["image"] == layout.DEFAULT_EXPORTER_IMAGE
     # A native sidecar: ends with the Valkey container (restartPolicy Never pod), restarts on its own.
     assert container["restartPolicy"] == "Always"
     assert p["spec"]["restartPolicy"] == "Never"
@@ -154,16 +155,16 @@ def test_a_restoring_pod_loads_its_shard_before_the_sidecar_starts() -> None:
 
 def test_the_test_bed_builds_what_the_operator_runs() -> None:
     """The default image is the test bed's catalog image, run with the flags the bench measured."""
-    assert exporter.DEFAULT_IMAGE == images.EXPORTER_IMAGE
+    assert layout.DEFAULT_EXPORTER_IMAGE == images.EXPORTER_IMAGE
     assert exporter.FLAGS == redisexporter.SIDECAR_FLAGS
     assert exporter.PORT == redisexporter.PORT
-    assert RenderContext.__attrs_attrs__.exporter_image.default == exporter.DEFAULT_IMAGE  # type: ignore[attr-defined]
+    assert RenderContext.__attrs_attrs__.exporter_image.default == layout.DEFAULT_EXPORTER_IMAGE  # type: ignore[attr-defined]
 
 
 def test_the_exporter_image_flag() -> None:
     config = OperatorConfig()
     default = controller_options(parse([], environ={}), config)
-    assert default.exporter_image == exporter.DEFAULT_IMAGE == ControllerOptions().exporter_image
+    assert default.exporter_image == layout.DEFAULT_EXPORTER_IMAGE == ControllerOptions().exporter_image
     chosen = controller_options(parse(["--exporter-image", "registry.example/re:v1"], environ={}), config)
     assert chosen.exporter_image == "registry.example/re:v1"
 

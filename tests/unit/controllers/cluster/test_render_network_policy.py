@@ -1,4 +1,4 @@
-"""The cluster's NetworkPolicy as rendered, judged by the evaluator (valkey_operator/testing/netpol.py):
+"""The cluster's NetworkPolicy as rendered, judged by the evaluator (testbed/valkey_testbed/netpol.py):
 the bus only from the cluster's own pods, the client port per clientFrom plus the cluster's pods and
 the operator, the exporter port per metricsFrom; switched off, it is deleted (only if it is ours)."""
 
@@ -10,11 +10,11 @@ from render_support import context
 
 from controllers.cluster.decision.actions import DeleteObject
 from controllers.cluster.decision.owned import owned_objects, retired_objects
-from controllers.cluster.render import layout, names
 from controllers.cluster.render.network_policy import operator_peer, render_network_policy
 from controllers.cluster.render.objects import render_service
+from controllers.shared import layout, names
 from valkey_operator.core.resource import NETWORK_POLICIES
-from valkey_operator.testing.netpol import Endpoint, allows
+from valkey_testbed.netpol import Endpoint, allows
 
 PORTS = {("valkey", "TCP"): layout.VALKEY_PORT, ("cluster-bus", "TCP"): layout.CLUSTER_BUS_PORT}
 EXPORTER_PORTS = {**PORTS, ("metrics", "TCP"): 9121}

@@ -9,16 +9,8 @@ from typing import Any
 import pytest
 from render_support import UID, context, parse_acl_file, parse_valkey_conf, resolved
 
-from controllers.cluster.render import names
 from controllers.cluster.render.acl import RenderedAcl, render_acl
 from controllers.cluster.render.config import render_valkey_conf
-from controllers.cluster.render.credentials import (
-    PASSWORD_ALPHABET,
-    DamagedSecret,
-    InternalCredentials,
-    generate_credentials,
-    read_credentials,
-)
 from controllers.cluster.render.objects import (
     render_client_service,
     render_config_map,
@@ -26,6 +18,14 @@ from controllers.cluster.render.objects import (
     render_pdb,
     render_pdbs,
     render_service,
+)
+from controllers.shared import names
+from controllers.shared.credentials import (
+    PASSWORD_ALPHABET,
+    DamagedSecret,
+    InternalCredentials,
+    generate_credentials,
+    read_credentials,
 )
 
 Obj = dict[str, Any]

@@ -13,8 +13,8 @@ from render_support import context, parse_valkey_conf, resolved
 
 from controllers.cluster.render.config import RDB_SAVE_POINTS, render_valkey_conf
 from controllers.cluster.render.template import template_hash
-from controllers.config.persistence import Persistence, merge_persistence
-from controllers.config.resolve import ResolvedConfig
+from controllers.shared.config_resolve import ResolvedConfig
+from controllers.shared.persistence import Persistence, merge_persistence
 from valkey_operator.api.config import Appendfsync, PersistenceMode
 
 CACHE_FILE = """\

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from render_support import UID, context, parse_valkey_conf, resolved
 
-from controllers.cluster.render import names
 from controllers.cluster.render.config import SHUTDOWN_TIMEOUT_S, render_valkey_conf
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import render_pod
 from controllers.cluster.render.template import template_hash
+from controllers.shared import names
 from valkey_operator.api.cluster import ValkeyCluster, ZoneSpread
 
 Obj = dict[str, Any]

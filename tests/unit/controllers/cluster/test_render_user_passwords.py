@@ -8,7 +8,6 @@ import random
 
 from render_support import context
 
-from controllers.cluster.render.credentials import generate_password
 from controllers.cluster.render.user_passwords import (
     PasswordProblem,
     client_uri,
@@ -17,6 +16,7 @@ from controllers.cluster.render.user_passwords import (
     secret_hashes,
     with_passwords,
 )
+from controllers.shared.credentials import generate_password
 from valkey_operator.api.cluster import AclUser
 
 HASH = hashlib.sha256(b"in-the-spec").hexdigest()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from simulate import SimNode, SimSettings, SimulatedCluster
 
-from controllers.cluster.decision.actions import AssignSlots, CreatePod, DeletePod, Forget, Meet, Replicate
+from controllers.cluster.decision.actions import AssignSlots, DeletePod, Forget, Meet, NewPod, Replicate
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRange
 
 
 def started(count: int, **settings: int) -> tuple[SimulatedCluster, list[SimNode]]:
     sim = SimulatedCluster(SimSettings(ready_delays=(1,), **settings))  # type: ignore[arg-type]
-    sim.apply([CreatePod(index) for index in range(count)])
+    sim.apply([NewPod(index) for index in range(count)])
     sim.advance()
     nodes = [node for pod in sorted(sim.pods) if (node := sim.node_of(pod)) is not None]
     assert len(nodes) == count
@@ -30,7 +30,7 @@ def meet_all(sim: SimulatedCluster, nodes: list[SimNode]) -> None:
 
 def test_pods_start_after_their_delay_and_stop_after_the_grace_period() -> None:
     sim = SimulatedCluster(SimSettings(ready_delays=(2,), termination_delay=2))
-    sim.apply([CreatePod(0)])
+    sim.apply([NewPod(0)])
     (name,) = sim.pods
     sim.advance()
     assert sim.observe().pods[0].phase == "Pending" and not sim.observe().nodes

@@ -9,14 +9,14 @@ import datetime
 import pytest
 from status_support import blocked_document
 
-from controllers.backup.restore_source import RestoreSources
 from controllers.cluster.decision import stalled
 from controllers.cluster.decision.actions import ApplyObject, Failure
 from controllers.cluster.decision.desired import Desired, OwnedObject
-from controllers.cluster.decision.observe import Observation, PodObservation
 from controllers.cluster.decision.plan import finish, plan
 from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import RestoreHeld
+from controllers.cluster.restore_source import RestoreSources
+from controllers.shared.observation import Observation, PodObservation
 from valkey_operator.core.resource import SERVICES
 from valkey_operator.core.rest import Obj
 

@@ -12,8 +12,8 @@ from controllers.cluster.decision import stalled
 from controllers.cluster.decision.actions import ApplyObject, CreateObject
 from controllers.cluster.decision.decide import Decision, MetricChanges, stalled_reason
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.versions import VERSION_FLOOR
 from controllers.cluster.metrics import ClusterMetrics, cluster_metrics
+from controllers.shared.versions import VERSION_FLOOR
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.core.conditions import find_condition
 

@@ -1,0 +1,421 @@
+"""What one reconcile pass of a ValkeyCluster observed (pure data).
+
+The cluster planner decides only from this model (SPEC 5): the owned pods and
+owned objects as the informer cache shows them and, per pod whose server was
+probed, what that Valkey node reported about itself and about the cluster as
+it sees it. A probe that failed is recorded as
+`NodeObservation(reachable=False)`: a fact the planner plans around, never an
+exception that aborts the pass; a single read that failed leaves its field
+None (unknown), never empty. Nothing in here remembers an earlier pass, so an
+operator restart loses nothing. What the pass wants is desired.py; the slot
+arithmetic is valkey/slots.py, the reply models valkey/replies.py.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from typing import Self
+
+import attrs
+
+from controllers.shared.names import (
+    DATA_VOLUME,
+    MEMBER,
+    MEMBER_LABEL,
+    MODE_ANNOTATION,
+    NODE_ID_ANNOTATION,
+    TEMPLATE_HASH_LABEL,
+    shard_of,
+)
+from controllers.shared.tls import Certificate
+from controllers.shared.versions import Version
+from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.quantity import quantity_bytes
+from valkey_operator.core.clock import parse_rfc3339
+from valkey_operator.core.rest import Obj
+from valkey_operator.valkey.acl import UserRules
+from valkey_operator.valkey.replies import KnownNode, SlotMigration
+from valkey_operator.valkey.slots import SlotRanges
+
+PULL_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+"""Waiting reasons of a pull the kubelet retries: human-only after IMAGE_PULL_BOUND (stalled.py)."""
+PULL_NEVER = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+"""Waiting reasons no retry can change (a reference that does not parse, imagePullPolicy Never with
+the image absent): human-only at once."""
+
+
+@attrs.frozen(kw_only=True)
+class NodeObservation:
+    """What the Valkey server in one pod reported in this pass; every field but `reachable` may be unknown.
+
+    Built by the observer from INFO server/replication, CLUSTER INFO, CLUSTER
+    MYID, CLUSTER MYSHARDID, CLUSTER NODES and CLUSTER GETSLOTMIGRATIONS, each
+    call with a bounded timeout. When the server could not be asked,
+    `reachable` is False and `error` says why.
+    """
+
+    reachable: bool
+    error: str | None = None
+    version: Version | None = None
+    """valkey_version from INFO server; None means not Valkey, or one too old to report it."""
+    version_text: str | None = None
+    """What the server reported, verbatim, for messages (e.g. 'redis_version 7.2.4')."""
+    node_id: str | None = None
+    role: NodeRole | None = None
+    primary_id: str | None = None
+    """For a replica: the node id of the primary it replicates (Valkey's view, not a label)."""
+    shard_id: str | None = None
+    """CLUSTER MYSHARDID: shared by a primary and its replicas."""
+    slots: SlotRanges = ()
+    """Slots this node serves as a primary, from its own CLUSTER NODES 'myself' line."""
+    repl_offset: int = 0
+    """master_repl_offset on a primary; the offset processed so far on a replica."""
+    link_up: bool | None = None
+    """master_link_status on a replica (None on a primary)."""
+    cluster_ok: bool | None = None
+    """cluster_state from CLUSTER INFO."""
+    known_nodes: tuple[KnownNode, ...] = ()
+    """CLUSTER NODES as this node sees the cluster, its own line included."""
+    migrations: tuple[SlotMigration, ...] | None = ()
+    """CLUSTER GETSLOTMIGRATIONS; None when the read failed (unknown: a job may be under way)."""
+    config: Mapping[str, str] | None = None
+    """CONFIG GET of every runtime tunable; None when not read (unknown, never "empty")."""
+    acl: Mapping[str, UserRules] | None = None
+    """ACL LIST in Valkey's normal form, by username; None when not read."""
+    commands: Mapping[str, bool] | None = None
+    """Whether the server knows each command the cluster's roles name; None when not read."""
+    served: Certificate | None = None
+    """TLS clusters: the certificate the node presented in the probe's own handshake."""
+    loaded_keys: int | None = None
+    """Keys the server read from its RDB at start (loaded plus already expired, INFO persistence);
+    None while it is still loading or when not read. A restore compares it with the manifest."""
+    loading: bool = False
+    """INFO persistence `loading:1`: still reading its RDB or AOF (a restored node does for seconds).
+    It answers INFO and CLUSTER NODES but refuses CLUSTER MEET and most commands until it is done."""
+
+    @classmethod
+    def unreachable(cls, error: str) -> Self:
+        return cls(reachable=False, error=error)
+
+    @property
+    def jobs(self) -> tuple[SlotMigration, ...]:
+        """The migration jobs read (none when the read failed: ask `migrations is None` for that)."""
+        return self.migrations or ()
+
+    def knows(self, node_id: str) -> KnownNode | None:
+        """This node's line about node_id, if it has one that is not a handshake placeholder."""
+        for known in self.known_nodes:
+            if known.node_id == node_id and not known.in_handshake:
+                return known
+        return None
+
+    def handshaking_with(self, ip: str) -> bool:
+        return any(known.in_handshake and known.ip == ip for known in self.known_nodes)
+
+    @property
+    def peers(self) -> tuple[KnownNode, ...]:
+        """The other nodes this node knows (handshakes excluded)."""
+        return tuple(
+            known
+            for known in self.known_nodes
+            if not known.in_handshake and not known.myself and known.node_id != self.node_id
+        )
+
+
+# --- pods ----------------------------------------------------------------------------------------
+
+
+class PodPhase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@attrs.frozen(kw_only=True)
+class PodObservation:
+    """An owned pod as the informer cache shows it."""
+
+    name: str
+    shard: int | None
+    """The shard label; None when absent or not a number (such a pod is reported, never acted on)."""
+    template_hash: str | None
+    phase: PodPhase
+    ready: bool
+    ip: str | None
+    deleting: bool
+    """deletionTimestamp is set: the pod still exists (and may still serve) until it is gone."""
+    created: str
+    """creationTimestamp (RFC 3339, sortable); with the name it orders a shard's pods deterministically."""
+    uid: str = ""
+    annotations: Mapping[str, str] = attrs.field(factory=dict)
+    created_at: float | None = None
+    """creationTimestamp as Unix seconds (None when absent or unreadable)."""
+    failure: str | None = None
+    """For an ended pod: how its container ended (exit code, reason, the message it left)."""
+    found_version: str | None = None
+    """For an ended pod: the Valkey version its server printed before exiting, if any."""
+    unschedulable: str | None = None
+    """Why the scheduler cannot place this pod (its PodScheduled condition), while it cannot."""
+    node_name: str | None = None
+    """The Kubernetes node the pod is bound to (spec.nodeName); None before it is scheduled."""
+    member: bool = False
+    """Carries the member label: the client Service hands it to clients (membership.py)."""
+    claim: str | None = None
+    """The data claim the pod runs on (persistence), else None (claims.py)."""
+    image_wait: str | None = None
+    """A container waits for its image: the kubelet's reason (ErrImagePull, ImagePullBackOff,
+    InvalidImageName, ErrImageNeverPull), else None (stalled.py reads it)."""
+    image_wait_message: str = ""
+    """That container's name, image and the kubelet's message."""
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.created, self.name)
+
+    @property
+    def live(self) -> bool:
+        """Counts toward the shard's desired pods: not going away and not terminated for good."""
+        return not self.deleting and self.phase not in {PodPhase.SUCCEEDED, PodPhase.FAILED}
+
+    @property
+    def starting(self) -> bool:
+        """A new pod whose server may already answer while its readiness probe has not passed yet:
+        Running, not Ready, not going away, in a shard and not (yet) in the client Service. It is
+        probed (observer.should_probe) so it can be MET at once: a primary MET within Valkey's 2 s
+        writable delay after its start reports cluster_state ok when that delay ends, one MET later
+        only after the rejoin delay (min(cluster-node-timeout, 5 s)) from learning the slot map."""
+        return (
+            self.phase is PodPhase.RUNNING
+            and not self.ready
+            and not self.deleting
+            and not self.member
+            and self.shard is not None
+        )
+
+    @property
+    def never_started(self) -> bool:
+        """Pending pods have not run their server yet, so they carry no node identity."""
+        return self.phase is PodPhase.PENDING
+
+    @property
+    def ended(self) -> bool:
+        """Failed or Succeeded: with restartPolicy Never its server is gone for good, like a deleted pod's."""
+        return self.phase in {PodPhase.SUCCEEDED, PodPhase.FAILED}
+
+    @classmethod
+    def from_pod(cls, pod: Obj) -> Self:
+        """From a decoded Pod; tolerant of the fields a young pod does not have yet."""
+        metadata = pod.get("metadata", {})
+        labels = metadata.get("labels") or {}
+        status = pod.get("status") or {}
+        conditions = status.get("conditions") or []
+        try:
+            phase = PodPhase(status.get("phase", "Pending"))
+        except ValueError:
+            phase = PodPhase.UNKNOWN
+        created = metadata.get("creationTimestamp", "")
+        ended = phase in {PodPhase.SUCCEEDED, PodPhase.FAILED}
+        image_wait = None if ended else _image_wait(status)
+        return cls(
+            name=metadata["name"],
+            shard=shard_of(labels),
+            template_hash=labels.get(TEMPLATE_HASH_LABEL),
+            phase=phase,
+            ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+            ip=status.get("podIP") or None,
+            deleting=metadata.get("deletionTimestamp") is not None,
+            created=created,
+            uid=metadata.get("uid", ""),
+            annotations=dict(metadata.get("annotations") or {}),
+            created_at=parse_rfc3339(created),
+            failure=_termination(status) if ended else None,
+            found_version=_printed_version(status) if ended else None,
+            node_name=(pod.get("spec") or {}).get("nodeName") or None,
+            member=labels.get(MEMBER_LABEL) == MEMBER,
+            claim=claim_of(pod),
+            image_wait=image_wait[0] if image_wait else None,
+            image_wait_message=image_wait[1] if image_wait else "",
+            unschedulable=next(
+                (
+                    str(c.get("message") or c.get("reason") or "unschedulable")
+                    for c in conditions
+                    if c.get("type") == "PodScheduled" and c.get("status") == "False"
+                ),
+                None,
+            ),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ClaimObservation:
+    """A data claim of the cluster (persistence) as the informer cache shows it."""
+
+    name: str
+    shard: int | None
+    uid: str = ""
+    deleting: bool = False
+    created: str = ""
+    node_id: str | None = None
+    """The node id a server on this claim last reported (NODE_ID_ANNOTATION)."""
+    requested: int | None = None
+    """spec.resources.requests.storage in bytes (None when absent or unreadable)."""
+    bound: bool = False
+    mode: str | None = None
+    """The persistence mode its files were written in (MODE_ANNOTATION)."""
+    storage_class: str | None = None
+    """spec.storageClassName (the default class's name once the API server filled it in)."""
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.created, self.name)
+
+    @classmethod
+    def from_claim(cls, claim: Obj) -> Self:
+        metadata = claim.get("metadata", {})
+        storage = (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+        try:
+            requested = quantity_bytes(str(storage)) if storage is not None else None
+        except ValueError:
+            requested = None
+        return cls(
+            name=metadata["name"],
+            shard=shard_of(metadata.get("labels") or {}),
+            uid=metadata.get("uid", ""),
+            deleting=metadata.get("deletionTimestamp") is not None,
+            created=metadata.get("creationTimestamp", ""),
+            node_id=(metadata.get("annotations") or {}).get(NODE_ID_ANNOTATION) or None,
+            requested=requested,
+            bound=(claim.get("status") or {}).get("phase") == "Bound",
+            mode=(metadata.get("annotations") or {}).get(MODE_ANNOTATION) or None,
+            storage_class=(claim.get("spec") or {}).get("storageClassName") or None,
+        )
+
+
+_VERSION_IN_LOG = re.compile(r"\(Version (\d+\.\d+\.\d+)\)|Valkey version=(\d+\.\d+\.\d+)")
+
+
+def claim_of(pod: Obj) -> str | None:
+    """The claim a pod's data volume mounts, if it mounts one."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if volume.get("name") == DATA_VOLUME and volume.get("persistentVolumeClaim"):
+            return str(volume["persistentVolumeClaim"].get("claimName") or "") or None
+    return None
+
+
+def _terminations(status: Obj) -> Iterable[tuple[str, Obj]]:
+    """Ended containers: a failed init container (a restore's download) first, it ends the pod."""
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated:
+            yield container.get("name", ""), terminated
+
+
+def _image_wait(status: Obj) -> tuple[str, str] | None:
+    """The first container (init containers first) waiting for its image: reason and what it says."""
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        if reason in PULL_ERRORS | PULL_NEVER:
+            said = str(waiting.get("message") or "").strip()[:300]
+            text = f"container {container.get('name', '')} ({container.get('image', '')}): {reason}"
+            return reason, f"{text}: {said}" if said else text
+    return None
+
+
+def _printed_version(status: Obj) -> str | None:
+    """The version a server printed in its termination message (FallbackToLogsOnError)."""
+    for _name, terminated in _terminations(status):
+        match = _VERSION_IN_LOG.search(terminated.get("message") or "")
+        if match:
+            return match.group(1) or match.group(2)
+    return None
+
+
+def _termination(status: Obj) -> str:
+    for name, terminated in _terminations(status):
+        reason = terminated.get("reason") or "terminated"
+        text = f"container {name} exited with code {terminated.get('exitCode')} ({reason})"
+        message = (terminated.get("message") or "").strip()
+        return f"{text}: {message[:200]}" if message else text
+    return str(status.get("reason") or "Failed")
+
+
+@attrs.frozen
+class Refusal:
+    """A CONFIG SET a server refused in an earlier pass: the value sent, and Valkey's words."""
+
+    value: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class Refusals:
+    """What the servers refused before (the reconciler remembers the actor's failures): refused
+    values are not sent again, and a refusal that named no directive has its directives sent one
+    by one, so the others still apply and the refused one is named."""
+
+    named: Mapping[str, Mapping[str, Refusal]] = attrs.field(factory=dict)
+    """Pod -> directive -> the value it refused."""
+    unnamed: Mapping[str, str] = attrs.field(factory=dict)
+    """Pod -> Valkey's words, for a CONFIG SET of several directives refused without naming one."""
+
+    def of(self, pod: str, directive: str, value: str) -> Refusal | None:
+        found = self.named.get(pod, {}).get(directive)
+        return found if found is not None and found.value == value else None
+
+
+@attrs.frozen(kw_only=True)
+class TlsRecord:
+    secret_hash: str
+    changed_at: float
+    """Unix seconds."""
+
+
+@attrs.frozen(kw_only=True)
+class Observation:
+    """Everything one pass observed: the pods and, keyed by pod name, their servers' reports.
+
+    The observer probes every pod that is Ready or going away (a terminating
+    pod may still serve); a pod absent from `nodes` was not probed. A Ready pod
+    that was not probed counts as unreachable.
+    """
+
+    pods: tuple[PodObservation, ...]
+    nodes: Mapping[str, NodeObservation] = attrs.field(factory=dict)
+    recorded_state: ClusterState | None = None
+    """status.state as stored before this pass: tells a first bootstrap (Creating) from a later
+    change (Updating), and a rebuilt shard from a new one (data lost)."""
+    now: float = 0.0
+    """Wall-clock seconds (Unix time) of the pass: backoff after failed slot migrations is counted
+    from the time the migration log records, so an operator restart does not reset it."""
+    objects: Mapping[str, Obj | None] = attrs.field(factory=dict)
+    """Each rendered owned object (Service, ConfigMap, Secret, PDBs) as the cache holds it, by
+    `OwnedObject.key`; None when absent."""
+    awaiting: frozenset[str] = frozenset()
+    """Pods this operator created or deleted that the cache does not show so yet. Until it does,
+    no pod is created or deleted (client-go's expectations): a lagging cache would otherwise ask
+    for a duplicate, or let a second pod go while the first is still leaving."""
+    recorded_config_hash: str | None = None
+    """status.configHash as stored: kept until every node runs the current settings."""
+    recorded_image: str | None = None
+    """status.currentImage as stored: kept until every pod runs the current template."""
+    may_roll: bool = True
+    """A rollout slot is free for this cluster (maxConcurrentRollouts), or it holds one already."""
+    recorded_tls: TlsRecord | None = None
+    """status.tls as stored: the Secret content last seen, and since when."""
+    node_zones: Mapping[str, str] = attrs.field(factory=dict)
+    """Kubernetes node name -> its topology.kubernetes.io/zone label, for the nodes hosting pods."""
+    refusals: Refusals = Refusals()
+    """CONFIG SETs the servers refused in earlier passes (a Failure the next pass sees)."""
+    claims: tuple[ClaimObservation, ...] = ()
+    """The cluster's data claims (persistence; none for a cache), by label, owned or retained."""
+    expandable: Mapping[str, bool] = attrs.field(factory=dict)
+    """StorageClass name -> its allowVolumeExpansion, for the classes the claims use (absent: the
+    class was not found, and the API server decides)."""
+
+    def node(self, pod: str) -> NodeObservation | None:
+        return self.nodes.get(pod)
