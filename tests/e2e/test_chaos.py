@@ -48,4 +48,7 @@ async def test_a_seeded_chaos_run_violates_no_invariant(
     assert summary["acknowledgedWrites"] > 1000, summary
     assert summary["lost"] == 0
     assert summary["convergenceSeconds"] is not None
+    # The worst shard's longest gap is the largest of the per-shard gaps, whatever the faults were.
+    gaps = summary["longestUnavailabilityPerShard"]
+    assert summary["worstShardUnavailabilitySeconds"] == max(gaps.values(), default=0.0), summary
     assert summary["statusComparisons"] >= 2, summary  # the status was compared with the nodes at all

@@ -9,6 +9,7 @@ nodes' labels.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 
 import own_bed
@@ -119,11 +120,16 @@ async def test_primaries_are_spread_one_per_node_and_a_crowded_node_is_relieved_
 
         async with Load(durable, probe, duration=300.0) as load:
             await resume(kube, namespace, "spread")
+            resumed = time.monotonic()
             serving = await eventually(relieved, f"{crowded} relieved to {share} primary", 180, interval=0.5)
+            relief = time.monotonic() - resumed
             report = await load.finish()
         verified = await durable.verify()
     moves = await coordinated_failovers(operator, namespace, "spread") - failovers_before
-    print(f"[placement] crowded {crowded} with {len(wanted)}, {moves} move(s) to {dict(serving)}: {report}")
+    print(
+        f"[placement] crowded {crowded} with {len(wanted)}, {moves} move(s) to {dict(serving)} "
+        f"in {relief:.2f} s after resume: {report}"
+    )
     assert serving[crowded] <= share, serving
     assert moves >= len(wanted) - share
     assert await coordinated_failovers(operator, namespace, "spread", mode="takeover") == 0

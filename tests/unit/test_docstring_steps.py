@@ -105,7 +105,9 @@ def _types_of(tree: ast.AST, variable: str) -> set[str]:
     return types
 
 
-STEP_CALLS = re.compile(r"_\w+|(upkeep|certificates|data_claims|spread|membership)\.\w+|failover_request")
+STEP_CALLS = re.compile(
+    r"_\w+|(upkeep|certificates|data_claims|spread|rollout|membership)\.\w+|failover_request"
+)
 
 
 def test_the_planner_docstring_names_every_step_of_actions_and_no_other() -> None:

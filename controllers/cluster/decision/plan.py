@@ -18,7 +18,10 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
    (`upkeep.apply_objects`), delete the retired ones this cluster controls
    (`upkeep.delete_objects`), patch new or changed podAnnotations onto live
    pods (`upkeep.patch_metadata`), and keep the data claims: reported node
-   ids recorded, sizes grown, unneeded free claims deleted (`data_claims.upkeep`);
+   ids recorded, sizes grown, unneeded free claims deleted (`data_claims.upkeep`),
+   and mark done the failover request of each replica since seen primary
+   (`rollout.mark_fulfilled`), so a later demotion of that pod is no request
+   in flight;
 2. create the missing pods (one per shard per replica slot, and the rolling
    shard's surge pod), except for a shard whose pods keep failing before they
    serve (failures.py), and none while the cache has not caught up with this
@@ -44,8 +47,9 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 10. slots move toward each shard's quota, one migration job per source
    (`_migrate`);
 11. with no pod leaving: the roll's coordinated failover, or, when the pass
-   only keeps things up, the spread's next move (`spread.next_move`), each
-   recorded on its replica's pod first (`failover_request`);
+   only keeps things up, the spread's next move (`spread.next_move`, the
+   first of the moves it chose together), each recorded on its replica's pod
+   first (`failover_request`);
 12. old failed pods beyond the newest few of a shard are pruned (`_prune`),
    and at most one pod is removed (surplus replicas, drained leaving shards, a
    rejected pod of an old template, the roll's step), never one holding slots
@@ -61,7 +65,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, data_claims, membership, spread, upkeep
+from controllers.cluster.decision import certificates, data_claims, membership, rollout, spread, upkeep
 from controllers.cluster.decision.actions import (
     ApplyObject,
     AssignSlots,
@@ -147,7 +151,7 @@ def plan_view(view: View) -> Plan:
     return Plan(
         actions=actions,
         status=status,
-        requeue_after=_requeue(view, status, actions),
+        requeue_after=_requeue(view, status, actions, rolling),
         view=view,
         rolling=rolling,
     )
@@ -179,6 +183,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
     actions: list[Planned] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
     actions += upkeep.patch_metadata(view)
     actions += data_claims.upkeep(view)
+    actions += rollout.mark_fulfilled(view)
     actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
     actions += certificates.reload_tls(view)
@@ -578,15 +583,26 @@ def settling(view: View) -> bool:
     return any(job.active for node in view.nodes.values() for job in node.obs.jobs)
 
 
-def _requeue(view: View, status: PlannedStatus, actions: Sequence[Planned]) -> float:
+def _requeue(view: View, status: PlannedStatus, actions: Sequence[Planned], rolling: Rollout) -> float:
     requeue = _requeue_hint(view, status, actions)
     if settling(view) or any(isinstance(action, MigrateSlots) for action in actions):
         requeue = min(requeue, REQUEUE_FAST)  # a job just started is under way from the next pass
+    if _spreading(view, actions, rolling):
+        requeue = min(requeue, spread.REQUEUE_MOVING)
     retry = view.crash_loops.retry_after
     if retry is None:
         return requeue
     # A shard in a crash loop may try again once its oldest failure leaves the window.
     return max(retry, 1.0) if not actions else min(requeue, max(retry, 1.0))
+
+
+def _spreading(view: View, actions: Sequence[Planned], rolling: Rollout) -> bool:
+    """The spread's move sent this pass or still under way: the next move is due once the replica
+    reports itself primary, which no watch event announces (without a roll, a Failover is the
+    spread's; a paused cluster plans nothing, so it waits at its usual cadence)."""
+    if rolling.outdated or view.desired.paused:
+        return False
+    return any(isinstance(action, Failover) for action in actions) or spread.moving(view)
 
 
 def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Planned]) -> float:

@@ -29,6 +29,8 @@ no departed id left to forget, every member reporting cluster_state ok.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
 from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata
@@ -38,7 +40,9 @@ from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
 
 FAILOVER_ANNOTATION = f"{GROUP}/failover-requested"
-"""On the replica asked to take over: '<unix seconds>,<attempt>' of the latest request."""
+"""On the replica asked to take over: '<unix seconds>,<attempt>' of the latest request, and ',done'
+once a pass has seen that replica primary (`mark_fulfilled`)."""
+FULFILLED = "done"
 FAILOVER_TIMEOUT_S = 15.0
 """How long a coordinated failover may take before it counts as failed (Valkey gives up after 5 s)."""
 FAILOVER_BACKOFF_S = 5.0
@@ -50,15 +54,24 @@ class FailoverRequest:
     pod: str
     at: float
     attempt: int
+    done: bool = False
+    """A pass saw the replica primary after the request: it happened. Without the mark, a pod moved
+    back to replica within the retry window (a failover by hand, by Valkey, or a spread move back)
+    looked like a request still in flight and held every spread move until the retry time."""
 
     @classmethod
     def of(cls, pod: PodObservation) -> FailoverRequest | None:
         text = pod.annotations.get(FAILOVER_ANNOTATION, "")
-        at, _, attempt = text.partition(",")
+        at, _, rest = text.partition(",")
+        attempt, _, mark = rest.partition(",")
         try:
-            return cls(pod.name, float(at), int(attempt or "1"))
+            return cls(pod.name, float(at), int(attempt or "1"), done=mark == FULFILLED)
         except ValueError:
             return None
+
+    def pending(self, now: float) -> bool:
+        """Not seen done and not yet to be retried: a new request to this replica waits."""
+        return not self.done and now < self.retry_at()
 
     def stale(self, now: float) -> bool:
         """Long past any retry: left on a pod that became a replica again later (a spread move back)."""
@@ -127,7 +140,7 @@ def _pending_failover(view: View, shard: int) -> FailoverRequest | None:
     for pod in view.shard_pods(shard):
         request = FailoverRequest.of(pod)
         node = view.nodes.get(pod.name)
-        if request is None or request.stale(view.now) or node is None:
+        if request is None or request.done or request.stale(view.now) or node is None:
             continue
         if node.obs.role is NodeRole.REPLICA:
             requests.append(request)
@@ -215,5 +228,16 @@ def _handover_seen(view: View, primary: Node) -> bool:
 def failover_request(view: View, target: str, previous: FailoverRequest | None) -> PatchPodMetadata:
     """The annotation recorded on the replica before it is asked to take over."""
     pod = next(pod for pod in view.pods if pod.name == target)
-    attempt = previous.attempt + 1 if previous is not None else 1
+    attempt = previous.attempt + 1 if previous is not None and not previous.done else 1
     return PatchPodMetadata(pod.name, pod.uid, ((FAILOVER_ANNOTATION, f"{int(view.now)},{attempt}"),))
+
+
+def mark_fulfilled(view: View) -> Iterable[PatchPodMetadata]:
+    """The request annotation of each replica that has since been seen primary, marked done: it is
+    then never taken for a request in flight, whatever role the pod has later."""
+    for node in view.members.values():
+        request = FailoverRequest.of(node.pod)
+        if request is None or request.done or not node.is_primary or not node.pod.live:
+            continue
+        value = f"{int(request.at)},{request.attempt},{FULFILLED}"
+        yield PatchPodMetadata(node.pod.name, node.pod.uid, ((FAILOVER_ANNOTATION, value),))

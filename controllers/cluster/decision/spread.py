@@ -4,17 +4,25 @@ Where the scheduler puts pods decides nothing about which of a shard's pods is
 primary: a bootstrap, a repair or a roll can leave most primaries on one node,
 and losing that node then stops most shards until their replicas are elected.
 So once the cluster is otherwise settled (no roll, no migration, every node
-answering), the planner moves one primary at a time, with the rolling update's
-coordinated `CLUSTER FAILOVER` to an in-sync replica (never FORCE or
-TAKEOVER), until:
+answering), the planner moves primaries with the rolling update's coordinated
+`CLUSTER FAILOVER` to an in-sync replica (never FORCE or TAKEOVER), until:
 - no Kubernetes node hosting the cluster holds more than
   ceil(primaries / nodes hosting it) primaries, and
 - no zone more than ceil(primaries / zones hosting it),
 where the replicas allow it: a primary moves only to a replica on a node (and
 zone) that stays within its share, so a shard whose replicas share its node
-stays as it is. When no crowded primary has such a replica, a primary on a
-full node that does have one moves first to make room (two failovers where
-one cannot do it: the scheduler may stack two shards' replicas on one node).
+stays as it is. Each pass chooses every move that is needed (`next_moves`, one
+per shard, the shares counted over the moves together) but sends only the
+first (`next_move`): one disruptive step in flight per cluster (SPEC 5), and a
+primary grants one vote per epoch, so two coordinated failovers started
+together split the votes and one shard stalls until its retry. While a move is
+in flight (`moving`) the pass requeues within REQUEUE_MOVING, so the next move
+goes out as soon as the previous replica reports itself primary: after a node
+failure that left several primaries on one node, they leave it within about a
+second each, not one pass's cadence each. When no crowded primary has such a
+replica, a primary on a full node that does have one moves first to make room
+(two failovers where one cannot do it: the scheduler may stack two shards'
+replicas on one node); the move it makes room for is chosen the pass after.
 Each request is recorded on the replica's pod first (the rollout's failover
 annotation) and is not repeated before it times out. A switchover a user asked
 for (switchover.py) holds the spread while it is pending, and the primary it
@@ -32,6 +40,15 @@ from controllers.cluster.decision.actions import Failover
 from controllers.cluster.decision.rollout import FailoverRequest, knows, settled_for_a_step
 from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import NodeRole
+
+REQUEUE_MOVING = 0.3
+"""Seconds to the next pass while a spread move is under way (`moving`). A coordinated failover takes
+well under a second here and the next move waits for it; a short requeue (never a sleep in the pass)
+sends the next one soon after the previous replica reports itself primary."""
+
+MOVING_WINDOW_S = 6.0
+"""How long after a request the short requeue goes on. Valkey gives a manual failover 5 s: after that
+the request can only time out (rollout.FAILOVER_TIMEOUT_S) and the usual cadence will do."""
 
 
 @attrs.frozen
@@ -96,15 +113,76 @@ def _zone(view: View, node: Node) -> str | None:
     return view.node_zones.get(node.pod.node_name or "")
 
 
-def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
-    """The one coordinated failover that improves the spread now (and the replica's earlier request)."""
+Move = tuple[Failover, FailoverRequest | None]
+"""One coordinated failover of the spread, and the replica's earlier request (for its attempt count)."""
+
+
+def next_moves(view: View) -> list[Move]:
+    """Every coordinated failover that improves the spread now, at most one per shard, in the order
+    they go out (the pass sends the first: `next_move`).
+
+    A failed Kubernetes node can leave several shards' primaries stacked on one
+    node. Each move is checked against the spread as it is after the moves chosen
+    before it, so the set never takes a node (or zone) beyond its share, and the
+    first move is one of a set that gets the whole way there: the next pass, once
+    it has happened, chooses the rest again from what the nodes report. The
+    make-room step is planned alone: the move it makes room for targets the node
+    it empties, which only holds once that failover has happened.
+    """
     facts = spread(view)
     if facts is None or view.desired.spread_held or not settled_for_a_step(view) or view.transfers():
-        return None
+        return []
     if sum(1 for node in view.members.values() if node.is_primary and node.obs.slots) != view.desired.shards:
-        return None  # a scale is under way
+        return []  # a scale is under way
     if request_in_flight(view):
-        return None
+        return []
+    overloaded = _crowded(view, facts)
+    moves: list[Move] = []
+    after = facts
+    for primary in overloaded:
+        if not after.overloaded(primary.pod.node_name or "", _zone(view, primary)):
+            continue  # the moves chosen so far already relieved its node and zone
+        replica = _best_replica(view, after, primary)
+        if replica is None or replica.pod.node_name is None:
+            continue
+        moves.append((Failover(replica.pod.name), FailoverRequest.of(replica.pod)))
+        after = after.moved(
+            primary.pod.node_name or "", _zone(view, primary), replica.pod.node_name, _zone(view, replica)
+        )
+    if moves:
+        return moves
+    room = _making_room(view, facts, overloaded)
+    return [] if room is None else [(Failover(room.pod.name), FailoverRequest.of(room.pod))]
+
+
+def next_move(view: View) -> Move | None:
+    """The one failover this pass sends: the first of `next_moves` (one disruptive step in flight)."""
+    moves = next_moves(view)
+    return moves[0] if moves else None
+
+
+def moving(view: View) -> bool:
+    """A spread move is under way: a failover was asked for within MOVING_WINDOW_S, and its replica has
+    not taken over yet or a primary still sits beyond its node's (or zone's) share (the next move is
+    due once the nodes report the last one done). The planner then requeues within REQUEUE_MOVING."""
+    facts = spread(view)
+    if facts is None or view.desired.spread_held:
+        return False
+    recent = [
+        (node, request)
+        for node in view.members.values()
+        if (request := FailoverRequest.of(node.pod)) is not None
+        and 0.0 <= view.now - request.at < MOVING_WINDOW_S
+    ]
+    if not recent:
+        return False
+    taking_over = any(node.obs.role is NodeRole.REPLICA and not request.done for node, request in recent)
+    return taking_over or bool(_crowded(view, facts))
+
+
+def _crowded(view: View, facts: Spread) -> list[Node]:
+    """Slot-serving primaries on a node (or zone) beyond its share, the busiest node first, then the
+    lowest shard: a deterministic order across passes. A switchover's pinned primary stays."""
     overloaded = [
         node
         for node in view.members.values()
@@ -113,14 +191,8 @@ def next_move(view: View) -> tuple[Failover, FailoverRequest | None] | None:
         and node.pod.name != view.desired.pinned_primary
         and facts.overloaded(node.pod.node_name or "", _zone(view, node))
     ]
-    # The busiest node first, then the lowest shard: a deterministic order across passes.
     overloaded.sort(key=lambda node: (-facts.per_node[node.pod.node_name or ""], node.pod.order))
-    for primary in overloaded:
-        replica = _best_replica(view, facts, primary)
-        if replica is not None:
-            return Failover(replica.pod.name), FailoverRequest.of(replica.pod)
-    room = _making_room(view, facts, overloaded)
-    return None if room is None else (Failover(room.pod.name), FailoverRequest.of(room.pod))
+    return overloaded
 
 
 def _making_room(view: View, facts: Spread, overloaded: list[Node]) -> Node | None:
@@ -166,7 +238,7 @@ def request_in_flight(view: View) -> bool:
     """A replica asked to take over that has not yet, and whose request has not timed out with backoff."""
     for node in view.members.values():
         request = FailoverRequest.of(node.pod)
-        if request is not None and node.obs.role is NodeRole.REPLICA and view.now < request.retry_at():
+        if request is not None and node.obs.role is NodeRole.REPLICA and request.pending(view.now):
             return True
     return False
 
@@ -176,8 +248,7 @@ def describe(view: View) -> str | None:
     facts = spread(view)
     if facts is None or view.desired.spread_held:
         return None  # a switchover's request in flight is the switchover's (status.switchover)
-    move = next_move(view)
-    if move is None and not request_in_flight(view):
+    if not next_moves(view) and not request_in_flight(view):
         return None
     busiest = max(facts.per_node, key=lambda name: (facts.per_node[name], name))
     return (

@@ -203,7 +203,7 @@ def _step(
     if at.paused:
         return "the cluster is paused", ()
     previous = FailoverRequest.of(target.pod)
-    if previous is not None and not previous.stale(view.now) and view.now < previous.retry_at():
+    if previous is not None and not previous.stale(view.now) and previous.pending(view.now):
         return "the replica was asked to take over and has not yet", ()
     if not settled_for_a_step(view):
         return "the cluster is not settled", ()
@@ -219,7 +219,7 @@ def _step(
 def _in_flight(target: Node | None, now: float) -> bool:
     """The replica was asked to take over less than FAILOVER_TIMEOUT_S ago: it still may."""
     request = FailoverRequest.of(target.pod) if target is not None else None
-    return request is not None and now - request.at <= FAILOVER_TIMEOUT_S
+    return request is not None and not request.done and now - request.at <= FAILOVER_TIMEOUT_S
 
 
 def _busy(view: View, at: Situation) -> str | None:

@@ -243,6 +243,7 @@ class Run:
             "failedWrites": report.durable.failed,
             "lost": self.lost_midway,
             "longestUnavailabilityPerShard": gaps,
+            "worstShardUnavailabilitySeconds": max(gaps.values(), default=0.0),
             "probeWrites": report.probe.acknowledged,
             "convergenceSeconds": None if convergence is None else round(convergence, 1),
             "convergenceBoundSeconds": invariants.CONVERGE_BOUND,

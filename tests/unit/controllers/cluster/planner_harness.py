@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import attrs
 from simulate import Outcome, SimNode, SimSettings, SimulatedCluster
 
+from controllers.cluster.decision import spread
 from controllers.cluster.decision.actions import (
     AssignSlots,
     DeletePod,
@@ -36,7 +37,7 @@ from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES
+from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, View
 from controllers.shared.observation import Observation, PodPhase, Refusals
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
@@ -243,6 +244,7 @@ def check_step(
     if desired.paused:
         assert planned.actions == ()
     check_one_disruption(observation, planned)
+    check_spread_caps(observation, planned, desired)
     check_deletions(sim, planned)
     check_forgets(sim, planned)
     check_version_floor(sim, planned)
@@ -272,6 +274,42 @@ def check_one_disruption(observation: Observation, planned: Plan) -> None:
     assert len(planned.disruptive) <= 1, planned.disruptive
     if any(pod.deleting for pod in observation.pods):
         assert planned.disruptive == (), "a disruptive step while another is in flight"
+
+
+def check_spread_caps(observation: Observation, planned: Plan, desired: Desired) -> None:
+    """The spread chooses its moves together and sends the first: the set (spread.next_moves) has
+    at most one move per shard and, counted after all of them, takes no target's Kubernetes node
+    beyond its share (or beyond where its count already was) and no zone beyond its share; a pass
+    without a roll sends no failover but that set's first (or none, while other steps come first)."""
+    view = View(observation, desired)
+    moves = spread.next_moves(view)
+    sent = [action for action in planned.actions if isinstance(action, Failover)]
+    if not planned.rolling.outdated and not desired.paused:
+        assert sent in ([], [move for move, _ in moves[:1]]), (sent, moves)
+    if not moves:
+        return
+    facts = spread.spread(view)
+    assert facts is not None
+    zone = view.node_zones.get
+    after = facts
+    shards = []
+    for move, _ in moves:
+        target = next(node for node in view.members.values() if node.pod.name == move.node)
+        source = next(node for node in view.members.values() if target in view.followers(node))
+        shards.append(source.pod.shard)
+        after = after.moved(
+            source.pod.node_name or "",
+            zone(source.pod.node_name or ""),
+            target.pod.node_name or "",
+            zone(target.pod.node_name or ""),
+        )
+    assert len(shards) == len(set(shards)), moves
+    for move, _ in moves:
+        target = next(node for node in view.members.values() if node.pod.name == move.node)
+        host = target.pod.node_name or ""
+        assert after.per_node[host] <= max(facts.node_cap, facts.per_node[host]), (host, after, facts)
+        if (zone_name := zone(host)) is not None:
+            assert after.per_zone[zone_name] <= facts.zone_cap, (zone_name, after, facts)
 
 
 def check_deletions(sim: SimulatedCluster, planned: Plan) -> None:
