@@ -61,6 +61,11 @@ CONTROLLERS = (
 NODE_MONITOR_GRACE_PERIOD = "15s"
 
 
+PORT_ATTEMPTS = 3
+"""Starts tried when a component finds its port taken (the race between picking a port and binding it)."""
+ADDRESS_IN_USE = "address already in use"
+
+
 class ControlPlaneError(RuntimeError):
     """The control plane did not come up; the message points at the logs."""
 
@@ -196,6 +201,18 @@ class ControlPlane:
                 raise ControlPlaneError(
                     f"{self.bins.path(name)} is missing: run `python -m valkey_testbed build`"
                 )
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start(timeout)
+                return
+            except ControlPlaneError as exc:
+                # free_port() only finds a port free at that moment: with test beds starting in
+                # parallel, another process may bind it before ours does. Pick new ports then.
+                if ADDRESS_IN_USE not in str(exc) or attempt == PORT_ATTEMPTS:
+                    raise
+
+    def _start(self, timeout: float) -> None:
+        """Start every component on fresh ports; everything started is stopped on any failure."""
         pki = write_pki(self.state_dir / "pki", SERVICE_IP)
         endpoints = Endpoints(*(processes.free_port() for _ in range(5)))
         self._write_kubeconfig(endpoints, pki)
