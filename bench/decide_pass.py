@@ -40,15 +40,15 @@ def main() -> None:
     world = decide_harness.run(decide_harness.world(args.shards, args.replicas), passes=120)
     assert world.state == "Active", world.status.get("message")
     facts = decide_harness.gather(world)
-    now = world.sim.observe().now
+    now = facts.now
     decision = decide(facts, now)
     assert decision.plan is not None
-    desired = decision.plan.view.desired
+    desired, context = decision.plan.view.desired, decision.plan.view.context
     rows = []
     stored = world.status
     for name, call in (
         ("decide", lambda: decide(facts, now)),
-        ("plan", lambda: plan(facts.observation, desired)),
+        ("plan", lambda: plan(facts.observation, desired, context)),
         ("parse", lambda: ValkeyClusterStatus.from_dict(stored)),
         ("render", decision.status.to_dict),
     ):

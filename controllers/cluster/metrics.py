@@ -245,16 +245,27 @@ class ClusterMetrics:
             self.migrations_active.labels(**labels).set(changes.migrations_active)
 
     def record_observed(
-        self, namespace: str, cluster: str, observation: Observation, extras: Mapping[str, NodeExtras]
+        self,
+        namespace: str,
+        cluster: str,
+        observation: Observation,
+        extras: Mapping[str, NodeExtras],
+        now: float,
     ) -> None:
-        """The per-node gauges: a mirror of what the pass observed."""
-        self.record_nodes(namespace, cluster, observation, extras)
+        """The per-node gauges: a mirror of what the pass observed (certificate lifetimes counted
+        from the pass's time, `now`)."""
+        self.record_nodes(namespace, cluster, observation, extras, now)
 
     def record_rejection(self, namespace: str, cluster: str) -> None:
         self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
 
     def record_nodes(
-        self, namespace: str, cluster: str, observation: Observation, extras: Mapping[str, NodeExtras]
+        self,
+        namespace: str,
+        cluster: str,
+        observation: Observation,
+        extras: Mapping[str, NodeExtras],
+        now: float,
     ) -> None:
         key = (namespace, cluster)
         by_id = {obs.node_id: obs for obs in observation.nodes.values() if obs.node_id}
@@ -277,7 +288,7 @@ class ClusterMetrics:
             if memory is not None:
                 self.used_memory.labels(**labels).set(memory)
             if obs.served is not None:
-                self.tls_expiry.labels(**labels).set(obs.served.not_after - observation.now)
+                self.tls_expiry.labels(**labels).set(obs.served.not_after - now)
         for pod in self._pods.get(key, set()) - seen:
             self._remove_pod(namespace, cluster, pod)
         self._pods[key] = seen

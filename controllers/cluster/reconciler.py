@@ -220,7 +220,11 @@ class ClusterReconciler:
         self.memory[key] = await self._record(obj, stored, decision)
         if facts.observation is not None:
             self.metrics.record_observed(
-                cluster.metadata.namespace or "", cluster.metadata.name, facts.observation, gathered.extras
+                cluster.metadata.namespace or "",
+                cluster.metadata.name,
+                facts.observation,
+                gathered.extras,
+                facts.now,
             )
             if self.exporter is not None:
                 self.exporter.update(
@@ -412,7 +416,7 @@ class _PassSource:
             ClaimObservation.from_claim(claim)
             for claim in cluster_claims(r.claims_of(self.namespace, self.name), uid)
         )
-        observed = await observe(self.pods, self.admin, None, commands=list(commands))
+        observed = await observe(self.pods, self.admin, commands=list(commands))
         self.extras = dict(observed.extras)
         return attrs.evolve(
             observed.observation,

@@ -1,20 +1,28 @@
 """Build a ValkeyCluster's Observation: owned pods from the cache, and what each node reports.
 
-Each pod that is Ready or going away (a terminating pod may still serve) and
-has an IP is probed concurrently; every probe is bounded (the admin client
-times out every call, and the whole probe has its own deadline), and a probe
-that fails becomes `NodeObservation.unreachable(reason)`, never an exception
-(SPEC 5). A node below the version floor is asked nothing but its version: it
-never joins, so its cluster state does not matter. Reads whose failure should
-not make the node unreachable (the migration log, CONFIG GET, ACL LIST,
-COMMAND INFO) leave their fact unknown (None) instead, never "empty": the
-planner decides nothing from an unknown fact.
+Each pod that is Ready, starting or going away (a terminating pod may still
+serve) and has an IP is probed concurrently (`should_probe`); every probe is
+bounded (the admin client times out every call, and the whole probe has its
+own deadline), and a probe that fails becomes
+`NodeObservation.unreachable(reason)`, never an exception (SPEC 5). Reads
+whose failure should not make the node unreachable (the migration log, CONFIG
+GET, ACL LIST, COMMAND INFO) leave their fact unknown (None) instead, never
+"empty": the planner decides nothing from an unknown fact.
+
+A node below the version floor is asked nothing but its version: it never
+joins, so its cluster state does not matter, and an old server may not know
+CLUSTER MYSHARDID, which would make it look unreachable rather than too old.
+Like `should_probe`, that is observation policy, not a decision: the floor is
+one rule (versions.meets_floor) that the View applies to every report, a full
+one too, so the shortcut changes what is read, never what is done
+(tests/unit/controllers/cluster/test_probe_floor.py: the same actions, state
+and rejected pods either way). The Observation carries no clock: the pass's
+time is the decision's (Context.now).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +32,7 @@ from controllers.shared.names import CLUSTER_LABEL
 from controllers.shared.observation import NodeObservation, Observation, PodObservation
 from controllers.shared.tls import Certificate
 from controllers.shared.versions import meets_floor, version_from_info
-from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.tunables import PROBED_NAMES
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import parse_acl_list
@@ -79,7 +87,13 @@ def owned_pods(pods: Iterable[Obj], cluster_name: str, cluster_uid: str) -> list
 def should_probe(pod: PodObservation) -> bool:
     """Ready or terminating pods with an IP, and starting ones (PodObservation.starting): a new
     server answers well before the readiness probe's next period, and the sooner it is MET the
-    sooner it serves."""
+    sooner it serves.
+
+    Observation policy, not a decision: it reads only the cached pod, never the spec, the stored
+    status or the Memory, and it only widens what the pass sees. What is done with a node is
+    decided from its report (View: `meetable`, `unreachable` counts a Ready pod that was not
+    probed as unreachable), so probing one pod more or less changes what is known, never the
+    rule. Like the informer cache's label selector, it belongs to the reader."""
     return pod.ip is not None and (pod.ready or pod.deleting or pod.starting)
 
 
@@ -223,7 +237,6 @@ async def probe(
 async def observe(
     pods: Iterable[Obj],
     admin: AdminClient | None,
-    recorded_state: ClusterState | None,
     *,
     commands: Sequence[str] = (),
 ) -> Observed:
@@ -240,9 +253,7 @@ async def observe(
     nodes = {pod.name: result[0] for pod, result in zip(targets, results, strict=True)}
     extras = {pod.name: result[1] for pod, result in zip(targets, results, strict=True)}
     return Observed(
-        observation=Observation(
-            pods=pod_observations, nodes=nodes, recorded_state=recorded_state, now=time.time()
-        ),
+        observation=Observation(pods=pod_observations, nodes=nodes),
         extras=extras,
     )
 

@@ -131,3 +131,31 @@ def test_the_reconciler_and_actor_call_no_decision_but_the_pass() -> None:
                 f"{name} imports {module}.{imported}: a decision belongs in decide(), called through run_pass"
             )
     assert checked > 20, checked
+
+
+def context_builds(source: str) -> list[int]:
+    """Lines where source builds a pass's Context (`Context(...)`, `Context.of(...)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            func = func.value
+        if isinstance(func, ast.Name) and func.id == "Context":
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_pass_context_is_built_in_decide_alone() -> None:
+    """What a pass knows besides what it observed (the stored status, the Memory, admission) enters
+    in Facts and becomes the planner's Context in decide(), nowhere else: the gatherer and the probe
+    build only the Observation, so neither can hand the planner a remembered input."""
+    builders = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "controllers").rglob("*.py")
+        if path.name != "context.py" and context_builds(path.read_text())
+    }
+    assert builders == {"controllers/cluster/decision/decide.py"}, builders
+    made_up = "def observe(pods):\n    return Observation(pods=pods), Context.of(now=0)\n\nContext(now=1)\n"
+    assert context_builds(made_up) == [2, 4]

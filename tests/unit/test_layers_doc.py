@@ -45,3 +45,24 @@ def test_the_cluster_controller_row_names_its_packages() -> None:
     }
     for package in packages:
         assert f"`{package}/`" in row, f"controllers/cluster/{package}/ is not named in the table"
+
+
+def _listed_after(lead: str) -> list[str]:
+    """The backquoted names of the sentence in the doc that starts with lead, up to its full stop."""
+    text = " ".join(DOC.read_text().split())
+    start = text.index(lead)
+    return re.findall(r"`([a-z_]+)`", text[start : text.index(".", start + len(lead))])
+
+
+def test_the_observed_and_the_context_fields_the_doc_lists_are_the_codes() -> None:
+    """The doc says what the Observation holds and what the Context adds: a field moved between them
+    (a stored-status or memory field put back on the Observation) must move in the doc too."""
+    import attrs
+
+    from controllers.cluster.decision.context import Context
+    from controllers.shared.observation import Observation
+
+    observed = _listed_after("is only what the pass read from the cache and the servers:")
+    assert observed == [field.name for field in attrs.fields(Observation)]
+    context = _listed_after("before the View:")
+    assert context == [field.name for field in attrs.fields(Context)]

@@ -22,8 +22,10 @@ Every choice is made here, in this order:
    goes on with them;
 3. rollout admission: with outdated pods (view.is_outdated, the one
    definition), the cluster may roll when it holds a slot or one is free;
-4. plan (plan.py) on one View, the roll computed once: actions and intents
-   (NewPod);
+   with the stored status and the Memory it makes the pass's Context
+   (context.py), what the planner reads besides the Observation;
+4. plan (plan.py) on one View of the observation in that context, the roll
+   computed once: actions and intents (NewPod);
 5. a switchover the annotation asks for (switchover.py): refused, or carried
    out with the roll's primary hand-over once nothing else disruptive is
    planned; `complete` then assembles the pass's actions in one place, each
@@ -59,6 +61,7 @@ from controllers.cluster.decision.actions import (
 )
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
 from controllers.cluster.decision.conflicts import conflict_message, conflicts
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import (
     Desired,
     DesiredAcl,
@@ -67,12 +70,7 @@ from controllers.cluster.decision.desired import (
     OwnedObject,
     object_key,
 )
-from controllers.cluster.decision.memory import (
-    CLAIM_TTL,
-    Memory,
-    live_refusals,
-    remember_refusals,
-)
+from controllers.cluster.decision.memory import CLAIM_TTL, Memory, remember_refusals
 from controllers.cluster.decision.migration_counts import migration_counts
 from controllers.cluster.decision.owned import owned_objects, retired_objects
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING, Plan, finish, plan_view
@@ -121,7 +119,7 @@ from controllers.options import ControllerOptions
 from controllers.shared import layout, names
 from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig
 from controllers.shared.credentials import DamagedSecret, InternalCredentials
-from controllers.shared.observation import Observation, TlsRecord
+from controllers.shared.observation import Observation
 from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import (
@@ -130,7 +128,6 @@ from valkey_operator.api.cluster import (
     STALLED,
     AclUser,
     ClusterState,
-    TlsStatus,
     ValkeyCluster,
     ValkeyClusterStatus,
 )
@@ -446,24 +443,18 @@ def decide(facts: Facts, now: float) -> Decision:
     if isinstance(restore, RestoreSource):
         # The backup's layout first, primaries only (restore.py); spec.shards and replicas after.
         desired = attrs.evolve(desired, shards=len(restore.shards), replicas_per_shard=0, restore=restore)
-    recorded = facts.recorded
-    expected = _seen(facts, now).expected
+    observation = facts.observation
     # Rollout admission before the View is built (the View is never changed once built).
-    may_roll, slot = admit(
-        bool(outdated_pods(facts.observation.pods, desired)), facts.rollout_slots, facts.key
-    )
-    observation = attrs.evolve(
-        facts.observation,
-        awaiting=expected.names(),
-        refusals=live_refusals(facts.memory.refusals, (pod.name for pod in facts.observation.pods)),
+    may_roll, slot = admit(bool(outdated_pods(observation.pods, desired)), facts.rollout_slots, facts.key)
+    context = Context.of(
         now=now,
-        recorded_state=recorded.state,
-        recorded_config_hash=recorded.config_hash,
-        recorded_image=recorded.current_image,
-        recorded_tls=_tls_record(recorded.tls),
+        recorded=facts.recorded,
+        expected=_seen(facts, now).expected,
+        refusals=facts.memory.refusals,
+        pods=(pod.name for pod in observation.pods),
         may_roll=may_roll,
     )
-    view = View(observation, desired)
+    view = View(observation, desired, context)
     planned = plan_view(view)
     switch = decide_switchover(planned.view, request, asked, _situation(facts, now, planned))
     actions = complete(
@@ -841,10 +832,3 @@ def _problems(current: ValkeyClusterStatus, planned: PlannedStatus) -> Iterable[
         if carried is not None and finding.message in carried:
             continue  # already reported while the condition carried it
         yield Event(WARNING, finding.reason, finding.message)
-
-
-def _tls_record(recorded: TlsStatus | None) -> TlsRecord | None:
-    if recorded is None or not recorded.secret_hash:
-        return None
-    changed = parse_rfc3339(recorded.changed_at)
-    return None if changed is None else TlsRecord(secret_hash=recorded.secret_hash, changed_at=changed)

@@ -14,6 +14,7 @@ from typing import TypeVar, cast
 import attrs
 
 from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.failures import CrashLoops, crash_loops
 from controllers.cluster.decision.rebalance import (
@@ -80,10 +81,14 @@ T = TypeVar("T")
 
 
 class View:
-    """Facts derived once per pass from the observation; every step and the status read these."""
+    """Facts derived once per pass from the observation, with the pass's context (context.py)
+    beside it; every step and the status read these."""
 
-    def __init__(self, observation: Observation, desired: Desired) -> None:
+    def __init__(self, observation: Observation, desired: Desired, context: Context) -> None:
         self.desired = desired
+        self.context = context
+        """What the pass knows besides what it observed (context.py): read as `view.context.X`,
+        never copied onto the View, so a step's non-observed inputs show where it reads them."""
         self.pods = tuple(sorted(observation.pods, key=lambda pod: (pod.shard is None, pod.shard, pod.order)))
         self.nodes: dict[str, Node] = {}
         self.unidentified: list[PodObservation] = []
@@ -106,8 +111,8 @@ class View:
                 self.unreachable.append(pod)  # a starting pod's server not listening yet is not a fault
         self.by_id = {node.node_id: node for node in self.nodes.values()}
         self.data_claims = {claim.name: claim for claim in observation.claims}
-        self.expandable = observation.expandable
         """The cluster's data claims by name (persistence; none for a cache: data_claims.py)."""
+        self.expandable = observation.expandable
         self.rejected += [node for node in self.nodes.values() if not meets_floor(node.obs.version)]
         self.rejected.sort(key=lambda node: node.pod.order)
         eligible = [node for node in self.nodes.values() if meets_floor(node.obs.version)]
@@ -116,20 +121,17 @@ class View:
         self.claims = self._claims()
         self.claimed = union(*self.claims.values())
         self.layout = even_split(desired.shards)
-        self.recorded_state = observation.recorded_state
-        self.now = observation.now
         self.objects = observation.objects
-        self.awaiting = observation.awaiting
-        self.recorded_config_hash = observation.recorded_config_hash
-        self.recorded_image = observation.recorded_image
-        self.may_roll = observation.may_roll
-        self.recorded_tls = observation.recorded_tls
         self.node_zones = observation.node_zones
-        self.refusals = observation.refusals
         self._once: dict[str, object] = {}
         self.outdated = outdated_pods(self.pods, desired)
         """Live pods of in-spec shards on another template (the one definition of outdated)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
+
+    @property
+    def now(self) -> float:
+        """The pass's time (Context.now): the only clock every step reads."""
+        return self.context.now
 
     @functools.cached_property
     def restore_progress(self) -> Progress | None:
@@ -325,7 +327,7 @@ class View:
 
     def formed_before(self) -> bool:
         """The recorded status says the cluster was formed once (so unowned slots mean lost data)."""
-        return self.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
+        return self.context.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
 
     def shard_slots(self) -> dict[int, SlotRanges]:
         """Slots per shard index, from each shard's single serving primary (shards in conflict left out)."""

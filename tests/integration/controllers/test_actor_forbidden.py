@@ -17,6 +17,7 @@ from rbac_support import SERVICE_ACCOUNTS, presenting, service_account_token
 
 from controllers.cluster.actor import Actor
 from controllers.cluster.decision.actions import CreateObject, Failure
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired, OwnedObject
 from controllers.cluster.decision.plan import finish, plan
 from controllers.cluster.decision.refusals import classified
@@ -76,7 +77,7 @@ async def test_an_rbac_403_stalls_the_cluster_and_an_admission_403_does_not(
     print(f"[forbidden] admission: {over.message}")
     assert "403" in over.message and not over.forbidden, over
 
-    first = plan(Observation(pods=()), DESIRED)
+    first = plan(Observation(pods=()), DESIRED, Context())
     stalled = finish(first, [refused]).status.condition("Stalled")
     assert (stalled.status, stalled.reason) == (True, "Forbidden"), stalled
     assert finish(first, [over]).status.condition("Stalled").status is False

@@ -152,7 +152,7 @@ class WorldSource:
                 for resource, name in written_names(cluster)
                 if (key := object_key(resource.kind, name))
             },
-            now=world.sim.observe().now,
+            now=world.sim.now,
         )
 
     async def tls(self, facts: Facts) -> TlsMaterial | TlsProblem | None:

@@ -32,13 +32,13 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.memory import live_refusals, remember_refusals
+from controllers.cluster.decision.memory import Refusals, live_refusals, remember_refusals
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, View
-from controllers.shared.observation import Observation, PodPhase, Refusals
+from controllers.shared.observation import Observation, PodPhase
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
@@ -161,19 +161,19 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
                 hit(pod.name)
     unreachable = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unreachable}
     unread = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unread}
-    observation = attrs.evolve(
-        sim.observe(
-            unreachable,
-            recorded_state=result.recorded,
-            unread=unread,
-            commands=sorted({c for user in result.desired.acl.users for _, c in user.commands}),
-        ),
+    observation = sim.observe(
+        unreachable,
+        unread=unread,
+        commands=sorted({c for user in result.desired.acl.users for _, c in user.commands}),
+    )
+    context = sim.context(
+        recorded_state=result.recorded,
         recorded_config_hash=result.recorded_hash,
         recorded_image=result.recorded_image,
         refusals=live_refusals(result.refusals, sim.pods),
     )
     desired = attrs.evolve(result.desired, paused=True) if index in chaos.paused else result.desired
-    planned = plan(observation, desired)
+    planned = plan(observation, desired, context)
     check_step(sim, observation, planned, desired, unreachable)
     act, through = chaos.act(index)
     actions = planned.actions[:through] if act is Act.CRASH else planned.actions
@@ -259,7 +259,7 @@ def check_step(
 
 def check_deterministic(observation: Observation, planned: Plan, desired: Desired) -> None:
     """Re-planning from the same observation (a restarted operator) yields the same plan, in any order."""
-    assert plan(observation, desired) == planned
+    assert plan(observation, desired, planned.view.context) == planned
     shuffled = list(observation.pods)
     random.Random(len(shuffled)).shuffle(shuffled)
     reordered = attrs.evolve(
@@ -267,7 +267,7 @@ def check_deterministic(observation: Observation, planned: Plan, desired: Desire
         pods=tuple(reversed(shuffled)),
         nodes=dict(reversed(list(observation.nodes.items()))),
     )
-    assert plan(reordered, desired) == planned
+    assert plan(reordered, desired, planned.view.context) == planned
 
 
 def check_one_disruption(observation: Observation, planned: Plan) -> None:
@@ -281,7 +281,7 @@ def check_spread_caps(observation: Observation, planned: Plan, desired: Desired)
     at most one move per shard and, counted after all of them, takes no target's Kubernetes node
     beyond its share (or beyond where its count already was) and no zone beyond its share; a pass
     without a roll sends no failover but that set's first (or none, while other steps come first)."""
-    view = View(observation, desired)
+    view = View(observation, desired, planned.view.context)
     moves = spread.next_moves(view)
     sent = [action for action in planned.actions if isinstance(action, Failover)]
     if not planned.rolling.outdated and not desired.paused:

@@ -55,6 +55,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.context import Context
 from controllers.shared.names import MODE_ANNOTATION, NODE_ID_ANNOTATION
 from controllers.shared.observation import (
     ClaimObservation,
@@ -64,7 +65,7 @@ from controllers.shared.observation import (
     PodPhase,
 )
 from controllers.shared.versions import Version, format_version
-from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, canonical, desired_runtime
@@ -261,10 +262,18 @@ class SimulatedCluster:
 
     # --- observing -------------------------------------------------------------------------------
 
+    @property
+    def now(self) -> float:
+        """The world's time (Unix seconds): the pass's `Context.now`."""
+        return (EPOCH + datetime.timedelta(seconds=self.tick)).timestamp()
+
+    def context(self, **fields: object) -> Context:
+        """A pass's Context at the world's time; fields set the stored status or the memory."""
+        return Context(now=self.now, **fields)  # type: ignore[arg-type]
+
     def observe(
         self,
         unreachable: Collection[str] = frozenset(),
-        recorded_state: ClusterState | None = None,
         *,
         unread: Collection[str] = frozenset(),
         commands: Collection[str] = (),
@@ -290,12 +299,9 @@ class SimulatedCluster:
                 )
             else:
                 nodes[pod.name] = self._node_observation(node, commands)
-        now = (EPOCH + datetime.timedelta(seconds=self.tick)).timestamp()
         return Observation(
             pods=pods,
             nodes=nodes,
-            recorded_state=recorded_state,
-            now=now,
             objects=dict(self.objects),
             node_zones=dict(self.settings.k8s_nodes),
             claims=tuple(self._claim_observation(claim) for _, claim in sorted(self.claims.items())),

@@ -9,6 +9,7 @@ from controllers.cluster.decision.migration_counts import migration_counts
 from controllers.cluster.metrics import cluster_metrics
 from controllers.shared.observation import NodeObservation, Observation
 from controllers.shared.probe import NodeExtras
+from controllers.shared.tls import Certificate
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
 from valkey_operator.valkey.slots import SlotRange
@@ -54,12 +55,13 @@ def test_node_gauges_follow_the_observation_and_drop_departed_pods() -> None:
     primary = NodeObservation(
         reachable=True, node_id="p", role=NodeRole.PRIMARY, repl_offset=1000, cluster_ok=True,
         slots=(SlotRange(0, 16383),),
+        served=Certificate(fingerprint="f", serial="S", not_after=2_000_000_000.0),
     )  # fmt: skip
     replica = NodeObservation(
         reachable=True, node_id="r", role=NodeRole.REPLICA, primary_id="p", repl_offset=900, cluster_ok=False
     )
     observation = Observation(pods=(), nodes={"c-0-a": primary, "c-0-b": replica})
-    metrics.record_nodes("ns", "c", observation, {"c-0-a": NodeExtras(used_memory=123)})
+    metrics.record_nodes("ns", "c", observation, {"c-0-a": NodeExtras(used_memory=123)}, 1_999_999_000.0)
     value = registry.get_sample_value
     labels = {"namespace": "ns", "cluster": "c"}
     assert value("valkey_node_role", {**labels, "pod": "c-0-a", "role": "primary"}) == 1
@@ -67,7 +69,9 @@ def test_node_gauges_follow_the_observation_and_drop_departed_pods() -> None:
     assert value("valkey_node_replication_lag_bytes", {**labels, "pod": "c-0-b"}) == 100
     assert value("valkey_node_cluster_state_ok", {**labels, "pod": "c-0-b"}) == 0
     assert value("valkey_node_used_memory_bytes", {**labels, "pod": "c-0-a"}) == 123
-    metrics.record_nodes("ns", "c", Observation(pods=(), nodes={"c-0-a": primary}), {})
+    # counted from the pass's time, which the caller passes (an Observation carries no clock)
+    assert value("valkey_node_tls_certificate_expiry_seconds", {**labels, "pod": "c-0-a"}) == 1000.0
+    metrics.record_nodes("ns", "c", Observation(pods=(), nodes={"c-0-a": primary}), {}, 0.0)
     assert value("valkey_node_role", {**labels, "pod": "c-0-b", "role": "replica"}) is None
 
 

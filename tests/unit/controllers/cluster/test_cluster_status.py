@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from status_support import blocked_document, planned_document
 
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import plan
 from controllers.cluster.decision.status_document import endpoint
@@ -17,7 +18,7 @@ DESIRED = Desired(
 
 
 def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
-    planned = plan(Observation(pods=()), DESIRED)
+    planned = plan(Observation(pods=()), DESIRED, Context())
     status = planned_document({}, 3, planned.status, endpoint("c", "ns", "cluster.local"), NOW)
     assert status["state"] == "Creating"
     assert status["endpoint"] == "c-client.ns.svc.cluster.local:6379"
@@ -28,7 +29,7 @@ def test_a_fresh_cluster_is_creating_with_its_endpoint_and_generation() -> None:
 
 
 def test_conditions_keep_their_transition_time_when_status_does_not_change() -> None:
-    planned = plan(Observation(pods=()), DESIRED)
+    planned = plan(Observation(pods=()), DESIRED, Context())
     first = planned_document({}, 1, planned.status, "e", NOW)
     for condition in first["conditions"]:
         condition["lastTransitionTime"] = "2020-01-01T00:00:00Z"
@@ -67,7 +68,7 @@ def test_a_rolling_update_keeps_its_start_time_in_status() -> None:
 
     from controllers.cluster.decision.report import RolloutProgress
 
-    planned = plan(Observation(pods=()), DESIRED)
+    planned = plan(Observation(pods=()), DESIRED, Context())
     progress = RolloutProgress(shards_updated=1, shards=3, shard=1, step="creating a surge pod")
     status = attrs.evolve(planned.status, rollout=progress)
     first = planned_document({}, 1, status, "e", "2026-12-01T10:00:00Z")

@@ -270,7 +270,7 @@ def a_primary_sees_the_cluster_down(rng: random.Random) -> World:
 def certificates_rotate(rng: random.Random) -> World:
     """A TLS cluster whose nodes present an old leaf that expires soon, and refuse to reload."""
     found = world(1, 0, SimSettings(cluster="vk", refuse_tls=True), tls={"secretRef": "vk-tls"})
-    now = found.sim.observe().now
+    now = found.sim.now
     found.tls = TlsMaterial(
         secret="vk-tls",
         leaf=Certificate(fingerprint="new", serial="2", not_after=now + 90 * 86400),

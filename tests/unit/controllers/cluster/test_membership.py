@@ -34,7 +34,7 @@ def quiet_world(shards: int, replicas: int, world: SimSettings | None = None) ->
 
 
 def marks(observation: Observation, result: Run) -> dict[str, bool]:
-    planned = plan(observation, result.desired)
+    planned = plan(observation, result.desired, result.sim.context())
     return {action.pod: action.member for action in planned.actions if isinstance(action, MarkMember)}
 
 
@@ -98,10 +98,10 @@ def test_a_pod_leaves_the_client_service_before_the_pass_deletes_it() -> None:
 def test_an_empty_primary_is_not_a_serving_member() -> None:
     result = quiet_world(1, 1)
     observation = result.sim.observe()
-    view = View(observation, result.desired)
+    view = View(observation, result.desired, result.sim.context())
     primary = next(node for node in view.members.values() if node.is_primary)
     emptied = attrs.evolve(
         observation, nodes={**observation.nodes, primary.pod.name: attrs.evolve(primary.obs, slots=())}
     )
-    emptied_view = View(emptied, result.desired)
+    emptied_view = View(emptied, result.desired, result.sim.context())
     assert membership.serving(emptied_view, emptied_view.members[primary.pod.name]) is False

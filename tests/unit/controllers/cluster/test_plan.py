@@ -24,6 +24,7 @@ from controllers.cluster.decision.actions import (
     NewPod,
     Replicate,
 )
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import (
     REQUEUE_ACTING,
@@ -61,7 +62,7 @@ def world_before(kind: type, wanted: Desired, settings_: SimSettings | None = No
     result = Run(sim, wanted)
     for index in range(40):
         observation = sim.observe()
-        if any(isinstance(action, kind) for action in plan(observation, wanted).actions):
+        if any(isinstance(action, kind) for action in plan(observation, wanted, sim.context()).actions):
             return sim
         one_pass(result, index, Chaos())
     raise AssertionError(f"never planned {kind.__name__}")
@@ -157,7 +158,7 @@ def test_a_3x1_cluster_reaches_active_with_every_slot_covered_and_replicas_in_sy
 
 
 def test_missing_pods_are_created_one_per_shard_per_replica_slot() -> None:
-    planned = plan(Observation(pods=()), desired(3, 2))
+    planned = plan(Observation(pods=()), desired(3, 2), Context())
     assert planned.actions == tuple(NewPod(shard) for shard in range(3) for _ in range(3))
     assert planned.status.state is ClusterState.CREATING
     assert planned.status.condition(PROGRESSING).reason == Reason.WAITING_FOR_PODS
@@ -166,9 +167,9 @@ def test_missing_pods_are_created_one_per_shard_per_replica_slot() -> None:
 
 def test_pods_that_are_not_ready_are_waited_for_with_a_requeue() -> None:
     sim = SimulatedCluster(SimSettings(ready_delays=(5,)))
-    sim.apply(plan(sim.observe(), desired(2, 0)).actions)
+    sim.apply(plan(sim.observe(), desired(2, 0), sim.context()).actions)
     sim.advance()
-    planned = plan(sim.observe(), desired(2, 0))
+    planned = plan(sim.observe(), desired(2, 0), sim.context())
     assert planned.actions == ()
     assert planned.requeue_after == REQUEUE_WAITING
     assert planned.status.message.startswith("0 of 2 pods Ready")
@@ -178,7 +179,7 @@ def test_a_pod_going_away_is_replaced_without_waiting_for_it() -> None:
     result = active_world(desired(1, 1))
     replica = next(node for node in result.sim.nodes.values() if node.role is NodeRole.REPLICA)
     result.sim.delete_pod(replica.pod)
-    planned = plan(result.sim.observe(recorded_state=ACTIVE), desired(1, 1))
+    planned = plan(result.sim.observe(), desired(1, 1), result.sim.context(recorded_state=ACTIVE))
     assert planned.actions == (NewPod(0),)
     assert planned.status.state is ClusterState.UPDATING
 
@@ -236,7 +237,7 @@ def test_a_rejected_pod_of_the_current_template_is_left_alone() -> None:
 
 def test_one_seed_introduces_every_other_ready_node() -> None:
     sim = world_before(Meet, desired(2, 1))
-    planned = plan(sim.observe(), desired(2, 1))
+    planned = plan(sim.observe(), desired(2, 1), sim.context())
     meets = [a for a in planned.actions if isinstance(a, Meet)]
     assert {a.node for a in meets} == {"vk-0-00000"}  # the oldest pod, as nobody knows anybody yet
     assert sorted(a.peer for a in meets) == ["vk-0-00001", "vk-1-00002", "vk-1-00003"]
@@ -245,13 +246,13 @@ def test_one_seed_introduces_every_other_ready_node() -> None:
 
 def test_a_handshake_under_way_is_not_repeated() -> None:
     sim = world_before(Meet, desired(1, 1))
-    sim.apply(plan(sim.observe(), desired(1, 1)).actions)
-    assert not [a for a in plan(sim.observe(), desired(1, 1)).actions if isinstance(a, Meet)]
+    sim.apply(plan(sim.observe(), desired(1, 1), sim.context()).actions)
+    assert not [a for a in plan(sim.observe(), desired(1, 1), sim.context()).actions if isinstance(a, Meet)]
 
 
 def test_an_unreachable_node_is_a_fact_not_an_error() -> None:
     sim = world_before(Meet, desired(2, 0))
-    planned = plan(sim.observe(unreachable={"vk-1-00001"}), desired(2, 0))
+    planned = plan(sim.observe(unreachable={"vk-1-00001"}), desired(2, 0), sim.context())
     assert all("vk-1-00001" not in (getattr(a, "node", ""), getattr(a, "peer", "")) for a in planned.actions)
     degraded = planned.status.condition(DEGRADED)
     assert (
@@ -276,17 +277,17 @@ def test_slot_assignment_resumes_where_a_restarted_operator_left_it() -> None:
     sim = world_before(AssignSlots, wanted)
     sim.advance()  # every node met and known to each other
     sim.advance()
-    planned = plan(sim.observe(), wanted)
+    planned = plan(sim.observe(), wanted, sim.context())
     first = [a for a in planned.actions if isinstance(a, AssignSlots)]
     sim.apply(first[:1])  # the operator dies after the first ADDSLOTSRANGE
-    again = [a for a in plan(sim.observe(), wanted).actions if isinstance(a, AssignSlots)]
+    again = [a for a in plan(sim.observe(), wanted, sim.context()).actions if isinstance(a, AssignSlots)]
     assert again == first[1:]
 
 
 def test_slots_are_never_assigned_while_a_pod_of_the_shard_does_not_answer() -> None:
     wanted = desired(1, 1)
     sim = world_before(AssignSlots, wanted)
-    planned = plan(sim.observe(unreachable={"vk-0-00001"}), wanted)
+    planned = plan(sim.observe(unreachable={"vk-0-00001"}), wanted, sim.context())
     assert not [a for a in planned.actions if isinstance(a, AssignSlots)]
 
 
@@ -296,7 +297,7 @@ def test_slots_are_never_assigned_while_a_pod_of_the_shard_does_not_answer() -> 
 def test_replicas_attach_to_their_own_shards_primary_only_once_it_owns_slots() -> None:
     wanted = desired(2, 1)
     sim = world_before(Replicate, wanted)
-    planned = plan(sim.observe(), wanted)
+    planned = plan(sim.observe(), wanted, sim.context())
     for action in planned.actions:
         if isinstance(action, Replicate):
             primary = sim.nodes[action.primary_id]
@@ -313,7 +314,7 @@ def test_membership_is_read_from_valkey_and_a_misplaced_replica_moves_to_its_sha
         n for n in sim.nodes.values() if n.role is NodeRole.REPLICA and sim.pods[n.pod].shard == 1
     )
     sim.apply([Replicate(replica_1.pod, primaries[0].node_id)])  # Valkey now says it serves shard 0
-    planned = plan(sim.observe(recorded_state=ACTIVE), wanted)
+    planned = plan(sim.observe(), wanted, sim.context(recorded_state=ACTIVE))
     assert planned.status.state is ClusterState.UPDATING
     uid = sim.pods[replica_1.pod].uid
     # Syncing from its new primary, it is no longer handed to clients until it is in sync again.
@@ -332,7 +333,7 @@ def test_a_lagging_replica_is_not_in_sync() -> None:
         else node
         for pod, node in observation.nodes.items()
     }
-    planned = plan(attrs.evolve(observation, nodes=lagging), desired(1, 1))
+    planned = plan(attrs.evolve(observation, nodes=lagging), desired(1, 1), result.sim.context())
     assert planned.status.state is not ACTIVE
     assert planned.status.condition(PROGRESSING).reason == Reason.SYNCING_REPLICAS
 
@@ -342,7 +343,7 @@ def test_cluster_state_fail_on_any_node_keeps_the_cluster_from_active() -> None:
     observation = result.sim.observe()
     pod = sorted(observation.nodes)[0]
     nodes = {**observation.nodes, pod: attrs.evolve(observation.nodes[pod], cluster_ok=False)}
-    planned = plan(attrs.evolve(observation, nodes=nodes), desired(1, 1))
+    planned = plan(attrs.evolve(observation, nodes=nodes), desired(1, 1), result.sim.context())
     assert planned.status.condition(PROGRESSING).reason == Reason.WAITING_FOR_CLUSTER_STATE
 
 
@@ -376,15 +377,17 @@ def test_nothing_is_forgotten_while_some_pod_does_not_answer() -> None:
     result.sim.advance()
     result.sim.advance()  # the pod is gone now
     silent = sorted(result.sim.pods)[0]
-    planned = plan(result.sim.observe(unreachable={silent}), wanted)
+    planned = plan(result.sim.observe(unreachable={silent}), wanted, result.sim.context())
     assert not [a for a in planned.actions if isinstance(a, Forget)]
-    assert [a for a in plan(result.sim.observe(), wanted).actions if isinstance(a, Forget)]
+    assert [
+        a for a in plan(result.sim.observe(), wanted, result.sim.context()).actions if isinstance(a, Forget)
+    ]
 
 
 def test_a_node_id_is_not_forgotten_while_its_pod_is_still_terminating() -> None:
     wanted = desired(2, 1)
     result, _ = replace_a_replica(wanted)
-    planned = plan(result.sim.observe(), wanted)
+    planned = plan(result.sim.observe(), wanted, result.sim.context())
     assert not [a for a in planned.actions if isinstance(a, Forget)]
 
 
@@ -426,11 +429,11 @@ def test_a_surplus_replica_goes_only_while_its_primary_is_seen_serving() -> None
     sim = result.sim
     primary = next(n for n in sim.nodes.values() if n.role is NodeRole.PRIMARY)
     fewer = desired(1, 1)
-    planned = plan(sim.observe(), fewer)
+    planned = plan(sim.observe(), fewer, sim.context())
     removals = [a for a in planned.actions if isinstance(a, DeletePod)]
     assert len(removals) == 1 and removals[0].pod != primary.pod
     assert sim.nodes[sim.pods[removals[0].pod].node_id or ""].role is NodeRole.REPLICA
-    blind = plan(sim.observe(unreachable={primary.pod}), fewer)
+    blind = plan(sim.observe(unreachable={primary.pod}), fewer, sim.context())
     assert not [a for a in blind.actions if isinstance(a, DeletePod)]
 
 
@@ -439,11 +442,11 @@ def test_no_second_removal_while_a_pod_is_still_going_away() -> None:
     sim = SimulatedCluster(SimSettings(termination_delay=3))
     for shard in (0, 0, 0):
         sim.create_pod(shard)
-    first = plan(sim.observe(), wanted)
+    first = plan(sim.observe(), wanted, sim.context())
     removals = [a for a in first.actions if isinstance(a, DeletePod)]
     assert len(removals) == 1
     sim.apply(removals)
-    assert not [a for a in plan(sim.observe(), wanted).actions if isinstance(a, DeletePod)]
+    assert not [a for a in plan(sim.observe(), wanted, sim.context()).actions if isinstance(a, DeletePod)]
 
 
 # --- paused, status, determinism ------------------------------------------------------------------
@@ -451,21 +454,27 @@ def test_no_second_removal_while_a_pod_is_still_going_away() -> None:
 
 def test_paused_plans_nothing_but_still_reports() -> None:
     wanted = desired(2, 1, paused=True)
-    planned = plan(Observation(pods=()), wanted)
+    planned = plan(Observation(pods=()), wanted, Context())
     assert planned.actions == ()
     assert planned.status.message.startswith("paused:")
     assert planned.status.condition(PROGRESSING).reason == Reason.PAUSED
     assert planned.requeue_after == REQUEUE_STEADY
     result = active_world(desired(2, 1))
-    paused = plan(result.sim.observe(), wanted)
+    paused = plan(result.sim.observe(), wanted, result.sim.context())
     assert paused.status.state is ACTIVE and paused.actions == ()
 
 
 def test_creating_until_first_active_then_updating() -> None:
     wanted = desired(1, 1)
     result, _ = replace_a_replica(wanted)
-    assert plan(result.sim.observe(recorded_state=ACTIVE), wanted).status.state is ClusterState.UPDATING
-    assert plan(result.sim.observe(recorded_state=None), wanted).status.state is ClusterState.CREATING
+    assert (
+        plan(result.sim.observe(), wanted, result.sim.context(recorded_state=ACTIVE)).status.state
+        is ClusterState.UPDATING
+    )
+    assert (
+        plan(result.sim.observe(), wanted, result.sim.context(recorded_state=None)).status.state
+        is ClusterState.CREATING
+    )
 
 
 def test_status_lists_every_pod_with_what_valkey_reported() -> None:
@@ -486,8 +495,8 @@ def test_status_lists_every_pod_with_what_valkey_reported() -> None:
 
 def test_uncovered_slots_are_named_with_the_reason() -> None:
     result = active_world(desired(2, 0))
-    observation = result.sim.observe(unreachable={"vk-1-00001"}, recorded_state=ACTIVE)
-    status = plan(observation, desired(2, 0)).status
+    observation = result.sim.observe(unreachable={"vk-1-00001"})
+    status = plan(observation, desired(2, 0), result.sim.context(recorded_state=ACTIVE)).status
     assert status.uncovered == (SlotRange(8192, 16383),)
     assert status.state is ClusterState.UPDATING
     degraded = status.condition(DEGRADED)
@@ -495,7 +504,9 @@ def test_uncovered_slots_are_named_with_the_reason() -> None:
 
 
 def test_an_observation_probe_failure_without_any_pod_is_harmless() -> None:
-    planned = plan(Observation(pods=(), nodes={"ghost": NodeObservation.unreachable("timeout")}), desired())
+    planned = plan(
+        Observation(pods=(), nodes={"ghost": NodeObservation.unreachable("timeout")}), desired(), Context()
+    )
     assert kinds(planned) == {"NewPod": 6}
 
 

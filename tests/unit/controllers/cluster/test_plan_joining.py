@@ -13,6 +13,7 @@ from __future__ import annotations
 import attrs
 
 from controllers.cluster.decision.actions import Meet, MigrateSlots
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import JOIN_WINDOW_S, REQUEUE_FAST, plan, settling
 from controllers.cluster.decision.report import Reason
@@ -24,6 +25,7 @@ from valkey_operator.valkey.slots import SlotRange
 
 IMAGE = "valkey/valkey:9.1.0"
 NOW = 1_800_000_000.0
+AT_NOW = Context(now=NOW)
 ALL = (SlotRange(0, 16383),)
 A, N = "a" * 40, "n" * 40
 
@@ -80,14 +82,16 @@ def new(*, met: bool, ok: bool) -> NodeObservation:
 
 
 def observe(new_pod: PodObservation, nodes: dict[str, NodeObservation]) -> Observation:
-    return Observation(pods=(pod("vk-0-a", 0, "10.0.0.1"), new_pod), nodes=nodes, now=NOW)
+    return Observation(pods=(pod("vk-0-a", 0, "10.0.0.1"), new_pod), nodes=nodes)
 
 
 def test_a_starting_pod_whose_server_answers_is_met_at_once_and_polled_closely() -> None:
     starting = pod("vk-1-n", 1, "10.0.0.2", ready=False)
     assert starting.starting
     planned = plan(
-        observe(starting, {"vk-0-a": seed(knows_new=False), "vk-1-n": new(met=False, ok=False)}), desired()
+        observe(starting, {"vk-0-a": seed(knows_new=False), "vk-1-n": new(met=False, ok=False)}),
+        desired(),
+        AT_NOW,
     )
     assert Meet(node="vk-0-a", peer="vk-1-n", peer_ip="10.0.0.2") in planned.actions
     assert planned.requeue_after == REQUEUE_FAST
@@ -96,23 +100,23 @@ def test_a_starting_pod_whose_server_answers_is_met_at_once_and_polled_closely()
 def test_a_starting_pod_not_listening_yet_is_no_fault_and_is_polled_only_while_young() -> None:
     unanswered = NodeObservation.unreachable("connection refused")
     young = pod("vk-1-n", 1, "10.0.0.2", ready=False)
-    planned = plan(observe(young, {"vk-0-a": seed(knows_new=False), "vk-1-n": unanswered}), desired())
+    planned = plan(observe(young, {"vk-0-a": seed(knows_new=False), "vk-1-n": unanswered}), desired(), AT_NOW)
     assert not any(isinstance(action, Meet) for action in planned.actions)
     assert Reason.NODES_UNREACHABLE not in {finding.reason for finding in planned.status.findings}
     assert planned.requeue_after == REQUEUE_FAST
     old = attrs.evolve(young, created_at=NOW - JOIN_WINDOW_S - 1)
-    planned = plan(observe(old, {"vk-0-a": seed(knows_new=False), "vk-1-n": unanswered}), desired())
+    planned = plan(observe(old, {"vk-0-a": seed(knows_new=False), "vk-1-n": unanswered}), desired(), AT_NOW)
     assert planned.requeue_after > REQUEUE_FAST
 
 
 def test_slots_move_only_to_a_ready_new_primary_reporting_ok_and_the_wait_is_polled_closely() -> None:
     for ready, ok in ((True, False), (False, True)):
         nodes = {"vk-0-a": seed(knows_new=True), "vk-1-n": new(met=True, ok=ok)}
-        planned = plan(observe(pod("vk-1-n", 1, "10.0.0.2", ready=ready), nodes), desired())
+        planned = plan(observe(pod("vk-1-n", 1, "10.0.0.2", ready=ready), nodes), desired(), AT_NOW)
         assert not any(isinstance(action, MigrateSlots) for action in planned.actions), (ready, ok)
         assert planned.requeue_after == REQUEUE_FAST
     nodes = {"vk-0-a": seed(knows_new=True), "vk-1-n": new(met=True, ok=True)}
-    planned = plan(observe(pod("vk-1-n", 1, "10.0.0.2"), nodes), desired())
+    planned = plan(observe(pod("vk-1-n", 1, "10.0.0.2"), nodes), desired(), AT_NOW)
     assert [action.target_id for action in planned.actions if isinstance(action, MigrateSlots)] == [N]
     assert planned.requeue_after == REQUEUE_FAST
 
@@ -128,10 +132,10 @@ def test_a_migration_job_under_way_is_polled_closely_and_an_old_idle_node_is_not
     )
     old = pod("vk-1-n", 1, "10.0.0.2", age=JOIN_WINDOW_S + 1)
     nodes = {"vk-0-a": seed(knows_new=True, jobs=(job,)), "vk-1-n": new(met=True, ok=True)}
-    assert settling(View(observe(old, nodes), desired()))
+    assert settling(View(observe(old, nodes), desired(), AT_NOW))
     nodes = {"vk-0-a": seed(knows_new=True), "vk-1-n": new(met=True, ok=False)}
-    assert not settling(View(observe(old, nodes), desired()))
-    assert not settling(View(observe(old, nodes), attrs.evolve(desired(), paused=True)))
+    assert not settling(View(observe(old, nodes), desired(), AT_NOW))
+    assert not settling(View(observe(old, nodes), attrs.evolve(desired(), paused=True), AT_NOW))
 
 
 def test_a_ready_node_is_the_seed_before_an_older_starting_one() -> None:
@@ -149,9 +153,9 @@ def test_a_ready_node_is_the_seed_before_an_older_starting_one() -> None:
         )
         for name, ip in (("vk-0-s", "10.0.0.3"), ("vk-1-r", "10.0.0.4"))
     }
-    view = View(Observation(pods=(older, ready), nodes=empty, now=NOW), desired())
+    view = View(Observation(pods=(older, ready), nodes=empty), desired(), AT_NOW)
     assert view.seed is not None and view.seed.pod.name == "vk-1-r"
-    planned = plan(Observation(pods=(older, ready), nodes=empty, now=NOW), desired())
+    planned = plan(Observation(pods=(older, ready), nodes=empty), desired(), AT_NOW)
     assert Meet(node="vk-1-r", peer="vk-0-s", peer_ip="10.0.0.3") in planned.actions
 
 
@@ -160,12 +164,16 @@ def test_a_young_node_loading_its_data_is_met_after_the_load_and_polled_closely_
     no event, so a young loading node is polled closely and met the pass after it has loaded."""
     young = pod("vk-1-n", 1, "10.0.0.2")
     loading = attrs.evolve(new(met=False, ok=False), loading=True)
-    planned = plan(observe(young, {"vk-0-a": seed(knows_new=False), "vk-1-n": loading}), desired())
+    planned = plan(observe(young, {"vk-0-a": seed(knows_new=False), "vk-1-n": loading}), desired(), AT_NOW)
     assert not any(isinstance(action, Meet) for action in planned.actions)
     assert planned.requeue_after == REQUEUE_FAST
     old = attrs.evolve(young, created_at=NOW - JOIN_WINDOW_S - 1)
-    assert not settling(View(observe(old, {"vk-0-a": seed(knows_new=False), "vk-1-n": loading}), desired()))
+    assert not settling(
+        View(observe(old, {"vk-0-a": seed(knows_new=False), "vk-1-n": loading}), desired(), AT_NOW)
+    )
     loaded = plan(
-        observe(young, {"vk-0-a": seed(knows_new=False), "vk-1-n": new(met=False, ok=False)}), desired()
+        observe(young, {"vk-0-a": seed(knows_new=False), "vk-1-n": new(met=False, ok=False)}),
+        desired(),
+        AT_NOW,
     )
     assert Meet(node="vk-0-a", peer="vk-1-n", peer_ip="10.0.0.2") in loaded.actions

@@ -17,6 +17,7 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings
 
 from controllers.cluster.decision.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.decision.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
@@ -155,8 +156,8 @@ def test_rebalance_waits_while_some_slot_is_unserved() -> None:
     result = active(3, 0)
     result.sim.crash_pod(next(pod.name for pod in result.sim.pods.values() if pod.shard == 0))
     result.desired = desired(4, 0)
-    observation = result.sim.observe(recorded_state=ACTIVE)
-    planned = plan(observation, result.desired)
+    observation = result.sim.observe()
+    planned = plan(observation, result.desired, result.sim.context(recorded_state=ACTIVE))
     assert not any(isinstance(action, MigrateSlots) for action in planned.actions)
 
 
@@ -288,7 +289,7 @@ def test_a_member_whose_ip_changed_is_met_again_at_its_new_address() -> None:
         pods=(_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.9.9.9")),
         nodes={"vk-0-a": a, "vk-0-b": b},
     )
-    planned = plan(observation, desired(1, 1))
+    planned = plan(observation, desired(1, 1), Context())
     assert Meet(node="vk-0-a", peer="vk-0-b", peer_ip="10.9.9.9") in planned.actions
 
 
@@ -380,11 +381,13 @@ def test_two_primaries_claiming_slots_is_a_handover_right_after_a_migration_and_
     a = _primary("a" * 40, "b" * 40, (SlotRange(0, 8191),), (job,))
     b = _primary("b" * 40, "a" * 40, (SlotRange(0, 99), SlotRange(8192, 16383)), ())
     pods = (_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-1-b", 1, "10.0.0.2"))
-    observation = Observation(pods=pods, nodes={"vk-0-a": a, "vk-1-b": b}, now=now)
-    reasons = {f.reason: f.problem for f in plan(observation, desired(2, 0)).status.findings}
+    observation = Observation(pods=pods, nodes={"vk-0-a": a, "vk-1-b": b})
+    reasons = {
+        f.reason: f.problem for f in plan(observation, desired(2, 0), Context(now=now)).status.findings
+    }
     assert reasons.get(Reason.MIGRATING_SLOTS) is False and Reason.SLOTS_CONTESTED not in reasons
-    later = attrs.evolve(observation, now=now + 3600)
-    reasons = {f.reason: f.problem for f in plan(later, desired(2, 0)).status.findings}
+    later = Context(now=now + 3600)
+    reasons = {f.reason: f.problem for f in plan(observation, desired(2, 0), later).status.findings}
     assert reasons.get(Reason.SLOTS_CONTESTED) is True
 
 
@@ -410,9 +413,8 @@ def test_a_node_that_has_not_heard_of_a_takeover_does_not_make_its_slots_look_lo
     observation = Observation(
         pods=(_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.0.0.2")),
         nodes={"vk-0-a": a, "vk-0-b": b},
-        recorded_state=ACTIVE,
     )
-    planned = plan(observation, desired(1, 1))
+    planned = plan(observation, desired(1, 1), Context(recorded_state=ACTIVE))
     forgets = [action for action in planned.actions if isinstance(action, Forget)]
     assert forgets == [Forget(node_id=ghost, on=("vk-0-b",), lost=())]
     assert not any(finding.reason is Reason.DATA_LOST for finding in planned.status.findings)
@@ -448,10 +450,10 @@ def test_a_node_still_loading_its_data_is_met_once_it_has_loaded() -> None:
             "vk-0-a": attrs.evolve(a, loading=seed_loading),
             "vk-0-b": attrs.evolve(b, loading=peer_loading),
         }
-        waiting = plan(Observation(pods=pods, nodes=nodes), desired(1, 1))
+        waiting = plan(Observation(pods=pods, nodes=nodes), desired(1, 1), Context())
         assert not [action for action in waiting.actions if isinstance(action, Meet)], (
             seed_loading,
             peer_loading,
         )
-    loaded = plan(Observation(pods=pods, nodes={"vk-0-a": a, "vk-0-b": b}), desired(1, 1))
+    loaded = plan(Observation(pods=pods, nodes={"vk-0-a": a, "vk-0-b": b}), desired(1, 1), Context())
     assert meet in loaded.actions

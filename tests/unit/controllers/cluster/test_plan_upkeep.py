@@ -26,13 +26,14 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.decision.memory import remember_refusals
+from controllers.cluster.decision.memory import Refusals, remember_refusals
 from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
 from controllers.cluster.render.acl import UserAcl
-from controllers.shared.observation import Observation, Refusals
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
@@ -308,7 +309,7 @@ def test_a_role_with_an_unknown_command_holds_its_users_and_new_pods_still_start
 
 
 def test_a_user_whose_commands_no_node_could_confirm_stays_out_of_the_startup_file() -> None:
-    planned = plan(Observation(pods=()), day2(1, 0))
+    planned = plan(Observation(pods=()), day2(1, 0), Context())
     (secret,) = [a for a in planned.actions if isinstance(a, ApplyObject) and a.object.resource is SECRETS]
     text = base64.b64decode(secret.object.body["data"][KEY]).decode()
     assert "user app " not in text and "user valkey-operator " in text
@@ -351,7 +352,7 @@ def test_an_owned_object_is_applied_again_when_a_rendered_key_goes_away_or_is_ed
 
 
 def plan_kinds(result: Run) -> Counter[str]:
-    return kinds(plan(result.sim.observe(), result.desired))
+    return kinds(plan(result.sim.observe(), result.desired, result.sim.context()))
 
 
 # --- crash loops and cache lag -----------------------------------------------------------------------
@@ -365,7 +366,7 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
     sim.advance()
     for pod in list(sim.pods.values()):
         sim.crash_pod(pod.name)
-    planned = plan(sim.observe(), wanted)
+    planned = plan(sim.observe(), wanted, sim.context())
     assert not any(isinstance(action, NewPod) for action in planned.actions)
     assert [type(a) for a in planned.actions if isinstance(a, PruneFailedPod)] == [PruneFailedPod]
     assert planned.status.state is ClusterState.FAILED
@@ -375,8 +376,7 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
 
 
 def test_no_pod_is_created_or_deleted_while_the_cache_has_not_shown_the_last_writes() -> None:
-    observation = Observation(pods=(), awaiting=frozenset({"vk-0-00000"}))
-    planned = plan(observation, day2(1, 0))
+    planned = plan(Observation(pods=()), day2(1, 0), Context(awaiting=frozenset({"vk-0-00000"})))
     assert not any(isinstance(action, NewPod | DeletePod | PruneFailedPod) for action in planned.actions)
     assert planned.requeue_after == 1.0
 
@@ -421,7 +421,7 @@ def test_any_history_of_unknown_facts_hand_edits_and_edits_converges(
 def test_a_failed_object_apply_is_a_finding_and_counts_no_failover() -> None:
     from controllers.cluster.decision.decide import failover_counts
 
-    planned = plan(Observation(pods=()), day2(1, 0))
+    planned = plan(Observation(pods=()), day2(1, 0), Context())
     apply = next(a for a in planned.actions if isinstance(a, ApplyObject))
     failures = [Failure(apply, "apply Secret/vk-internal: 500 Internal")]
     finished = finish(planned, failures)  # actions holding dicts must never need hashing

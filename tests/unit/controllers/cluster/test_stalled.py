@@ -11,6 +11,7 @@ from status_support import blocked_document
 
 from controllers.cluster.decision import stalled
 from controllers.cluster.decision.actions import ApplyObject, Failure
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired, OwnedObject
 from controllers.cluster.decision.plan import finish, plan
 from controllers.cluster.decision.report import PlannedStatus, Reason
@@ -95,8 +96,8 @@ def test_the_observation_reads_the_first_container_waiting_for_its_image() -> No
 
 
 def planned(*pods: Obj) -> PlannedStatus:
-    observation = Observation(pods=tuple(PodObservation.from_pod(p) for p in pods), now=NOW.timestamp())
-    return plan(observation, DESIRED).status
+    observation = Observation(pods=tuple(PodObservation.from_pod(p) for p in pods))
+    return plan(observation, DESIRED, Context(now=NOW.timestamp())).status
 
 
 def test_a_pod_whose_image_does_not_pull_stalls_the_cluster_after_the_bound() -> None:
@@ -122,8 +123,8 @@ def test_a_pod_of_an_outdated_template_does_not_stall_the_roll_replaces_it() -> 
 def test_an_rbac_refusal_stalls_the_pass_it_happens_in_and_clears_when_granted() -> None:
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c", "namespace": "shop"}}
     action = ApplyObject(OwnedObject(SERVICES, service))
-    observation = Observation(pods=(), now=NOW.timestamp())
-    first = plan(observation, DESIRED)
+    observation, context = Observation(pods=()), Context(now=NOW.timestamp())
+    first = plan(observation, DESIRED, context)
     refused = finish(first, [Failure(action, f"apply Service/c: 403 Forbidden: {RBAC}", forbidden=True)])
     condition = refused.status.condition("Stalled")
     assert (condition.status, condition.reason) == (True, "Forbidden")
@@ -133,7 +134,7 @@ def test_an_rbac_refusal_stalls_the_pass_it_happens_in_and_clears_when_granted()
     other = finish(first, [Failure(action, "apply Service/c: 500 InternalError: etcd timeout")])
     assert other.status.condition("Stalled").status is False
     assert Reason.ACTION_FAILED in {finding.reason for finding in other.status.findings}
-    assert plan(observation, DESIRED).status.condition("Stalled").status is False
+    assert plan(observation, DESIRED, context).status.condition("Stalled").status is False
 
 
 def condition(status: Obj, kind: str) -> Obj:
