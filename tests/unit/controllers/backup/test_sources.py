@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import attrs
+import observed
 
 from controllers.backup.sources import IN_SYNC_BYTES, NotSettled, sources
-from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.shared.observation import NodeObservation, Observation
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
 from valkey_operator.valkey.slots import even_split
@@ -13,44 +14,23 @@ from valkey_operator.valkey.slots import even_split
 LAYOUT = even_split(3)
 
 
-def pod(name: str, shard: int, ip: str) -> PodObservation:
-    return PodObservation(
-        name=name,
-        shard=shard,
-        template_hash="h",
-        phase=PodPhase.RUNNING,
-        ready=True,
-        ip=ip,
-        deleting=False,
-        created="2026-12-03T00:00:00Z",
-    )
-
-
 def primary(shard: int, offset: int = 1000) -> NodeObservation:
-    return NodeObservation(
-        reachable=True,
-        node_id=f"p{shard}",
-        role=NodeRole.PRIMARY,
-        slots=LAYOUT[shard],
-        repl_offset=offset,
-        version_text="9.1.2",
+    return observed.primary(
+        f"p{shard}", slots=LAYOUT[shard], ok=None, version=None, repl_offset=offset, version_text="9.1.2"
     )
 
 
 def replica(shard: int, offset: int, link_up: bool = True) -> NodeObservation:
-    return NodeObservation(
-        reachable=True,
-        node_id=f"r{shard}",
-        role=NodeRole.REPLICA,
-        primary_id=f"p{shard}",
-        repl_offset=offset,
-        link_up=link_up,
-        version_text="9.1.2",
+    return observed.replica(
+        f"r{shard}", f"p{shard}", offset=offset, link_up=link_up, version=None, version_text="9.1.2"
     )
 
 
 def cluster(nodes: dict[str, NodeObservation]) -> Observation:
-    pods = tuple(pod(name, int(name[1]), f"127.0.0.{i + 2}") for i, name in enumerate(sorted(nodes)))
+    pods = tuple(
+        observed.pod(name, int(name[1]), f"127.0.0.{i + 2}", template="h", created="2026-12-03T00:00:00Z")
+        for i, name in enumerate(sorted(nodes))
+    )
     return Observation(pods=pods, nodes=nodes)
 
 

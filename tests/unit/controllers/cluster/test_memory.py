@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import observed
 from decide_harness import step, world
 
 from controllers.cluster.decision.actions import Failure, SetConfig
@@ -14,21 +15,11 @@ from controllers.cluster.decision.memory import (
     recorded_status,
     remember_refusals,
 )
-from controllers.shared.observation import PodObservation, PodPhase
+from controllers.shared.observation import PodObservation
 
 
 def pod(name: str, *, deleting: bool = False, annotations: dict[str, str] | None = None) -> PodObservation:
-    return PodObservation(
-        name=name,
-        shard=0,
-        template_hash="t",
-        phase=PodPhase.RUNNING,
-        ready=True,
-        ip=None,
-        deleting=deleting,
-        created="",
-        annotations=annotations or {},
-    )
+    return observed.pod(name, 0, template="t", deleting=deleting, annotations=annotations or {})
 
 
 def test_writes_are_awaited_until_the_cache_shows_them_or_they_lapse() -> None:

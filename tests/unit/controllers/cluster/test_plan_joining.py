@@ -11,6 +11,8 @@ moves slots only to a Ready target that reports cluster_state ok.
 from __future__ import annotations
 
 import attrs
+import observed
+from observed import line
 
 from controllers.cluster.decision.actions import Meet, MigrateSlots
 from controllers.cluster.decision.context import Context
@@ -18,9 +20,8 @@ from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import JOIN_WINDOW_S, REQUEUE_FAST, plan, settling
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.view import View
-from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
-from valkey_operator.api.cluster import NodeRole
-from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
+from controllers.shared.observation import NodeObservation, Observation, PodObservation
+from valkey_operator.valkey.replies import MigrationOperation, SlotMigration
 from valkey_operator.valkey.slots import SlotRange
 
 IMAGE = "valkey/valkey:9.1.0"
@@ -35,50 +36,20 @@ def desired() -> Desired:
 
 
 def pod(name: str, shard: int, ip: str, *, ready: bool = True, age: float = 1.0) -> PodObservation:
-    return PodObservation(
-        name=name,
-        shard=shard,
-        template_hash="t1",
-        phase=PodPhase.RUNNING,
-        ready=ready,
-        ip=ip,
-        deleting=False,
-        created=f"2027-01-15T08:00:0{shard}Z",
-        created_at=NOW - age,
-        member=ready and shard == 0,
+    created = f"2027-01-15T08:00:0{shard}Z"
+    return observed.pod(
+        name, shard, ip, ready=ready, created=created, created_at=NOW - age, member=ready and shard == 0
     )
-
-
-def line(node_id: str, ip: str, *, slots: tuple[SlotRange, ...] = (), me: bool = False) -> KnownNode:
-    flags = {NodeFlag.PRIMARY} | ({NodeFlag.MYSELF} if me else set())
-    return KnownNode(node_id=node_id, ip=ip, flags=frozenset(flags), slots=slots)
 
 
 def seed(*, knows_new: bool, jobs: tuple[SlotMigration, ...] = ()) -> NodeObservation:
     known = (line(A, "10.0.0.1", slots=ALL, me=True), *((line(N, "10.0.0.2"),) if knows_new else ()))
-    return NodeObservation(
-        reachable=True,
-        version=(9, 1, 0),
-        node_id=A,
-        role=NodeRole.PRIMARY,
-        slots=ALL,
-        cluster_ok=True,
-        known_nodes=known,
-        migrations=jobs,
-    )
+    return observed.primary(A, slots=ALL, known=known, jobs=jobs)
 
 
 def new(*, met: bool, ok: bool) -> NodeObservation:
     known = (line(N, "10.0.0.2", me=True), *((line(A, "10.0.0.1", slots=ALL),) if met else ()))
-    return NodeObservation(
-        reachable=True,
-        version=(9, 1, 0),
-        node_id=N,
-        role=NodeRole.PRIMARY,
-        cluster_ok=ok,
-        known_nodes=known,
-        migrations=(),
-    )
+    return observed.primary(N, ok=ok, known=known)
 
 
 def observe(new_pod: PodObservation, nodes: dict[str, NodeObservation]) -> Observation:
@@ -142,15 +113,7 @@ def test_a_ready_node_is_the_seed_before_an_older_starting_one() -> None:
     older = attrs.evolve(pod("vk-0-s", 0, "10.0.0.3", ready=False), created="2027-01-15T07:00:00Z")
     ready = pod("vk-1-r", 1, "10.0.0.4")
     empty = {
-        name: NodeObservation(
-            reachable=True,
-            version=(9, 1, 0),
-            node_id=name[-1] * 40,
-            role=NodeRole.PRIMARY,
-            cluster_ok=False,
-            known_nodes=(line(name[-1] * 40, ip, me=True),),
-            migrations=(),
-        )
+        name: observed.primary(name[-1] * 40, ok=False, known=(line(name[-1] * 40, ip, me=True),))
         for name, ip in (("vk-0-s", "10.0.0.3"), ("vk-1-r", "10.0.0.4"))
     }
     view = View(Observation(pods=(older, ready), nodes=empty), desired(), AT_NOW)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+import observed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
@@ -22,7 +23,7 @@ from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.decision.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
 from controllers.cluster.decision.report import Reason
-from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
+from controllers.shared.observation import NodeObservation, Observation, PodObservation
 from valkey_operator.api.cluster import DEGRADED, ClusterState, NodeRole
 from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
 from valkey_operator.valkey.slots import SlotRange
@@ -251,37 +252,20 @@ def test_a_rebooted_primary_rejoins_as_a_new_node_and_nothing_is_lost() -> None:
 
 
 def _pod(name: str, shard: int, ip: str) -> PodObservation:
-    return PodObservation(
-        name=name,
-        shard=shard,
-        template_hash="t1",
-        phase=PodPhase.RUNNING,
-        ready=True,
-        ip=ip,
-        deleting=False,
-        created=f"2025-01-01T00:00:0{shard}Z",
-    )
+    return observed.pod(name, shard, ip, created=f"2025-01-01T00:00:0{shard}Z")
 
 
 def test_a_member_whose_ip_changed_is_met_again_at_its_new_address() -> None:
     slots = (SlotRange(0, 16383),)
     a_line = KnownNode(node_id="a" * 40, ip="10.0.0.1", flags=frozenset({NodeFlag.PRIMARY}), slots=slots)
     b_old = KnownNode(node_id="b" * 40, ip="10.0.0.2", flags=frozenset({NodeFlag.REPLICA}), connected=False)
-    a = NodeObservation(
-        reachable=True,
-        version=(9, 1, 0),
-        node_id="a" * 40,
-        role=NodeRole.PRIMARY,
-        slots=slots,
-        cluster_ok=True,
-        known_nodes=(attrs.evolve(a_line, flags=a_line.flags | {NodeFlag.MYSELF}), b_old),
+    a = observed.primary(
+        "a" * 40, slots=slots, known=(attrs.evolve(a_line, flags=a_line.flags | {NodeFlag.MYSELF}), b_old)
     )
-    b = NodeObservation(
-        reachable=True,
-        version=(9, 1, 0),
-        node_id="b" * 40,
-        role=NodeRole.REPLICA,
-        primary_id="a" * 40,
+    b = observed.replica(
+        "b" * 40,
+        "a" * 40,
+        link_up=None,
         cluster_ok=False,
         known_nodes=(attrs.evolve(b_old, ip="10.9.9.9", flags=frozenset({NodeFlag.MYSELF})), a_line),
     )
@@ -362,14 +346,8 @@ def test_a_new_shards_replica_of_a_primary_that_left_empty_takes_over() -> None:
 def _primary(
     node_id: str, other: str, slots: tuple[SlotRange, ...], jobs: tuple[SlotMigration, ...]
 ) -> NodeObservation:
-    me = KnownNode(
-        node_id=node_id, ip=None, flags=frozenset({NodeFlag.MYSELF, NodeFlag.PRIMARY}), slots=slots
-    )
-    peer = KnownNode(node_id=other, ip=None, flags=frozenset({NodeFlag.PRIMARY}))
-    return NodeObservation(
-        reachable=True, version=(9, 1, 0), node_id=node_id, role=NodeRole.PRIMARY, slots=slots,
-        cluster_ok=True, known_nodes=(me, peer), migrations=jobs,
-    )  # fmt: skip
+    known = (observed.line(node_id, None, slots=slots, me=True), observed.line(other, None))
+    return observed.primary(node_id, slots=slots, known=known, jobs=jobs)
 
 
 def test_two_primaries_claiming_slots_is_a_handover_right_after_a_migration_and_a_conflict_later() -> None:
@@ -402,14 +380,9 @@ def test_a_node_that_has_not_heard_of_a_takeover_does_not_make_its_slots_look_lo
         node_id=ghost, ip="10.0.0.3", flags=frozenset({NodeFlag.PRIMARY, NodeFlag.FAIL}), slots=slots
     )
     b_me = KnownNode(node_id=b_id, ip="10.0.0.2", flags=frozenset({NodeFlag.MYSELF, NodeFlag.REPLICA}))
-    a = NodeObservation(
-        reachable=True, version=(9, 1, 0), node_id=a_id, role=NodeRole.PRIMARY, slots=slots, cluster_ok=True,
-        known_nodes=(a_me, attrs.evolve(b_me, flags=frozenset({NodeFlag.REPLICA}), primary_id=a_id)),
-    )  # fmt: skip
-    b = NodeObservation(
-        reachable=True, version=(9, 1, 0), node_id=b_id, role=NodeRole.REPLICA, primary_id=a_id,
-        cluster_ok=True, link_up=True, known_nodes=(b_me, b_view_of_a, stale),
-    )  # fmt: skip
+    b_seen = attrs.evolve(b_me, flags=frozenset({NodeFlag.REPLICA}), primary_id=a_id)
+    a = observed.primary(a_id, slots=slots, known=(a_me, b_seen))
+    b = observed.replica(b_id, a_id, cluster_ok=True, known_nodes=(b_me, b_view_of_a, stale))
     observation = Observation(
         pods=(_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.0.0.2")),
         nodes={"vk-0-a": a, "vk-0-b": b},
@@ -426,22 +399,11 @@ def test_a_node_still_loading_its_data_is_met_once_it_has_loaded() -> None:
     slots = (SlotRange(0, 16383),)
     a_line = KnownNode(node_id="a" * 40, ip="10.0.0.1", flags=frozenset({NodeFlag.PRIMARY}), slots=slots)
     b_line = KnownNode(node_id="b" * 40, ip="10.0.0.2", flags=frozenset({NodeFlag.PRIMARY}))
-    a = NodeObservation(
-        reachable=True,
-        version=(9, 1, 0),
-        node_id="a" * 40,
-        role=NodeRole.PRIMARY,
-        slots=slots,
-        cluster_ok=True,
-        known_nodes=(attrs.evolve(a_line, flags=a_line.flags | {NodeFlag.MYSELF}),),
+    a = observed.primary(
+        "a" * 40, slots=slots, known=(attrs.evolve(a_line, flags=a_line.flags | {NodeFlag.MYSELF}),)
     )
-    b = NodeObservation(
-        reachable=True,
-        version=(9, 1, 0),
-        node_id="b" * 40,
-        role=NodeRole.PRIMARY,
-        cluster_ok=False,
-        known_nodes=(attrs.evolve(b_line, flags=b_line.flags | {NodeFlag.MYSELF}),),
+    b = observed.primary(
+        "b" * 40, ok=False, known=(attrs.evolve(b_line, flags=b_line.flags | {NodeFlag.MYSELF}),)
     )
     pods = (_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.0.0.2"))
     meet = Meet(node="vk-0-a", peer="vk-0-b", peer_ip="10.0.0.2")

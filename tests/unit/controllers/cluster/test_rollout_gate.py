@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+import observed
 
 from controllers.cluster.decision.decide import RolloutSlot, RolloutSlots, admit
 from controllers.cluster.decision.desired import Desired
@@ -50,16 +51,7 @@ def test_no_limit_and_lapsed_claims() -> None:
 
 
 def pod(name: str, shard: int, template: str, phase: PodPhase = PodPhase.RUNNING) -> PodObservation:
-    return PodObservation(
-        name=name,
-        shard=shard,
-        template_hash=template,
-        phase=phase,
-        ready=True,
-        ip=None,
-        deleting=False,
-        created="",
-    )
+    return observed.pod(name, shard, template=template, phase=phase)
 
 
 def test_admission_asks_for_a_slot_only_for_pods_the_roll_replaces() -> None:
