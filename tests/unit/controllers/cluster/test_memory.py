@@ -50,7 +50,7 @@ def test_refusals_last_while_their_pod_lives_and_unnamed_ones_until_it_is_sent_s
 
 def test_the_memory_a_pass_returns_is_the_one_the_next_pass_starts_from() -> None:
     """decide folds what it needs into the returned Memory; a refusal the actor reports comes back
-    as the next pass's Observation.refusals, with no other record kept anywhere."""
+    as the next pass's Context.refusals, with no other record kept anywhere."""
     found = world(1, 0)
     first = step(found)
     assert first.memory == found.memory
