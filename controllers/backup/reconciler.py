@@ -144,7 +144,7 @@ class BackupReconciler:
         target = await self._target(namespace, cluster_name)
         if isinstance(target, str):
             return await self._wait(obj, status, target)
-        observed = await observe(target.pods, target.admin, None)
+        observed = await observe(target.pods, target.admin)
         found = sources(observed.observation)
         if isinstance(found, NotSettled):
             return await self._wait(obj, status, f"waiting for cluster {cluster_name}: {found.message}")
@@ -260,7 +260,7 @@ class BackupReconciler:
 
     async def _check_layout(self, target: Target, found: tuple[ShardSource, ...]) -> None:
         """Every shard's slots are where they were when the first shard was read."""
-        observed = await observe(target.pods, target.admin, None)
+        observed = await observe(target.pods, target.admin)
         again = sources(observed.observation)
         before = [source.slots for source in found]
         if isinstance(again, NotSettled) or [source.slots for source in again] != before:

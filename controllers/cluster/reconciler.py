@@ -412,7 +412,7 @@ class _PassSource:
             ClaimObservation.from_claim(claim)
             for claim in cluster_claims(r.claims_of(self.namespace, self.name), uid)
         )
-        observed = await observe(self.pods, self.admin, None, commands=list(commands))
+        observed = await observe(self.pods, self.admin, commands=list(commands))
         self.extras = dict(observed.extras)
         return attrs.evolve(
             observed.observation,

@@ -31,7 +31,7 @@ from controllers.shared.names import (
 )
 from controllers.shared.tls import Certificate
 from controllers.shared.versions import Version
-from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.rest import Obj
@@ -344,37 +344,6 @@ def _termination(status: Obj) -> str:
     return str(status.get("reason") or "Failed")
 
 
-@attrs.frozen
-class Refusal:
-    """A CONFIG SET a server refused in an earlier pass: the value sent, and Valkey's words."""
-
-    value: str
-    message: str
-
-
-@attrs.frozen(kw_only=True)
-class Refusals:
-    """What the servers refused before (the reconciler remembers the actor's failures): refused
-    values are not sent again, and a refusal that named no directive has its directives sent one
-    by one, so the others still apply and the refused one is named."""
-
-    named: Mapping[str, Mapping[str, Refusal]] = attrs.field(factory=dict)
-    """Pod -> directive -> the value it refused."""
-    unnamed: Mapping[str, str] = attrs.field(factory=dict)
-    """Pod -> Valkey's words, for a CONFIG SET of several directives refused without naming one."""
-
-    def of(self, pod: str, directive: str, value: str) -> Refusal | None:
-        found = self.named.get(pod, {}).get(directive)
-        return found if found is not None and found.value == value else None
-
-
-@attrs.frozen(kw_only=True)
-class TlsRecord:
-    secret_hash: str
-    changed_at: float
-    """Unix seconds."""
-
-
 @attrs.frozen(kw_only=True)
 class Observation:
     """Everything one pass observed: the pods and, keyed by pod name, their servers' reports.
@@ -386,31 +355,14 @@ class Observation:
 
     pods: tuple[PodObservation, ...]
     nodes: Mapping[str, NodeObservation] = attrs.field(factory=dict)
-    recorded_state: ClusterState | None = None
-    """status.state as stored before this pass: tells a first bootstrap (Creating) from a later
-    change (Updating), and a rebuilt shard from a new one (data lost)."""
     now: float = 0.0
     """Wall-clock seconds (Unix time) of the pass: backoff after failed slot migrations is counted
     from the time the migration log records, so an operator restart does not reset it."""
     objects: Mapping[str, Obj | None] = attrs.field(factory=dict)
     """Each rendered owned object (Service, ConfigMap, Secret, PDBs) as the cache holds it, by
     `OwnedObject.key`; None when absent."""
-    awaiting: frozenset[str] = frozenset()
-    """Pods this operator created or deleted that the cache does not show so yet. Until it does,
-    no pod is created or deleted (client-go's expectations): a lagging cache would otherwise ask
-    for a duplicate, or let a second pod go while the first is still leaving."""
-    recorded_config_hash: str | None = None
-    """status.configHash as stored: kept until every node runs the current settings."""
-    recorded_image: str | None = None
-    """status.currentImage as stored: kept until every pod runs the current template."""
-    may_roll: bool = True
-    """A rollout slot is free for this cluster (maxConcurrentRollouts), or it holds one already."""
-    recorded_tls: TlsRecord | None = None
-    """status.tls as stored: the Secret content last seen, and since when."""
     node_zones: Mapping[str, str] = attrs.field(factory=dict)
     """Kubernetes node name -> its topology.kubernetes.io/zone label, for the nodes hosting pods."""
-    refusals: Refusals = Refusals()
-    """CONFIG SETs the servers refused in earlier passes (a Failure the next pass sees)."""
     claims: tuple[ClaimObservation, ...] = ()
     """The cluster's data claims (persistence; none for a cache), by label, owned or retained."""
     expandable: Mapping[str, bool] = attrs.field(factory=dict)

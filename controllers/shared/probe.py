@@ -9,6 +9,12 @@ never joins, so its cluster state does not matter. Reads whose failure should
 not make the node unreachable (the migration log, CONFIG GET, ACL LIST,
 COMMAND INFO) leave their fact unknown (None) instead, never "empty": the
 planner decides nothing from an unknown fact.
+
+Which pods are asked (`should_probe`) and how much (the version floor) stays
+here, not in decision/: it chooses what the pass reads, never what it does,
+and moving it into decide() would need a second round trip to the servers in
+every pass. What is done about a pod not probed, or a node below the floor
+(View.unreachable, View.rejected), is decided in decision/ alone.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from controllers.shared.names import CLUSTER_LABEL
 from controllers.shared.observation import NodeObservation, Observation, PodObservation
 from controllers.shared.tls import Certificate
 from controllers.shared.versions import meets_floor, version_from_info
-from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.tunables import PROBED_NAMES
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import parse_acl_list
@@ -223,7 +229,6 @@ async def probe(
 async def observe(
     pods: Iterable[Obj],
     admin: AdminClient | None,
-    recorded_state: ClusterState | None,
     *,
     commands: Sequence[str] = (),
 ) -> Observed:
@@ -240,9 +245,7 @@ async def observe(
     nodes = {pod.name: result[0] for pod, result in zip(targets, results, strict=True)}
     extras = {pod.name: result[1] for pod, result in zip(targets, results, strict=True)}
     return Observed(
-        observation=Observation(
-            pods=pod_observations, nodes=nodes, recorded_state=recorded_state, now=time.time()
-        ),
+        observation=Observation(pods=pod_observations, nodes=nodes, now=time.time()),
         extras=extras,
     )
 

@@ -69,7 +69,7 @@ def _tls_view(view: View) -> TlsView | None:
 
 
 def _changed_at(view: View, tls: DesiredTls) -> float:
-    recorded = view.recorded_tls
+    recorded = view.context.recorded_tls
     if recorded is not None and recorded.secret_hash == tls.material.content_hash:
         return recorded.changed_at
     return float(int(view.now))

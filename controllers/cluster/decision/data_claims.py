@@ -120,7 +120,7 @@ def upkeep(view: View) -> Iterable[PatchClaim | DeleteClaim]:
             yield PatchClaim(claim.name, claim.uid, ((NODE_ID_ANNOTATION, reported),))
         if claim in growing(view):
             yield PatchClaim(claim.name, claim.uid, storage=view.desired.claim_size)
-    if view.awaiting or view.unidentified:
+    if view.context.awaiting or view.unidentified:
         return
     for claim in _unneeded(view):
         yield DeleteClaim(claim.name, claim.uid, _why_unneeded(view, claim))

@@ -59,6 +59,7 @@ from controllers.cluster.decision.actions import (
 )
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
 from controllers.cluster.decision.conflicts import conflict_message, conflicts
+from controllers.cluster.decision.context import Context, TlsRecord
 from controllers.cluster.decision.desired import (
     Desired,
     DesiredAcl,
@@ -121,7 +122,7 @@ from controllers.options import ControllerOptions
 from controllers.shared import layout, names
 from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig
 from controllers.shared.credentials import DamagedSecret, InternalCredentials
-from controllers.shared.observation import Observation, TlsRecord
+from controllers.shared.observation import Observation
 from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import (
@@ -452,18 +453,17 @@ def decide(facts: Facts, now: float) -> Decision:
     may_roll, slot = admit(
         bool(outdated_pods(facts.observation.pods, desired)), facts.rollout_slots, facts.key
     )
-    observation = attrs.evolve(
-        facts.observation,
-        awaiting=expected.names(),
-        refusals=live_refusals(facts.memory.refusals, (pod.name for pod in facts.observation.pods)),
-        now=now,
+    observation = attrs.evolve(facts.observation, now=now)
+    context = Context(
         recorded_state=recorded.state,
         recorded_config_hash=recorded.config_hash,
         recorded_image=recorded.current_image,
         recorded_tls=_tls_record(recorded.tls),
+        awaiting=expected.names(),
+        refusals=live_refusals(facts.memory.refusals, (pod.name for pod in facts.observation.pods)),
         may_roll=may_roll,
     )
-    view = View(observation, desired)
+    view = View(observation, desired, context)
     planned = plan_view(view)
     switch = decide_switchover(planned.view, request, asked, _situation(facts, now, planned))
     actions = complete(

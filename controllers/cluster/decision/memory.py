@@ -10,9 +10,9 @@ repeats, so a restarted operator that starts with an empty Memory loses nothing
 the API server and the nodes do not show again:
 - `expected`: pod creates, deletes and annotations this operator made that the
   informer cache does not show yet; the planner creates and deletes nothing
-  until it does (`Observation.awaiting`). One the cache never shows lapses
+  until it does (`Context.awaiting`). One the cache never shows lapses
   after EXPECTATION_TTL (a lost watch event cannot block a cluster forever).
-- `refusals`: CONFIG SETs the servers refused (`Observation.refusals`): the
+- `refusals`: CONFIG SETs the servers refused (`Context.refusals`): the
   refused value is not sent again; a refusal that named no directive lasts until
   that pod is sent settings again.
 - `claim_until`: a rollout slot (maxConcurrentRollouts) decide() handed out,
@@ -38,13 +38,37 @@ import attrs
 
 from controllers.cluster.decision.actions import Action, Failure, SetConfig
 from controllers.cluster.decision.cadence import Quiet
-from controllers.shared.observation import PodObservation, Refusal, Refusals
+from controllers.shared.observation import PodObservation
 from valkey_operator.core.rest import Obj
 
 EXPECTATION_TTL = 30.0
 """Seconds a pod write the cache does not show is waited for."""
 CLAIM_TTL = 60.0
 """Seconds a rollout slot claim holds without the cluster's status showing its roll."""
+
+
+@attrs.frozen
+class Refusal:
+    """A CONFIG SET a server refused in an earlier pass: the value sent, and Valkey's words."""
+
+    value: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class Refusals:
+    """What the servers refused before (the reconciler remembers the actor's failures): refused
+    values are not sent again, and a refusal that named no directive has its directives sent one
+    by one, so the others still apply and the refused one is named."""
+
+    named: Mapping[str, Mapping[str, Refusal]] = attrs.field(factory=dict)
+    """Pod -> directive -> the value it refused."""
+    unnamed: Mapping[str, str] = attrs.field(factory=dict)
+    """Pod -> Valkey's words, for a CONFIG SET of several directives refused without naming one."""
+
+    def of(self, pod: str, directive: str, value: str) -> Refusal | None:
+        found = self.named.get(pod, {}).get(directive)
+        return found if found is not None and found.value == value else None
 
 
 @attrs.frozen(kw_only=True)

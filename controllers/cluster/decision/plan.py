@@ -86,6 +86,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.rebalance import (
     MAX_BATCH_SLOTS,
@@ -138,9 +139,9 @@ class Plan:
         return tuple(action for action in self.actions if action.disruptive)
 
 
-def plan(observation: Observation, desired: Desired) -> Plan:
-    """The next actions toward desired, and the status the observation implies."""
-    return plan_view(View(observation, desired))
+def plan(observation: Observation, desired: Desired, context: Context | None = None) -> Plan:
+    """The next actions toward desired, and the status the observation implies (in context)."""
+    return plan_view(View(observation, desired, context))
 
 
 def plan_view(view: View) -> Plan:
@@ -217,7 +218,7 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[NewPod]:
     """One pod per missing member, and the rolling shard's surge pod; none for a shard in a crash
     loop, none while the cache lags. With persistence a missing pod starts on its shard's free
     claim first (a node lost without being planned comes back), else on a new one."""
-    if view.awaiting:
+    if view.context.awaiting:
         return
     annotations = certificates.created_annotations(view)
     for shard in range(view.desired.shards):
@@ -237,7 +238,7 @@ def _create_missing(view: View, rolling: Rollout) -> Iterable[NewPod]:
 
 def _prune(view: View) -> Iterable[PruneFailedPod]:
     """Failed pods beyond the newest few of their shard (the newest stay as evidence)."""
-    if view.awaiting:
+    if view.context.awaiting:
         return
     for pod in view.crash_loops.prune:
         yield PruneFailedPod(pod.name, pod.uid)
@@ -476,7 +477,7 @@ def _removal(view: View, rolling: Rollout) -> DeletePod | None:
     The rolling shard's pods go only by the rolling update's rules (rollout.py): its surge pod is
     not a surplus.
     """
-    if view.awaiting or any(pod.deleting for pod in view.pods) or view.migrations_active():
+    if view.context.awaiting or any(pod.deleting for pod in view.pods) or view.migrations_active():
         return None
     for node in view.rejected:
         if node.pod.template_hash != view.desired.template_hash and _holds_nothing(node):
@@ -610,11 +611,11 @@ def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Planned])
         return certificates.RELOAD_RETRY_S  # files the kubelet has not updated yet: ask again soon
     if actions:
         return REQUEUE_ACTING
-    if view.awaiting:
+    if view.context.awaiting:
         return REQUEUE_ACTING  # the cache shows the operator's own pod writes within a moment
     if any(finding.reason is Reason.CONFIG_REJECTED for finding in status.findings):
         return REQUEUE_REFUSED  # what is left waits for a spec change, which triggers a pass itself
-    if not view.may_roll:
+    if not view.context.may_roll:
         return REQUEUE_QUEUED
     if view.desired.paused or status.state is ClusterState.ACTIVE:
         return REQUEUE_STEADY

@@ -233,8 +233,10 @@ def report(
         ),
         uncovered=uncovered,
         findings=findings,
-        config_hash=view.desired.config_hash if _runs_current_settings(view) else view.recorded_config_hash,
-        current_image=view.desired.image if _runs_current_template(view) else view.recorded_image,
+        config_hash=view.desired.config_hash
+        if _runs_current_settings(view)
+        else view.context.recorded_config_hash,
+        current_image=view.desired.image if _runs_current_template(view) else view.context.recorded_image,
         rollout=_rollout(view, actions, rolling),
         tls=_tls(view),
         max_primaries_per_node=facts.worst if (facts := spread.spread(view)) is not None else None,
@@ -424,7 +426,7 @@ def _unsettled_state(view: View) -> ClusterState:
 
     A Failed cluster whose slots were all assigned had been formed before, so it updates.
     """
-    recorded = view.recorded_state
+    recorded = view.context.recorded_state
     if recorded in {ClusterState.ACTIVE, ClusterState.UPDATING}:
         return ClusterState.UPDATING
     if recorded is ClusterState.FAILED and not subtract(ALL_SLOTS, view.claimed):

@@ -115,7 +115,7 @@ def plan_rollout(view: View) -> Rollout:
     current = sum(1 for shard in range(view.desired.shards) if shard not in shards)
     if not shards:
         return Rollout(outdated=(), shard=None, shards_current=current)
-    if not view.may_roll:
+    if not view.context.may_roll:
         return Rollout(
             outdated=tuple(pod.name for pod in stale), shard=None, shards_current=current, queued=True
         )
@@ -150,7 +150,7 @@ def _pending_failover(view: View, shard: int) -> FailoverRequest | None:
 def settled_for_a_step(view: View) -> bool:
     """Nothing else in flight and nothing unknown: the only time a pod may go or a primary move."""
     return (
-        not view.awaiting
+        not view.context.awaiting
         and not view.rejected
         and not view.unreachable
         and not view.unidentified

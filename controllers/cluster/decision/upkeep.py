@@ -12,7 +12,7 @@ whose CONFIG GET or ACL LIST failed is left alone until it answers).
   deleted if this cluster is its controller.
 - Runtime settings: every runtime tunable a node does not run as desired is
   CONFIG SET in one call per node (docs/reference/valkeyconfig.md), except a
-  value that node refused before (`Observation.refusals`), which is reported
+  value that node refused before (`Context.refusals`), which is reported
   instead; after a refusal that named no directive, one call per directive.
 - ACLs: `ACL LIST` is the truth. Users whose rules differ from the rendering
   (compared in Valkey's normal form) are set again; users nobody asked for are
@@ -40,8 +40,8 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import OwnedObject, object_key
+from controllers.cluster.decision.memory import Refusals
 from controllers.cluster.decision.view import Node, View
-from controllers.shared.observation import Refusals
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.resources import GROUP
 from valkey_operator.core.rest import Obj
@@ -138,7 +138,7 @@ def set_config(view: View) -> Iterable[SetConfig]:
     a multi-directive CONFIG SET all or nothing), so the others apply and the refused is named."""
     for node in view.nodes.values():
         if not node.pod.deleting:
-            yield from config_sets(node.pod.name, config_changes(view, node) or {}, view.refusals)
+            yield from config_sets(node.pod.name, config_changes(view, node) or {}, view.context.refusals)
 
 
 def config_sets(pod: str, changes: Mapping[str, str], refusals: Refusals) -> list[SetConfig]:
@@ -151,7 +151,7 @@ def config_sets(pod: str, changes: Mapping[str, str], refusals: Refusals) -> lis
 
 def standing_refusals(view: View) -> Iterable[Failure]:
     """Values the nodes refused before and are still desired: reported every pass, never resent."""
-    refusals = view.refusals
+    refusals = view.context.refusals
     for node in view.nodes.values():
         if node.pod.deleting or node.pod.name not in refusals.named:
             continue

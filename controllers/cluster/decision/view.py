@@ -14,6 +14,7 @@ from typing import TypeVar, cast
 import attrs
 
 from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.failures import CrashLoops, crash_loops
 from controllers.cluster.decision.rebalance import (
@@ -82,7 +83,7 @@ T = TypeVar("T")
 class View:
     """Facts derived once per pass from the observation; every step and the status read these."""
 
-    def __init__(self, observation: Observation, desired: Desired) -> None:
+    def __init__(self, observation: Observation, desired: Desired, context: Context | None = None) -> None:
         self.desired = desired
         self.pods = tuple(sorted(observation.pods, key=lambda pod: (pod.shard is None, pod.shard, pod.order)))
         self.nodes: dict[str, Node] = {}
@@ -116,16 +117,11 @@ class View:
         self.claims = self._claims()
         self.claimed = union(*self.claims.values())
         self.layout = even_split(desired.shards)
-        self.recorded_state = observation.recorded_state
         self.now = observation.now
+        self.context = context or Context()
+        """What the pass knows besides what it observed (context.py)."""
         self.objects = observation.objects
-        self.awaiting = observation.awaiting
-        self.recorded_config_hash = observation.recorded_config_hash
-        self.recorded_image = observation.recorded_image
-        self.may_roll = observation.may_roll
-        self.recorded_tls = observation.recorded_tls
         self.node_zones = observation.node_zones
-        self.refusals = observation.refusals
         self._once: dict[str, object] = {}
         self.outdated = outdated_pods(self.pods, desired)
         """Live pods of in-spec shards on another template (the one definition of outdated)."""
@@ -325,7 +321,7 @@ class View:
 
     def formed_before(self) -> bool:
         """The recorded status says the cluster was formed once (so unowned slots mean lost data)."""
-        return self.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
+        return self.context.recorded_state in {ClusterState.ACTIVE, ClusterState.UPDATING}
 
     def shard_slots(self) -> dict[int, SlotRanges]:
         """Slots per shard index, from each shard's single serving primary (shards in conflict left out)."""

@@ -29,14 +29,14 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.desired import OwnedObject
-from controllers.cluster.decision.memory import live_refusals, remember_refusals
+from controllers.cluster.decision.memory import Refusals, live_refusals, remember_refusals
 from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.upkeep import config_sets
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.context import RenderContext
 from controllers.shared import names
 from controllers.shared.config_resolve import ResolvedConfig, ResolvedImage
-from controllers.shared.observation import PodObservation, Refusals
+from controllers.shared.observation import PodObservation
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import CONFIG_MAPS, PODS

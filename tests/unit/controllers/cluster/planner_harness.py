@@ -31,14 +31,15 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.memory import live_refusals, remember_refusals
+from controllers.cluster.decision.memory import Refusals, live_refusals, remember_refusals
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.rebalance import quotas
 from controllers.cluster.decision.refusals import classified
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, View
-from controllers.shared.observation import Observation, PodPhase, Refusals
+from controllers.shared.observation import Observation, PodPhase
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
@@ -161,20 +162,20 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
                 hit(pod.name)
     unreachable = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unreachable}
     unread = {pod.name for pod in sim.pods.values() if (index, pod.seq) in chaos.unread}
-    observation = attrs.evolve(
-        sim.observe(
-            unreachable,
-            recorded_state=result.recorded,
-            unread=unread,
-            commands=sorted({c for user in result.desired.acl.users for _, c in user.commands}),
-        ),
+    observation = sim.observe(
+        unreachable,
+        unread=unread,
+        commands=sorted({c for user in result.desired.acl.users for _, c in user.commands}),
+    )
+    context = Context(
+        recorded_state=result.recorded,
         recorded_config_hash=result.recorded_hash,
         recorded_image=result.recorded_image,
         refusals=live_refusals(result.refusals, sim.pods),
     )
     desired = attrs.evolve(result.desired, paused=True) if index in chaos.paused else result.desired
-    planned = plan(observation, desired)
-    check_step(sim, observation, planned, desired, unreachable)
+    planned = plan(observation, desired, context)
+    check_step(sim, observation, planned, desired, unreachable, context)
     act, through = chaos.act(index)
     actions = planned.actions[:through] if act is Act.CRASH else planned.actions
     outcomes = sim.apply(actions, unreachable)
@@ -237,10 +238,15 @@ def _external_delete(sim: SimulatedCluster, seq: int) -> None:
 
 
 def check_step(
-    sim: SimulatedCluster, observation: Observation, planned: Plan, desired: Desired, unreachable: set[str]
+    sim: SimulatedCluster,
+    observation: Observation,
+    planned: Plan,
+    desired: Desired,
+    unreachable: set[str],
+    context: Context | None = None,
 ) -> None:
     """SPEC 5, checked against ground truth before the plan is acted on."""
-    check_deterministic(observation, planned, desired)
+    check_deterministic(observation, planned, desired, context)
     if desired.paused:
         assert planned.actions == ()
     check_one_disruption(observation, planned)
@@ -257,9 +263,11 @@ def check_step(
     check_members(sim, planned, desired)
 
 
-def check_deterministic(observation: Observation, planned: Plan, desired: Desired) -> None:
+def check_deterministic(
+    observation: Observation, planned: Plan, desired: Desired, context: Context | None = None
+) -> None:
     """Re-planning from the same observation (a restarted operator) yields the same plan, in any order."""
-    assert plan(observation, desired) == planned
+    assert plan(observation, desired, context) == planned
     shuffled = list(observation.pods)
     random.Random(len(shuffled)).shuffle(shuffled)
     reordered = attrs.evolve(
@@ -267,7 +275,7 @@ def check_deterministic(observation: Observation, planned: Plan, desired: Desire
         pods=tuple(reversed(shuffled)),
         nodes=dict(reversed(list(observation.nodes.items()))),
     )
-    assert plan(reordered, desired) == planned
+    assert plan(reordered, desired, context) == planned
 
 
 def check_one_disruption(observation: Observation, planned: Plan) -> None:

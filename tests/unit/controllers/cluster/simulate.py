@@ -64,7 +64,7 @@ from controllers.shared.observation import (
     PodPhase,
 )
 from controllers.shared.versions import Version, format_version
-from valkey_operator.api.cluster import ClusterState, NodeRole
+from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.resources import VERSION_FLOOR
 from valkey_operator.api.tunables import OPERATOR_RUNTIME, canonical, desired_runtime
@@ -264,7 +264,6 @@ class SimulatedCluster:
     def observe(
         self,
         unreachable: Collection[str] = frozenset(),
-        recorded_state: ClusterState | None = None,
         *,
         unread: Collection[str] = frozenset(),
         commands: Collection[str] = (),
@@ -294,7 +293,6 @@ class SimulatedCluster:
         return Observation(
             pods=pods,
             nodes=nodes,
-            recorded_state=recorded_state,
             now=now,
             objects=dict(self.objects),
             node_zones=dict(self.settings.k8s_nodes),

@@ -9,11 +9,12 @@ from controllers.cluster.decision.memory import (
     EXPECTATION_TTL,
     Expected,
     Memory,
+    Refusals,
     live_refusals,
     recorded_status,
     remember_refusals,
 )
-from controllers.shared.observation import PodObservation, PodPhase, Refusals
+from controllers.shared.observation import PodObservation, PodPhase
 
 
 def pod(name: str, *, deleting: bool = False, annotations: dict[str, str] | None = None) -> PodObservation:

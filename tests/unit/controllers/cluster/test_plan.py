@@ -24,6 +24,7 @@ from controllers.cluster.decision.actions import (
     NewPod,
     Replicate,
 )
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import (
     REQUEUE_ACTING,
@@ -178,7 +179,7 @@ def test_a_pod_going_away_is_replaced_without_waiting_for_it() -> None:
     result = active_world(desired(1, 1))
     replica = next(node for node in result.sim.nodes.values() if node.role is NodeRole.REPLICA)
     result.sim.delete_pod(replica.pod)
-    planned = plan(result.sim.observe(recorded_state=ACTIVE), desired(1, 1))
+    planned = plan(result.sim.observe(), desired(1, 1), Context(recorded_state=ACTIVE))
     assert planned.actions == (NewPod(0),)
     assert planned.status.state is ClusterState.UPDATING
 
@@ -313,7 +314,7 @@ def test_membership_is_read_from_valkey_and_a_misplaced_replica_moves_to_its_sha
         n for n in sim.nodes.values() if n.role is NodeRole.REPLICA and sim.pods[n.pod].shard == 1
     )
     sim.apply([Replicate(replica_1.pod, primaries[0].node_id)])  # Valkey now says it serves shard 0
-    planned = plan(sim.observe(recorded_state=ACTIVE), wanted)
+    planned = plan(sim.observe(), wanted, Context(recorded_state=ACTIVE))
     assert planned.status.state is ClusterState.UPDATING
     uid = sim.pods[replica_1.pod].uid
     # Syncing from its new primary, it is no longer handed to clients until it is in sync again.
@@ -464,8 +465,11 @@ def test_paused_plans_nothing_but_still_reports() -> None:
 def test_creating_until_first_active_then_updating() -> None:
     wanted = desired(1, 1)
     result, _ = replace_a_replica(wanted)
-    assert plan(result.sim.observe(recorded_state=ACTIVE), wanted).status.state is ClusterState.UPDATING
-    assert plan(result.sim.observe(recorded_state=None), wanted).status.state is ClusterState.CREATING
+    assert (
+        plan(result.sim.observe(), wanted, Context(recorded_state=ACTIVE)).status.state
+        is ClusterState.UPDATING
+    )
+    assert plan(result.sim.observe(), wanted, Context()).status.state is ClusterState.CREATING
 
 
 def test_status_lists_every_pod_with_what_valkey_reported() -> None:
@@ -486,8 +490,8 @@ def test_status_lists_every_pod_with_what_valkey_reported() -> None:
 
 def test_uncovered_slots_are_named_with_the_reason() -> None:
     result = active_world(desired(2, 0))
-    observation = result.sim.observe(unreachable={"vk-1-00001"}, recorded_state=ACTIVE)
-    status = plan(observation, desired(2, 0)).status
+    observation = result.sim.observe(unreachable={"vk-1-00001"})
+    status = plan(observation, desired(2, 0), Context(recorded_state=ACTIVE)).status
     assert status.uncovered == (SlotRange(8192, 16383),)
     assert status.state is ClusterState.UPDATING
     degraded = status.condition(DEGRADED)

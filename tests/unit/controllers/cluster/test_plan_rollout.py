@@ -18,6 +18,7 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision.actions import DeletePod, Failover, NewPod, PatchPodMetadata, Promote
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan
 from controllers.cluster.decision.report import Reason
@@ -241,10 +242,9 @@ def test_a_cluster_without_a_rollout_slot_waits_and_says_so() -> None:
     wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW)
     sim = result.sim
     sim.template_hash = "t2"
-    observation = attrs.evolve(sim.observe(recorded_state=ClusterState.ACTIVE), may_roll=False)
     from controllers.cluster.decision.plan import REQUEUE_QUEUED, plan
 
-    planned = plan(observation, wanted)
+    planned = plan(sim.observe(), wanted, Context(recorded_state=ClusterState.ACTIVE, may_roll=False))
     assert not any(isinstance(a, NewPod | DeletePod | Failover) for a in planned.actions)
     assert "waiting for a rollout slot" in planned.status.message
     assert planned.status.rollout is None and planned.requeue_after == REQUEUE_QUEUED
@@ -281,12 +281,13 @@ def test_the_old_primary_goes_only_once_every_member_replicas_too_sees_its_succe
     for index in range(start, start + 200):
         sim = result.sim
         sim.template_hash = "t2"
-        observation = attrs.evolve(
-            sim.observe(recorded_state=result.recorded),
+        context = Context(
+            recorded_state=result.recorded,
             recorded_config_hash=result.recorded_hash,
             recorded_image=result.recorded_image,
         )
-        planned = plan(observation, wanted)
+        observation = sim.observe()
+        planned = plan(observation, wanted, context)
         deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
         if failed_over and deleted:
             break
@@ -309,4 +310,4 @@ def test_the_old_primary_goes_only_once_every_member_replicas_too_sees_its_succe
     hidden = attrs.evolve(
         observation, nodes={**observation.nodes, bystander: attrs.evolve(stale, known_nodes=unheard)}
     )
-    assert not any(isinstance(action, DeletePod) for action in plan(hidden, wanted).actions)
+    assert not any(isinstance(action, DeletePod) for action in plan(hidden, wanted, context).actions)

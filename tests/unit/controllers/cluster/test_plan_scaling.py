@@ -17,6 +17,7 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings
 
 from controllers.cluster.decision.actions import DeletePod, Forget, Meet, MigrateSlots, Promote
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import VOTE_GRACE_S, Plan, plan
 from controllers.cluster.decision.rebalance import MAX_BATCH_SLOTS, RETRY_BASE_S, quotas
@@ -155,8 +156,8 @@ def test_rebalance_waits_while_some_slot_is_unserved() -> None:
     result = active(3, 0)
     result.sim.crash_pod(next(pod.name for pod in result.sim.pods.values() if pod.shard == 0))
     result.desired = desired(4, 0)
-    observation = result.sim.observe(recorded_state=ACTIVE)
-    planned = plan(observation, result.desired)
+    observation = result.sim.observe()
+    planned = plan(observation, result.desired, Context(recorded_state=ACTIVE))
     assert not any(isinstance(action, MigrateSlots) for action in planned.actions)
 
 
@@ -410,9 +411,8 @@ def test_a_node_that_has_not_heard_of_a_takeover_does_not_make_its_slots_look_lo
     observation = Observation(
         pods=(_pod("vk-0-a", 0, "10.0.0.1"), _pod("vk-0-b", 0, "10.0.0.2")),
         nodes={"vk-0-a": a, "vk-0-b": b},
-        recorded_state=ACTIVE,
     )
-    planned = plan(observation, desired(1, 1))
+    planned = plan(observation, desired(1, 1), Context(recorded_state=ACTIVE))
     forgets = [action for action in planned.actions if isinstance(action, Forget)]
     assert forgets == [Forget(node_id=ghost, on=("vk-0-b",), lost=())]
     assert not any(finding.reason is Reason.DATA_LOST for finding in planned.status.findings)

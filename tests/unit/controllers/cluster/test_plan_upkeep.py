@@ -26,13 +26,14 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     SyncAcl,
 )
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired, DesiredAcl, DesiredUser, OwnedObject
-from controllers.cluster.decision.memory import remember_refusals
+from controllers.cluster.decision.memory import Refusals, remember_refusals
 from controllers.cluster.decision.plan import REQUEUE_REFUSED, Plan, finish, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
 from controllers.cluster.render.acl import UserAcl
-from controllers.shared.observation import Observation, Refusals
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
 from valkey_operator.api.tunables import desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
@@ -375,8 +376,8 @@ def test_a_shard_whose_pods_keep_failing_gets_no_new_pod_and_the_cluster_says_fa
 
 
 def test_no_pod_is_created_or_deleted_while_the_cache_has_not_shown_the_last_writes() -> None:
-    observation = Observation(pods=(), awaiting=frozenset({"vk-0-00000"}))
-    planned = plan(observation, day2(1, 0))
+    observation = Observation(pods=())
+    planned = plan(observation, day2(1, 0), Context(awaiting=frozenset({"vk-0-00000"})))
     assert not any(isinstance(action, NewPod | DeletePod | PruneFailedPod) for action in planned.actions)
     assert planned.requeue_after == 1.0
 

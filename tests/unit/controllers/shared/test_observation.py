@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from controllers.cluster.decision.desired import Desired
 from controllers.shared.names import SHARD_LABEL
-from controllers.shared.observation import NodeObservation, PodObservation, PodPhase
+from controllers.shared.observation import NodeObservation, Observation, PodObservation, PodPhase
 from controllers.shared.versions import meets_floor, parse_version, version_from_info
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration, parse_cluster_nodes
@@ -249,3 +250,11 @@ def test_desired_reads_the_spec_and_the_paused_annotation(annotation: str | None
         3,
         paused,
     )
+
+
+def test_an_observation_holds_only_what_the_pass_observed() -> None:
+    """The stored status, the cluster's memory and rollout admission reach the planner in the
+    decision's Context (decision/context.py), never as fields of the Observation: a field added
+    here must be something the pass saw (a pod, a server's report, an object in the cache)."""
+    observed = {"pods", "nodes", "now", "objects", "node_zones", "claims", "expandable"}
+    assert {field.name for field in attrs.fields(Observation)} == observed
