@@ -97,7 +97,7 @@ from valkey_testbed.images import (
     valkey_version,
 )
 from valkey_testbed.objectstore import ObjectStoreServer
-from valkey_testbed.operatorproc import operator_argv
+from valkey_testbed.operatorproc import operator_argv, start_operator
 from valkey_testbed.resp import ReplyError, encode_command
 from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD, ensure_role, with_superuser
 from valkey_testbed.wait import NotYet, eventually
@@ -216,12 +216,8 @@ class Bench:
         self.kube: Client | None = None
         self.operator: processes.ProcessRecord | None = None
         self.sources: list[Obj] = []
-        checkout = Path(args.operator_checkout).resolve() if args.operator_checkout else None
-        self.env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout else None
-        """The operator's environment: another checkout's modules first (--operator-checkout)."""
-        self.operator_cwd = checkout
-        """Where the operator runs: `python -m` puts its working directory first on sys.path, so
-        from this checkout's root this checkout's modules would win over PYTHONPATH."""
+        self.checkout = Path(args.operator_checkout).resolve() if args.operator_checkout else None
+        """Another checkout whose operator runs (--operator-checkout; None: this one's)."""
 
     @property
     def client(self) -> Client:
@@ -246,9 +242,7 @@ class Bench:
         self.kube = kube = Client(RestClient(self.api), field_manager="bench")
         await install_crds(kube)
         argv = operator_argv(self.kubeconfig, f"--operator-image={OPERATOR_IMAGE}")  # restore-fetch's image
-        self.operator = processes.start(
-            "valkey-operator", argv, self.log_dir / "operator.log", self.env, cwd=self.operator_cwd
-        )
+        self.operator = start_operator(self.kubeconfig, self.log_dir, checkout=self.checkout, argv=argv)
         repository, _, tag = self.reference.rpartition(":")
         spec = {"repository": repository, "tag": tag, "version": valkey_version(self.reference)}
         await kube.create(VALKEY_IMAGES, custom(VALKEY_IMAGES.kind, self.name("img"), spec))

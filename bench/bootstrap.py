@@ -57,7 +57,7 @@ from valkey_testbed import processes
 from valkey_testbed.crds import install_crds
 from valkey_testbed.demo import curated_examples
 from valkey_testbed.images import newest_image, resolve_image
-from valkey_testbed.operatorproc import kubectl, operator_argv, start_operator
+from valkey_testbed.operatorproc import kubectl, start_operator
 from valkey_testbed.wait import NotYet, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,11 +245,8 @@ OPERATOR_START_S = 3.0
 def start_one(kubeconfig: str, log_dir: Path, checkout: Path | None) -> processes.ProcessRecord:
     """The operator as a process, from checkout when given (PYTHONPATH, and run there: `python -m`
     puts its working directory first on sys.path)."""
-    if checkout is None:
-        return start_operator(kubeconfig, log_dir)
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    log = log_dir / "operator-before.log"
-    return processes.start("valkey-operator", operator_argv(kubeconfig), log, env, cwd=checkout)
+    log_name = "operator.log" if checkout is None else "operator-before.log"
+    return start_operator(kubeconfig, log_dir, checkout=checkout, log_name=log_name)
 
 
 async def drive(

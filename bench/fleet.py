@@ -79,7 +79,7 @@ from valkey_testbed import peer, processes
 from valkey_testbed.crds import install_crds
 from valkey_testbed.demo import curated_examples
 from valkey_testbed.images import newest_image
-from valkey_testbed.operatorproc import LOOPBACK_NETWORKS, kubectl, operator_argv
+from valkey_testbed.operatorproc import LOOPBACK_NETWORKS, kubectl, start_operator
 from valkey_testbed.wait import NotYet, eventually
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,13 +169,7 @@ class Ours:
         kubectl(kubeconfig, "wait", "--for=condition=Resolved", "--timeout=60s", "valkeyconfig/cache-base")
 
     def start(self, kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
-        env = None
-        if self.checkout is not None:
-            env = {**os.environ, "PYTHONPATH": str(self.checkout)}
-        # In the checkout: `python -m` puts its working directory first on sys.path, so started from
-        # this checkout's root the operator would run this checkout's modules, not the other's.
-        log = log_dir / "operator.log"
-        return processes.start("valkey-operator", operator_argv(kubeconfig), log, env, cwd=self.checkout)
+        return start_operator(kubeconfig, log_dir, checkout=self.checkout)
 
     def body(self, name: str, namespace: str, shape: Shape) -> Obj:
         body: Obj = yaml.safe_load((ROOT / "docs" / "examples" / "cluster.yaml").read_text())

@@ -389,16 +389,7 @@ async def peer_joined(servers: Sequence[valkeyproc.ValkeyServer], deadline: floa
 
     async def known() -> bool:
         try:
-            for address in addresses:
-                client = node(address, (None, None))
-                try:
-                    text = bytes(await call(client, "CLUSTER", "NODES")).decode()
-                finally:
-                    await client.aclose()
-                lines = [line for line in text.splitlines() if line and "handshake" not in line.split()[2]]
-                if len(lines) != len(addresses):
-                    return False
-            return await joined()
+            return await knows_all(addresses) and await joined()
         except (OSError, TimeoutError, ValkeyError):
             return False
 

@@ -9,7 +9,7 @@ Version 4 with an unsigned payload (the sha256 the manifest records is
 checked instead), path-style addressing, TLS verified against a given CA
 (else the system's and botocore's bundled ones), one retry of a request that
 failed before any byte of the body arrived, and the same failure reasons as
-objectstore.errors (a unit test keeps the codes in step).
+objectstore.errors, from the same table of codes (objectstore/codes.py).
 """
 
 from __future__ import annotations
@@ -26,34 +26,26 @@ import ssl
 import urllib.parse
 from pathlib import Path
 
+from valkey_operator.objectstore.codes import (
+    BUCKET_CODES,
+    CREDENTIAL_CODES,
+    NOT_FOUND_CODES,
+    OBJECT_CODES,
+    Reason,
+)
+
 CHUNK = 1 << 20
 ATTEMPTS = 2
 """Total attempts per request, as objectstore.transfer: a blip is absorbed, a dead endpoint fails fast."""
 UNSIGNED = "UNSIGNED-PAYLOAD"
 
-CREDENTIAL_CODES = frozenset(
-    {
-        "403",
-        "AccessDenied",
-        "Forbidden",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "InvalidToken",
-        "ExpiredToken",
-        "InvalidSecurity",
-        "AuthorizationHeaderMalformed",
-        "XAdminUserNotFound",
-    }
-)
-BUCKET_CODES = frozenset({"NoSuchBucket"})
-OBJECT_CODES = frozenset({"NoSuchKey", "NoSuchUpload", "404", "NotFound"})
 _MAX_ERROR_BODY = 64 * 1024
 
 
 class GetFailed(Exception):
-    """The GET failed; `reason` is one of objectstore.errors.Reason, str() one line without secrets."""
+    """The GET failed; `reason` is one of objectstore.codes.Reason, str() one line without secrets."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(" ".join(message.split())[:300])
         self.reason = reason
 
@@ -199,7 +191,7 @@ def _refused(where: str, response: http.client.HTTPResponse) -> GetFailed:
         return GetFailed("CredentialsRejected", f"{said}: the access key or secret was rejected")
     if code in BUCKET_CODES:
         return GetFailed("BucketMissing", f"{said}: the bucket does not exist")
-    if code in OBJECT_CODES:
+    if code in OBJECT_CODES or code in NOT_FOUND_CODES:
         return GetFailed("ObjectMissing", f"{said}: no such object")
     return GetFailed("StorageFailed", said)
 

@@ -122,16 +122,21 @@ def build_image(
 
 
 def build_and_load(
-    progress: Progress = print, *, tag: str | None = None, revision: str | None = None
+    progress: Progress = print,
+    *,
+    checkout: Path | None = None,
+    tag: str | None = None,
+    revision: str | None = None,
 ) -> BuiltImage:
-    """Build the image and unpack it into the kubelet's store under its tag and its digest.
+    """Build the image (of `checkout`, default this one) and unpack it into the kubelet's store
+    under its tag and its digest.
 
     One at a time on the machine: a build of another checkout (another key) removes the archive
     this one found cached, and loads its own image under the same tag."""
     from valkey_testbed.images import image_prefix
 
     with file_lock(image_dir() / ".lock"):
-        image = build_image(progress, tag=tag, revision=revision)
+        image = build_image(progress, checkout=checkout, tag=tag, revision=revision)
         ocistore.load(image.archive, [image.reference], progress, prefix=image_prefix())
         loaded = ocistore.resolve(image.reference, prefix=image_prefix())
     assert loaded is not None

@@ -3,14 +3,17 @@
 `start_operator` runs `python -m valkey_operator` with metrics and
 probes on loopback ephemeral ports, JSON logs and `--node-networks=127.0.0.0/8`
 (the test bed's pods have loopback IPs, and nothing here dials elsewhere), as a
-`processes` record the caller stops by pid.
+`processes` record the caller stops by pid; from another checkout when given (an earlier
+revision a benchmark measures beside this one).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from valkey_operator.objectstore import EndpointPolicy
@@ -50,5 +53,25 @@ def operator_argv(kubeconfig: str | Path, *flags: str, node_networks: str = NODE
     ]
 
 
-def start_operator(kubeconfig: str, log_dir: Path) -> processes.ProcessRecord:
-    return processes.start("valkey-operator", operator_argv(kubeconfig), log_dir / "operator.log")
+def from_checkout(checkout: Path | None) -> tuple[dict[str, str] | None, Path | None]:
+    """The environment and working directory that make `python -m valkey_operator` run checkout's
+    modules (None: this checkout's): checkout first on PYTHONPATH, and started in it, because
+    `python -m` puts its working directory first on sys.path, before PYTHONPATH."""
+    if checkout is None:
+        return None, None
+    return {**os.environ, "PYTHONPATH": str(checkout)}, checkout
+
+
+def start_operator(
+    kubeconfig: str,
+    log_dir: Path,
+    *,
+    checkout: Path | None = None,
+    argv: Sequence[str] | None = None,
+    log_name: str = "operator.log",
+) -> processes.ProcessRecord:
+    """The operator as a process (argv: operator_argv(kubeconfig) unless given), from checkout when
+    given (from_checkout), logging to log_dir/log_name."""
+    env, cwd = from_checkout(checkout)
+    command = list(argv) if argv is not None else operator_argv(kubeconfig)
+    return processes.start("valkey-operator", command, log_dir / log_name, env, cwd=cwd)

@@ -9,40 +9,17 @@ on. Pure: it reads only the exception and what the caller says it was doing.
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 import botocore.exceptions
 
-from valkey_operator.objectstore.endpoints import refused_in
-
-Reason = Literal[
-    "CredentialsRejected",
-    "EndpointUnreachable",
-    "EndpointRefused",
-    "BucketMissing",
-    "ObjectMissing",
-    "ChecksumMismatch",
-    "StorageFailed",
-]
-
-CREDENTIAL_CODES = frozenset(
-    {
-        "403",
-        "AccessDenied",
-        "Forbidden",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "InvalidToken",
-        "ExpiredToken",
-        "InvalidSecurity",
-        "AuthorizationHeaderMalformed",
-        "XAdminUserNotFound",  # versitygw's answer (404) to an unknown access key
-    }
+from valkey_operator.objectstore.codes import (
+    BUCKET_CODES,
+    CREDENTIAL_CODES,
+    NOT_FOUND_CODES,
+    OBJECT_CODES,
+    Reason,
 )
-BUCKET_CODES = frozenset({"NoSuchBucket"})
-OBJECT_CODES = frozenset({"NoSuchKey", "NoSuchUpload"})
-NOT_FOUND_CODES = frozenset({"404", "NotFound"})
-"""A body-less 404 (HEAD): a missing bucket or a missing object, depending on what was asked."""
+from valkey_operator.objectstore.endpoints import refused_in
 
 _MAX_MESSAGE = 300
 
