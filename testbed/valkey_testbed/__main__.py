@@ -128,6 +128,14 @@ def command_line() -> argparse.ArgumentParser:
         "--log-dir", type=Path, help="operator and benchmark logs (default: the state dir)"
     )
     chaos_command.add_argument("--no-benchmark", action="store_true", help="no valkey-benchmark load")
+    peer_command = _command(
+        commands,
+        "peer-build",
+        "build the official operator (the comparisons' peer) from a git repository; print its exports",
+        f"{testing}.peerbuild",
+    )
+    peer_command.add_argument("--source", type=Path, required=True, help="a git directory of its repository")
+    peer_command.add_argument("--ref", default="v0.5.0", help="tag or commit to build (default v0.5.0)")
     for name, text in (
         ("up", "start the control plane and return once the API server is ready"),
         ("env", "print shell exports for KUBECONFIG and PATH (kubectl, helm)"),
@@ -205,6 +213,10 @@ def _run(args: argparse.Namespace) -> int:
         from valkey_testbed.fuzz import cli
 
         return cli.main(args.seed, args.examples, args.rounds, args.state_dir)
+    if args.command == "peer-build":
+        from valkey_testbed import peerbuild
+
+        return peerbuild.main(args.source, args.ref)
     if args.command == "demo":
         from valkey_testbed.demo import run_demo
 
