@@ -40,6 +40,8 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
    (`_assign_slots`);
 7. the shard's other nodes replicate its primary (a new shard's replicas
    attach to its empty primary before it gets slots) (`_replicate`);
+   steps 5-7 take a starting pod as soon as its server answers, before its
+   readiness probe passes (view.Node.joinable);
 8. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
    cannot do it (`_promote`);
 9. node ids whose pods are gone are forgotten on every node that knows them
@@ -245,17 +247,19 @@ def _prune(view: View) -> Iterable[PruneFailedPod]:
 
 def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
     """The seed introduces every eligible node it has not met, Ready or starting (gossip tells the
-    rest): met within 2 s of its start, a new primary serves 2 s after it, not 5 s after MEET. Not
-    while either is loading its data (a restore): Valkey refuses MEET then, which would report a
-    normal restore as a failed action; the pass after the load meets them."""
+    rest): met within 2 s of its start, a new primary serves 2 s after it, not 5 s after MEET. The
+    seed may be starting itself (a bootstrap, where no pod is Ready yet; a Ready node is the seed
+    whenever there is one, View._seed). Not while either is loading its data (a restore): Valkey
+    refuses MEET then, which would report a normal restore as a failed action; the pass after the
+    load meets them."""
     seed = view.seed
-    if seed is None or not seed.active or seed.obs.loading:
+    if seed is None or not seed.joinable or seed.obs.loading:
         return
     for node in view.nodes.values():
         if (
             node.pod.name in view.members
             or node.pod.name in leaving
-            or not node.meetable
+            or not node.joinable
             or node.obs.loading
             or not view.in_spec(node.pod)
             or not meets_floor(node.obs.version)
@@ -290,6 +294,9 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     Only when every pod that may run a server answered: a slot owner that did not answer this
     pass makes its slots look unowned, and assigning them again would give them two owners. The
     same holds for a durable node away from its claim (view.dormant): it comes back with its slots.
+    A starting primary whose server answered takes them (Node.joinable): a bootstrap's slots and
+    replicas are in place by the time the readiness probes pass, and Valkey's writable delay and
+    the replica's sync delay run from the assignment, not from readiness.
     """
     if view.unidentified or view.dormant:
         return
@@ -301,7 +308,7 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
         if not unowned or not view.shard_identified(shard) or len(view.primaries(shard)) > 1:
             continue
         primary = view.primary(shard) or _first_empty_primary(view, shard, leaving)
-        if primary is not None and primary.active and primary.pod.name not in leaving:
+        if primary is not None and primary.joinable and primary.pod.name not in leaving:
             yield AssignSlots(node=primary.pod.name, slots=unowned)
 
 
@@ -310,7 +317,7 @@ def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | No
         node
         for node in view.members.values()
         if node.pod.shard == shard
-        and node.active
+        and node.joinable
         and node.pod.name not in leaving
         and node.is_primary
         and not node.obs.slots
@@ -334,7 +341,7 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
         if primary is None:
             continue
         for node in view.members.values():
-            if node.pod.shard != shard or node is primary or not node.active or node.pod.name in leaving:
+            if node.pod.shard != shard or node is primary or not node.joinable or node.pod.name in leaving:
                 continue
             seen = node.obs.knows(primary.node_id)
             if seen is None or NodeFlag.PRIMARY not in seen.flags:
@@ -560,10 +567,12 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
 def settling(view: View) -> bool:
     """What the next fraction of a second changes without a watch event, so the next pass should
     come in REQUEUE_FAST, not at the usual cadence: a starting pod's server about to answer (it is
-    MET as soon as it does), a new empty primary waiting out Valkey's writable or rejoin delay
-    (slots move to it as soon as it reports cluster_state ok), a restored node still loading its
-    data (it is MET once loaded), a slot migration job under way (the next batch goes as soon as
-    it ends). New pods count only within JOIN_WINDOW_S of their creation, so a pod that never gets
+    MET as soon as it does), a new member waiting out Valkey's writable or rejoin delay (slots
+    move to an empty primary, and a bootstrap is Active, as soon as it reports cluster_state ok),
+    a new replica waiting for its first sync (Valkey's diskless sync delay, then the transfer:
+    its shard is in sync as soon as the link is up), a restored node still loading its data (it
+    is MET once loaded), a slot migration job under way (the next batch goes as soon as it
+    ends). New pods count only within JOIN_WINDOW_S of their creation, so a pod that never gets
     there, or a load that takes minutes, costs no more than the usual cadence."""
 
     def young(pod: PodObservation) -> bool:
@@ -574,7 +583,11 @@ def settling(view: View) -> bool:
     if any(pod.starting and young(pod) for pod in view.pods):
         return True
     if any(
-        node.is_primary and not node.obs.slots and node.obs.cluster_ok is not True and young(node.pod)
+        young(node.pod)
+        and (
+            node.obs.cluster_ok is not True
+            or (node.obs.role is NodeRole.REPLICA and node.obs.link_up is not True)
+        )
         for node in view.members.values()
     ):
         return True
