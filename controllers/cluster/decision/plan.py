@@ -39,7 +39,8 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 6. each shard's first primary gets the shard's unowned share of the slots
    (`_assign_slots`);
 7. the shard's other nodes replicate its primary (a new shard's replicas
-   attach to its empty primary before it gets slots) (`_replicate`);
+   attach to its empty primary before it gets slots) (`_replicate`); one
+   that does not know that primary yet MEETs it itself (`_introduce`);
    steps 5-7 take a starting pod as soon as its server answers, before its
    readiness probe passes (view.Node.joinable);
 8. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
@@ -195,6 +196,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
         actions += _reintroduce(view, leaving)
         actions += _assign_slots(view, leaving)
         actions += _replicate(view, leaving)
+        actions += _introduce(view, leaving)
         actions += _promote(view)
         actions += _forget(view)
         actions += _migrate(view, leaving)
@@ -326,6 +328,18 @@ def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | No
     return min(candidates, key=lambda node: (not view.followers(node), node.pod.order), default=None)
 
 
+def _shard_primaries(view: View, leaving: set[str]) -> Iterable[tuple[int, Node]]:
+    """Each shard's primary its other members replicate: the one serving its slots, or, for a
+    shard added to a formed cluster, its oldest empty primary (it gets its replicas first)."""
+    formed = not subtract(ALL_SLOTS, view.claimed)
+    for shard in range(view.desired.shards):
+        primary = view.primary(shard)
+        if primary is None and formed and not view.primaries(shard) and view.shard_identified(shard):
+            primary = _first_empty_primary(view, shard, leaving)
+        if primary is not None:
+            yield shard, primary
+
+
 def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
     """Each shard's other members replicate its primary; a replica of another shard's primary moves.
 
@@ -333,13 +347,7 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
     (its oldest empty primary stands as primary), so the data migrated in is
     copied from the start and writes to it can be acknowledged by a replica.
     """
-    formed = not subtract(ALL_SLOTS, view.claimed)
-    for shard in range(view.desired.shards):
-        primary = view.primary(shard)
-        if primary is None and formed and not view.primaries(shard) and view.shard_identified(shard):
-            primary = _first_empty_primary(view, shard, leaving)
-        if primary is None:
-            continue
+    for shard, primary in _shard_primaries(view, leaving):
         for node in view.members.values():
             if node.pod.shard != shard or node is primary or not node.joinable or node.pod.name in leaving:
                 continue
@@ -348,6 +356,27 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
                 continue  # gossip has not told it about its primary (or its promotion) yet
             if _belongs_elsewhere(view, node, shard, primary):
                 yield Replicate(node=node.pod.name, primary_id=primary.node_id)
+
+
+def _introduce(view: View, leaving: set[str]) -> Iterable[Meet]:
+    """A member that does not know its shard's primary yet MEETs it directly, so that it can replicate
+    it the pass after. The seed's MEETs reach every node, but each node learns about the others
+    only through gossip, about one random peer a second: a bootstrap's replica waited a second or
+    more for it, then Valkey's diskless sync delay (5 s) on top. A handshake of its own takes a
+    tenth of a second. Harmless when gossip was about to tell it anyway: both are members."""
+    for shard, primary in _shard_primaries(view, leaving):
+        if primary.pod.ip is None or not primary.joinable or primary.pod.name in leaving:
+            continue
+        for node in view.members.values():
+            if (
+                node.pod.shard == shard
+                and node is not primary
+                and node.joinable
+                and node.pod.name not in leaving
+                and node.obs.knows(primary.node_id) is None
+                and not node.obs.handshaking_with(primary.pod.ip)
+            ):
+                yield Meet(node=node.pod.name, peer=primary.pod.name, peer_ip=primary.pod.ip)
 
 
 def _belongs_elsewhere(view: View, node: Node, shard: int, primary: Node) -> bool:

@@ -141,3 +141,39 @@ def test_a_young_replica_waiting_for_its_first_sync_is_polled_closely() -> None:
         ),
     )
     assert not settling(View(old, wanted))
+
+
+GOSSIP = 20
+"""Passes between two gossip rounds of the simulated world in the next test (slow gossip)."""
+
+
+def test_a_replica_gossip_has_not_told_about_its_primary_meets_it_itself_and_attaches_next() -> None:
+    """Gossip tells each node about the others about one peer a second; a replica's own handshake with
+    its shard's primary takes a tenth of a second, and the replica attaches the pass after."""
+    wanted = desired(2, 1)
+    result = run(wanted, settings=lagging(gossip_every=GOSSIP))
+    assert result.last.status.state is ClusterState.ACTIVE
+    seed = min(result.sim.pods.values(), key=lambda pod: pod.seq).name
+    direct = [
+        (index, action)
+        for index, planned in enumerate(result.plans)
+        for action in planned.actions
+        if isinstance(action, Meet) and action.node != seed
+    ]
+    assert direct, "no replica introduced itself to its primary"
+    for index, meet in direct:
+        assert meet.node.split("-")[1] == meet.peer.split("-")[1], "a MEET across shards"
+        attached = [
+            action
+            for planned in result.plans[index + 1 : index + 3]
+            for action in planned.actions
+            if isinstance(action, Replicate) and action.node == meet.node
+        ]
+        assert attached, f"{meet.node} did not attach within two passes of meeting {meet.peer}"
+    replicated = [
+        index
+        for index, planned in enumerate(result.plans)
+        for action in planned.actions
+        if isinstance(action, Replicate)
+    ]
+    assert len(replicated) == 2 and max(replicated) < GOSSIP, "the replicas waited for gossip"
