@@ -17,7 +17,7 @@ Both namespaces enforce the restricted Pod Security Standard. Each round's
 namespace is deleted afterwards. Prints both per round, the medians and the
 ratio ours/floor.
 
-    python bench/bootstrap.py [--rounds 2] [--kubeconfig PATH] [--before DIR] [--output FILE]
+    python bench/bootstrap.py [--rounds 2] [--kubeconfig PATH] [--before DIR] [--output FILE] [--logs DIR]
 
 `--before DIR` also times the operator of another checkout (an earlier
 revision) in the same rounds. One operator runs at a time: each is started
@@ -316,11 +316,15 @@ def main() -> None:
     parser.add_argument("--kubeconfig")
     parser.add_argument("--before", type=Path, help="also time the operator of this checkout, same rounds")
     parser.add_argument("--output", type=Path, help="also write the times (JSON) here")
+    parser.add_argument("--logs", type=Path, help="keep the operators' logs here (to read a pass timeline)")
     args = parser.parse_args()
     before = args.before.resolve() if args.before else None
+    if args.logs:
+        args.logs.mkdir(parents=True, exist_ok=True)
     if args.kubeconfig:
         with tempfile.TemporaryDirectory(prefix="bench-") as logs:
-            times = asyncio.run(drive(args.kubeconfig, args.rounds, args.timeout, Path(logs), before))
+            log_dir = args.logs or Path(logs)
+            times = asyncio.run(drive(args.kubeconfig, args.rounds, args.timeout, log_dir, before))
     else:
         from valkey_testbed.controlplane import ControlPlane
 
@@ -328,7 +332,8 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="bench-") as state,
             ControlPlane(Path(state), nodes=3) as plane,
         ):
-            times = asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs, before))
+            log_dir = args.logs or plane.logs
+            times = asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, log_dir, before))
     if args.output:
         record = {
             "before": str(before) if before else None,

@@ -8,7 +8,12 @@ exactly the pods whose node:
 - is a member of the cluster (met by the seed) and reports cluster_state ok;
 - is a primary serving slots, or a replica in sync with such a primary;
 - is not removed in this pass (the label goes, first, in the same pass as the
-  DeletePod, so the Service drops it before the server stops).
+  DeletePod, so the Service drops it before the server stops);
+- runs in a Ready pod: a starting pod (PodObservation.starting) joins and may
+  serve before its readiness probe passes, but the Service would not hand it
+  out yet, and the label would end its being probed as a starting pod (a
+  labelled pod that is not Ready is not probed until it is Ready again). The
+  pass that sees it Ready (a watch event) labels it.
 Surge pods, scale-out pods, nodes below the version floor and drained primaries
 therefore never carry it. A pod whose node did not answer this pass keeps what
 it has: the operator losing sight of a node is no reason to take it from
@@ -45,6 +50,8 @@ def wanted(view: View, pod: PodObservation, leaving: frozenset[str]) -> bool | N
     """Whether pod should carry the member label; None to leave it as it is."""
     if pod.name in leaving:
         return False
+    if pod.starting:
+        return None  # labelled once Ready (module docstring)
     node = view.members.get(pod.name)
     if node is not None:
         return serving(view, node)

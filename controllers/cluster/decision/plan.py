@@ -39,7 +39,10 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 6. each shard's first primary gets the shard's unowned share of the slots
    (`_assign_slots`);
 7. the shard's other nodes replicate its primary (a new shard's replicas
-   attach to its empty primary before it gets slots) (`_replicate`);
+   attach to its empty primary before it gets slots) (`_replicate`); one
+   that does not know that primary yet MEETs it itself (`_introduce`);
+   steps 5-7 take a starting pod as soon as its server answers, before its
+   readiness probe passes (view.Node.joinable);
 8. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
    cannot do it (`_promote`);
 9. node ids whose pods are gone are forgotten on every node that knows them
@@ -195,6 +198,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
         actions += _reintroduce(view, leaving)
         actions += _assign_slots(view, leaving)
         actions += _replicate(view, leaving)
+        actions += _introduce(view, leaving)
         actions += _promote(view)
         actions += _forget(view)
         actions += _migrate(view, leaving)
@@ -247,17 +251,19 @@ def _prune(view: View) -> Iterable[PruneFailedPod]:
 
 def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
     """The seed introduces every eligible node it has not met, Ready or starting (gossip tells the
-    rest): met within 2 s of its start, a new primary serves 2 s after it, not 5 s after MEET. Not
-    while either is loading its data (a restore): Valkey refuses MEET then, which would report a
-    normal restore as a failed action; the pass after the load meets them."""
+    rest): met within 2 s of its start, a new primary serves 2 s after it, not 5 s after MEET. The
+    seed may be starting itself (a bootstrap, where no pod is Ready yet; a Ready node is the seed
+    whenever there is one, View._seed). Not while either is loading its data (a restore): Valkey
+    refuses MEET then, which would report a normal restore as a failed action; the pass after the
+    load meets them."""
     seed = view.seed
-    if seed is None or not seed.active or seed.obs.loading:
+    if seed is None or not seed.joinable or seed.obs.loading:
         return
     for node in view.nodes.values():
         if (
             node.pod.name in view.members
             or node.pod.name in leaving
-            or not node.meetable
+            or not node.joinable
             or node.obs.loading
             or not view.in_spec(node.pod)
             or not meets_floor(node.obs.version)
@@ -292,6 +298,9 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     Only when every pod that may run a server answered: a slot owner that did not answer this
     pass makes its slots look unowned, and assigning them again would give them two owners. The
     same holds for a durable node away from its claim (view.dormant): it comes back with its slots.
+    A starting primary whose server answered takes them (Node.joinable): a bootstrap's slots and
+    replicas are in place by the time the readiness probes pass, and Valkey's writable delay and
+    the replica's sync delay run from the assignment, not from readiness.
     """
     if view.unidentified or view.dormant:
         return
@@ -303,7 +312,7 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
         if not unowned or not view.shard_identified(shard) or len(view.primaries(shard)) > 1:
             continue
         primary = view.primary(shard) or _first_empty_primary(view, shard, leaving)
-        if primary is not None and primary.active and primary.pod.name not in leaving:
+        if primary is not None and primary.joinable and primary.pod.name not in leaving:
             yield AssignSlots(node=primary.pod.name, slots=unowned)
 
 
@@ -312,13 +321,25 @@ def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | No
         node
         for node in view.members.values()
         if node.pod.shard == shard
-        and node.active
+        and node.joinable
         and node.pod.name not in leaving
         and node.is_primary
         and not node.obs.slots
     ]
     # One that replicas already follow first (an emptied shard scaled back in): they need not move.
     return min(candidates, key=lambda node: (not view.followers(node), node.pod.order), default=None)
+
+
+def _shard_primaries(view: View, leaving: set[str]) -> Iterable[tuple[int, Node]]:
+    """Each shard's primary its other members replicate: the one serving its slots, or, for a
+    shard added to a formed cluster, its oldest empty primary (it gets its replicas first)."""
+    formed = not subtract(ALL_SLOTS, view.claimed)
+    for shard in range(view.desired.shards):
+        primary = view.primary(shard)
+        if primary is None and formed and not view.primaries(shard) and view.shard_identified(shard):
+            primary = _first_empty_primary(view, shard, leaving)
+        if primary is not None:
+            yield shard, primary
 
 
 def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
@@ -328,21 +349,36 @@ def _replicate(view: View, leaving: set[str]) -> Iterable[Replicate]:
     (its oldest empty primary stands as primary), so the data migrated in is
     copied from the start and writes to it can be acknowledged by a replica.
     """
-    formed = not subtract(ALL_SLOTS, view.claimed)
-    for shard in range(view.desired.shards):
-        primary = view.primary(shard)
-        if primary is None and formed and not view.primaries(shard) and view.shard_identified(shard):
-            primary = _first_empty_primary(view, shard, leaving)
-        if primary is None:
-            continue
+    for shard, primary in _shard_primaries(view, leaving):
         for node in view.members.values():
-            if node.pod.shard != shard or node is primary or not node.active or node.pod.name in leaving:
+            if node.pod.shard != shard or node is primary or not node.joinable or node.pod.name in leaving:
                 continue
             seen = node.obs.knows(primary.node_id)
             if seen is None or NodeFlag.PRIMARY not in seen.flags:
                 continue  # gossip has not told it about its primary (or its promotion) yet
             if _belongs_elsewhere(view, node, shard, primary):
                 yield Replicate(node=node.pod.name, primary_id=primary.node_id)
+
+
+def _introduce(view: View, leaving: set[str]) -> Iterable[Meet]:
+    """A member that does not know its shard's primary yet MEETs it directly, so that it can replicate
+    it the pass after. The seed's MEETs reach every node, but each node learns about the others
+    only through gossip, about one random peer a second: a bootstrap's replica waited a second or
+    more for it, then Valkey's diskless sync delay (5 s) on top. A handshake of its own takes a
+    tenth of a second. Harmless when gossip was about to tell it anyway: both are members."""
+    for shard, primary in _shard_primaries(view, leaving):
+        if primary.pod.ip is None or not primary.joinable or primary.pod.name in leaving:
+            continue
+        for node in view.members.values():
+            if (
+                node.pod.shard == shard
+                and node is not primary
+                and node.joinable
+                and node.pod.name not in leaving
+                and node.obs.knows(primary.node_id) is None
+                and not node.obs.handshaking_with(primary.pod.ip)
+            ):
+                yield Meet(node=node.pod.name, peer=primary.pod.name, peer_ip=primary.pod.ip)
 
 
 def _belongs_elsewhere(view: View, node: Node, shard: int, primary: Node) -> bool:
@@ -562,10 +598,12 @@ def _removal_rank(view: View, pod: PodObservation) -> int | None:
 def settling(view: View) -> bool:
     """What the next fraction of a second changes without a watch event, so the next pass should
     come in REQUEUE_FAST, not at the usual cadence: a starting pod's server about to answer (it is
-    MET as soon as it does), a new empty primary waiting out Valkey's writable or rejoin delay
-    (slots move to it as soon as it reports cluster_state ok), a restored node still loading its
-    data (it is MET once loaded), a slot migration job under way (the next batch goes as soon as
-    it ends). New pods count only within JOIN_WINDOW_S of their creation, so a pod that never gets
+    MET as soon as it does), a new member waiting out Valkey's writable or rejoin delay (slots
+    move to an empty primary, and a bootstrap is Active, as soon as it reports cluster_state ok),
+    a new replica waiting for its first sync (Valkey's diskless sync delay, then the transfer:
+    its shard is in sync as soon as the link is up), a restored node still loading its data (it
+    is MET once loaded), a slot migration job under way (the next batch goes as soon as it
+    ends). New pods count only within JOIN_WINDOW_S of their creation, so a pod that never gets
     there, or a load that takes minutes, costs no more than the usual cadence."""
 
     def young(pod: PodObservation) -> bool:
@@ -576,7 +614,11 @@ def settling(view: View) -> bool:
     if any(pod.starting and young(pod) for pod in view.pods):
         return True
     if any(
-        node.is_primary and not node.obs.slots and node.obs.cluster_ok is not True and young(node.pod)
+        young(node.pod)
+        and (
+            node.obs.cluster_ok is not True
+            or (node.obs.role is NodeRole.REPLICA and node.obs.link_up is not True)
+        )
         for node in view.members.values()
     ):
         return True

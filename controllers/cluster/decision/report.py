@@ -683,7 +683,9 @@ def _shard_ready(view: View, shard: int) -> bool:
 
 
 def _node_ready(view: View, node: Node) -> bool:
-    if node.obs.cluster_ok is not True:
+    """Kubernetes and Valkey agree: the pod is Ready (a starting pod may already serve: it joins
+    before its readiness probe passes, plan.py) and the node serves."""
+    if not node.pod.ready or node.obs.cluster_ok is not True:
         return False
     if node.is_primary:
         return bool(node.obs.slots)

@@ -55,9 +55,17 @@ class Node:
         return self.pod.ready and not self.pod.deleting and self.pod.shard is not None
 
     @property
-    def meetable(self) -> bool:
-        """May be MET: active, or starting (its server answered before its readiness probe passed).
-        Every later step for it (slots, replication, migration) still waits for active."""
+    def joinable(self) -> bool:
+        """May take the steps that form a shard: be MET, MEET others as the seed, take its shard's
+        unowned slots, replicate its shard's primary. Active, or starting: its server answered
+        before its readiness probe passed (the tcp probe runs every 2 s and its first try comes
+        before the server listens; the pod template keeps it, since changing it would roll every
+        cluster). These steps need only a server that answers, and they are what a bootstrap or a
+        new node waits for longest (Valkey's writable and rejoin delays, the replica's sync delay
+        count from them). Kubernetes readiness still gates what clients see: the client Service
+        publishes only Ready pods, the status is Active only once every pod is Ready (report.py).
+        Steps that move or take over existing data (migration, promotion, failover) wait for
+        active."""
         return self.active or self.pod.starting
 
 

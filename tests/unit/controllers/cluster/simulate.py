@@ -64,6 +64,7 @@ from controllers.shared.observation import (
     PodObservation,
     PodPhase,
 )
+from controllers.shared.probe import should_probe
 from controllers.shared.versions import Version, format_version
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.quantity import quantity_bytes
@@ -98,7 +99,10 @@ class SimSettings:
     version_overrides: Mapping[int, Version | None] = attrs.field(factory=dict)
     """By pod sequence number (0 = first pod created): a different binary for that one pod."""
     ready_delays: Sequence[int] = (1,)
-    """Passes from creation to Running and Ready, cycled over pods in creation order."""
+    """Passes from creation to Running (the server answers), cycled over pods in creation order."""
+    readiness_lag: int = 0
+    """Passes from Running to Ready: the kubelet's readiness probe passes this long after the
+    server answers (0: at once). Meanwhile the pod is starting and probed (probe.should_probe)."""
     sync_delay: int = 1
     termination_delay: int = 1
     node_timeout: int = 2
@@ -171,6 +175,8 @@ class SimPod:
     claim: str | None = None
     restores: int | None = None
     """The backup shard its init container loads (spec.restore), if any."""
+    running_tick: int = 0
+    """When it started Running (its readiness probe passes SimSettings.readiness_lag later)."""
 
     @property
     def uid(self) -> str:
@@ -285,7 +291,7 @@ class SimulatedCluster:
         nodes: dict[str, NodeObservation] = {}
         for pod in self.pods.values():
             node = self.node_of(pod.name)
-            if node is None or not (pod.deleting_since is not None or self._ready(pod)):
+            if node is None or not should_probe(self._pod_observation(pod)):
                 continue
             if pod.name in unreachable:
                 nodes[pod.name] = NodeObservation.unreachable("timeout")
@@ -324,7 +330,11 @@ class SimulatedCluster:
         )
 
     def _ready(self, pod: SimPod) -> bool:
-        return pod.phase is PodPhase.RUNNING and pod.deleting_since is None
+        return (
+            pod.phase is PodPhase.RUNNING
+            and pod.deleting_since is None
+            and self.tick >= pod.running_tick + self.settings.readiness_lag
+        )
 
     def _pod_observation(self, pod: SimPod) -> PodObservation:
         created = EPOCH + datetime.timedelta(seconds=pod.created_tick)
@@ -795,6 +805,7 @@ class SimulatedCluster:
 
     def _start(self, pod: SimPod) -> None:
         pod.phase = PodPhase.RUNNING
+        pod.running_tick = self.tick
         pod.ip = f"10.{self.ip_generation % 250}.{pod.seq // 200}.{pod.seq % 200 + 10}"
         claim = self.claims.get(pod.claim or "")
         if claim is not None and claim.unusable:

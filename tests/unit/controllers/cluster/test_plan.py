@@ -523,6 +523,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Desired, SimSettings, Chaos]:
     pods = shards * (1 + replicas)
     settings_ = SimSettings(
         ready_delays=tuple(draw(st.lists(st.integers(0, 4), min_size=1, max_size=5))),
+        readiness_lag=draw(st.integers(0, 3)),  # starting pods answer before they are Ready
         sync_delay=draw(st.integers(0, 3)),
         termination_delay=draw(st.integers(0, 2)),
         gossip_every=draw(st.integers(1, 3)),
@@ -555,13 +556,14 @@ def test_any_spec_reaches_active_through_faults_and_restarts(
     replicas=st.integers(0, 2),
     bad=st.frozensets(st.integers(0, 11), min_size=1, max_size=3),
     version=st.sampled_from([(9, 0, 0), (8, 1, 8), (7, 2, 4), None]),
+    lag=st.integers(0, 2),
 )
 def test_nodes_below_the_floor_never_join(
-    shards: int, replicas: int, bad: frozenset[int], version: tuple[int, int, int] | None
+    shards: int, replicas: int, bad: frozenset[int], version: tuple[int, int, int] | None, lag: int
 ) -> None:
     pods = shards * (1 + replicas)
     overrides = {seq % pods: version for seq in bad}
-    settings_ = SimSettings(version_overrides=overrides, ready_delays=(1, 2, 3))
+    settings_ = SimSettings(version_overrides=overrides, ready_delays=(1, 2, 3), readiness_lag=lag)
     result = run(desired(shards, replicas), settings=settings_, max_passes=12)
     assert result.last.status.state is ClusterState.FAILED
     for seq in overrides:

@@ -299,6 +299,7 @@ def scale_scenarios(draw: st.DrawFn) -> tuple[int, int, Chaos, SimSettings]:
         failing_migrations=draw(st.frozensets(st.integers(0, 6), max_size=2)),
         sync_delay=draw(st.integers(0, 2)),
         ready_delays=tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))),
+        readiness_lag=draw(st.integers(0, 2)),  # new pods answer before they are Ready
     )
     return shards, replicas, chaos, settings_
 
