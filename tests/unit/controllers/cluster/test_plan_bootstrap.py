@@ -44,8 +44,8 @@ def lagging(**changes: object) -> SimSettings:
     return attrs.evolve(SimSettings(readiness_lag=LAG), **changes)
 
 
-def kinds(observation: Observation, wanted: Desired) -> set[str]:
-    return {type(action).__name__ for action in plan(observation, wanted).actions}
+def kinds(sim: SimulatedCluster, observation: Observation, wanted: Desired) -> set[str]:
+    return {type(action).__name__ for action in plan(observation, wanted, sim.context()).actions}
 
 
 def test_the_cluster_forms_before_any_pod_is_ready_and_is_active_only_once_every_pod_is() -> None:
@@ -76,7 +76,7 @@ def test_a_formed_cluster_of_pods_not_yet_ready_is_not_active_nor_labelled_nor_c
     wanted = desired(2, 1)
     sim = SimulatedCluster(lagging(readiness_lag=50))
     result = run(wanted, sim=sim, max_passes=20, until=lambda planned: False)
-    planned = plan(sim.observe(), wanted)
+    planned = plan(sim.observe(), wanted, sim.context())
     assert all(node.alive for node in sim.nodes.values())
     assert sum(1 for node in sim.nodes.values() if node.role is NodeRole.REPLICA and node.link_up) == 2
     assert sum(1 for node in sim.nodes.values() if node.slots) == 2
@@ -99,8 +99,11 @@ def after_pod_creation(wanted: Desired) -> SimulatedCluster:
 
 def test_a_starting_seed_meets_the_others_when_no_pod_is_ready() -> None:
     wanted = desired(2, 1)
-    observation = after_pod_creation(wanted).observe()
-    meets = [action for action in plan(observation, wanted).actions if isinstance(action, Meet)]
+    sim = after_pod_creation(wanted)
+    observation = sim.observe()
+    meets = [
+        action for action in plan(observation, wanted, sim.context()).actions if isinstance(action, Meet)
+    ]
     oldest = min(observation.pods, key=lambda pod: pod.order).name
     assert {action.node for action in meets} == {oldest}
     assert len(meets) == 3
@@ -112,8 +115,12 @@ def test_no_slot_is_assigned_while_a_starting_pod_has_not_answered_yet() -> None
     wanted = desired(2, 1)
     sim = after_pod_creation(wanted)
     silent = max(sim.pods.values(), key=lambda pod: pod.seq).name
-    assert "AssignSlots" not in kinds(sim.observe(unreachable={silent}), wanted)
-    assigned = [action for action in plan(sim.observe(), wanted).actions if isinstance(action, AssignSlots)]
+    assert "AssignSlots" not in kinds(sim, sim.observe(unreachable={silent}), wanted)
+    assigned = [
+        action
+        for action in plan(sim.observe(), wanted, sim.context()).actions
+        if isinstance(action, AssignSlots)
+    ]
     assert [action.node for action in assigned] == [min(sim.pods.values(), key=lambda pod: pod.seq).name]
 
 
@@ -131,8 +138,8 @@ def test_a_young_replica_waiting_for_its_first_sync_is_polled_closely() -> None:
     replica = next(node for node in sim.nodes.values() if node.role is NodeRole.REPLICA)
     assert not replica.link_up
     observation = sim.observe()
-    assert settling(View(observation, wanted))
-    assert plan(observation, wanted).requeue_after == REQUEUE_FAST
+    assert settling(View(observation, wanted, sim.context()))
+    assert plan(observation, wanted, sim.context()).requeue_after == REQUEUE_FAST
     old = attrs.evolve(
         observation,
         pods=tuple(
@@ -140,7 +147,7 @@ def test_a_young_replica_waiting_for_its_first_sync_is_polled_closely() -> None:
             for pod in observation.pods
         ),
     )
-    assert not settling(View(old, wanted))
+    assert not settling(View(old, wanted, sim.context()))
 
 
 GOSSIP = 20
