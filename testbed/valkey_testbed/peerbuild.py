@@ -15,12 +15,11 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import attrs
 
-from valkey_testbed.build import Progress, cache_root, go_env
+from valkey_testbed.build import BuildError, Progress, _run, cache_root
 from valkey_testbed.peer import ENV_CRDS, ENV_OPERATOR
 
 
@@ -60,22 +59,23 @@ def peer_build(ref: str, commit: str) -> PeerBuild:
     return PeerBuild(cache_root() / "peer" / f"{safe}-{commit[:12]}")
 
 
-def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+def _resolve(source: Path, ref: str) -> str:
+    """The commit ref names in the git repository at source."""
+    argv = ["git", "--git-dir", str(source), "rev-parse", "--verify", f"{ref}^{{commit}}"]
+    done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise PeerBuildError(f"{' '.join(argv)} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return done.stdout
+    return done.stdout.strip()
 
 
 def build(source: Path, ref: str, progress: Progress = print) -> PeerBuild:
     """Build (or reuse) the peer's manager at ref from the git repository at source."""
-    commit = _run(["git", "--git-dir", str(source), "rev-parse", "--verify", f"{ref}^{{commit}}"]).strip()
+    commit = _resolve(source, ref)
     built = peer_build(ref, commit)
     if built.manager.is_file() and built.crds.is_dir():
         progress(f"peer {ref} ({commit[:12]}): cached at {built.root}")
         return built
     progress(f"peer {ref} ({commit[:12]}): building into {built.root} ...")
-    started = time.monotonic()
     built.source.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(
         ["git", "--git-dir", str(source), "archive", commit], capture_output=True, check=False
@@ -85,12 +85,9 @@ def build(source: Path, ref: str, progress: Progress = print) -> PeerBuild:
     subprocess.run(["tar", "-x", "-C", str(built.source)], input=archive.stdout, check=True)
     partial = built.manager.with_suffix(".partial")
     _run(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "./cmd"],
-        cwd=built.source,
-        env=go_env(built.source),
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "./cmd"], built.source, progress
     )
     partial.rename(built.manager)
-    progress(f"  done in {time.monotonic() - started:.0f}s")
     return built
 
 
@@ -98,7 +95,7 @@ def main(source: Path, ref: str) -> int:
     """Progress and errors on stderr, the exports alone on stdout (for `eval`)."""
     try:
         built = build(source, ref, lambda line: print(line, file=sys.stderr))
-    except PeerBuildError as exc:
+    except (PeerBuildError, BuildError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(built.exports())

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS
+from valkey_operator.core.resource import CUSTOM_RESOURCE_DEFINITIONS, PODS
 from valkey_operator.core.rest import Obj
 from valkey_testbed.build import binaries
 from valkey_testbed.crds import product_crds
@@ -139,3 +139,9 @@ def can_i_list(kubeconfig: Path, account: str, namespace: str) -> set[str]:
 def can_i(kubeconfig: Path, account: str, *args: str) -> bool:
     answer = kubectl(kubeconfig, "auth", "can-i", f"--as={account}", *args, check=False).strip()
     return answer.startswith("yes")  # stdout first; kubectl's warnings follow on stderr
+
+
+async def operator_pods(kube: Client, namespace: str) -> list[Obj]:
+    """The release's operator pods in namespace, those going away left out."""
+    pods = await kube.list(PODS, namespace, label_selector=f"app.kubernetes.io/instance={RELEASE}")
+    return [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]

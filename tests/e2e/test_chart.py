@@ -24,6 +24,7 @@ from chart_support import (
     helm,
     install,
     kubectl,
+    operator_pods,
     package,
     previous_chart,
 )
@@ -55,11 +56,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 LEASE = "valkey-operator-leader"
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's leader-election timings
 GOLDEN = Path(__file__).parent / "golden"
-
-
-async def operator_pods(kube: Client, namespace: str) -> list[Obj]:
-    pods = await kube.list(PODS, namespace, label_selector=f"app.kubernetes.io/instance={RELEASE}")
-    return [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
 
 
 async def running_pods(kube: Client, namespace: str, count: int) -> list[Obj]:

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import own_bed
 import pytest
-from chart_support import RELEASE, install, package
+from chart_support import install, operator_pods, package
 from cluster_support import Catalog, create_cluster, image_config, owned_pods, put_tls_secret, settled
 from persistence_support import persistent_config
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import EVENTS, PODS
+from valkey_operator.core.resource import EVENTS
 from valkey_operator.core.rest import Obj
 from valkey_testbed import certs, images, operatorimage
 from valkey_testbed.wait import NotYet, eventually
@@ -117,8 +117,7 @@ async def test_an_operator_upgrade_replaces_no_valkey_pod(
         chart=package(tmp_path / "package"), command="upgrade",
     )  # fmt: skip
     print(f"helm upgrade to this checkout --wait: {took:.1f}s")
-    operator_pods = await kube.list(PODS, namespace, label_selector=f"app.kubernetes.io/instance={RELEASE}")
-    live = [pod for pod in operator_pods if not pod["metadata"].get("deletionTimestamp")]
+    live = await operator_pods(kube, namespace)
     assert live and all(
         pod["spec"]["containers"][0]["image"] == f"valkey-operator@{operator_image.digest}" for pod in live
     ), [pod["spec"]["containers"][0]["image"] for pod in live]
