@@ -4,6 +4,7 @@ in-process operator (for the few tests that reach inside), real operator process
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -27,6 +28,9 @@ OPERATOR_VALUES = "operator_values"
 IN_PROCESS = "inprocess_operator"
 """Mark: the `operator` fixture is the in-process operator, for a test that must reach inside or
 that the operator must outlive; its one argument says why (docs/testing.md lists them)."""
+KEEP_LOGS = "VALKEY_E2E_OPERATOR_LOGS"
+"""Environment: a directory that keeps each chart operator's whole log, one file per test namespace
+(failures show only the last 20,000 characters)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,10 +71,18 @@ async def operator(
         yield running
     finally:
         try:
-            for log in [*running.earlier_logs, await running.logs()]:
+            logs = [*running.earlier_logs, await running.logs()]
+            for log in logs:
                 print(log[-20000:])  # shown by pytest when the test fails
+            if kept := os.environ.get(KEEP_LOGS):
+                keep_log(Path(kept) / f"{namespace}.log", "".join(logs))
         finally:
             await running.uninstall()
+
+
+def keep_log(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 @pytest_asyncio.fixture

@@ -37,7 +37,8 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 5. one seed node MEETs every eligible node it has not met (`_meet`), and
    again any member whose address changed (`_reintroduce`);
 6. each shard's first primary gets the shard's unowned share of the slots
-   (`_assign_slots`);
+   (`_assign_slots`), chosen among the shard's pods by where they run, so the
+   spread (step 11) has nothing to move after a bootstrap;
 7. the shard's other nodes replicate its primary (a new shard's replicas
    attach to its empty primary before it gets slots) (`_replicate`); one
    that does not know that primary yet MEETs it itself (`_introduce`);
@@ -111,6 +112,9 @@ operator promotes its replica anyway (Valkey elects within about two cluster-nod
 
 REQUEUE_FAST = 0.25
 """Something ends within a second or two and raises no watch event (`settling`): poll that closely."""
+PRIMARY_CHOICE_WAIT_S = 2.0
+"""How long a shard's first primary waits for the shard's other scheduled pods to join, so that it
+is chosen by where each pod runs (`_siblings_starting`)."""
 JOIN_WINDOW_S = 15.0
 """How long after its pod's creation a new node is polled closely: Valkey's writable delay (2 s) and
 rejoin delay (at most 5 s) with room to spare; a node still not serving after that is no longer
@@ -307,16 +311,49 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     restore = view.restore_progress
     if restore is not None and not restore.all_loaded:
         return  # a restoring node takes the slots it loaded keys for at start (restore.py)
+    chosen: list[Node] = []
     for shard in range(view.desired.shards):
         unowned = subtract(view.layout[shard], view.claimed)
         if not unowned or not view.shard_identified(shard) or len(view.primaries(shard)) > 1:
             continue
-        primary = view.primary(shard) or _first_empty_primary(view, shard, leaving)
+        primary = view.primary(shard)
+        if primary is None:
+            if _siblings_starting(view, shard, leaving):
+                continue
+            primary = _first_empty_primary(view, shard, leaving, chosen)
+            if primary is not None:
+                chosen.append(primary)
         if primary is not None and primary.joinable and primary.pod.name not in leaving:
             yield AssignSlots(node=primary.pod.name, slots=unowned)
 
 
-def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | None:
+def _siblings_starting(view: View, shard: int, leaving: set[str]) -> bool:
+    """A pod of shard placed on a Kubernetes node, created within PRIMARY_CHOICE_WAIT_S, whose
+    server has not joined yet: the shard's first primary waits for it, so that it is chosen among
+    all of the shard's pods by where they run (`_first_empty_primary`) rather than by which started
+    first. Choosing by start order left two primaries on one node about every other bootstrap, and
+    the spread then moved one with a failover right as the cluster became Active. Pods start within
+    a fraction of a second of each other; one that does not is not waited for beyond the bound."""
+    return any(
+        pod.shard == shard
+        and pod.live
+        and pod.node_name is not None
+        and pod.created_at is not None
+        and view.now - pod.created_at < PRIMARY_CHOICE_WAIT_S
+        and pod.name not in view.members
+        and pod.name not in leaving
+        and view.in_spec(pod)
+        for pod in view.pods
+    )
+
+
+def _first_empty_primary(
+    view: View, shard: int, leaving: set[str], chosen: Sequence[Node] = ()
+) -> Node | None:
+    """The shard's empty member primary to take its slots (or, added to a formed cluster, its
+    replicas first): one that replicas already follow (an emptied shard scaled back in: they need
+    not move), then the one on the zone and Kubernetes node holding the fewest primaries (counting
+    those `chosen` this pass), so the spread has nothing to move afterwards, then the oldest."""
     candidates = [
         node
         for node in view.members.values()
@@ -326,19 +363,27 @@ def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | No
         and node.is_primary
         and not node.obs.slots
     ]
-    # One that replicas already follow first (an emptied shard scaled back in): they need not move.
-    return min(candidates, key=lambda node: (not view.followers(node), node.pod.order), default=None)
+    load = spread.primary_load(view, chosen)
+    return min(
+        candidates, key=lambda node: (not view.followers(node), load(node), node.pod.order), default=None
+    )
 
 
 def _shard_primaries(view: View, leaving: set[str]) -> Iterable[tuple[int, Node]]:
     """Each shard's primary its other members replicate: the one serving its slots, or, for a
-    shard added to a formed cluster, its oldest empty primary (it gets its replicas first)."""
+    shard added to a formed cluster, its oldest empty primary (it gets its replicas first).
+
+    None while that primary's pod is going away. Its server hands its slots to an in-sync replica
+    at SIGTERM (`shutdown-on-sigterm failover`), but first waits for every replica attached to it
+    to catch up: a replacement pod told to replicate it then (a starting pod joins within half a
+    second) needs a full sync, Valkey's diskless sync delay of 5 s and the transfer, and the
+    handover waited all that. The replacement replicates the new primary once it has taken over."""
     formed = not subtract(ALL_SLOTS, view.claimed)
     for shard in range(view.desired.shards):
         primary = view.primary(shard)
         if primary is None and formed and not view.primaries(shard) and view.shard_identified(shard):
             primary = _first_empty_primary(view, shard, leaving)
-        if primary is not None:
+        if primary is not None and not primary.pod.deleting:
             yield shard, primary
 
 

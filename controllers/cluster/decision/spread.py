@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -107,6 +108,24 @@ def _spread(view: View) -> Spread | None:
         node_cap=math.ceil(len(primaries) / len(hosts)),
         zone_cap=math.ceil(len(primaries) / len(zones)) if zones else len(primaries),
     )
+
+
+def primary_load(view: View, chosen: Sequence[Node] = ()) -> Callable[[Node], tuple[int, int]]:
+    """For a node that could become a primary: how many slot-serving primaries (and primaries
+    `chosen` this pass) already sit in its zone and on its Kubernetes node, in that order. A new
+    shard's primary goes where this is least, so bootstrap leaves the spread nothing to move."""
+    primaries = [
+        node for node in view.members.values() if node.is_primary and node.obs.slots and not node.pod.deleting
+    ]
+    primaries += [node for node in chosen if node not in primaries]
+    per_node = Counter(node.pod.node_name for node in primaries if node.pod.node_name)
+    per_zone = Counter(zone for node in primaries if (zone := _zone(view, node)) is not None)
+
+    def load(node: Node) -> tuple[int, int]:
+        zone = _zone(view, node)
+        return (per_zone[zone] if zone is not None else 0, per_node[node.pod.node_name or ""])
+
+    return load
 
 
 def _zone(view: View, node: Node) -> str | None:

@@ -12,9 +12,11 @@ from controllers.cluster.decision.actions import Failover
 from controllers.cluster.decision.decide import Decision
 from controllers.cluster.decision.plan import REQUEUE_STEADY, REQUEUE_WAITING
 
-# Pods are bound round robin over this list in creation order: three of the six on n1, and the
-# bootstrap leaves all three primaries there; two moves are needed (one to n2, one to n3).
+# Pods are bound round robin over this list in creation order: each shard's first pod on n1. The
+# others start after PRIMARY_CHOICE_WAIT_S (LATE), so the bootstrap leaves all three primaries on n1
+# (as slow nodes, or a node failure afterwards, would); two moves are needed (one to n2, one to n3).
 STACKED = (("n1", "z1"), ("n1", "z1"), ("n1", "z1"), ("n2", "z2"), ("n3", "z3"), ("n2", "z2"))
+LATE = (1, 1, 1, 5, 5, 5)
 
 
 def failovers(decision: Decision) -> list[Failover]:
@@ -27,7 +29,8 @@ def settled(found: World) -> bool:
 
 
 def test_the_second_move_follows_the_first_in_the_next_pass_each_requeued_fast() -> None:
-    found = run(world(3, 1, settings=SimSettings(cluster=NAME, k8s_nodes=STACKED)), passes=120, until=settled)
+    settings = SimSettings(cluster=NAME, k8s_nodes=STACKED, ready_delays=LATE)
+    found = run(world(3, 1, settings=settings), passes=120, until=settled)
     assert settled(found), found.status
     moving = [index for index, decision in enumerate(found.decisions) if failovers(decision)]
     assert [len(failovers(found.decisions[index])) for index in moving] == [1, 1]
@@ -37,7 +40,9 @@ def test_the_second_move_follows_the_first_in_the_next_pass_each_requeued_fast()
 
 
 def test_a_failover_in_flight_requeues_fast_sends_nothing_more_then_slows_down() -> None:
-    settings = SimSettings(cluster=NAME, k8s_nodes=STACKED, failing_failovers=frozenset({0}))
+    settings = SimSettings(
+        cluster=NAME, k8s_nodes=STACKED, failing_failovers=frozenset({0}), ready_delays=LATE
+    )
     found = run(world(3, 1, settings=settings), passes=120, until=settled)
     assert settled(found), found.status
     moving = [index for index, decision in enumerate(found.decisions) if failovers(decision)]

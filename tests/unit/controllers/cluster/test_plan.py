@@ -184,6 +184,22 @@ def test_a_pod_going_away_is_replaced_without_waiting_for_it() -> None:
     assert planned.status.state is ClusterState.UPDATING
 
 
+def test_a_replacement_never_replicates_a_primary_whose_pod_is_going_away() -> None:
+    """The replacement of a deleted primary's pod starts while the old server still hands over: told
+    to replicate it, the old server would wait for its full sync before handing its slots over."""
+    wanted = desired(2, 1)
+    result = active_world(wanted, SimSettings(termination_delay=6))
+    sim = result.sim
+    primary = next(node for node in sim.nodes.values() if node.role is NodeRole.PRIMARY)
+    sim.delete_pod(primary.pod)
+    result.recorded = ACTIVE
+    healed = run(wanted, sim=sim, max_passes=40)
+    assert healed.last.status.state is ACTIVE, healed.last.status.message
+    replicates = [a for p in healed.plans for a in p.actions if isinstance(a, Replicate)]
+    assert replicates, "the replacement joined as a replica"
+    assert all(action.primary_id != primary.node_id for action in replicates), replicates
+
+
 # --- step 2: the version floor --------------------------------------------------------------------
 
 

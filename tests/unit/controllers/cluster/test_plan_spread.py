@@ -21,6 +21,11 @@ from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.rollout import FAILOVER_ANNOTATION, FailoverRequest
 from valkey_operator.api.cluster import ClusterState, NodeRole
 
+REPLICAS_LATE = (1, 5)
+"""SimSettings.ready_delays: each shard's second pod starts after PRIMARY_CHOICE_WAIT_S, so the
+bootstrap gives each shard's slots to its first pod wherever that runs (as slow nodes, or a node
+failure afterwards, leave them): the layouts below then need the spread."""
+
 
 def desired(shards: int, replicas: int) -> Desired:
     return Desired(
@@ -40,7 +45,7 @@ def primaries_per_node(result: Run) -> Counter[str]:
 
 def test_two_nodes_three_shards_end_with_at_most_two_primaries_per_node() -> None:
     # Round robin over two nodes puts every shard's first pod (its first primary) on node a.
-    world = SimSettings(k8s_nodes=(("a", "z1"), ("b", "z2")))
+    world = SimSettings(k8s_nodes=(("a", "z1"), ("b", "z2")), ready_delays=REPLICAS_LATE)
     result = run(desired(3, 1), settings=world, max_passes=120)
     assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
     assert max(primaries_per_node(result).values()) == 2
@@ -105,7 +110,8 @@ def test_three_primaries_stacked_on_one_node_of_three_leave_it_one_pass_after_an
     REQUEUE_MOVING."""
     # Pods are bound round robin over this list in creation order: (n1, n2), (n1, n3), (n1, n2).
     hosts = (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n3", "z3"), ("n1", "z1"), ("n2", "z2"))
-    result = run(desired(3, 1), settings=SimSettings(k8s_nodes=hosts), max_passes=200)
+    world = SimSettings(k8s_nodes=hosts, ready_delays=REPLICAS_LATE)
+    result = run(desired(3, 1), settings=world, max_passes=200)
     assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
     assert max(primaries_per_node(result).values()) == 1, primaries_per_node(result)
     passes = [[a for a in p.actions if isinstance(a, Failover)] for p in result.plans]
@@ -124,7 +130,7 @@ def test_a_move_in_flight_requeues_fast_until_valkey_would_have_given_up() -> No
     while the request is younger than MOVING_WINDOW_S, then at the usual cadence until the request
     times out and the move is retried."""
     hosts = (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n3", "z3"), ("n1", "z1"), ("n2", "z2"))
-    world = SimSettings(k8s_nodes=hosts, failing_failovers=frozenset({0}))
+    world = SimSettings(k8s_nodes=hosts, failing_failovers=frozenset({0}), ready_delays=REPLICAS_LATE)
     result = run(desired(3, 1), settings=world, max_passes=200)
     assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
     passes = [[a for a in p.actions if isinstance(a, Failover)] for p in result.plans]
@@ -167,7 +173,8 @@ def test_a_primary_moves_first_to_make_room_where_one_failover_cannot_do_it() ->
     node: shard 2 moves to n3 first, then shard 0 or 1 to n2."""
     # Pods are bound round robin over this list in creation order: (n1, n2), (n1, n2), (n2, n3).
     hosts = (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n2", "z2"), ("n2", "z2"), ("n3", "z3"))
-    result = run(desired(3, 1), settings=SimSettings(k8s_nodes=hosts), max_passes=200)
+    world = SimSettings(k8s_nodes=hosts, ready_delays=REPLICAS_LATE)
+    result = run(desired(3, 1), settings=world, max_passes=200)
     assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
     assert max(primaries_per_node(result).values()) == 1, primaries_per_node(result)
     assert result.last.status.max_primaries_per_node == 1
@@ -205,3 +212,20 @@ def test_a_request_marked_done_holds_nothing_and_keeps_its_attempt() -> None:
     assert request is not None and not request.done and request.pending(1001.0)
     done = FailoverRequest.of(attrs.evolve(pod, annotations={FAILOVER_ANNOTATION: "1000,3,done"}))
     assert done is not None and done.done and done.attempt == 3 and not done.pending(1001.0)
+
+
+def test_a_bootstrap_chooses_each_shard_s_primary_by_node_and_leaves_the_spread_nothing_to_move() -> None:
+    """The layouts above, every pod starting at once: each shard's slots go to the pod on the zone and
+    node holding the fewest primaries so far, so the cluster is Active with one primary per node and
+    no failover was ever sent (one whose pod was deleted right after would have had a replica still
+    catching up: the handover at shutdown then found none ready)."""
+    layouts = [
+        (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n3", "z3"), ("n1", "z1"), ("n2", "z2")),
+        (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n2", "z2"), ("n2", "z2"), ("n3", "z3")),
+        (("n1", "z1"), ("n1", "z1"), ("n1", "z1"), ("n2", "z2"), ("n3", "z3"), ("n2", "z2")),
+    ]
+    for hosts in layouts:
+        result = run(desired(3, 1), settings=SimSettings(k8s_nodes=hosts), max_passes=200)
+        assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+        assert max(primaries_per_node(result).values()) == 1, (hosts, primaries_per_node(result))
+        assert not any(isinstance(a, Failover) for p in result.plans for a in p.actions), hosts
