@@ -159,7 +159,23 @@ value as soon as the node answers (rdb_stream.py). Should that second step not h
 operator stopped in between, the connection broke), the cluster's next pass without a Running
 backup sets it back like any runtime setting (View.runtime_changes)."""
 
-PROBED_NAMES: tuple[str, ...] = RUNTIME_NAMES + tuple(sorted(OPERATOR_RUNTIME))
+SYNC_MAX_REPLICAS = "repl-diskless-sync-max-replicas"
+"""Runtime directive the operator sets to the cluster's replicas per shard (operator_runtime)."""
+
+
+def operator_runtime(replicas_per_shard: int) -> dict[str, str]:
+    """Every runtime directive the operator owns, with the value a node of a cluster with
+    `replicas_per_shard` replicas per shard should run.
+
+    `repl-diskless-sync-max-replicas` at replicas_per_shard: a primary starts a full sync as soon
+    as that many replicas wait for one, not after the 5 s delay. A shard's replicas are attached
+    in one pass (a bootstrap, a new shard), and a one-replica shard's replacement is alone anyway:
+    none of them waits the delay, and replicas that ask together still share one snapshot. A
+    single replacement in a shard of two replicas still waits it (one of two is not "all")."""
+    return {**OPERATOR_RUNTIME, SYNC_MAX_REPLICAS: str(replicas_per_shard)}
+
+
+PROBED_NAMES: tuple[str, ...] = RUNTIME_NAMES + tuple(sorted(operator_runtime(0)))
 """The arguments of the one CONFIG GET that reads a node's runtime values (the observer's probe)."""
 
 

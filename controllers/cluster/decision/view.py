@@ -26,7 +26,7 @@ from controllers.cluster.decision.restore import Progress
 from controllers.shared.observation import NodeObservation, Observation, PodObservation
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
-from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
+from valkey_operator.api.tunables import desired_runtime, operator_runtime
 from valkey_operator.valkey.replies import MigrationOperation
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, even_split, slot_count, subtract, union
 
@@ -368,7 +368,7 @@ class View:
     def runtime_changes(self) -> dict[str, dict[str, str] | None]:
         """Per answering node: the directives it does not run as desired (value as sent), None when
         its values are unknown or it never joins (below the floor). The operator's own directives
-        (tunables.OPERATOR_RUNTIME) count only while no backup of the cluster is Running: a backup's
+        (tunables.operator_runtime) count only while no backup of the cluster is Running: a backup's
         stream sets the sync delay to 0 for the moment its SYNC starts, and a stream cut off in
         between (the operator stopped) leaves it there until this puts it back."""
         found: dict[str, dict[str, str] | None] = {}
@@ -384,7 +384,7 @@ class View:
             if not self.desired.backup_running:  # a backup lowers the sync delay for a moment
                 changes.update(
                     (key, value)
-                    for key, value in OPERATOR_RUNTIME.items()
+                    for key, value in operator_runtime(self.desired.replicas_per_shard).items()
                     if node.obs.config.get(key, value) != value
                 )
             found[name] = changes

@@ -244,5 +244,7 @@ def test_the_operators_own_directives_are_probed_but_no_config_may_set_them() ->
     """The backup lowers repl-diskless-sync-delay for a moment; the probe reads it so the cluster's
     pass can put it back. A ValkeyConfig setting it would fight the operator: it is not a tunable."""
     assert tunables.OPERATOR_RUNTIME == {SYNC_DELAY: "5"}  # Valkey's own default: nodes start at it
-    assert not any(tunables.is_tunable(name) for name in tunables.OPERATOR_RUNTIME)
-    assert (*tunables.RUNTIME_NAMES, SYNC_DELAY) == tunables.PROBED_NAMES
+    owned = tunables.operator_runtime(2)
+    assert owned == {SYNC_DELAY: "5", tunables.SYNC_MAX_REPLICAS: "2"}
+    assert not any(tunables.is_tunable(name) for name in owned)
+    assert (*tunables.RUNTIME_NAMES, SYNC_DELAY, tunables.SYNC_MAX_REPLICAS) == tunables.PROBED_NAMES

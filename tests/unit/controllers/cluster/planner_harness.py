@@ -41,7 +41,7 @@ from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, View
 from controllers.shared.observation import Observation, PodPhase
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
-from valkey_operator.api.tunables import OPERATOR_RUNTIME, desired_runtime
+from valkey_operator.api.tunables import desired_runtime, operator_runtime
 from valkey_operator.valkey.acl import normal_form
 from valkey_operator.valkey.slots import ALL_SLOTS, coverage, format_slot_ranges, slot_count, subtract, union
 
@@ -523,9 +523,10 @@ def check_upkeep_truth(sim: SimulatedCluster, desired: Desired) -> None:
     for node in sim.nodes.values():
         if not node.alive:
             continue
-        wanted = {**desired_runtime(desired.runtime, node.version).values, **OPERATOR_RUNTIME}
+        owned = operator_runtime(desired.replicas_per_shard)
+        wanted = {**desired_runtime(desired.runtime, node.version).values, **owned}
         if desired.backup_running:  # a backup lowers the sync delay for a moment: left alone meanwhile
-            wanted.update((name, node.config.get(name, value)) for name, value in OPERATOR_RUNTIME.items())
+            wanted.update((name, node.config.get(name, value)) for name, value in owned.items())
         assert node.config == wanted, f"{node.pod} runs {node.config}"
         if desired.acl.internal:
             listed = {user.username for user in desired.acl.internal} | {

@@ -69,20 +69,22 @@ from controllers.shared.versions import Version, format_version
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.resources import VERSION_FLOOR
-from valkey_operator.api.tunables import OPERATOR_RUNTIME, canonical, desired_runtime
+from valkey_operator.api.tunables import canonical, desired_runtime, operator_runtime
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules, normal_form
 from valkey_operator.valkey.replies import KnownNode, MigrationOperation, NodeFlag, SlotMigration
 from valkey_operator.valkey.slots import ALL_SLOTS, SlotRanges, intersect, subtract, union
 
 EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+VALKEY_STARTS_AT = operator_runtime(0)
+"""The operator's own runtime directives as a fresh server runs them (Valkey's defaults)."""
 SIM_CLASS = "sim-local"
 """The StorageClass every simulated claim is provisioned by."""
 
 
 def _canonical(name: str, value: str) -> str | None:
     """As CONFIG GET prints value after CONFIG SET; the operator's own directives are plain integers."""
-    if name in OPERATOR_RUNTIME:
+    if name in VALKEY_STARTS_AT:
         return value if value.isdigit() else None
     return canonical(name, value)
 
@@ -832,7 +834,7 @@ class SimulatedCluster:
             ip=pod.ip,
             version=version,
             shard_id=_hex_id("shard", node_id),
-            config={**desired_runtime({}, version).values, **OPERATOR_RUNTIME} if version is not None else {},
+            config={**desired_runtime({}, version).values, **VALKEY_STARTS_AT} if version is not None else {},
             acl=self._startup_acl(),
             slots=slots,
             loaded_keys=keys,

@@ -91,7 +91,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
             1,
             [
                 {"NewPod": 2},
-                {"Meet": 1, "AssignSlots": 1},
+                {"SetConfig": 2, "Meet": 1, "AssignSlots": 1},
                 {"MarkMember": 1, "Replicate": 1},
                 {"MarkMember": 1},
                 {},
@@ -102,7 +102,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
             1,
             [
                 {"NewPod": 6},
-                {"Meet": 5, "AssignSlots": 1},
+                {"SetConfig": 6, "Meet": 5, "AssignSlots": 1},
                 {"AssignSlots": 2, "Replicate": 1},
                 {"MarkMember": 4, "Replicate": 2},
                 {"MarkMember": 2},
@@ -114,7 +114,7 @@ def active_world(wanted: Desired, settings_: SimSettings | None = None) -> Run:
             2,
             [
                 {"NewPod": 6},
-                {"Meet": 5, "AssignSlots": 1},
+                {"SetConfig": 6, "Meet": 5, "AssignSlots": 1},
                 {"AssignSlots": 1, "Replicate": 2},
                 {"MarkMember": 4, "Replicate": 2},
                 {"MarkMember": 2},

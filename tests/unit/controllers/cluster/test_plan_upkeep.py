@@ -35,7 +35,7 @@ from controllers.cluster.decision.upkeep import RENDERED_HASH_ANNOTATION
 from controllers.cluster.render.acl import UserAcl
 from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
-from valkey_operator.api.tunables import desired_runtime
+from valkey_operator.api.tunables import SYNC_MAX_REPLICAS, desired_runtime
 from valkey_operator.core.resource import CONFIG_MAPS, SECRETS
 from valkey_operator.valkey.acl import normal_form
 
@@ -200,6 +200,23 @@ def test_a_sync_delay_a_backup_left_lowered_is_put_back_once_no_backup_runs() ->
     again(result, passes=3)
     assert result.last.status.state is ClusterState.ACTIVE
     assert not [action for action in result.last.actions if isinstance(action, SetConfig)]
+
+
+def test_every_node_starts_a_full_sync_once_its_shards_replicas_all_asked() -> None:
+    """A node runs repl-diskless-sync-max-replicas at the cluster's replicas per shard (Valkey starts
+    at 0: every full sync waits the 5 s delay), set back when it differs, and changed with
+    spec.replicasPerShard."""
+    result = settled(day2(1, 2))
+    pod = next(iter(result.sim.pods))
+    result.sim.tamper_config(pod, SYNC_MAX_REPLICAS, "0")
+    again(result, passes=1)
+    assert SetConfig(pod, ((SYNC_MAX_REPLICAS, "2"),)) in result.last.actions
+    more = attrs.evolve(result.desired, replicas_per_shard=3)
+    running = set(result.sim.pods)
+    one_pass(result, result.passes, Chaos(edits={result.passes: more}))
+    sent = [action for action in result.last.actions if isinstance(action, SetConfig)]
+    assert {action.node for action in sent} == running, sent
+    assert all(dict(action.settings) == {SYNC_MAX_REPLICAS: "3"} for action in sent), sent
 
 
 def test_a_refused_value_is_degraded_with_valkeys_words_and_the_others_still_apply() -> None:
