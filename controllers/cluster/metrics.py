@@ -244,18 +244,6 @@ class ClusterMetrics:
         if changes.migrations_active is not None:
             self.migrations_active.labels(**labels).set(changes.migrations_active)
 
-    def record_observed(
-        self,
-        namespace: str,
-        cluster: str,
-        observation: Observation,
-        extras: Mapping[str, NodeExtras],
-        now: float,
-    ) -> None:
-        """The per-node gauges: a mirror of what the pass observed (certificate lifetimes counted
-        from the pass's time, `now`)."""
-        self.record_nodes(namespace, cluster, observation, extras, now)
-
     def record_rejection(self, namespace: str, cluster: str) -> None:
         self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
 
@@ -267,6 +255,8 @@ class ClusterMetrics:
         extras: Mapping[str, NodeExtras],
         now: float,
     ) -> None:
+        """The per-node gauges: a mirror of what the pass observed (certificate lifetimes counted
+        from the pass's time, `now`); a pod no longer observed loses its series."""
         key = (namespace, cluster)
         by_id = {obs.node_id: obs for obs in observation.nodes.values() if obs.node_id}
         seen: set[str] = set()

@@ -219,7 +219,7 @@ class ClusterReconciler:
             )
         self.memory[key] = await self._record(obj, stored, decision)
         if facts.observation is not None:
-            self.metrics.record_observed(
+            self.metrics.record_nodes(
                 cluster.metadata.namespace or "",
                 cluster.metadata.name,
                 facts.observation,
