@@ -1,9 +1,9 @@
 """Streaming an object up (multipart) and down (to a file), with the sha256 of its bytes.
 
 An RDB can be larger than the operator's memory, so neither direction ever
-holds a whole object: `upload` holds the part being sent and the next one it
-reads meanwhile (growing the buffer briefly copies it once), and `download`
-writes each chunk as it arrives. Both compute the sha256 on the way. A multipart upload
+holds a whole object: `upload` holds one part (plus less than a chunk of the
+next; growing the buffer briefly copies it once) and `download` writes each
+chunk as it arrives. Both compute the sha256 on the way. A multipart upload
 that fails or is cancelled is aborted, or the store would keep (and bill) its
 parts; a download goes to `<target>.partial` and only a complete, verified,
 fsynced file is renamed to the target.
@@ -57,17 +57,36 @@ async def upload(
     client: Any, bucket: str, key: str, chunks: AsyncIterable[bytes], part_size: int, call: Call
 ) -> Uploaded:
     """Upload chunks to bucket/key: one PutObject if everything fits in one part, else a multipart
-    upload of part_size parts, aborted on any failure (cancellation included).
-
-    A part is sent while the next one is read (`_PartSender`): reading the stream and sending it
-    overlap, so an upload takes about the longer of the two, not their sum."""
+    upload of part_size parts, aborted on any failure (cancellation included)."""
     if part_size < MIN_PART_SIZE:
         raise ValueError(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE}")
     where = f"{bucket}/{key}"
     digest = hashlib.sha256()
     total = 0
     buffer = io.BytesIO()
-    sender = _PartSender(client, bucket, key, call)
+    upload_id: str | None = None
+    parts: list[dict[str, Any]] = []
+
+    async def send_part(body: io.BytesIO) -> None:
+        nonlocal upload_id
+        if upload_id is None:
+            created = await call(
+                f"CreateMultipartUpload {where}",
+                lambda: client.create_multipart_upload(Bucket=bucket, Key=key),
+            )
+            upload_id = created["UploadId"]
+        number = len(parts) + 1
+        if number > MAX_PARTS:
+            raise StorageError("StorageFailed", f"UploadPart {where}: more than {MAX_PARTS} parts")
+        body.seek(0)
+        try:
+            answer = await client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            )
+        except Exception as exc:
+            raise classify(exc, f"UploadPart {where} part {number}") from exc
+        parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+
     try:
         async for chunk in chunks:
             digest.update(chunk)
@@ -75,83 +94,24 @@ async def upload(
             buffer.write(chunk)
             while buffer.tell() >= part_size:
                 part, buffer = _split(buffer, part_size)
-                await sender.send(part)
-        if sender.upload_id is None:
+                await send_part(part)
+        if upload_id is None:
             body = buffer.getvalue()
             await call(f"PutObject {where}", lambda: client.put_object(Bucket=bucket, Key=key, Body=body))
         else:
             if buffer.tell():
-                await sender.send(buffer)
-            await sender.complete()
+                await send_part(buffer)
+            await call(
+                f"CompleteMultipartUpload {where}",
+                lambda: client.complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                ),
+            )
     except BaseException:
-        await sender.abort()
+        if upload_id is not None:
+            await _abort(client, bucket, key, upload_id)
         raise
     return Uploaded(total, digest.hexdigest())
-
-
-class _PartSender:
-    """The parts of one multipart upload, each sent in the background while the next is read: at
-    most one part in flight (the caller holds the next one meanwhile), in order of their numbers."""
-
-    def __init__(self, client: Any, bucket: str, key: str, call: Call) -> None:
-        self.client, self.bucket, self.key, self.call = client, bucket, key, call
-        self.where = f"{bucket}/{key}"
-        self.upload_id: str | None = None
-        self.parts: list[dict[str, Any]] = []
-        self.sending: asyncio.Task[None] | None = None
-        self.count = 0
-
-    async def send(self, body: io.BytesIO) -> None:
-        """Start sending body as the next part, once the previous one is in (its error raised)."""
-        if self.upload_id is None:
-            created = await self.call(
-                f"CreateMultipartUpload {self.where}",
-                lambda: self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key),
-            )
-            self.upload_id = created["UploadId"]
-        await self._previous()
-        self.count += 1
-        if self.count > MAX_PARTS:
-            raise StorageError("StorageFailed", f"UploadPart {self.where}: more than {MAX_PARTS} parts")
-        self.sending = asyncio.create_task(self._put(self.count, body))
-
-    async def _previous(self) -> None:
-        sending, self.sending = self.sending, None
-        if sending is not None:
-            await sending
-
-    async def _put(self, number: int, body: io.BytesIO) -> None:
-        body.seek(0)
-        try:
-            answer = await self.client.upload_part(
-                Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body
-            )
-        except Exception as exc:
-            raise classify(exc, f"UploadPart {self.where} part {number}") from exc
-        self.parts.append({"PartNumber": number, "ETag": answer["ETag"]})
-
-    async def complete(self) -> None:
-        await self._previous()
-        await self.call(
-            f"CompleteMultipartUpload {self.where}",
-            lambda: self.client.complete_multipart_upload(
-                Bucket=self.bucket,
-                Key=self.key,
-                UploadId=self.upload_id,
-                MultipartUpload={"Parts": self.parts},
-            ),
-        )
-
-    async def abort(self) -> None:
-        """Stop a part in flight and abort the upload, if one was created."""
-        sending, self.sending = self.sending, None
-        if sending is not None:
-            sending.cancel()
-            await asyncio.wait([sending])  # its own error is not ours to raise: the caller's is
-            if not sending.cancelled():
-                sending.exception()
-        if self.upload_id is not None:
-            await _abort(self.client, self.bucket, self.key, self.upload_id)
 
 
 def _split(buffer: io.BytesIO, size: int) -> tuple[io.BytesIO, io.BytesIO]:
