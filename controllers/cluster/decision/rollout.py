@@ -191,9 +191,7 @@ def _step(view: View, shard: int, request: FailoverRequest | None) -> DeletePod 
         if request is not None and view.now < request.retry_at():
             return None  # a request in flight, or its backoff not over yet
         target = min(fresh, key=lambda node: (-node.obs.repl_offset, node.pod.order))
-        if all(knows(member, target) for member in view.members.values() if member is not target):
-            return Failover(target.pod.name)
-        return None
+        return Failover(target.pod.name) if may_take_over(view, target) else None
     # The primary is current: what is left outdated is a former primary (now a replica) or a stray.
     for pod in pods:
         node = view.nodes.get(pod.name)
@@ -207,6 +205,25 @@ def knows(member: Node, target: Node) -> bool:
     """member has target in its view, and does not suspect it."""
     known = member.obs.knows(target.node_id)
     return known is not None and not known.failed and not known.suspected
+
+
+def may_take_over(view: View, target: Node) -> bool:
+    """Every other member knows target, and target has a live link to each of them.
+
+    A takeover is announced by the new primary's broadcast over its own links. A member it has no
+    link to yet hears of it second-hand, from the old primary ("now a replica of target"), while
+    it still holds target for that primary's replica: a cycle in its view, which Valkey 9.1.2
+    follows for ever when that member is a replica (the server spins in updateShardId and never
+    answers again). Fresh replicas often lack a link to each other for a moment after their
+    join; waiting for the links costs a pass.
+    """
+    for member in view.members.values():
+        if member is target:
+            continue
+        link = target.obs.knows(member.node_id)
+        if not knows(member, target) or link is None or not link.connected:
+            return False
+    return True
 
 
 def _handover_seen(view: View, primary: Node) -> bool:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from controllers.cluster.decision.actions import Failover
-from controllers.cluster.decision.rollout import FailoverRequest, knows, settled_for_a_step
+from controllers.cluster.decision.rollout import FailoverRequest, may_take_over, settled_for_a_step
 from controllers.cluster.decision.view import Node, View
 from valkey_operator.api.cluster import NodeRole
 
@@ -244,7 +244,7 @@ def _best_replica(view: View, facts: Spread, primary: Node) -> Node | None:
         and node.pod.node_name is not None
         and node.pod.node_name != primary.pod.node_name
         and facts.fits(node.pod.node_name, _zone(view, node))
-        and all(knows(member, node) for member in view.members.values() if member is not node)
+        and may_take_over(view, node)
     ]
     return min(
         candidates,

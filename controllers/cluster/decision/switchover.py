@@ -40,7 +40,7 @@ from controllers.cluster.decision.rollout import (
     FailoverRequest,
     Rollout,
     failover_request,
-    knows,
+    may_take_over,
     settled_for_a_step,
 )
 from controllers.cluster.decision.view import MAX_IN_SYNC_LAG_BYTES, Node, View
@@ -209,8 +209,8 @@ def _step(
         return "the cluster is not settled", ()
     if not view.in_sync(target, primary):
         return f"the replica is not in sync ({_sync_rule()})", ()
-    if not all(knows(member, target) for member in view.members.values() if member is not target):
-        return "not every member knows the replica", ()
+    if not may_take_over(view, target):
+        return "not every member knows the replica, or it has no link to one yet", ()
     if any(action.disruptive or isinstance(action, Failover) for action in at.planned):
         return "another step of the cluster is under way", ()
     return "", (failover_request(view, target.pod.name, previous), Failover(target.pod.name))

@@ -310,3 +310,42 @@ def test_the_old_primary_goes_only_once_every_member_replicas_too_sees_its_succe
         observation, nodes={**observation.nodes, bystander: attrs.evolve(stale, known_nodes=unheard)}
     )
     assert not any(isinstance(action, DeletePod) for action in plan(hidden, wanted, context).actions)
+
+
+def test_a_replica_takes_over_only_once_it_has_a_link_to_every_member() -> None:
+    """The new primary announces a takeover over its own links. A member it has no link to yet
+    hears it from the old primary first, while still holding the new primary for that primary's
+    replica; Valkey 9.1.2 then loops for ever on that cycle (a fresh surge replica spinning in
+    updateShardId, seen in CI right after a roll's failover)."""
+    from controllers.cluster.decision.plan import plan
+
+    result = active(1, 1)
+    start = result.passes
+    wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
+    for index in range(start, start + 200):
+        sim = result.sim
+        sim.template_hash = "t2"
+        observation = sim.observe()
+        context = sim.context(
+            recorded_state=result.recorded,
+            recorded_config_hash=result.recorded_hash,
+            recorded_image=result.recorded_image,
+        )
+        planned = plan(observation, wanted, context)
+        failover = next((action for action in planned.actions if isinstance(action, Failover)), None)
+        if failover is not None:
+            break
+        one_pass(result, index, Chaos(edits={start: wanted}))
+    else:
+        raise AssertionError("the roll never failed over")
+    target = observation.nodes[failover.node]
+    member = next(
+        node.node_id for name, node in observation.nodes.items() if name != failover.node and node.primary_id
+    )  # another replica of the shard: the old primary's other follower
+    unlinked = tuple(
+        attrs.evolve(known, connected=False) if known.node_id == member else known for known in target.known_nodes
+    )
+    hidden = attrs.evolve(
+        observation, nodes={**observation.nodes, failover.node: attrs.evolve(target, known_nodes=unlinked)}
+    )
+    assert not any(isinstance(action, Failover) for action in plan(hidden, wanted, context).actions)
