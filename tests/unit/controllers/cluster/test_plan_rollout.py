@@ -343,7 +343,8 @@ def test_a_replica_takes_over_only_once_it_has_a_link_to_every_member() -> None:
         node.node_id for name, node in observation.nodes.items() if name != failover.node and node.primary_id
     )  # another replica of the shard: the old primary's other follower
     unlinked = tuple(
-        attrs.evolve(known, connected=False) if known.node_id == member else known for known in target.known_nodes
+        attrs.evolve(known, connected=False) if known.node_id == member else known
+        for known in target.known_nodes
     )
     hidden = attrs.evolve(
         observation, nodes={**observation.nodes, failover.node: attrs.evolve(target, known_nodes=unlinked)}
