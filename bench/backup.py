@@ -32,7 +32,13 @@ alternating order:
                   (sha256 checked, as restore-fetch does), then a cluster-
                   enabled valkey-server of the same image started on each file
                   until it has loaded it (loading:0 and DBSIZE = the shard's
-                  keys); MB/s to the downloads' end and to every server loaded.
+                  keys); MB/s to the downloads' end and to every server loaded;
+                  then made one cluster (each server owns the slots it loaded
+                  keys for, as Valkey does at start; MEET the first, every one
+                  cluster_state:ok): MB/s to
+                  that too, the floor of a restore that ends in a serving
+                  cluster (Valkey keeps a primary that starts failed from
+                  reporting ok for 2 s).
 
 Prints each round, then the medians and the ratios ours/floor.
 
@@ -562,10 +568,38 @@ class Bench:
 
             await eventually(loaded, "every server loaded", self.args.timeout, interval=0.05)
             ended = time.monotonic()
+            await self.floor_form(servers)
+            formed = time.monotonic()
         finally:
             valkeyproc.stop_servers(servers)
             shutil.rmtree(base, ignore_errors=True)
-        return {"bytes": sum(sizes), "download_s": downloaded - started, "loaded_s": ended - started}
+        return {
+            "bytes": sum(sizes),
+            "download_s": downloaded - started,
+            "loaded_s": ended - started,
+            "formed_s": formed - started,
+        }
+
+    async def floor_form(self, servers: Sequence[valkeyproc.ValkeyServer]) -> None:
+        """The loaded servers made one cluster: each already took the slots it loaded keys for
+        (Valkey does at start, as a restored node of ours does), all MEET the first, and every one
+        reports cluster_state:ok (Valkey holds a primary that starts failed 2 s before it reports
+        ok: CLUSTER_WRITABLE_DELAY). A slot without keys would never be served: the wait says so."""
+        host, port = servers[0].address
+        for server in servers[1:]:
+            met = await asyncio.to_thread(server.command, "CLUSTER", "MEET", host, str(port))
+            if isinstance(met, ReplyError):
+                raise RuntimeError(f"{server.address} MEET: {met}")
+
+        async def formed() -> bool | NotYet:
+            for server in servers:
+                info = await asyncio.to_thread(server.command, "CLUSTER", "INFO")
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                if "cluster_state:ok" not in text:
+                    return NotYet(f"{server.address} not ok")
+            return True
+
+        await eventually(formed, "the floor's cluster ok", self.args.timeout, interval=0.05)
 
     async def drop(self, prefix: str) -> None:
         """Delete the objects under prefix (the disk holds a few rounds, not all of them)."""
@@ -622,6 +656,7 @@ def summarize(rounds: Sequence[Obj]) -> Obj:
     active = median([rate(r["restore"]["bytes"], r["restore"]["active_s"]) for r in rounds])
     download = median([rate(r["restore_floor"]["bytes"], r["restore_floor"]["download_s"]) for r in rounds])
     loaded = median([rate(r["restore_floor"]["bytes"], r["restore_floor"]["loaded_s"]) for r in rounds])
+    formed = median([rate(r["restore_floor"]["bytes"], r["restore_floor"]["formed_s"]) for r in rounds])
     shards = len(rounds[0]["backup"]["gaps_s"])
     return {
         "backup_mb": nbytes / 1e6,
@@ -632,8 +667,10 @@ def summarize(rounds: Sequence[Obj]) -> Obj:
             "active": active,
             "floor_download": download,
             "floor_loaded": loaded,
+            "floor_formed": formed,
         },
         "restore_ratio": {"verified": verified / loaded, "active": active / loaded},
+        "restore_ratio_formed": {"verified": verified / formed, "active": active / formed},
         "gap_during_backup_s": [median([r["backup"]["gaps_s"][i] for r in rounds]) for i in range(shards)],
         "gap_baseline_s": [
             median([r["baseline_gaps_s"][i] for r in rounds])
@@ -658,7 +695,8 @@ def print_round(index: int, r: Obj) -> None:
         f"         restore Verified {s['verified_s']:.1f} s ({rate(s['bytes'], s['verified_s']):.1f} MB/s), "
         f"Active {s['active_s']:.1f} s ({rate(s['bytes'], s['active_s']):.1f} MB/s); floor download "
         f"{g['download_s']:.1f} s ({rate(g['bytes'], g['download_s']):.1f} MB/s), "
-        f"loaded {g['loaded_s']:.1f} s ({rate(g['bytes'], g['loaded_s']):.1f} MB/s)",
+        f"loaded {g['loaded_s']:.1f} s ({rate(g['bytes'], g['loaded_s']):.1f} MB/s), "
+        f"a cluster ok {g['formed_s']:.1f} s ({rate(g['bytes'], g['formed_s']):.1f} MB/s)",
         flush=True,
     )
     gaps = " ".join(f"{gap:.3f}" for gap in b["gaps_s"])
@@ -681,6 +719,11 @@ def report(record: Obj) -> None:
         f"  restore  {r['verified']:7.1f} MB/s to Verified, {r['active']:7.1f} MB/s to Active; floor "
         f"{r['floor_download']:7.1f} MB/s download, {r['floor_loaded']:7.1f} MB/s loaded; ours/floor "
         f"{s['restore_ratio']['verified']:.2f} (Verified), {s['restore_ratio']['active']:.2f} (Active)"
+    )
+    print(
+        f"  restore against the floor that also forms the cluster ({r['floor_formed']:7.1f} MB/s): "
+        f"ours/floor {s['restore_ratio_formed']['verified']:.2f} (Verified), "
+        f"{s['restore_ratio_formed']['active']:.2f} (Active)"
     )
     print(
         "  write gap per shard (s): during the backup "
