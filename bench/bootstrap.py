@@ -23,6 +23,8 @@ ratio ours/floor.
 `--before DIR` also times the operator of another checkout (an earlier
 revision) in the same rounds. One operator runs at a time: each is started
 before its measurement (3 s untimed, to list and watch) and stopped after it.
+The operators' logs and each of their Valkey pods' logs (NAMESPACE-POD.log)
+go to --logs DIR (a temporary directory without it).
 
 Without --kubeconfig a control plane with 3 nodes is started in a temporary
 directory (build it first: `python -m valkey_testbed build`). With
@@ -37,6 +39,7 @@ import ipaddress
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -55,6 +58,7 @@ from valkey_operator.core.resource import NAMESPACES, PODS
 from valkey_operator.core.rest import RestClient
 from valkey_operator.valkey.admin import parse_info
 from valkey_testbed import processes
+from valkey_testbed.build import binaries
 from valkey_testbed.crds import install_crds
 from valkey_testbed.demo import curated_examples
 from valkey_testbed.images import newest_image, resolve_image
@@ -108,6 +112,16 @@ async def run_ours(kube: Client, namespace: str, timeout: float) -> float:
     if len(pods) != PODS_PER_CLUSTER:
         raise RuntimeError(f"expected {PODS_PER_CLUSTER} pods in {namespace}, found {len(pods)}")
     return elapsed
+
+
+async def keep_pod_logs(kube: Client, kubeconfig: str, namespace: str, log_dir: Path) -> None:
+    """Each Valkey pod's log next to the operator's (NAMESPACE-POD.log): what a slow round's servers
+    said (an election that failed, a sync that waited)."""
+    for pod in await kube.list(PODS, namespace):
+        name = pod["metadata"]["name"]
+        with (log_dir / f"{namespace}-{name}.log").open("w") as out:
+            argv = [str(binaries().kubectl), f"--kubeconfig={kubeconfig}", "logs", "-n", namespace, name]
+            await asyncio.to_thread(subprocess.run, argv, stdout=out, stderr=subprocess.STDOUT, timeout=60)
 
 
 # -- floor ------------------------------------------------------------------------
@@ -294,6 +308,7 @@ async def drive(
                         results[kind] = await run_ours(kube, namespace, timeout)
                     finally:
                         processes.stop([operator])
+                        await keep_pod_logs(kube, kubeconfig, namespace, log_dir)
                 finally:
                     await delete_namespace(kube, namespace)
             for kind, seconds in results.items():
@@ -325,7 +340,7 @@ def main() -> None:
     parser.add_argument("--kubeconfig")
     parser.add_argument("--before", type=Path, help="also time the operator of this checkout, same rounds")
     parser.add_argument("--output", type=Path, help="also write the times (JSON) here")
-    parser.add_argument("--logs", type=Path, help="keep the operators' logs here (to read a pass timeline)")
+    parser.add_argument("--logs", type=Path, help="keep the operators' and Valkey pods' logs here (a pass timeline)")
     args = parser.parse_args()
     before = args.before.resolve() if args.before else None
     if args.logs:
