@@ -340,7 +340,9 @@ def main() -> None:
     parser.add_argument("--kubeconfig")
     parser.add_argument("--before", type=Path, help="also time the operator of this checkout, same rounds")
     parser.add_argument("--output", type=Path, help="also write the times (JSON) here")
-    parser.add_argument("--logs", type=Path, help="keep the operators' and Valkey pods' logs here (a pass timeline)")
+    parser.add_argument(
+        "--logs", type=Path, help="keep the operators' and Valkey pods' logs here (a pass timeline)"
+    )
     args = parser.parse_args()
     before = args.before.resolve() if args.before else None
     if args.logs:
