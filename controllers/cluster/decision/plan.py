@@ -65,6 +65,8 @@ cluster_state ok and runs the current settings.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterable, Sequence
 
 import attrs
@@ -311,26 +313,28 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     restore = view.restore_progress
     if restore is not None and not restore.all_loaded:
         return  # a restoring node takes the slots it loaded keys for at start (restore.py)
-    chosen: list[Node] = []
-    for shard in range(view.desired.shards):
-        unowned = subtract(view.layout[shard], view.claimed)
-        if not unowned or not view.shard_identified(shard) or len(view.primaries(shard)) > 1:
-            continue
-        primary = view.primary(shard)
-        if primary is None:
-            if _siblings_starting(view, shard, leaving):
-                continue
-            primary = _first_empty_primary(view, shard, leaving, chosen)
-            if primary is not None:
-                chosen.append(primary)
+    shards = [
+        shard
+        for shard in range(view.desired.shards)
+        if subtract(view.layout[shard], view.claimed)
+        and view.shard_identified(shard)
+        and len(view.primaries(shard)) <= 1
+    ]
+    chosen = _first_primaries(
+        view,
+        [s for s in shards if view.primary(s) is None and not _siblings_starting(view, s, leaving)],
+        leaving,
+    )
+    for shard in shards:
+        primary = view.primary(shard) or chosen.get(shard)
         if primary is not None and primary.joinable and primary.pod.name not in leaving:
-            yield AssignSlots(node=primary.pod.name, slots=unowned)
+            yield AssignSlots(node=primary.pod.name, slots=subtract(view.layout[shard], view.claimed))
 
 
 def _siblings_starting(view: View, shard: int, leaving: set[str]) -> bool:
     """A pod of shard placed on a Kubernetes node, created within PRIMARY_CHOICE_WAIT_S, whose
     server has not joined yet: the shard's first primary waits for it, so that it is chosen among
-    all of the shard's pods by where they run (`_first_empty_primary`) rather than by which started
+    all of the shard's pods by where they run (`_first_primaries`) rather than by which started
     first. Choosing by start order left two primaries on one node about every other bootstrap, and
     the spread then moved one with a failover right as the cluster became Active. Pods start within
     a fraction of a second of each other; one that does not is not waited for beyond the bound."""
@@ -347,13 +351,33 @@ def _siblings_starting(view: View, shard: int, leaving: set[str]) -> bool:
     )
 
 
-def _first_empty_primary(
-    view: View, shard: int, leaving: set[str], chosen: Sequence[Node] = ()
-) -> Node | None:
-    """The shard's empty member primary to take its slots (or, added to a formed cluster, its
-    replicas first): one that replicas already follow (an emptied shard scaled back in: they need
-    not move), then the one on the zone and Kubernetes node holding the fewest primaries (counting
-    those `chosen` this pass), so the spread has nothing to move afterwards, then the oldest."""
+JOINT_CHOICE_LIMIT = 4096
+"""The most combinations of candidate primaries weighed together in one pass; beyond that (a large
+cluster bootstrapping at once) the shards choose one after another."""
+
+
+def _first_primaries(view: View, shards: Sequence[int], leaving: set[str]) -> dict[int, Node]:
+    """Each shard's first primary, chosen for all the shards together so that the zones and
+    Kubernetes nodes hold as few primaries each as they can (`spread.crowding`), then the oldest
+    pods. One shard after another could take a node a later shard needed: the spread then moved a
+    primary with a failover right as the cluster became Active."""
+    options = {shard: found for shard in shards if (found := _empty_primaries(view, shard, leaving))}
+    if math.prod(len(found) for found in options.values()) > JOINT_CHOICE_LIMIT:
+        chosen: dict[int, Node] = {}
+        for shard, found in options.items():
+            load = spread.primary_load(view, list(chosen.values()))
+            chosen[shard] = min(found, key=lambda node: (load(node), node.pod.order))
+        return chosen
+    best = min(
+        itertools.product(*options.values()),
+        key=lambda combo: (spread.crowding(view, combo), tuple(node.pod.order for node in combo)),
+    )
+    return dict(zip(options, best, strict=True))
+
+
+def _empty_primaries(view: View, shard: int, leaving: set[str]) -> list[Node]:
+    """The shard's empty member primaries that may take its slots: those replicas already follow
+    when there are any (an emptied shard scaled back in: they need not move)."""
     candidates = [
         node
         for node in view.members.values()
@@ -363,9 +387,16 @@ def _first_empty_primary(
         and node.is_primary
         and not node.obs.slots
     ]
-    load = spread.primary_load(view, chosen)
+    followed = [node for node in candidates if view.followers(node)]
+    return followed or candidates
+
+
+def _first_empty_primary(view: View, shard: int, leaving: set[str]) -> Node | None:
+    """The primary of a shard added to a formed cluster (it gets its replicas first): where the
+    zone and Kubernetes node hold the fewest primaries, then the oldest."""
+    load = spread.primary_load(view)
     return min(
-        candidates, key=lambda node: (not view.followers(node), load(node), node.pod.order), default=None
+        _empty_primaries(view, shard, leaving), key=lambda node: (load(node), node.pod.order), default=None
     )
 
 

@@ -128,6 +128,18 @@ def primary_load(view: View, chosen: Sequence[Node] = ()) -> Callable[[Node], tu
     return load
 
 
+def crowding(view: View, chosen: Sequence[Node]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """How crowded the primaries would be with `chosen` made primaries too: the zones' and then the
+    Kubernetes nodes' counts of primaries, largest first (a smaller tuple is a better spread)."""
+    primaries = [
+        node for node in view.members.values() if node.is_primary and node.obs.slots and not node.pod.deleting
+    ]
+    primaries += [node for node in chosen if node not in primaries]
+    per_node = Counter(node.pod.node_name for node in primaries if node.pod.node_name)
+    per_zone = Counter(zone for node in primaries if (zone := _zone(view, node)) is not None)
+    return tuple(sorted(per_zone.values(), reverse=True)), tuple(sorted(per_node.values(), reverse=True))
+
+
 def _zone(view: View, node: Node) -> str | None:
     return view.node_zones.get(node.pod.node_name or "")
 

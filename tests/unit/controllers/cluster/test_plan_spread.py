@@ -223,6 +223,9 @@ def test_a_bootstrap_chooses_each_shard_s_primary_by_node_and_leaves_the_spread_
         (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n3", "z3"), ("n1", "z1"), ("n2", "z2")),
         (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n2", "z2"), ("n2", "z2"), ("n3", "z3")),
         (("n1", "z1"), ("n1", "z1"), ("n1", "z1"), ("n2", "z2"), ("n3", "z3"), ("n2", "z2")),
+        # one shard after another, shard 0 would take n1 (a tie, the older pod) and shard 2 find
+        # n1 and n3 both taken: only the shards chosen together fit one per node
+        (("n1", "z1"), ("n2", "z2"), ("n1", "z1"), ("n3", "z3"), ("n1", "z1"), ("n3", "z3")),
     ]
     for hosts in layouts:
         result = run(desired(3, 1), settings=SimSettings(k8s_nodes=hosts), max_passes=200)
