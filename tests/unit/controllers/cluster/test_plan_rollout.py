@@ -18,10 +18,12 @@ from planner_harness import Act, Chaos, Run, one_pass, run
 from simulate import SimSettings, SimulatedCluster
 
 from controllers.cluster.decision.actions import DeletePod, Failover, NewPod, PatchPodMetadata, Promote
+from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
-from controllers.cluster.decision.plan import Plan
+from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.rollout import FAILOVER_ANNOTATION, FAILOVER_TIMEOUT_S
+from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
 
 OLD, NEW = "valkey/valkey:9.1.0", "valkey/valkey:9.1.2"
@@ -53,6 +55,18 @@ def roll(result: Run, *, chaos: Chaos | None = None, passes: int = 200, template
 
 def actions_since(result: Run, start: int) -> Counter[str]:
     return Counter(type(action).__name__ for planned in result.plans[start:] for action in planned.actions)
+
+
+def planned_now(result: Run, wanted: Desired) -> tuple[Observation, Context, Plan]:
+    """What the planner makes of the simulator's world on the new template right now (without acting)."""
+    result.sim.template_hash = wanted.template_hash
+    observation = result.sim.observe()
+    context = result.sim.context(
+        recorded_state=result.recorded,
+        recorded_config_hash=result.recorded_hash,
+        recorded_image=result.recorded_image,
+    )
+    return observation, context, plan(observation, wanted, context)
 
 
 def mixed_shards(result: Run) -> set[int]:
@@ -271,22 +285,13 @@ def test_a_revert_mid_roll_replaces_only_the_new_pods() -> None:
 def test_the_old_primary_goes_only_once_every_member_replicas_too_sees_its_successor_serving() -> None:
     """A client bootstraps from any member the endpoint hands out: one still naming the old primary
     sends it to a server that is stopping (seen as `Connection closed by server` mid-roll)."""
-    from controllers.cluster.decision.plan import plan
-
     result = active(2, 1)
     start = result.passes
     wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
     failed_over = False
     for index in range(start, start + 200):
         sim = result.sim
-        sim.template_hash = "t2"
-        observation = sim.observe()
-        context = sim.context(
-            recorded_state=result.recorded,
-            recorded_config_hash=result.recorded_hash,
-            recorded_image=result.recorded_image,
-        )
-        planned = plan(observation, wanted, context)
+        observation, context, planned = planned_now(result, wanted)
         deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
         if failed_over and deleted:
             break
@@ -317,21 +322,11 @@ def test_a_replica_takes_over_only_once_it_has_a_link_to_every_member() -> None:
     hears it from the old primary first, while still holding the new primary for that primary's
     replica; Valkey 9.1.2 then loops for ever on that cycle (a fresh surge replica spinning in
     updateShardId, seen in CI right after a roll's failover)."""
-    from controllers.cluster.decision.plan import plan
-
     result = active(1, 1)
     start = result.passes
     wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
     for index in range(start, start + 200):
-        sim = result.sim
-        sim.template_hash = "t2"
-        observation = sim.observe()
-        context = sim.context(
-            recorded_state=result.recorded,
-            recorded_config_hash=result.recorded_hash,
-            recorded_image=result.recorded_image,
-        )
-        planned = plan(observation, wanted, context)
+        observation, context, planned = planned_now(result, wanted)
         failover = next((action for action in planned.actions if isinstance(action, Failover)), None)
         if failover is not None:
             break
