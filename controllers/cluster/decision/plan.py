@@ -709,6 +709,8 @@ def _requeue(view: View, status: PlannedStatus, actions: Sequence[Planned], roll
         requeue = min(requeue, REQUEUE_FAST)  # a job just started is under way from the next pass
     if _spreading(view, actions, rolling):
         requeue = min(requeue, spread.REQUEUE_MOVING)
+    if rolling.handover_until is not None:  # the demoted primary may go then: no event says so
+        requeue = min(requeue, max(rolling.handover_until - view.now, REQUEUE_FAST))
     retry = view.crash_loops.retry_after
     if retry is None:
         return requeue

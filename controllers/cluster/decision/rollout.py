@@ -21,7 +21,10 @@ wait. In it, with R = replicasPerShard:
    escalated to FORCE or TAKEOVER;
 4. the old primary, now a replica, goes once every other member (replicas
    too: clients bootstrap from any of them) sees the new one serving the
-   shard's slots.
+   shard's slots, and DEMOTED_GRACE_S after the failover was asked for: a
+   client that read the slot map just before the failover dials the old
+   primary a moment later, and a replica answers it with a redirect where a
+   stopping server resets the connection.
 Every disruptive step waits until the cluster is settled: every slot served by
 one reachable primary, no migration, no pod going away, every pod answering,
 no departed id left to forget, every member reporting cluster_state ok.
@@ -40,12 +43,13 @@ from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
 
 FAILOVER_ANNOTATION = f"{GROUP}/failover-requested"
-"""On the replica asked to take over: '<unix seconds>,<attempt>' of the latest request, and ',done'
+"""On the replica asked to take over: '<unix seconds, to 0.1 s>,<attempt>' of the latest request, and ',done'
 once a pass has seen that replica primary (`mark_fulfilled`)."""
 FULFILLED = "done"
 FAILOVER_TIMEOUT_S = 15.0
 """How long a coordinated failover may take before it counts as failed (Valkey gives up after 5 s)."""
 FAILOVER_BACKOFF_S = 5.0
+DEMOTED_GRACE_S = 2.0
 FAILOVER_BACKOFF_MAX_S = 120.0
 
 
@@ -98,6 +102,8 @@ class Rollout:
     """The disruptive step to take now, if any."""
     failover: FailoverRequest | None = None
     """The latest failover request in the rolling shard that has not happened yet."""
+    handover_until: float | None = None
+    """Unix seconds until which the rolling shard's demoted primary keeps running (`demoted_grace`)."""
     failover_failed: bool = False
     """That request timed out (it is retried after a backoff)."""
     queued: bool = False
@@ -130,6 +136,7 @@ def plan_rollout(view: View) -> Rollout:
         surge=len(pods) == view.desired.pods_per_shard and not view.rejected,
         step=_step(view, shard, request),
         failover=request,
+        handover_until=_handover_until(view, shard),
         failover_failed=failed,
     )
 
@@ -179,7 +186,8 @@ def _step(view: View, shard: int, request: FailoverRequest | None) -> DeletePod 
             return None
         victim = min(stale_replicas, key=lambda node: (view.in_sync(node, primary), node.pod.order))
         others = [node for node in replicas if node is not victim and view.in_sync(node, primary)]
-        if len(others) >= view.desired.replicas_per_shard and _handover_seen(view, primary):
+        handed_over = _handover_seen(view, primary) and _handover_until(view, shard) is None
+        if len(others) >= view.desired.replicas_per_shard and handed_over:
             return DeletePod(
                 victim.pod.name, f"shard {shard} rolls: replica of an outdated template", victim.pod.uid
             )
@@ -242,11 +250,21 @@ def _handover_seen(view: View, primary: Node) -> bool:
     return True
 
 
+def _handover_until(view: View, shard: int) -> float | None:
+    """While the shard's primary took over on a request less than DEMOTED_GRACE_S ago: when the
+    demoted primary may go (None once it may)."""
+    primary = view.primary(shard)
+    request = FailoverRequest.of(primary.pod) if primary is not None else None
+    if request is None or view.now >= request.at + DEMOTED_GRACE_S:
+        return None
+    return request.at + DEMOTED_GRACE_S
+
+
 def failover_request(view: View, target: str, previous: FailoverRequest | None) -> PatchPodMetadata:
     """The annotation recorded on the replica before it is asked to take over."""
     pod = next(pod for pod in view.pods if pod.name == target)
     attempt = previous.attempt + 1 if previous is not None and not previous.done else 1
-    return PatchPodMetadata(pod.name, pod.uid, ((FAILOVER_ANNOTATION, f"{int(view.now)},{attempt}"),))
+    return PatchPodMetadata(pod.name, pod.uid, ((FAILOVER_ANNOTATION, f"{view.now:.1f},{attempt}"),))
 
 
 def mark_fulfilled(view: View) -> Iterable[PatchPodMetadata]:
@@ -256,5 +274,5 @@ def mark_fulfilled(view: View) -> Iterable[PatchPodMetadata]:
         request = FailoverRequest.of(node.pod)
         if request is None or request.done or not node.is_primary or not node.pod.live:
             continue
-        value = f"{int(request.at)},{request.attempt},{FULFILLED}"
+        value = f"{request.at:.1f},{request.attempt},{FULFILLED}"
         yield PatchPodMetadata(node.pod.name, node.pod.uid, ((FAILOVER_ANNOTATION, value),))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,9 @@ VOLUME_RETRY_SECONDS = 2.0
 DEFAULT_GRACE = 30.0
 OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+KEEP_POD_LOGS = "VALKEY_TESTBED_POD_LOGS"
+"""Environment: a directory where a removed pod's container logs are kept
+(`<namespace>/<pod>-<container>.log`): what a server said before its pod went."""
 
 
 def status_patch(desired: Obj) -> Obj:
@@ -429,6 +433,8 @@ class PodWorker:
         self._release_ip()
         for runner in self.all_runners:
             self.forget_process(runner)
+        if kept := os.environ.get(KEEP_POD_LOGS):
+            await asyncio.to_thread(keep_logs, self.log_dir, Path(kept) / self.namespace, self.name)
         await asyncio.to_thread(shutil.rmtree, self.dir, ignore_errors=True)  # emptyDirs may be large
 
     async def _stop_status_writer(self) -> None:
@@ -647,3 +653,12 @@ class PodWorker:
                 for r in self.all_runners
             ],
         }
+
+
+def keep_logs(log_dir: Path, target: Path, pod: str) -> None:
+    """Copy each container log of a pod being removed into target."""
+    if not log_dir.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for log in log_dir.glob("*.log"):
+        shutil.copyfile(log, target / f"{pod}-{log.name}")

@@ -22,7 +22,12 @@ from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.rollout import FAILOVER_ANNOTATION, FAILOVER_TIMEOUT_S
+from controllers.cluster.decision.rollout import (
+    DEMOTED_GRACE_S,
+    FAILOVER_ANNOTATION,
+    FAILOVER_TIMEOUT_S,
+    FailoverRequest,
+)
 from controllers.shared.observation import Observation
 from valkey_operator.api.cluster import ClusterState
 
@@ -345,3 +350,32 @@ def test_a_replica_takes_over_only_once_it_has_a_link_to_every_member() -> None:
         observation, nodes={**observation.nodes, failover.node: attrs.evolve(target, known_nodes=unlinked)}
     )
     assert not any(isinstance(action, Failover) for action in plan(hidden, wanted, context).actions)
+
+
+def test_the_old_primary_keeps_running_for_a_grace_after_its_failover_was_asked_for() -> None:
+    """A client that read the slot map just before the failover dials the old primary a moment
+    later: a replica redirects it, a stopping server resets the connection (seen in CI as
+    `Connection reset by peer` from a pod deleted 0.1 s after its failover)."""
+    result = active(1, 1)
+    start = result.passes
+    wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
+    failed_over = False
+    for index in range(start, start + 200):
+        observation, context, planned = planned_now(result, wanted)
+        deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
+        if failed_over and deleted:
+            break
+        failed_over = failed_over or any(isinstance(action, Failover) for action in planned.actions)
+        one_pass(result, index, Chaos(edits={start: wanted}))
+    else:
+        raise AssertionError("no old primary deleted after the failover")
+    successor = next(
+        pod for pod in observation.pods if FailoverRequest.of(pod) is not None and pod.name != deleted[0]
+    )
+    request = FailoverRequest.of(successor)
+    assert request is not None and context.now >= request.at + DEMOTED_GRACE_S, (context.now, request)
+    early = attrs.evolve(context, now=request.at + DEMOTED_GRACE_S - 0.6)
+    replanned = plan(observation, wanted, early)
+    assert not any(isinstance(action, DeletePod) for action in replanned.actions)
+    # The next pass comes when the grace ends: no watch event announces it.
+    assert abs(replanned.requeue_after - 0.6) < 1e-6, replanned.requeue_after
