@@ -56,6 +56,7 @@ from repair_support import (
     takeover_time,
 )
 
+from controllers.cluster.decision.spread import FRAGILE_PROBE_S
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, Resource
 from valkey_operator.core.rest import Obj
@@ -76,6 +77,10 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 TAKEOVER_LIMIT = 30.0
 """A shard that lost its primary takes writes again within this many seconds (Valkey's own failover
 after a crash measured 6.8-8.3 s, the operator's TAKEOVER 0.3 s)."""
+NO_MAJORITY_LIMIT = int(NODE_TIMEOUT_MS) / 1000 + FRAGILE_PROBE_S + 5.0
+"""Two primaries of three lost with their node: served again within cluster-node-timeout (every
+member flags them), the fragile cluster's probe interval, and 5 s for the pass and the load (before
+the operator looked for itself, they waited for the node to come back: 20 s and more)."""
 HANDOVER_LIMIT = 0.8 * int(NODE_TIMEOUT_MS) / 1000
 """A gracefully deleted primary's slots are served again within this (measured 0.8-1.3 s): less than
 cluster-node-timeout, which Valkey's own failover must wait out before it can even start an election,
@@ -318,7 +323,7 @@ async def not_ready(kube: Client, node: str, timeout: float = 60.0) -> None:
     "primaries",
     [
         pytest.param(1, id="valkey-elects-during-the-outage"),
-        pytest.param(2, id="no-majority-operator-promotes-after-the-reboot"),
+        pytest.param(2, id="no-majority-operator-promotes-during-the-outage"),
     ],
 )
 async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses_no_key(
@@ -330,11 +335,13 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
     primaries: int,
 ) -> None:
     """The node hosting `primaries` of the 3 primaries fails and reboots. With one, the other two vote
-    its replica in during the outage (cluster-node-timeout); with two, Valkey has no majority, the
-    cluster is down until the node is back, and the operator then promotes the replicas (TAKEOVER:
-    the old identities are gone with the memory emptyDir, so nothing can race it). Two primaries on
-    one node is what primary spread allows only when the cluster runs on two nodes (zones a and b):
-    at most ceil(3 / 2) per node."""
+    its replica in during the outage (cluster-node-timeout); with two, Valkey has no majority to
+    elect with, and the operator promotes a replica (TAKEOVER) as soon as every member flags its
+    primary failing, while the node is still down (such a layout is observed every FRAGILE_PROBE_S,
+    since nothing in the API shows the failure before the node monitor's grace); with that the
+    majority is back, and the other shard's replica is elected by Valkey or promoted too.
+    Two primaries on one node is what primary spread allows only when the cluster runs on two
+    nodes (zones a and b): at most ceil(3 / 2) per node."""
     placement = {"zones": ["a", "b"]} if primaries == 2 else None
     status, admin = await formed_cluster(
         kube, catalog, namespace, "reboot", shards=3, replicas=1, timeout=FORMED, placement=placement
@@ -352,21 +359,15 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
         async with Load(checker, probe, duration=200.0) as load:
             started = time.monotonic()
             await kubelet.fail_node(host)
-            took = None
+            limit = TAKEOVER_LIMIT if primaries == 1 else NO_MAJORITY_LIMIT
             try:
-                if primaries == 1:
-                    took = await takeover_time(admin, survivors, lost_primaries[0], started, TAKEOVER_LIMIT)
+                took = max(
+                    [await takeover_time(admin, survivors, node, started, limit) for node in lost_primaries]
+                )
                 await not_ready(kube, host)  # Kubernetes, too, saw the node fail before it comes back
             finally:  # the session's test bed keeps its nodes, whatever happens here
                 await kubelet.recover_node(host)
             recovered = time.monotonic() - started
-            if took is None:
-                took = max(
-                    [
-                        await takeover_time(admin, survivors, node, started, TAKEOVER_LIMIT)
-                        for node in lost_primaries
-                    ]
-                )
             status = await repaired(kube, namespace, "reboot", pods=6, old_ids=old_ids)
             repaired_after = time.monotonic() - started
             report = await load.finish()
@@ -382,12 +383,11 @@ async def test_a_failed_node_that_reboots_rejoins_with_new_ips_and_ids_and_loses
     assert verified.checked == PREFILL + report.durable.acknowledged, verified
     assert report.durable.acknowledged > 0, report
     probe_gap = max(gap for gap, _ in gaps.values())
-    if primaries == 1:
-        assert probe_gap < TAKEOVER_LIMIT, gaps
-    else:  # down while the node was, then promoted by the operator soon after it came back
-        assert probe_gap < recovered + TAKEOVER_LIMIT, gaps
+    assert probe_gap < limit, gaps
+    assert took < recovered, "served again while the node was still down"
+    if primaries == 2:  # the operator's first takeover gives Valkey a majority: it may elect the other
         promoted = await warnings(kube, namespace, "PromotingReplica")
-        assert len(promoted) >= primaries, promoted
+        assert promoted and all("unreachable" in (event.get("note") or "") for event in promoted), promoted
     nodes = await check_topology(admin, kube, namespace, "reboot", status, old_ids)
     after = {node["pod"]: node for node in nodes}
     assert set(after) == set(before), "the rebooted pods came back under their names, nothing replaced"

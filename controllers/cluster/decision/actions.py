@@ -252,11 +252,13 @@ class Failover:
 
 @attrs.frozen
 class Promote:
-    """CLUSTER FAILOVER TAKEOVER on the replica in pod `node`: its primary `departed` is gone for good
-    and too few primaries survive for Valkey's own vote to replace it."""
+    """CLUSTER FAILOVER TAKEOVER on the replica in pod `node`: its primary `departed` is gone for good,
+    or (`unreachable`) answers nobody, and too few primaries survive for Valkey's own vote to
+    replace it."""
 
     node: str
     departed: str
+    unreachable: bool = False
     disruptive: ClassVar[bool] = False
 
 

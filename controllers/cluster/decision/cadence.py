@@ -12,7 +12,8 @@ again at 30 s. A watch event always starts a pass at once, whatever the
 interval: failures the API shows (a deleted pod, a killed server's pod going
 unready or restarting) are seen without waiting. Only changes no event shows
 (inside Valkey: a manual CONFIG SET, ACL or CLUSTER command, a gossip-only
-failure) wait up to the cap.
+failure) wait up to the cap. A cluster that one Kubernetes node's failure would leave without
+a majority is never quiet: plan.py requeues it every spread.FRAGILE_PROBE_S.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
    steps 5-7 take a starting pod as soon as its server answers, before its
    readiness probe passes (view.Node.joinable);
 8. a departed primary's replica is promoted (TAKEOVER) when Valkey's vote
-   cannot do it (`_promote`);
+   cannot do it, and so is the replica of a primary every member flags
+   failing while no majority of primaries answers (`_promote`);
 9. node ids whose pods are gone are forgotten on every node that knows them
    (`_forget`);
 10. slots move toward each shard's quota, one migration job per source
@@ -488,19 +489,53 @@ def _promote(view: View) -> Iterable[Promote]:
     identity), so TAKEOVER cannot race it.
     """
     yield from _promote_orphans(view)
-    stranded = view.stranded
-    if not stranded:
-        return
     owners = [node_id for node_id, slots in view.claims.items() if slots]
     alive = sum(
         1 for node_id in owners if node_id in view.by_id and view.by_id[node_id].pod.name in view.members
     )
-    for ghost in stranded:
-        if alive * 2 > len(owners) and view.now - view.last_heard(ghost) < VOTE_GRACE_S:
+    majority = alive * 2 > len(owners)
+    for ghost in view.stranded:
+        if majority and view.now - view.last_heard(ghost) < VOTE_GRACE_S:
             continue
         followers = [node for node in view.ghost_followers(ghost) if node.active]
         if followers:
             yield Promote(node=_most_up_to_date(followers).pod.name, departed=ghost)
+    if majority:
+        return
+    for silent in _cut_off(view):
+        followers = [node for node in view.ghost_followers(silent) if node.active]
+        if followers:
+            yield Promote(node=_most_up_to_date(followers).pod.name, departed=silent, unreachable=True)
+
+
+def _cut_off(view: View) -> list[str]:
+    """Slot owners that answer nobody while their pod may still exist (a failed Kubernetes node, a
+    frozen process): not answering the operator, flagged failing (PFAIL or FAIL: silent for
+    cluster-node-timeout) by every member, their slots served by no member.
+
+    Without a majority of slot-owning primaries Valkey elects nobody, so such a shard waited for
+    the node to come back (in the chaos run, 40-46 s for a node that held two primaries of four).
+    The takeover is what Valkey's own election would do with a majority: the most up-to-date
+    replica takes the slots with a newer epoch, and a primary that comes back with the old
+    identity finds itself superseded and replicates it. What it accepted meanwhile was never
+    replicated (WAIT would not have returned), and a primary that cannot reach a majority stops
+    taking writes after cluster-node-timeout.
+    """
+    return sorted(
+        node_id
+        for node_id, slots in view.claims.items()
+        if slots
+        and node_id not in view.by_id
+        and node_id not in view.stranded
+        and subtract(slots, view.served)
+        and view.members
+        and all(_flags_failing(member, node_id) for member in view.members.values())
+    )
+
+
+def _flags_failing(member: Node, node_id: str) -> bool:
+    known = member.obs.knows(node_id)
+    return known is not None and (known.failed or known.suspected) and not known.connected
 
 
 def _most_up_to_date(replicas: list[Node]) -> Node:
@@ -738,6 +773,8 @@ def _requeue_hint(view: View, status: PlannedStatus, actions: Sequence[Planned])
         return REQUEUE_REFUSED  # what is left waits for a spec change, which triggers a pass itself
     if not view.context.may_roll:
         return REQUEUE_QUEUED
+    if status.state is ClusterState.ACTIVE and not view.desired.paused and spread.fragile(view):
+        return spread.FRAGILE_PROBE_S
     if view.desired.paused or status.state is ClusterState.ACTIVE:
         return REQUEUE_STEADY
     if status.state is ClusterState.FAILED:

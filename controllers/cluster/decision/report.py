@@ -487,7 +487,12 @@ def _repair_findings(view: View, actions: Sequence[Planned], uncovered: SlotRang
         if isinstance(action, Promote):
             yield Finding(
                 Reason.PROMOTING_REPLICA,
-                f"promoting {action.node}: its primary {action.departed[:8]} is gone",
+                f"promoting {action.node}: its primary {action.departed[:8]} is "
+                + (
+                    "unreachable and too few primaries answer for Valkey to elect"
+                    if action.unreachable
+                    else "gone"
+                ),
                 problem=True,
             )
     stranded = view.stranded

@@ -47,6 +47,10 @@ REQUEUE_MOVING = 0.3
 well under a second here and the next move waits for it; a short requeue (never a sleep in the pass)
 sends the next one soon after the previous replica reports itself primary."""
 
+FRAGILE_PROBE_S = 5.0
+"""How often an Active cluster that one Kubernetes node's failure would leave without a majority is
+observed (`fragile`): what a takeover waits for after Valkey flags the primary, at most."""
+
 MOVING_WINDOW_S = 6.0
 """How long after a request the short requeue goes on. Valkey gives a manual failover 5 s: after that
 the request can only time out (rollout.FAILOVER_TIMEOUT_S) and the usual cadence will do."""
@@ -263,6 +267,19 @@ def _best_replica(view: View, facts: Spread, primary: Node) -> Node | None:
         key=lambda node: (facts.per_node[node.pod.node_name or ""], -node.obs.repl_offset, node.pod.order),
         default=None,
     )
+
+
+def fragile(view: View) -> bool:
+    """One Kubernetes node holds at least half of the slot-serving primaries (every 1- and 2-shard
+    cluster; 4 shards on 3 nodes), and shards have replicas: that node's failure leaves Valkey no
+    majority to elect with, and only the operator's takeover (plan._cut_off) serves those slots
+    again. No watch event tells of it until Kubernetes marks the node's pods not Ready (the node
+    monitor's grace period, 40 s by default), so such a cluster is looked at every FRAGILE_PROBE_S."""
+    facts = spread(view)
+    if facts is None or view.desired.replicas_per_shard < 1:
+        return False
+    primaries = sum(facts.per_node.values())
+    return primaries > 0 and facts.worst * 2 >= primaries
 
 
 def request_in_flight(view: View) -> bool:

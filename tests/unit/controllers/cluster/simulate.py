@@ -295,7 +295,7 @@ class SimulatedCluster:
             node = self.node_of(pod.name)
             if node is None or not should_probe(self._pod_observation(pod)):
                 continue
-            if pod.name in unreachable:
+            if pod.name in unreachable or not node.alive:
                 nodes[pod.name] = NodeObservation.unreachable("timeout")
             elif pod.name in unread:
                 nodes[pod.name] = attrs.evolve(
@@ -773,6 +773,11 @@ class SimulatedCluster:
         pod = self.pods[name]
         self._stop(pod)
         pod.phase = PodPhase.FAILED
+
+    def silence_pod(self, name: str) -> None:
+        """The pod's Kubernetes node failed: its server is gone, while the pod object stays Running
+        and Ready as the API shows it (until the node controller notices, tens of seconds later)."""
+        self._stop(self.pods[name])
 
     def reboot_pod(self, name: str) -> None:
         """The pod's node rebooted: the same pod runs a new server, with a new identity and a new IP

@@ -204,6 +204,68 @@ def test_a_single_shard_whose_primary_died_is_taken_over_by_its_replica() -> Non
     assert not result.lost
 
 
+def pod_of(result: Run, shard: int, role: NodeRole) -> str:
+    seq = seq_of(result, shard, role)
+    return next(pod.name for pod in result.sim.pods.values() if pod.seq == seq)
+
+
+def promotions_now(
+    result: Run, hidden: Callable[[Observation], Observation] = lambda seen: seen
+) -> list[Promote]:
+    """The takeovers the planner asks for on the world as it is (observed through `hidden`)."""
+    sim = result.sim
+    context = sim.context(recorded_state=result.recorded, recorded_config_hash=result.recorded_hash)
+    planned = plan(hidden(sim.observe()), result.desired, context)
+    return [action for action in planned.actions if isinstance(action, Promote)]
+
+
+def test_a_failed_node_holding_two_primaries_of_four_has_their_replicas_take_over_at_once() -> None:
+    """Two of four primaries silent (their Kubernetes node failed; the pods still show Running): no
+    majority is left for Valkey to elect, and the node may take tens of seconds to come back."""
+    result = active(4, 1, SimSettings(elections=False))
+    silent = [pod_of(result, shard, NodeRole.PRIMARY) for shard in (0, 1)]
+    for name in silent:
+        result.sim.silence_pod(name)
+    promoted = promotions_now(result)
+    assert sorted(action.node for action in promoted) == sorted(
+        pod_of(result, shard, NodeRole.REPLICA) for shard in (0, 1)
+    )
+    assert all(action.unreachable for action in promoted)
+    one_pass(result, 0, Chaos())  # the harness checks each takeover's primary is dead
+    for action in promoted:
+        node = result.sim.node_of(action.node)
+        assert node is not None and node.role is NodeRole.PRIMARY and node.slots, action
+
+
+def test_a_silent_primary_is_left_to_valkey_s_vote_while_a_majority_answers() -> None:
+    result = active(3, 1, SimSettings(elections=False))
+    result.sim.silence_pod(pod_of(result, 0, NodeRole.PRIMARY))
+    assert promotions_now(result) == []
+
+
+def test_a_primary_that_some_member_still_hears_is_never_taken_over() -> None:
+    """The operator cannot reach it, but a member can (its line is not flagged): it may be alive and
+    serving; only Valkey's own failure detection says it is gone."""
+    result = active(2, 1, SimSettings(elections=False))
+    silent = pod_of(result, 0, NodeRole.PRIMARY)
+    silent_id = result.sim.pods[silent].node_id or ""
+    result.sim.silence_pod(silent)
+    assert len(promotions_now(result)) == 1
+    witness = pod_of(result, 1, NodeRole.PRIMARY)
+
+    def heard(seen: Observation) -> Observation:
+        node = seen.nodes[witness]
+        lines = tuple(
+            attrs.evolve(line, flags=frozenset({NodeFlag.PRIMARY}), connected=True)
+            if line.node_id == silent_id
+            else line
+            for line in node.known_nodes
+        )
+        return attrs.evolve(seen, nodes={**seen.nodes, witness: attrs.evolve(node, known_nodes=lines)})
+
+    assert promotions_now(result, heard) == []
+
+
 def test_a_replica_valkey_will_not_elect_is_promoted_after_the_vote_grace() -> None:
     result = active(3, 1, SimSettings(elections=False))
     seq = seq_of(result, 0, NodeRole.PRIMARY)

@@ -232,3 +232,22 @@ def test_a_bootstrap_chooses_each_shard_s_primary_by_node_and_leaves_the_spread_
         assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
         assert max(primaries_per_node(result).values()) == 1, (hosts, primaries_per_node(result))
         assert not any(isinstance(a, Failover) for p in result.plans for a in p.actions), hosts
+
+
+def test_an_active_cluster_that_one_node_could_leave_without_a_majority_is_looked_at_often() -> None:
+    """Such a node's failure shows in no watch event for tens of seconds (the node monitor's grace),
+    and Valkey cannot elect without a majority: the operator must see it itself, soon."""
+    three = (("a", "z1"), ("b", "z2"), ("c", "z3"))
+    spread_out = run(desired(3, 1), settings=SimSettings(k8s_nodes=three), max_passes=120)
+    two_shards = run(desired(2, 1), settings=SimSettings(k8s_nodes=three), max_passes=120)
+    four_shards = run(desired(4, 1), settings=SimSettings(k8s_nodes=three), max_passes=120)
+    no_replicas = run(desired(2, 0), settings=SimSettings(k8s_nodes=three), max_passes=120)
+    for result in (spread_out, two_shards, four_shards, no_replicas):
+        assert result.last.status.state is ClusterState.ACTIVE, result.last.status.message
+    assert max(primaries_per_node(spread_out).values()) == 1
+    assert spread_out.last.requeue_after > spread.FRAGILE_PROBE_S
+    assert two_shards.last.requeue_after == spread.FRAGILE_PROBE_S
+    assert max(primaries_per_node(four_shards).values()) == 2
+    assert four_shards.last.requeue_after == spread.FRAGILE_PROBE_S
+    # Without replicas there is nobody to take over: nothing to look for.
+    assert no_replicas.last.requeue_after > spread.FRAGILE_PROBE_S
