@@ -74,6 +74,9 @@ class NodeObservation:
     """master_repl_offset on a primary; the offset processed so far on a replica."""
     link_up: bool | None = None
     """master_link_status on a replica (None on a primary)."""
+    link_down_seconds: int | None = None
+    """master_link_down_since_seconds on a replica whose link is down: how long ago it dropped, -1
+    when it never had one since the server started (None otherwise)."""
     cluster_ok: bool | None = None
     """cluster_state from CLUSTER INFO."""
     known_nodes: tuple[KnownNode, ...] = ()

@@ -128,9 +128,10 @@ def node_from_replies(
     if role is NodeRole.REPLICA:
         offset = _int(info.get("slave_repl_offset")) or _int(info.get("master_repl_offset")) or 0
         link_up: bool | None = info.get("master_link_status") == "up"
+        link_down = None if link_up else _int(info.get("master_link_down_since_seconds"))
     else:
         offset = _int(info.get("master_repl_offset")) or 0
-        link_up = None
+        link_up = link_down = None
     parsed_migrations = []
     for entry in migrations:
         try:
@@ -148,6 +149,7 @@ def node_from_replies(
         slots=myself.slots if myself is not None and role is not NodeRole.REPLICA else (),
         repl_offset=offset,
         link_up=link_up,
+        link_down_seconds=link_down,
         cluster_ok=cluster_info.get("cluster_state") == "ok",
         known_nodes=known,
         migrations=tuple(parsed_migrations),

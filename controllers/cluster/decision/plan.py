@@ -113,6 +113,10 @@ VOTE_GRACE_S = 60.0
 """How long after the last word from a departed primary Valkey's own election may take before the
 operator promotes its replica anyway (Valkey elects within about two cluster-node-timeouts)."""
 
+LINK_SLACK_S = 10.0
+"""How much earlier than the last word any member had from a silent primary its replica's link may
+have dropped, for that replica still to take over (clocks of different hosts, gossip's period)."""
+
 REQUEUE_FAST = 0.25
 """Something ends within a second or two and raises no watch event (`settling`): poll that closely."""
 PRIMARY_CHOICE_WAIT_S = 2.0
@@ -503,7 +507,11 @@ def _promote(view: View) -> Iterable[Promote]:
     if majority:
         return
     for silent in _cut_off(view):
-        followers = [node for node in view.ghost_followers(silent) if node.active]
+        followers = [
+            node
+            for node in view.ghost_followers(silent)
+            if node.active and _followed_to_the_end(view, node, silent)
+        ]
         if followers:
             yield Promote(node=_most_up_to_date(followers).pod.name, departed=silent, unreachable=True)
 
@@ -531,6 +539,21 @@ def _cut_off(view: View) -> list[str]:
         and view.members
         and all(_flags_failing(member, node_id) for member in view.members.values())
     )
+
+
+def _followed_to_the_end(view: View, replica: Node, silent: str) -> bool:
+    """The replica was copying the silent primary until it fell silent: its link is still up (a
+    node that lost power sends no FIN) or dropped no earlier than LINK_SLACK_S before the last
+    PONG any member got. Not one that never had a link since it started (restarted from its disk
+    while the primary was away: it lacks what the primary took since), nor one whose link broke
+    long before (Valkey's own election refuses such a stale replica too)."""
+    if replica.obs.link_up:
+        return True
+    down = replica.obs.link_down_seconds
+    if down is None or down < 0:
+        return False
+    heard = view.last_heard(silent)
+    return heard == 0 or down <= view.now - heard + LINK_SLACK_S
 
 
 def _flags_failing(member: Node, node_id: str) -> bool:

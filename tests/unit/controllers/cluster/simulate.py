@@ -382,6 +382,7 @@ class SimulatedCluster:
             slots=node.slots,
             repl_offset=node.repl_offset,
             link_up=node.link_up if node.role is NodeRole.REPLICA else None,
+            link_down_seconds=self._link_down(node),
             cluster_ok=self.cluster_ok(node),
             known_nodes=(myself, *others, *handshakes),
             migrations=tuple(self._migration_entries(node)),
@@ -390,6 +391,15 @@ class SimulatedCluster:
             commands={command: command not in self.settings.unknown_commands for command in commands},
             loaded_keys=node.loaded_keys,
         )
+
+    def _link_down(self, node: SimNode) -> int | None:
+        """A replica's master_link_down_since_seconds: since its primary died, else -1 (never up)."""
+        if node.role is not NodeRole.REPLICA or node.link_up:
+            return None
+        primary = self.nodes.get(node.primary_id or "")
+        if primary is not None and not primary.alive and primary.dead_since is not None:
+            return self.tick - primary.dead_since
+        return -1
 
     def _migration_entries(self, node: SimNode) -> Iterable[SlotMigration]:
         """The jobs this node logs: exports on the source, imports on the target (both primaries)."""

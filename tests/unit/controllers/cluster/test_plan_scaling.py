@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import attrs
 import observed
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_harness import Act, Chaos, Run, one_pass, run
@@ -264,6 +265,24 @@ def test_a_primary_that_some_member_still_hears_is_never_taken_over() -> None:
         return attrs.evolve(seen, nodes={**seen.nodes, witness: attrs.evolve(node, known_nodes=lines)})
 
     assert promotions_now(result, heard) == []
+
+
+@pytest.mark.parametrize(("link_down", "promoted"), [(3, True), (-1, False), (120, False)])
+def test_only_a_replica_that_followed_the_silent_primary_to_the_end_takes_over(
+    link_down: int, promoted: bool
+) -> None:
+    """-1: it never had a link since it started (restarted from its disk while the primary was
+    away: it lacks what the primary took since); 120: its link broke long before the primary fell
+    silent (stale). 3: it dropped with the primary."""
+    result = active(2, 1, SimSettings(elections=False))
+    replica = pod_of(result, 0, NodeRole.REPLICA)
+    result.sim.silence_pod(pod_of(result, 0, NodeRole.PRIMARY))
+
+    def down(seen: Observation) -> Observation:
+        node = attrs.evolve(seen.nodes[replica], link_up=False, link_down_seconds=link_down)
+        return attrs.evolve(seen, nodes={**seen.nodes, replica: node})
+
+    assert bool(promotions_now(result, down)) is promoted
 
 
 def test_a_replica_valkey_will_not_elect_is_promoted_after_the_vote_grace() -> None:

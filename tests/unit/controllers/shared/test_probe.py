@@ -42,6 +42,20 @@ def test_a_replica_reports_its_primary_link_and_processed_offset() -> None:
     assert node.slots == () and node.cluster_ok is False
 
 
+def test_a_replica_whose_link_is_down_says_since_when_and_never_is_minus_one() -> None:
+    info = {"valkey_version": "9.1.2", "role": "slave", "master_link_status": "down"}
+    dropped = node_from_replies(
+        {**info, "master_link_down_since_seconds": "7"}, {}, REPLICA, None, NODES_FROM_REPLICA
+    )
+    never = node_from_replies(
+        {**info, "master_link_down_since_seconds": "-1"}, {}, REPLICA, None, NODES_FROM_REPLICA
+    )
+    up = node_from_replies({**info, "master_link_status": "up"}, {}, REPLICA, None, NODES_FROM_REPLICA)
+    assert (dropped.link_up, dropped.link_down_seconds) == (False, 7)
+    assert never.link_down_seconds == -1
+    assert (up.link_up, up.link_down_seconds) == (True, None)
+
+
 def test_migrations_are_parsed_and_malformed_entries_skipped() -> None:
     info = {"valkey_version": "9.1.2", "role": "master"}
     entry = {
