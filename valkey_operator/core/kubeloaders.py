@@ -15,8 +15,9 @@ package, with the same Configuration class. kube_config's ApiClient is a functio
 real class when new_client_from_config calls it.
 
 A kubernetes-asyncio laid out otherwise (a module moved, kube_config importing more from the client
-package) fails here with an ImportError naming its version; tests/unit/core/test_restconfig_imports.py
-checks the installed one.
+package) is imported as usual, whole, with a RuntimeWarning naming its version: the operator then
+pays the memory, never its start. tests/unit/core/test_restconfig_imports.py checks the installed
+one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import importlib.util
 import sys
 import threading
 import types
+import warnings
 from typing import Any
 
 PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.config")
@@ -43,8 +45,8 @@ _completing = threading.RLock()  # re-entrant: the top package's __init__.py com
 
 def import_loaders() -> None:
     """Import LOADERS: without the API and model classes unless kubernetes_asyncio was imported
-    already (then as usual). ImportError naming the installed kubernetes-asyncio if its layout is
-    not the one this module knows; sys.modules is then left as it was."""
+    already (then as usual). If the installed kubernetes-asyncio is not laid out as this module
+    knows, sys.modules is put back as it was and LOADERS are imported as usual, with a warning."""
     bare = "kubernetes_asyncio" not in sys.modules
     before = set(sys.modules)
     try:
@@ -58,10 +60,15 @@ def import_loaders() -> None:
         if bare:
             for name in set(sys.modules) - before:
                 del sys.modules[name]
-        raise ImportError(
+        warnings.warn(
             f"kubernetes-asyncio {_version()} is not laid out as {__name__} expects "
-            f"(written for 36.1): {type(exc).__name__}: {exc}"
-        ) from exc
+            f"(written for 36.1): {type(exc).__name__}: {exc}; importing it whole",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        for name in LOADERS:
+            importlib.import_module(name)
+        return
     for package in packages:
         _complete_on_first_miss(package)
 
