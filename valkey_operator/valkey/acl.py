@@ -23,6 +23,7 @@ Nothing here knows the operator's users; it is Valkey's semantics only.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -87,15 +88,24 @@ def parse_acl_list(lines: Iterable[str]) -> dict[str, UserRules]:
     from the result's rules by giving it an empty UserRules (so it never compares equal)."""
     users: dict[str, UserRules] = {}
     for line in lines:
-        kind, _, rest = line.partition(" ")
-        name, _, rules = rest.partition(" ")
-        if kind != "user" or not name:
-            continue
-        try:
-            users[name] = normal_form(split_rules(rules))
-        except AclSyntaxError:
-            users[name] = UserRules(enabled=False, nopass=True)
+        parsed = _parse_line(line)
+        if parsed is not None:
+            users[parsed[0]] = parsed[1]
     return users
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_line(line: str) -> tuple[str, UserRules] | None:
+    """One `ACL LIST` line, parsed once: every node of every cluster lists the same users again on
+    every probe (a profile of the operator under the side-by-side bench: 9 % of its CPU here)."""
+    kind, _, rest = line.partition(" ")
+    name, _, rules = rest.partition(" ")
+    if kind != "user" or not name:
+        return None
+    try:
+        return name, normal_form(split_rules(rules))
+    except AclSyntaxError:
+        return name, UserRules(enabled=False, nopass=True)
 
 
 class _Builder:
