@@ -164,29 +164,6 @@ def test_probe_numbers_in_the_docs_are_the_rendered_pods() -> None:
     assert claim in text("docs/cluster-internals.md"), claim
 
 
-PEERS = ROOT / "bench" / "results" / "peers.json"
-
-
-def test_side_by_side_table_is_the_bench_record() -> None:
-    """docs/performance.md shows bench/peers.py's own table of bench/results/peers.json's medians."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        peers = importlib.import_module("peers")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    record = json.loads(PEERS.read_text())
-    assert all("error" not in result for rounds in record["results"].values() for result in rounds)
-    table = peers.table(record["summary"], ["ours", "peer"])
-    assert table in (ROOT / "docs" / "performance.md").read_text(), table
-    page = text("docs/performance.md")
-    for claim in (
-        f"valkey-io/valkey-operator) at {record['peer']}",
-        f"load average {record['load_average'][0]} at the end",
-        f"medians of {record['args']['rounds']} rounds",
-    ):
-        assert claim in page, claim
-
-
 def test_monitoring_shows_the_node_metrics_bench_record() -> None:
     """docs/monitoring.md shows bench/valkey_metrics.py's own table of
     bench/results/valkey-metrics.json."""
