@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import ipaddress
 import json
-import os
 import statistics
 import subprocess
 import tempfile
@@ -49,7 +48,7 @@ from urllib.parse import urlparse
 import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
-from operators import delete_namespace
+from operators import delete_namespace, machine
 from valkey.asyncio import Valkey
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS
@@ -361,11 +360,7 @@ def main() -> None:
             log_dir = args.logs or plane.logs
             times = asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, log_dir, before))
     if args.output:
-        record = {
-            "before": str(before) if before else None,
-            "seconds": times,
-            "load_average": os.getloadavg(),
-        }
+        record = {"before": str(before) if before else None, "seconds": times, **machine()}
         args.output.write_text(json.dumps(record, indent=2) + "\n")
 
 

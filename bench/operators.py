@@ -64,6 +64,16 @@ class Usage:
     peak_rss_mib: float
 
 
+def machine() -> dict[str, Any]:
+    """When and on what a bench record was measured: the date (UTC), the cores, and the load
+    average (1, 5, 15 min) at the end, which says whether the machine was shared."""
+    return {
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+    }
+
+
 def process_usage(pid: int) -> Usage:
     """User + system CPU and VmHWM of a live process, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

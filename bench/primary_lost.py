@@ -36,7 +36,7 @@ from pathlib import Path
 from bootstrap import IMAGE, new_namespace, run_floor, urlparse_host
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
-from operators import Auth, Ours, Shape, delete_namespace, loopback, pod_addresses, settled
+from operators import Auth, Ours, Shape, delete_namespace, loopback, machine, pod_addresses, settled
 
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
@@ -170,7 +170,7 @@ def main() -> None:
             with ControlPlane(Path(logs) / "plane", nodes=3) as plane:
                 times = asyncio.run(drive(str(plane.kubeconfig), args.rounds, args.timeout, plane.logs))
     if args.output:
-        record = {"image": IMAGE, "rounds": args.rounds, "seconds": times}
+        record = {"image": IMAGE, "rounds": args.rounds, "seconds": times, **machine()}
         args.output.write_text(json.dumps(record, indent=2) + "\n")
 
 
