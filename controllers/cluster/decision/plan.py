@@ -490,7 +490,9 @@ def _promote(view: View) -> Iterable[Promote]:
     VOTE_GRACE_S (its replica may be too stale for Valkey to elect it). Without
     that majority (one or two shards) there is no vote to wait for. Either way
     the departed node can never come back (its pod is gone or runs another
-    identity), so TAKEOVER cannot race it.
+    identity), so TAKEOVER cannot race it. Without that majority, a primary
+    that is only silent (its pod still listed) is taken over too, once every
+    member flags it (`_cut_off`), as Valkey's own election would with one.
     """
     yield from _promote_orphans(view)
     owners = [node_id for node_id, slots in view.claims.items() if slots]
