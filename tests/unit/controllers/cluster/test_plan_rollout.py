@@ -74,6 +74,21 @@ def planned_now(result: Run, wanted: Desired) -> tuple[Observation, Context, Pla
     return observation, context, plan(observation, wanted, context)
 
 
+def first_deletion_after_failover(result: Run, wanted: Desired) -> tuple[Observation, Context, list[str]]:
+    """Roll to `wanted` pass by pass until the planner first deletes a pod after a failover (the old
+    primary): the world it planned that on, and the pods it deleted (no pass acted on yet)."""
+    start = result.passes
+    failed_over = False
+    for index in range(start, start + 200):
+        observation, context, planned = planned_now(result, wanted)
+        deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
+        if failed_over and deleted:
+            return observation, context, deleted
+        failed_over = failed_over or any(isinstance(action, Failover) for action in planned.actions)
+        one_pass(result, index, Chaos(edits={start: wanted}))
+    raise AssertionError("no old primary deleted after the failover")
+
+
 def mixed_shards(result: Run) -> set[int]:
     """Shards that have pods of both templates right now."""
     templates: dict[int, set[str]] = {}
@@ -291,19 +306,9 @@ def test_the_old_primary_goes_only_once_every_member_replicas_too_sees_its_succe
     """A client bootstraps from any member the endpoint hands out: one still naming the old primary
     sends it to a server that is stopping (seen as `Connection closed by server` mid-roll)."""
     result = active(2, 1)
-    start = result.passes
     wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
-    failed_over = False
-    for index in range(start, start + 200):
-        sim = result.sim
-        observation, context, planned = planned_now(result, wanted)
-        deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
-        if failed_over and deleted:
-            break
-        failed_over = failed_over or any(isinstance(action, Failover) for action in planned.actions)
-        one_pass(result, index, Chaos(edits={start: wanted}))
-    else:
-        raise AssertionError("no old primary deleted after the failover")
+    observation, context, deleted = first_deletion_after_failover(result, wanted)
+    sim = result.sim
     old_primary = sim.nodes[sim.pods[deleted[0]].node_id or ""]
     successor = sim.nodes[old_primary.primary_id or ""]
     bystander = next(
@@ -357,18 +362,8 @@ def test_the_old_primary_keeps_running_for_a_grace_after_its_failover_was_asked_
     later: a replica redirects it, a stopping server resets the connection (seen in CI as
     `Connection reset by peer` from a pod deleted 0.1 s after its failover)."""
     result = active(1, 1)
-    start = result.passes
     wanted = attrs.evolve(result.desired, template_hash="t2", image=NEW, config_hash="t2")
-    failed_over = False
-    for index in range(start, start + 200):
-        observation, context, planned = planned_now(result, wanted)
-        deleted = [action.pod for action in planned.actions if isinstance(action, DeletePod)]
-        if failed_over and deleted:
-            break
-        failed_over = failed_over or any(isinstance(action, Failover) for action in planned.actions)
-        one_pass(result, index, Chaos(edits={start: wanted}))
-    else:
-        raise AssertionError("no old primary deleted after the failover")
+    observation, context, deleted = first_deletion_after_failover(result, wanted)
     successor = next(
         pod for pod in observation.pods if FailoverRequest.of(pod) is not None and pod.name != deleted[0]
     )
