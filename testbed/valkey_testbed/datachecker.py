@@ -40,6 +40,8 @@ Address: TypeAlias = tuple[str, int]
 
 _LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 _NETWORK_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError)
+REFRESH_STAGGER = 0.25
+"""Seconds a slot-map refresh waits for one node before it asks the next as well."""
 
 
 class NonLoopbackError(ValueError):
@@ -214,6 +216,7 @@ class DataChecker:
         self._replica_counts: dict[Address, int] = {}
         self._pool: dict[Address, _Connection] = {}
         self._refresh_lock = asyncio.Lock()
+        self._stragglers: set[asyncio.Future[tuple[Address, list[Reply]]]] = set()
         self._stale = True
         self._errors: Counter[str] = Counter()
 
@@ -225,7 +228,8 @@ class DataChecker:
         await self.close()
 
     async def close(self) -> None:
-        """Close every connection."""
+        """Close every connection (after any refresh still asking a node)."""
+        await asyncio.gather(*self._stragglers, return_exceptions=True)
         for connection in self._pool.values():
             connection.close()
         for connection in self._pool.values():
@@ -252,20 +256,59 @@ class DataChecker:
         return ranges
 
     async def refresh(self) -> None:
-        """Reload the slot map with CLUSTER SLOTS from any reachable known node or seed."""
+        """Reload the slot map with CLUSTER SLOTS from any reachable known node or seed.
+
+        Candidates are asked in order, the next one REFRESH_STAGGER after the last if none answered
+        yet (first answer wins): a node that accepts connections but answers nothing (a server
+        stopping, a stalled process) must not hold a writer for the connect timeout, or the gap the
+        writer reports would measure the checker instead of the cluster.
+        """
         async with self._refresh_lock:
             candidates = list(dict.fromkeys([*self._pool, *self._replica_counts, *self.seeds]))
-            errors = []
-            for address in candidates:
+            errors: list[str] = []
+            asking: set[asyncio.Task[object] | None] = set()
+
+            async def ask(address: Address, delay: float) -> tuple[Address, list[Reply]]:
+                await asyncio.sleep(delay)
+                asking.add(asyncio.current_task())
                 try:
-                    reply = await self._cluster_slots(address)
+                    return address, await self._cluster_slots(address)
                 except _NETWORK_ERRORS as exc:
                     errors.append(f"{address[0]}:{address[1]}: {exc!r}")
-                    continue
-                self._apply_slots(address, reply)
-                self._stale = False
-                return
+                    self._errors[f"refresh candidate: {type(exc).__name__}"] += 1
+                    raise
+
+            pending = {
+                asyncio.create_task(ask(address, i * REFRESH_STAGGER)) for i, address in enumerate(candidates)
+            }
+            try:
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        exc = task.exception()
+                        if exc is None:
+                            address, reply = task.result()
+                            self._apply_slots(address, reply)
+                            self._stale = False
+                            return
+                        if not isinstance(exc, _NETWORK_ERRORS):
+                            raise exc
+            finally:
+                # Not yet asked: cancelled. Asked: left to finish (cancelling would close a pooled
+                # connection a writer still holds); close() waits for them.
+                for task in pending:
+                    if task in asking:
+                        self._stragglers.add(task)
+                        task.add_done_callback(self._forget)
+                    else:
+                        task.cancel()
             raise ConnectionError("no node answered CLUSTER SLOTS: " + "; ".join(errors))
+
+    def _forget(self, task: asyncio.Future[tuple[Address, list[Reply]]]) -> None:
+        """A late refresh answer: its result (or error, counted already) is not needed."""
+        self._stragglers.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     async def _cluster_slots(self, address: Address) -> list[Reply]:
         pooled = self._pool.get(address)

@@ -141,3 +141,19 @@ def test_refuses_addresses_outside_loopback() -> None:
     for host in ("10.0.0.1", "192.168.1.1", "localhost", "::1"):
         with pytest.raises(NonLoopbackError):
             DataChecker([(host, 6379)])
+
+
+async def test_a_refresh_does_not_wait_for_a_node_that_answers_nothing(cluster: HandCluster) -> None:
+    """A listener that never reads (a server stopping or stalled: the kernel still completes the
+    handshake) is the first seed; the slot map still comes from the next one within a second."""
+    silent = await asyncio.start_server(lambda reader, writer: None, "127.0.43.9", 0)
+    address = silent.sockets[0].getsockname()[:2]
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        async with DataChecker([address, *cluster.seeds], replicas=1) as checker:  # its first refresh
+            took = loop.time() - started
+            assert set(checker.primaries) == {server.address for server in cluster.primaries}
+    finally:
+        silent.close()
+    assert took < 1.0, f"the refresh waited {took:.2f}s for a node that answers nothing"
