@@ -27,7 +27,7 @@ import ipaddress
 import secrets
 import ssl as ssl_module
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
 
@@ -41,7 +41,7 @@ Address: TypeAlias = tuple[str, int]
 _LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 _NETWORK_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError)
 REFRESH_STAGGER = 0.25
-"""Seconds a slot-map refresh waits for one node before it asks the next as well."""
+"""Seconds a slot-map refresh waits for a node that has not answered before it asks the next too."""
 
 
 class NonLoopbackError(ValueError):
@@ -258,51 +258,48 @@ class DataChecker:
     async def refresh(self) -> None:
         """Reload the slot map with CLUSTER SLOTS from any reachable known node or seed.
 
-        Candidates are asked in order, the next one REFRESH_STAGGER after the last if none answered
-        yet (first answer wins): a node that accepts connections but answers nothing (a server
-        stopping, a stalled process) must not hold a writer for the connect timeout, or the gap the
-        writer reports would measure the checker instead of the cluster.
+        Candidates are asked in order, the next one as soon as the last failed or REFRESH_STAGGER
+        after it if it has not answered yet; the first answer wins. A node that accepts connections
+        but answers nothing (a server stopping, a stalled process) must not hold a writer for the
+        connect timeout, or the gap the writer reports would measure the checker, not the cluster.
         """
         async with self._refresh_lock:
-            candidates = list(dict.fromkeys([*self._pool, *self._replica_counts, *self.seeds]))
+            candidates = deque(dict.fromkeys([*self._pool, *self._replica_counts, *self.seeds]))
             errors: list[str] = []
-            asking: set[asyncio.Task[object] | None] = set()
-
-            async def ask(address: Address, delay: float) -> tuple[Address, list[Reply]]:
-                await asyncio.sleep(delay)
-                asking.add(asyncio.current_task())
-                try:
-                    return address, await self._cluster_slots(address)
-                except _NETWORK_ERRORS as exc:
-                    errors.append(f"{address[0]}:{address[1]}: {exc!r}")
-                    self._errors[f"refresh candidate: {type(exc).__name__}"] += 1
-                    raise
-
-            pending = {
-                asyncio.create_task(ask(address, i * REFRESH_STAGGER)) for i, address in enumerate(candidates)
-            }
+            pending: set[asyncio.Task[tuple[Address, list[Reply]]]] = set()
             try:
-                while pending:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                while candidates or pending:
+                    if candidates:
+                        pending.add(asyncio.create_task(self._slots_of(candidates.popleft(), errors)))
+                    done, pending = await asyncio.wait(
+                        pending,
+                        timeout=REFRESH_STAGGER if candidates else None,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
                     for task in done:
                         exc = task.exception()
                         if exc is None:
-                            address, reply = task.result()
-                            self._apply_slots(address, reply)
+                            self._apply_slots(*task.result())
                             self._stale = False
                             return
                         if not isinstance(exc, _NETWORK_ERRORS):
                             raise exc
             finally:
-                # Not yet asked: cancelled. Asked: left to finish (cancelling would close a pooled
-                # connection a writer still holds); close() waits for them.
+                # Left to finish, not cancelled: cancelling would close a pooled connection a writer
+                # still holds. close() waits for them.
                 for task in pending:
-                    if task in asking:
-                        self._stragglers.add(task)
-                        task.add_done_callback(self._forget)
-                    else:
-                        task.cancel()
+                    self._stragglers.add(task)
+                    task.add_done_callback(self._forget)
             raise ConnectionError("no node answered CLUSTER SLOTS: " + "; ".join(errors))
+
+    async def _slots_of(self, address: Address, errors: list[str]) -> tuple[Address, list[Reply]]:
+        """One refresh candidate's CLUSTER SLOTS; a failure is counted (it cost the writer time)."""
+        try:
+            return address, await self._cluster_slots(address)
+        except _NETWORK_ERRORS as exc:
+            errors.append(f"{address[0]}:{address[1]}: {exc!r}")
+            self._errors[f"refresh candidate: {type(exc).__name__}"] += 1
+            raise
 
     def _forget(self, task: asyncio.Future[tuple[Address, list[Reply]]]) -> None:
         """A late refresh answer: its result (or error, counted already) is not needed."""

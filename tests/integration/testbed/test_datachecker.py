@@ -144,16 +144,24 @@ def test_refuses_addresses_outside_loopback() -> None:
 
 
 async def test_a_refresh_does_not_wait_for_a_node_that_answers_nothing(cluster: HandCluster) -> None:
-    """A listener that never reads (a server stopping or stalled: the kernel still completes the
-    handshake) is the first seed; the slot map still comes from the next one within a second."""
+    """The first seeds: four listeners that close every connection at once (a failure the refresh
+    must move on from at once, not after a stagger each), then one that never reads (a server
+    stopping or stalled: the kernel still completes the handshake). The slot map still comes from
+    the cluster's seeds after them within a second."""
+
+    def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    closing = [await asyncio.start_server(close_at_once, "127.0.43.9", 0) for _ in range(4)]
     silent = await asyncio.start_server(lambda reader, writer: None, "127.0.43.9", 0)
-    address = silent.sockets[0].getsockname()[:2]
+    seeds = [server.sockets[0].getsockname()[:2] for server in [*closing, silent]]
     loop = asyncio.get_running_loop()
     try:
         started = loop.time()
-        async with DataChecker([address, *cluster.seeds], replicas=1) as checker:  # its first refresh
+        async with DataChecker([*seeds, *cluster.seeds], replicas=1) as checker:  # its first refresh
             took = loop.time() - started
             assert set(checker.primaries) == {server.address for server in cluster.primaries}
     finally:
-        silent.close()
-    assert took < 1.0, f"the refresh waited {took:.2f}s for a node that answers nothing"
+        for server in [*closing, silent]:
+            server.close()
+    assert took < 1.0, f"the refresh took {took:.2f}s past nodes that fail or answer nothing"
