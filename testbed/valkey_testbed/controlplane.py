@@ -6,7 +6,9 @@ PodSecurity), kube-controller-manager with the controllers a pod-running
 cluster needs, and kube-scheduler. State lives in one directory: the PKI,
 `kubeconfig`, logs, and `state.json` with what runs, so `down` can stop
 exactly our processes, by pid, from any later process. With nodes, the
-local-path-provisioner runs too (localpath.py: StorageClass `local-path`).
+local-path-provisioner runs too (localpath.py: StorageClass `local-path`), and the API server
+hands out nodePorts from a slice of the range no other bed on the machine holds
+(serviceproxy/noderange.py), since every bed's nodes share the addresses 127.0.100.N.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from valkey_testbed.build import Binaries, binaries
 from valkey_testbed.certs import PKI, write_pki
 from valkey_testbed.kubelet import launch as kubelet_launch
 from valkey_testbed.kubelet.kubelet import node_names
+from valkey_testbed.serviceproxy import noderange
 
 # Services exist as objects, but nothing ever dials a ClusterIP (TESTBED.md).
 SERVICE_CIDR = "10.96.0.0/16"
@@ -36,7 +39,8 @@ SERVICE_IP = "10.96.0.1"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 # The controllers a pod-running cluster needs. Endpoint(slice) controllers are
-# off: the API server rejects loopback pod IPs in endpoints anyway.
+# off: the API server rejects loopback pod IPs in endpoints anyway (the service
+# proxy computes NodePort and LoadBalancer endpoints from pods: serviceproxy/endpoints.py).
 CONTROLLERS = (
     "namespace-controller",
     "garbage-collector-controller",
@@ -168,6 +172,10 @@ class ControlPlane:
             state["kubelet"] = attrs.asdict(kubelet)
         self._state_file.write_text(json.dumps(state, indent=2))
 
+    def node_port_range(self) -> str | None:
+        """The nodePort range ("30173-30345") this bed's API server hands out, if it claimed a slice."""
+        return noderange.held(self.state_dir)
+
     def recorded_bin_dir(self) -> Path | None:
         """The binaries directory (so the Kubernetes release) the running plane was started from."""
         if not self._state_file.exists():
@@ -220,7 +228,10 @@ class ControlPlane:
         try:
             records.append(self._start_etcd(endpoints))
             self._save(endpoints, records)
-            records.append(self._start_apiserver(endpoints, pki))
+            node_ports = noderange.claim(self.state_dir) if self.nodes else None
+            records.append(self._start_apiserver(endpoints, pki, node_ports))
+            if node_ports:
+                noderange.hold(self.state_dir, records[-1])
             self._save(endpoints, records)
             self._poll(self.ready, records, timeout, "kube-apiserver /readyz")
             records.append(self._start_controller_manager(endpoints, pki))
@@ -267,6 +278,7 @@ class ControlPlane:
         if self._state_file.exists():
             self._state_file.unlink()
         shutil.rmtree(self.etcd_data, ignore_errors=True)
+        noderange.release(self.state_dir)
 
     def _ensure_provisioner(self) -> None:
         """Start the provisioner in a running plane that lacks it (one an older checkout started)."""
@@ -427,7 +439,9 @@ class ControlPlane:
             self.logs / "etcd.log",
         )
 
-    def _start_apiserver(self, endpoints: Endpoints, pki: PKI) -> processes.ProcessRecord:
+    def _start_apiserver(
+        self, endpoints: Endpoints, pki: PKI, node_ports: str | None = None
+    ) -> processes.ProcessRecord:
         policy = self.state_dir / "audit-policy.yaml"
         audit.write_policy(policy)
         return processes.start(
@@ -452,6 +466,7 @@ class ControlPlane:
                 f"--service-account-key-file={pki.service_account_pub}",
                 f"--service-account-signing-key-file={pki.service_account_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                *([f"--service-node-port-range={node_ports}"] if node_ports else []),
                 "--authorization-mode=RBAC",
                 "--endpoint-reconciler-type=none",
                 # Logs, exec and port-forward go to a node's InternalIP (127.0.100.N), never to a

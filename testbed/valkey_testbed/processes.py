@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,12 @@ class ProcessRecord:
         """True while this very process (not a pid reuse) is running and not a zombie."""
         ticks, state = _proc_stat(self.pid)
         return ticks == self.start_ticks and state not in ("Z", "X", None)
+
+
+def this_process(name: str) -> ProcessRecord:
+    """A record of the calling process (to name it as the owner of something it holds)."""
+    ticks, _ = _proc_stat(os.getpid())
+    return ProcessRecord(name, os.getpid(), sys.executable, ticks or 0)
 
 
 def _proc_stat(pid: int) -> tuple[int | None, str | None]:

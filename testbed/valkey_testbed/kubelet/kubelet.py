@@ -16,6 +16,10 @@ spec.nodeName=NODE). ConfigMaps and Secrets come from cluster-wide informers:
 they feed env vars and volumes, and a change to one refreshes the volumes of
 the pods that read it after `sync_delay` seconds (a real kubelet takes up to
 its sync period plus its cache TTL, about a minute).
+
+The process also runs the nodes' service proxy (valkey_testbed.serviceproxy), as each real node
+runs a kube-proxy: NodePort Services listen on the nodes' addresses, LoadBalancer Services get an
+address of their own; a failed node's nodePorts close with it. `service_proxy=False` leaves it out.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from valkey_testbed.kubelet.ipam import IPAllocator
 from valkey_testbed.kubelet.logserver import LogServer
 from valkey_testbed.kubelet.nodes import CAPACITY, NodeAgent, node_ip
 from valkey_testbed.kubelet.pods import PodContext, PodWorker
+from valkey_testbed.serviceproxy import ServiceProxy
 
 Obj = dict[str, Any]
 log = structlog.get_logger(__name__)
@@ -72,6 +77,7 @@ class Kubelet:
         backoff_max: float = 300.0,
         lease_interval: float = 3.0,
         images: Callable[[str], ImageEntry | None] = resolve_image,
+        service_proxy: bool = True,
     ) -> None:
         self.client = client
         self.sync_delay = sync_delay
@@ -101,6 +107,11 @@ class Kubelet:
             node_allocatable=CAPACITY,
         )
         self.log_servers = {name: LogServer(agent.ip, self.worker) for name, agent in self.agents.items()}
+        self.proxy = (
+            ServiceProxy(client, {name: agent.ip for name, agent in self.agents.items()})
+            if service_proxy
+            else None
+        )
         self.workers: dict[str, PodWorker] = {}
         self._dying: dict[str, PodWorker] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -140,6 +151,8 @@ class Kubelet:
                 )
                 informer.start()
             await asyncio.gather(*(i.wait_for_sync() for i in self.pod_informers.values()))
+            if self.proxy is not None:
+                await self.proxy.start()
         self._remove_orphan_dirs()
         self._resync = asyncio.get_running_loop().create_task(self._resync_loop())
         log.info("kubelet_started", nodes=list(self.agents), sync_delay=self.sync_delay)
@@ -148,6 +161,8 @@ class Kubelet:
         """Stop watching and kill every pod process (SIGTERM, then SIGKILL): the test bed goes down."""
         if self._resync is not None:
             self._resync.cancel()
+        if self.proxy is not None:
+            await self.proxy.stop()
         await asyncio.gather(*(i.stop() for i in self.pod_informers.values()))
         await asyncio.gather(*(w.shutdown(SHUTDOWN_GRACE) for w in self.workers.values()))
         await asyncio.gather(*(a.stop() for a in self.agents.values()))
@@ -250,6 +265,8 @@ class Kubelet:
         """
         agent = self.agents[name]
         await agent.fail()
+        if self.proxy is not None:
+            await self.proxy.node_down(name)
         workers = [w for w in self.workers.values() if w.node == name]
         await asyncio.gather(*(w.suspend(lose_disk) for w in workers))
         if lose_disk:
@@ -260,6 +277,8 @@ class Kubelet:
         """Heartbeats again; the node's pods start again on new pod IPs, disk emptyDirs intact."""
         agent = self.agents[name]
         await agent.recover()
+        if self.proxy is not None:
+            await self.proxy.node_up(name)
         for worker in list(self.workers.values()):
             if worker.node == name:
                 worker.resume()
@@ -271,6 +290,7 @@ class Kubelet:
                 {"name": a.name, "zone": a.zone, "ip": a.ip, "failed": a.failed} for a in self.agents.values()
             ],
             "pods": [w.snapshot() for w in (*self.workers.values(), *self._dying.values())],
+            "services": self.proxy.snapshot() if self.proxy is not None else [],
         }
 
     def worker(self, namespace: str, name: str) -> PodWorker | None:
