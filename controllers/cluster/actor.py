@@ -5,7 +5,7 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
   never overwritten; a conflict is a failure the next pass reads back.
 - ApplyObject: server-side apply of the rendered owned object.
 - DeleteObject: an owned object the spec no longer asks for, uid as precondition.
-- PatchPodMetadata: a merge patch of the listed annotations, with the pod's uid
+- PatchPodMetadata: a merge patch of the listed annotations and labels, with the pod's uid
   as a precondition (another incarnation of the name is left alone); one
   `after` a reload is skipped when that reload failed this pass.
 - MarkMember: a merge patch of the member label (null removes it), uid as precondition.
@@ -151,8 +151,12 @@ class Actor:
             case DeleteObject():
                 await self._delete_object(action)
             case PatchPodMetadata():
-                patch = {"metadata": {"uid": action.uid, "annotations": dict(action.annotations)}}
-                await self.client.patch(PODS, action.pod, patch, self.ctx.namespace)
+                metadata: Obj = {"uid": action.uid}
+                if action.annotations:
+                    metadata["annotations"] = dict(action.annotations)
+                if action.labels:
+                    metadata["labels"] = dict(action.labels)
+                await self.client.patch(PODS, action.pod, {"metadata": metadata}, self.ctx.namespace)
                 self.annotated.setdefault(action.pod, {}).update(action.annotations)
             case MarkMember():
                 label = names.MEMBER if action.member else None

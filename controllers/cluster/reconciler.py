@@ -101,6 +101,7 @@ log = structlog.get_logger(__name__)
 
 CONTROLLER_NAME = "valkeycluster"
 CLAIMS_BY_CLUSTER = "claims-by-valkeycluster"
+SERVICES_BY_CLUSTER = "services-by-valkeycluster"
 
 _RNG = random.SystemRandom()
 
@@ -147,6 +148,7 @@ class ClusterReconciler:
         pods_of: Callable[[str, str], list[Obj]],
         *,
         claims_of: Callable[[str, str], list[Obj]] = lambda _namespace, _cluster: [],
+        services_of: Callable[[str, str], list[Obj]] = lambda _namespace, _cluster: [],
         options: ControllerOptions,
         secrets: ReferencedSecrets,
         zone_of: Callable[[str], str | None] = lambda _node: None,
@@ -164,6 +166,8 @@ class ClusterReconciler:
         self.cached = cached
         self.pods_of = pods_of
         self.claims_of = claims_of
+        self.services_of = services_of
+        """The Services labelled with the cluster's name: the per-pod ones are its external Services."""
         self.options = options
         self.secrets = secrets
         self.zone_of = zone_of
@@ -427,6 +431,11 @@ class _PassSource:
             node_zones=r._zones(self.pods),
             claims=claims,
             expandable=r._expandable(claims),
+            services={
+                service["metadata"]["name"]: service
+                for service in r.services_of(self.namespace, self.name)
+                if names.POD_NAME_LABEL in (service["metadata"].get("labels") or {})
+            },
         )
 
     async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld:
@@ -470,6 +479,12 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
     manager.informer(PERSISTENT_VOLUME_CLAIMS).add_indexers({CLAIMS_BY_CLUSTER: pod_cluster_key})
 
     manager.informer(STORAGE_CLASSES)  # allowVolumeExpansion of the claims' classes
+
+    # Per-pod Services (spec.externalAccess) by cluster label: each is owned by its pod, not the cluster.
+    manager.informer(SERVICES).add_indexers({SERVICES_BY_CLUSTER: pod_cluster_key})
+
+    def services_of(namespace: str, cluster: str) -> list[Obj]:
+        return manager.cache.by_index(SERVICES, SERVICES_BY_CLUSTER, f"{namespace}/{cluster}")
 
     def claims_of(namespace: str, cluster: str) -> list[Obj]:
         return manager.cache.by_index(PERSISTENT_VOLUME_CLAIMS, CLAIMS_BY_CLUSTER, f"{namespace}/{cluster}")
@@ -542,6 +557,7 @@ def setup(manager: Manager, index: ReferenceIndex, workers: int, options: Contro
         cached,
         pods_of,
         claims_of=claims_of,
+        services_of=services_of,
         options=options,
         secrets=ReferencedSecrets(manager.client, secret_meta),
         zone_of=zone_of,

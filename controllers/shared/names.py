@@ -27,6 +27,9 @@ MEMBER_LABEL = f"{GROUP}/member"
 """"true" on a pod whose node is a cluster member that serves (membership.py); the client Service
 selects it, so clients are never handed a node that has not joined or is leaving."""
 MEMBER = "true"
+POD_NAME_LABEL = f"{GROUP}/pod-name"
+"""The pod's own name, as a label: its external Service (spec.externalAccess) selects it. Not part
+of the template hash; older pods get it patched on when external access is on."""
 NODE_ID_ANNOTATION = f"{GROUP}/node-id"
 """On a data claim: the Valkey node id last reported by a server running on it (render/claims.py)."""
 MODE_ANNOTATION = f"{GROUP}/persistence-mode"
@@ -112,8 +115,13 @@ def common_labels(cluster: str) -> dict[str, str]:
     }
 
 
-def pod_labels(cluster: str, shard: int, template_hash: str) -> dict[str, str]:
-    return {**common_labels(cluster), SHARD_LABEL: str(shard), TEMPLATE_HASH_LABEL: template_hash}
+def pod_labels(cluster: str, shard: int, template_hash: str, pod: str) -> dict[str, str]:
+    return {
+        **common_labels(cluster),
+        SHARD_LABEL: str(shard),
+        TEMPLATE_HASH_LABEL: template_hash,
+        POD_NAME_LABEL: pod,
+    }
 
 
 def claim_labels(cluster: str, shard: int) -> dict[str, str]:

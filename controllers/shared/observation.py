@@ -26,6 +26,7 @@ from controllers.shared.names import (
     MEMBER_LABEL,
     MODE_ANNOTATION,
     NODE_ID_ANNOTATION,
+    POD_NAME_LABEL,
     TEMPLATE_HASH_LABEL,
     shard_of,
 )
@@ -165,6 +166,10 @@ class PodObservation:
     """Why the scheduler cannot place this pod (its PodScheduled condition), while it cannot."""
     node_name: str | None = None
     """The Kubernetes node the pod is bound to (spec.nodeName); None before it is scheduled."""
+    host_ip: str | None = None
+    """Its Kubernetes node's address (status.hostIP): what a NodePort node announces."""
+    named: bool = False
+    """Carries its own name as a label (POD_NAME_LABEL): what its external Service selects."""
     member: bool = False
     """Carries the member label: the client Service hands it to clients (membership.py)."""
     claim: str | None = None
@@ -238,6 +243,8 @@ class PodObservation:
             failure=_termination(status) if ended else None,
             found_version=_printed_version(status) if ended else None,
             node_name=(pod.get("spec") or {}).get("nodeName") or None,
+            host_ip=status.get("hostIP") or None,
+            named=labels.get(POD_NAME_LABEL) == metadata["name"],
             member=labels.get(MEMBER_LABEL) == MEMBER,
             claim=claim_of(pod),
             image_wait=image_wait[0] if image_wait else None,
@@ -373,6 +380,9 @@ class Observation:
     expandable: Mapping[str, bool] = attrs.field(factory=dict)
     """StorageClass name -> its allowVolumeExpansion, for the classes the claims use (absent: the
     class was not found, and the API server decides)."""
+    services: Mapping[str, Obj] = attrs.field(factory=dict)
+    """The cluster's per-pod Services (spec.externalAccess) as the cache holds them, by name (a
+    pod's Service is named after the pod)."""
 
     def node(self, pod: str) -> NodeObservation | None:
         return self.nodes.get(pod)

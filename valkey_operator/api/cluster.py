@@ -10,6 +10,7 @@ import attrs
 
 from valkey_operator.api.backup import BackupSchedule, Restore, RestoreStatus
 from valkey_operator.api.convert import Model, empty_to_none
+from valkey_operator.api.external import ExternalAccess, ExternalEndpoint
 from valkey_operator.api.fields import (
     KEY,
     Rule,
@@ -637,6 +638,16 @@ class ValkeyClusterSpec(Model):
             "namespace). Enforced only by a network plugin that implements NetworkPolicy."
         ),
     )
+    external_access: ExternalAccess | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Clients outside Kubernetes: a Service per pod (NodePort or LoadBalancer), and every node "
+            "announces its Service's address in CLUSTER SLOTS, CLUSTER SHARDS and MOVED "
+            "(cluster-announce-hostname, cluster-preferred-endpoint-type hostname), so clients inside "
+            "the cluster are sent to those addresses too. The cluster bus and the operator keep pod "
+            "IPs. Removing it deletes the Services and announces pod IPs again."
+        ),
+    )
     backup: BackupSchedule | None = attrs.field(
         default=None,
         metadata=schema(
@@ -841,6 +852,13 @@ class ValkeyClusterStatus(Model):
             "The latest switchover requested with the valkey.gomomento.com/switchover annotation "
             "(<shard>[/<pod>][@<token>]): a coordinated CLUSTER FAILOVER to an in-sync replica.",
             empty_is_none=True,
+        ),
+    )
+    external_endpoints: tuple[ExternalEndpoint, ...] = attrs.field(
+        default=(),
+        metadata=schema(
+            "spec.externalAccess only: the address each node announces to clients, once it does.",
+            max_items=MAX_STATUS_NODES,
         ),
     )
     conditions: tuple[Condition, ...] = conditions(

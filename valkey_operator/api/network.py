@@ -209,7 +209,8 @@ class NetworkPolicySpec(Model):
     )
     client_from: tuple[NetworkPolicyPeer, ...] = _peers(
         "Who may connect to the client port (6379) besides the cluster's own pods (replication) and "
-        "the operator. Empty: every pod in the cluster's namespace."
+        "the operator. Empty: every pod in the cluster's namespace; with spec.externalAccess, every "
+        "source (list your external clients' ipBlocks here to narrow it)."
     )
     metrics_from: tuple[NetworkPolicyPeer, ...] = _peers(
         "Who may scrape the exporter sidecar's port (9121, with spec.metrics.exporter.enabled), "

@@ -175,7 +175,20 @@ def operator_runtime(replicas_per_shard: int) -> dict[str, str]:
     return {**OPERATOR_RUNTIME, SYNC_MAX_REPLICAS: str(replicas_per_shard)}
 
 
-PROBED_NAMES: tuple[str, ...] = RUNTIME_NAMES + tuple(sorted(operator_runtime(0)))
+ANNOUNCE_HOSTNAME = "cluster-announce-hostname"
+ANNOUNCE_CLIENT_PORT = "cluster-announce-client-port"
+ANNOUNCE_CLIENT_TLS_PORT = "cluster-announce-client-tls-port"
+PREFERRED_ENDPOINT = "cluster-preferred-endpoint-type"
+ANNOUNCE_NAMES: tuple[str, ...] = (
+    ANNOUNCE_CLIENT_PORT,
+    ANNOUNCE_CLIENT_TLS_PORT,
+    ANNOUNCE_HOSTNAME,
+    PREFERRED_ENDPOINT,
+)
+"""Runtime directives no ValkeyConfig may set, which the operator sets per node: the address a node
+announces to clients (spec.externalAccess; controllers/cluster/decision/external.py)."""
+
+PROBED_NAMES: tuple[str, ...] = RUNTIME_NAMES + tuple(sorted(operator_runtime(0))) + ANNOUNCE_NAMES
 """The arguments of the one CONFIG GET that reads a node's runtime values (the observer's probe)."""
 
 

@@ -135,7 +135,7 @@ class DeleteObject:
 
 @attrs.frozen
 class PatchPodMetadata:
-    """Merge-patch these annotations onto a live pod; every other key on it stays as it is.
+    """Merge-patch these annotations and labels onto a live pod; every other key on it stays as it is.
 
     With `after`, only once that action of the same pass succeeded (a TLS reload it confirms)."""
 
@@ -143,6 +143,7 @@ class PatchPodMetadata:
     uid: str
     annotations: tuple[tuple[str, str], ...]
     after: ReloadTls | None = None
+    labels: tuple[tuple[str, str], ...] = ()
     disruptive: ClassVar[bool] = False
 
 

@@ -10,6 +10,7 @@ import attrs
 
 from controllers.cluster.decision.restore import RestoreSource
 from controllers.cluster.render.acl import UserAcl
+from controllers.cluster.render.external import DesiredExternal
 from controllers.shared.tls import TlsMaterial
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION
@@ -109,6 +110,9 @@ class Desired:
     """A switchover is requested or Running: the primary spread moves nothing (switchover.py)."""
     pinned_primary: str | None = None
     """The pod a Succeeded switchover made primary: the spread does not move that primary away."""
+    external: DesiredExternal | None = None
+    """spec.externalAccess: each pod's Service is rendered from it, and each node announces its
+    Service's address (external.py)."""
 
     @property
     def pods_per_shard(self) -> int:
@@ -151,4 +155,17 @@ class Desired:
             claim_bytes=claim_bytes,
             claim_mode=claim_mode,
             complete_log=complete_log,
+            external=external_of(cluster),
         )
+
+
+def external_of(cluster: ValkeyCluster) -> DesiredExternal | None:
+    access = cluster.spec.external_access
+    if access is None:
+        return None
+    return DesiredExternal(
+        namespace=cluster.metadata.namespace or "",
+        cluster=cluster.metadata.name,
+        type=access.type,
+        annotations=dict(access.service_annotations),
+    )

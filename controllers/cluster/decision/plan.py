@@ -72,7 +72,15 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, data_claims, membership, rollout, spread, upkeep
+from controllers.cluster.decision import (
+    certificates,
+    data_claims,
+    external,
+    membership,
+    rollout,
+    spread,
+    upkeep,
+)
 from controllers.cluster.decision.actions import (
     ApplyObject,
     AssignSlots,
@@ -198,6 +206,8 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
     leaving = {removal.pod} if removal is not None else set()
     actions: list[Planned] = [*upkeep.apply_objects(view), *upkeep.delete_objects(view)]
     actions += upkeep.patch_metadata(view)
+    actions += external.services(view)
+    actions += external.pod_labels(view)
     actions += data_claims.upkeep(view)
     actions += rollout.mark_fulfilled(view)
     actions += _create_missing(view, rolling)
@@ -268,13 +278,14 @@ def _meet(view: View, leaving: set[str]) -> Iterable[Meet]:
     refuses MEET then, which would report a normal restore as a failed action; the pass after the
     load meets them."""
     seed = view.seed
-    if seed is None or not seed.joinable or seed.obs.loading:
+    if seed is None or not seed.joinable or seed.obs.loading or not external.announced(view, seed):
         return
     for node in view.nodes.values():
         if (
             node.pod.name in view.members
             or node.pod.name in leaving
             or not node.joinable
+            or not external.announced(view, node)
             or node.obs.loading
             or not view.in_spec(node.pod)
             or not meets_floor(node.obs.version)
@@ -332,7 +343,12 @@ def _assign_slots(view: View, leaving: set[str]) -> Iterable[AssignSlots]:
     )
     for shard in shards:
         primary = view.primary(shard) or chosen.get(shard)
-        if primary is not None and primary.joinable and primary.pod.name not in leaving:
+        if (
+            primary is not None
+            and primary.joinable
+            and primary.pod.name not in leaving
+            and external.announced(view, primary)  # clients are sent to a node's slots at once
+        ):
             yield AssignSlots(node=primary.pod.name, slots=subtract(view.layout[shard], view.claimed))
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from controllers.cluster.decision import certificates, data_claims, spread, stalled, upkeep
+from controllers.cluster.decision import certificates, data_claims, external, spread, stalled, upkeep
 from controllers.cluster.decision.actions import (
     CreatePod,
     DeletePod,
@@ -39,6 +39,7 @@ from valkey_operator.api.cluster import (
     NodeRole,
     NodeStatus,
 )
+from valkey_operator.api.external import ExternalEndpoint
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
 from valkey_operator.core.clock import rfc3339
 from valkey_operator.valkey.slots import (
@@ -172,6 +173,8 @@ class PlannedStatus:
     tls: TlsProgress | None = None
     max_primaries_per_node: int | None = None
     """The most primaries one Kubernetes node holds (None while pods' nodes are unknown)."""
+    external_endpoints: tuple[ExternalEndpoint, ...] = ()
+    """spec.externalAccess: the address each node announces, once it does (external.py)."""
 
     def condition(self, type_: str) -> PlannedCondition:
         return next(condition for condition in self.conditions if condition.type == type_)
@@ -240,6 +243,7 @@ def report(
         rollout=_rollout(view, actions, rolling),
         tls=_tls(view),
         max_primaries_per_node=facts.worst if (facts := spread.spread(view)) is not None else None,
+        external_endpoints=external.endpoints(view),
     )
 
 

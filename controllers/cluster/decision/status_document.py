@@ -76,6 +76,7 @@ def planned_status(
         rollout=rollout,
         max_primaries_per_node=status.max_primaries_per_node,
         tls=tls,
+        external_endpoints=status.external_endpoints,
         conditions=conditions,
     )
 

@@ -13,6 +13,7 @@ from typing import TypeVar, cast
 
 import attrs
 
+from controllers.cluster.decision import announce
 from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
 from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
@@ -130,6 +131,8 @@ class View:
         self.claimed = union(*self.claims.values())
         self.layout = even_split(desired.shards)
         self.objects = observation.objects
+        self.services = observation.services
+        """The per-pod Services (spec.externalAccess), by name: a pod's is named after it."""
         self.node_zones = observation.node_zones
         self._once: dict[str, object] = {}
         self.outdated = outdated_pods(self.pods, desired)
@@ -367,7 +370,8 @@ class View:
     @functools.cached_property
     def runtime_changes(self) -> dict[str, dict[str, str] | None]:
         """Per answering node: the directives it does not run as desired (value as sent), None when
-        its values are unknown or it never joins (below the floor). The operator's own directives
+        its values are unknown or it never joins (below the floor). Its announced address is one of
+        them (announce.py). The operator's own directives
         (tunables.operator_runtime) count only while no backup of the cluster is Running: a backup's
         stream sets the sync delay to 0 for the moment its SYNC starts, and a stream cut off in
         between (the operator stopped) leaves it there until this puts it back."""
@@ -387,6 +391,14 @@ class View:
                     for key, value in operator_runtime(self.desired.replicas_per_shard).items()
                     if node.obs.config.get(key, value) != value
                 )
+            external = self.desired.external
+            announced = announce.wanted(external, self.services.get(name), node.pod.host_ip)
+            changes.update(
+                (key, value)
+                for key, value in announced.items()
+                # a release without a directive announces its pod IP anyway
+                if node.obs.config.get(key, value if external is None else None) != value
+            )
             found[name] = changes
         return found
 

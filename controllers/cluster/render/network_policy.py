@@ -7,7 +7,9 @@ Valkey container's `valkey` and `cluster-bus`, the sidecar's `metrics`):
 - cluster-bus: the cluster's own pods only;
 - valkey (clients, replication, the operator's admin connection): the cluster's own pods (a
   replica replicates over it), the operator's pods (`operator_peer`), and spec clientFrom,
-  by default every pod of the namespace;
+  by default every pod of the namespace; with spec.externalAccess and no clientFrom, every
+  source (external clients arrive from addresses no selector names: list them in clientFrom's
+  ipBlocks to narrow it);
 - metrics (only while the exporter sidecar runs): spec metricsFrom, by default every pod of the
   namespace.
 
@@ -62,8 +64,12 @@ def render_network_policy(ctx: RenderContext) -> Obj:
     spec = ctx.cluster.spec.network_policy
     own = {"podSelector": {"matchLabels": names.cluster_selector(ctx.name)}}
     operator = [ctx.operator_peer] if ctx.operator_peer else []
-    clients = [own, *operator, *_peers(spec.client_from if spec else ())]
-    ingress = [_rule([own], BUS_PORT_NAME), _rule(clients, VALKEY_PORT_NAME)]
+    given = spec.client_from if spec else ()
+    if given or ctx.cluster.spec.external_access is None:
+        client_rule = _rule([own, *operator, *_peers(given)], VALKEY_PORT_NAME)
+    else:  # clients outside Kubernetes come from addresses no selector names
+        client_rule = {"ports": [{"protocol": "TCP", "port": VALKEY_PORT_NAME}]}
+    ingress = [_rule([own], BUS_PORT_NAME), client_rule]
     if exporter.enabled(ctx):
         ingress.append(_rule(_peers(spec.metrics_from if spec else ()), exporter.PORT_NAME))
     return {

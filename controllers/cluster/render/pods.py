@@ -201,7 +201,7 @@ def image_pull_secrets(ctx: RenderContext) -> Obj:
 def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = None) -> Obj:
     """A new pod for `shard` named `name` (from names.pod_name), on `claim` when the config asks for
     persistence; labels carry the template hash."""
-    metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx)))
+    metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx), name))
     annotations = dict(ctx.cluster.spec.pod_annotations)
     restart = restarted_at(ctx)
     if restart is not None:

@@ -135,7 +135,7 @@ async def test_the_bus_is_the_clusters_own_clients_follow_the_spec_and_off_delet
         await create_cluster(kube, namespace, "b", catalog("cfg"), replicas=0)
         await sleeper(kube, operator_ns, "operator", dict(OPERATOR_LABELS))
         await sleeper(kube, operator_ns, "neighbour", {"app.kubernetes.io/name": "something-else"})
-        await sleeper(kube, elsewhere, "impostor", names.pod_labels("a", 0, "forged"))
+        await sleeper(kube, elsewhere, "impostor", names.pod_labels("a", 0, "forged", "impostor"))
         await sleeper(kube, namespace, "app", {"role": "app"})
 
         first, second = await endpoints(kube, await running(kube, namespace, f"{names.CLUSTER_LABEL}=a", 2))

@@ -34,7 +34,7 @@ def pod(namespace: str, ports: dict[tuple[str, str], int] | None = None, **label
 def member(
     cluster: str = "cache", namespace: str = "team-a", ports: dict[tuple[str, str], int] = PORTS
 ) -> Endpoint:
-    return pod(namespace, ports, **names.pod_labels(cluster, 0, "h"))
+    return pod(namespace, ports, **names.pod_labels(cluster, 0, "h", f"{cluster}-0-bcdfg"))
 
 
 NODE = member()

@@ -62,7 +62,7 @@ def test_every_incarnation_gets_a_new_name(seed: int, count: int) -> None:
 
 
 def test_labels_and_selectors() -> None:
-    pod = names.pod_labels("cache", 1, "0123456789abcdef")
+    pod = names.pod_labels("cache", 1, "0123456789abcdef", "cache-1-bcdfg")
     assert pod == {
         "app.kubernetes.io/name": "valkey",
         "app.kubernetes.io/instance": "cache",
@@ -70,6 +70,7 @@ def test_labels_and_selectors() -> None:
         "valkey.gomomento.com/cluster": "cache",
         "valkey.gomomento.com/shard": "1",
         "valkey.gomomento.com/template-hash": "0123456789abcdef",
+        "valkey.gomomento.com/pod-name": "cache-1-bcdfg",
     }
     assert all(LABEL_VALUE.fullmatch(value) for value in pod.values())
 
@@ -80,11 +81,11 @@ def test_labels_and_selectors() -> None:
     assert matches(names.shard_selector("cache", 1), pod)
     assert not matches(names.shard_selector("cache", 0), pod)
     assert not matches(names.cluster_selector("cache-1"), pod)
-    assert not matches(names.shard_selector("cache", 1), names.pod_labels("other", 1, "x"))
+    assert not matches(names.shard_selector("cache", 1), names.pod_labels("other", 1, "x", "other-1-bcdfg"))
 
 
 def test_shard_of() -> None:
-    assert names.shard_of(names.pod_labels("cache", 12, "h")) == 12
+    assert names.shard_of(names.pod_labels("cache", 12, "h", "cache-12-bcdfg")) == 12
     assert names.shard_of({}) is None
     assert names.shard_of({names.SHARD_LABEL: "x"}) is None
     assert names.shard_of({names.SHARD_LABEL: "²"}) is None

@@ -19,9 +19,10 @@ from controllers.shared import observation as observation_module
 from controllers.shared import probe
 from controllers.shared.observation import Observation
 
-OBSERVED = frozenset({"pods", "nodes", "objects", "node_zones", "claims", "expandable"})
-"""What one pass reads: owned pods and objects and data claims from the cache, the nodes' reports,
-the zones of the Kubernetes nodes hosting pods, and whether the claims' storage classes expand."""
+OBSERVED = frozenset({"pods", "nodes", "objects", "node_zones", "claims", "expandable", "services"})
+"""What one pass reads: owned pods and objects, per-pod Services and data claims from the cache, the
+nodes' reports, the zones of the Kubernetes nodes hosting pods, and whether the claims' storage
+classes expand."""
 REMEMBERED = frozenset(field.name for cls in (Context, Memory) for field in attrs.fields(cls))
 """The non-observed inputs of a pass: the pass's time, the stored status, the Memory, admission."""
 
