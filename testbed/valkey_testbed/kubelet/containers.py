@@ -65,6 +65,11 @@ class ContainerRunner:
         self._backoff_step = 0
         self._probes: list[asyncio.Task[None]] = []
         self.started_event = asyncio.Event()
+        self.actuated: Obj | None = None
+        """The resources the running process was started with or resized to (status.resources)."""
+        self.resize_restart = False
+        """A resize with resizePolicy RestartContainer stopped the process: start it again."""
+        self._resize_kill: asyncio.Task[None] | None = None
 
     # -- status ------------------------------------------------------------------
 
@@ -79,6 +84,11 @@ class ContainerRunner:
             "state": self.state,
             "lastState": self.last_state,
         }
+        allocated = self.worker.allocation.get(self.name) or {}
+        if allocated.get("requests"):
+            status["allocatedResources"] = dict(allocated["requests"])
+        if self.running and self.actuated:
+            status["resources"] = {kind: dict(values) for kind, values in self.actuated.items()}
         if isinstance(self.process, runc.RuncProcess):
             status["containerID"] = f"runc://{self.process.container_id}"
         elif self.process is not None:
@@ -110,6 +120,9 @@ class ContainerRunner:
             code = await self._run_once()
             if code is None or self.stopping:
                 return code
+            if self.resize_restart:  # whatever the restart policy, as the kubelet's resize does
+                self.restart_count += 1  # (the flag stays up until the new process starts)
+                continue
             if self.restart_policy == "Never" or (self.restart_policy == "OnFailure" and code == 0):
                 return code
             delay = self._next_backoff()
@@ -204,9 +217,12 @@ class ContainerRunner:
                 )
                 self.process = runtime.ContainerProcess.start(full, self.env, self.log_file)
         except (runtime.StartError, OSError) as exc:
+            self.resize_restart = False
             self._terminated(128, "StartError", started_at, str(exc))
             return 128
+        self.resize_restart = False
         self.worker.record_process(self)
+        self.actuated = self.worker.allocation.get(self.name)
         ran_since = time.monotonic()
         self.exit_code = None
         self._set_state({"running": {"startedAt": started_at}})
@@ -291,6 +307,24 @@ class ContainerRunner:
         self.set_waiting("ContainerCreating")
 
     @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.running and "running" in self.state
+
+    def restart_for_resize(self) -> None:
+        """Stop the process as the kubelet kills a container (preStop, SIGTERM, the pod's grace
+        period, SIGKILL) and start it again with its new resources, restartCount + 1."""
+        process = self.process
+        if process is None or not process.running or self.resize_restart:
+            return
+        self.resize_restart = True
+        grace = float(self.worker.pod["spec"].get("terminationGracePeriodSeconds", 30))
+        deadline = time.monotonic() + grace
+        task = asyncio.get_running_loop().create_task(
+            self._terminate(process, lambda: deadline - time.monotonic())
+        )
+        self._resize_kill = task
+
+    @property
     def log_file(self) -> Path:
         return self.worker.log_dir / f"{self.name}.log"
 
@@ -368,6 +402,9 @@ class ContainerRunner:
         process = self.process
         if process is None or not process.running:
             return
+        await self._terminate(process, grace)
+
+    async def _terminate(self, process: runtime.ContainerProcess, grace: Callable[[], float]) -> None:
         deadline_left = grace()
         hook = (self.spec.get("lifecycle") or {}).get("preStop")
         if hook:

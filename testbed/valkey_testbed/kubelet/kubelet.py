@@ -17,6 +17,12 @@ they feed env vars and volumes, and a change to one refreshes the volumes of
 the pods that read it after `sync_delay` seconds (a real kubelet takes up to
 its sync period plus its cache TTL, about a minute).
 
+In-place resize (pods/resize): a pod whose spec resources differ from what its
+worker allocated is admitted against its node's allocatable beside the other
+pods' allocations (resize.py); an admitted resize is allocated and actuated by
+the worker, one that is not leaves PodResizePending (Infeasible, or Deferred:
+retried when a pod leaves the node, after another resize, and every resync).
+
 The process also runs the nodes' service proxy (valkey_testbed.serviceproxy), as each real node
 runs a kube-proxy: NodePort Services listen on the nodes' addresses, LoadBalancer Services get an
 address of their own; a failed node's nodePorts close with it. `service_proxy=False` leaves it out.
@@ -38,7 +44,7 @@ from valkey_operator.core.resource import CONFIG_MAPS, PODS, SECRETS
 from valkey_operator.core.store import DeletedFinalStateUnknown
 from valkey_testbed import localpath
 from valkey_testbed.images import ImageEntry, resolve_image
-from valkey_testbed.kubelet import podprocs
+from valkey_testbed.kubelet import podprocs, resize
 from valkey_testbed.kubelet.ipam import IPAllocator
 from valkey_testbed.kubelet.logserver import LogServer
 from valkey_testbed.kubelet.nodes import CAPACITY, NodeAgent, node_ip
@@ -114,6 +120,7 @@ class Kubelet:
         )
         self.workers: dict[str, PodWorker] = {}
         self._dying: dict[str, PodWorker] = {}
+        self._deferred_resizes: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resync: asyncio.Task[None] | None = None
 
@@ -183,6 +190,7 @@ class Kubelet:
         uid = pod["metadata"]["uid"]
         if uid in self.workers:
             self.workers[uid].update(pod)
+            self._consider_resize(self.workers[uid])
             return
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
@@ -200,11 +208,51 @@ class Kubelet:
             worker.suspended = True
         else:
             worker.start()
+            self._consider_resize(worker)  # a restarted kubelet meets a resize it had not admitted
 
     def _pod_updated(self, pod: Obj) -> None:
         worker = self.workers.get(pod["metadata"]["uid"])
         if worker is not None:
             worker.update(pod)
+            self._consider_resize(worker)
+
+    # -- in-place resize -------------------------------------------------------------------
+
+    def _consider_resize(self, worker: PodWorker) -> None:
+        """Admit the pod's resize, if it asks for one, against its node (see resize.py)."""
+        if not worker.can_resize:
+            return
+        desired = resize.allocation_of(worker.pod)
+        if resize.same_allocation(desired, worker.allocation):
+            self._deferred_resizes.discard(worker.uid)
+            worker.resize_settled()
+            return
+        others = [
+            w.requests()
+            for w in (*self.workers.values(), *self._dying.values())
+            if w.node == worker.node and w is not worker and w.phase() not in ("Succeeded", "Failed")
+        ]
+        verdict = resize.admit(
+            resize.pod_requests(worker.pod, desired), resize.sum_requests(others), self.ctx.node_allocatable
+        )
+        if not verdict.fit:
+            worker.defer_resize(verdict)
+            if verdict.reason == resize.DEFERRED:
+                self._deferred_resizes.add(worker.uid)
+            else:
+                self._deferred_resizes.discard(worker.uid)
+            return
+        self._deferred_resizes.discard(worker.uid)
+        worker.allocate(desired)
+        self._retry_deferred_resizes(worker.node)  # it may have given room back
+
+    def _retry_deferred_resizes(self, node: str | None = None) -> None:
+        for uid in sorted(self._deferred_resizes):
+            worker = self.workers.get(uid)
+            if worker is None:
+                self._deferred_resizes.discard(uid)
+            elif node is None or worker.node == node:
+                self._consider_resize(worker)
 
     def _pod_deleted(self, pod: Obj | DeletedFinalStateUnknown) -> None:
         obj = pod.obj if isinstance(pod, DeletedFinalStateUnknown) else pod
@@ -219,6 +267,7 @@ class Kubelet:
             await worker.forget()
         finally:
             self._dying.pop(uid, None)
+            self._retry_deferred_resizes(worker.node)  # its allocation is free now
 
     def _remove_orphan_dirs(self) -> None:
         """Directories of pods that no longer exist (deleted while no kubelet ran)."""
@@ -252,6 +301,7 @@ class Kubelet:
             await asyncio.sleep(RESYNC_SECONDS)
             for worker in list(self.workers.values()):
                 await worker.refresh_volumes()
+            self._retry_deferred_resizes()
 
     # -- node failure ----------------------------------------------------------------------
 
@@ -282,6 +332,7 @@ class Kubelet:
         for worker in list(self.workers.values()):
             if worker.node == name:
                 worker.resume()
+                self._consider_resize(worker)
         log.info("node_recovered", node=name)
 
     def snapshot(self) -> Obj:

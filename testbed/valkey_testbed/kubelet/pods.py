@@ -42,7 +42,7 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS
 from valkey_operator.core.rest import ApiError
 from valkey_testbed.images import ImageEntry
-from valkey_testbed.kubelet import envvars, podprocs, runtime
+from valkey_testbed.kubelet import envvars, podprocs, resize, runtime
 from valkey_testbed.kubelet.containers import ContainerRunner, now_rfc3339
 from valkey_testbed.kubelet.ipam import IPAllocator
 from valkey_testbed.kubelet.volumes import PodVolumes, VolumeError
@@ -52,25 +52,35 @@ log = structlog.get_logger(__name__)
 
 VOLUME_RETRY_SECONDS = 2.0
 DEFAULT_GRACE = 30.0
-OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+RESIZE_PENDING = "PodResizePending"
+RESIZE_IN_PROGRESS = "PodResizeInProgress"
+RESIZE_CONDITIONS = (RESIZE_PENDING, RESIZE_IN_PROGRESS)
+OUR_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", *RESIZE_CONDITIONS)
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 KEEP_POD_LOGS = "VALKEY_TESTBED_POD_LOGS"
 """Environment: a directory where a removed pod's container logs are kept
 (`<namespace>/<pod>-<container>.log`): what a server said before its pod went."""
 
 
-def status_patch(desired: Obj) -> Obj:
+def status_patch(desired: Obj, current: Obj | None = None) -> Obj:
     """The status write as a strategic merge patch, as a real kubelet's status manager sends it.
 
     Conditions merge by type and only the kubelet's own are sent, so a condition another writer
     owns (a readiness gate's) is never written over from a stale copy; a reason or message a
-    condition no longer has is removed (null); the IP lists are replaced whole.
+    condition no longer has is removed (null); a resize condition the current status (`current`)
+    has and the desired one has not is deleted; the IP lists are replaced whole.
     """
     patch = dict(desired)
     patch["conditions"] = [
         {"reason": None, "message": None, **condition}
         for condition in desired.get("conditions") or []
         if condition.get("type") in OUR_CONDITIONS
+    ]
+    wanted = {c.get("type") for c in desired.get("conditions") or []}
+    patch["conditions"] += [
+        {"type": kind, "$patch": "delete"}
+        for kind in RESIZE_CONDITIONS
+        if kind not in wanted and any(c.get("type") == kind for c in (current or {}).get("conditions") or [])
     ]
     for key in ("podIPs", "hostIPs"):
         if key in patch:
@@ -95,7 +105,9 @@ class PodContext:
     node_allocatable: Mapping[str, str] = attrs.field(factory=dict)
 
 
-def _condition(current: Sequence[Obj], kind: str, ok: bool, reason: str = "", message: str = "") -> Obj:
+def _condition(
+    current: Sequence[Obj], kind: str, ok: bool, reason: str = "", message: str = "", generation: int = 0
+) -> Obj:
     status = "True" if ok else "False"
     previous = next((c for c in current if c.get("type") == kind), None)
     changed_at = previous.get("lastTransitionTime") if previous and previous.get("status") == status else None
@@ -105,6 +117,8 @@ def _condition(current: Sequence[Obj], kind: str, ok: bool, reason: str = "", me
         "lastProbeTime": None,
         "lastTransitionTime": changed_at or now_rfc3339(),
     }
+    if generation:  # the pod's metadata.generation this status was computed from, as kubelets 1.35+ write
+        condition["observedGeneration"] = generation
     if reason:
         condition["reason"] = reason
     if message:
@@ -144,6 +158,11 @@ class PodWorker:
         self.runners = [
             ContainerRunner(self, c, init=False, restart_policy=policy) for c in spec["containers"]
         ]
+        self.allocation: resize.Allocation = resize.allocation_of(pod)
+        """What the kubelet admitted per container; a resize changes it once admitted (resize.py)."""
+        self.resize_pending: Obj | None = None
+        self.resize_in_progress: Obj | None = None
+        self._actuate_after_write = False
         self.ip: str | None = None
         self.start_time: str | None = None
         self.initialized = not self.init_runners
@@ -372,6 +391,101 @@ class PodWorker:
             raise LookupError(f"container {container!r} of {self.namespace}/{self.name} is not running")
         return await runtime.exec_in(runner.process, argv, runner.env, runner.identity, timeout)
 
+    # -- in-place resize (resize.py) ----------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        return int(self.pod["metadata"].get("generation") or 0)
+
+    @property
+    def can_resize(self) -> bool:
+        """The kubelet evaluates resizes of a pod it runs: not on a failed node, not once it stops."""
+        return not (
+            self.suspended or self.gone or self.terminating or self.phase() in ("Succeeded", "Failed")
+        )
+
+    def requests(self) -> dict[str, Any]:
+        """The pod's allocated requests, as counted against its node."""
+        return resize.pod_requests(self.pod, self.allocation)
+
+    def allocate(self, allocation: resize.Allocation) -> None:
+        """The resize was admitted: allocate it, report PodResizeInProgress, then actuate it (after
+        the status with the new allocation is written, as a kubelet writes it before the runtime
+        resizes the containers)."""
+        self.allocation = allocation
+        for runner in self.all_runners:
+            runner.spec = {**runner.spec, "resources": allocation.get(runner.name) or {}}
+        self.resize_pending = None
+        now = now_rfc3339()
+        self.resize_in_progress = {
+            "type": RESIZE_IN_PROGRESS,
+            "status": "True",
+            "observedGeneration": self.generation,
+            "lastProbeTime": now,
+            "lastTransitionTime": now,
+        }
+        self._actuate_after_write = True
+        self._log.info("resize_allocated", generation=self.generation)
+        self.changed()
+
+    def defer_resize(self, verdict: resize.Verdict) -> None:
+        """The resize is not admitted (Infeasible or Deferred): PodResizePending, old allocation kept."""
+        old = self.resize_pending
+        if old and (old.get("reason"), old.get("message"), old.get("observedGeneration")) == (
+            verdict.reason,
+            verdict.message,
+            self.generation,
+        ):
+            return
+        now = now_rfc3339()
+        self.resize_pending = {
+            "type": RESIZE_PENDING,
+            "status": "True",
+            "observedGeneration": self.generation,
+            "lastProbeTime": now,
+            "lastTransitionTime": old["lastTransitionTime"]
+            if old and old.get("reason") == verdict.reason
+            else now,
+            "reason": verdict.reason,
+            "message": verdict.message,
+        }
+        self._log.info("resize_pending", reason=verdict.reason, message=verdict.message)
+        self.changed()
+
+    def resize_settled(self) -> None:
+        """The spec asks for what is allocated: no resize is pending."""
+        if self.resize_pending is not None:
+            self.resize_pending = None
+            self.changed()
+
+    def _actuate(self) -> None:
+        """Bring each running container to its allocation: in place, or by a restart where the
+        container's resizePolicy asks for one. Nothing is enforced here (no cgroups): in place only
+        changes what the container reports."""
+        for runner in self.all_runners:
+            target = self.allocation.get(runner.name) or {}
+            if not runner.running or resize.same(runner.actuated, target):
+                continue
+            if resize.needs_restart(runner.spec, runner.actuated, target):
+                self._log.info("resize_restarts_container", container=runner.name)
+                runner.restart_for_resize()
+            else:
+                runner.actuated = target
+        self.changed()
+
+    def _resizing(self) -> bool:
+        """Whether a running container still runs with other resources than allocated."""
+        return any(
+            r.resize_restart or (r.running and not resize.same(r.actuated, self.allocation.get(r.name) or {}))
+            for r in self.all_runners
+        )
+
+    def _resize_conditions(self) -> list[Obj]:
+        if self.resize_in_progress is not None and not self._actuate_after_write and not self._resizing():
+            self.resize_in_progress = None
+            self._log.info("resize_actuated", generation=self.generation)
+        return [c for c in (self.resize_pending, self.resize_in_progress) if c is not None]
+
     # -- deletion ----------------------------------------------------------------------
 
     def begin_termination(self) -> None:
@@ -466,6 +580,16 @@ class PodWorker:
         }
         for runner in self.all_runners:
             before = previous.get(runner.name)
+            if before and runner.name in self.allocation and before.get("allocatedResources"):
+                # A restarted kubelet: what it had allocated (its checkpoint), not a resize not yet admitted.
+                allocated = {"requests": dict(before["allocatedResources"])}
+                limits = (before.get("resources") or {}).get("limits") or self.allocation[runner.name].get(
+                    "limits"
+                )
+                if limits:
+                    allocated["limits"] = dict(limits)
+                self.allocation[runner.name] = allocated
+                runner.spec = {**runner.spec, "resources": allocated}
             if before and (
                 "running" in (before.get("state") or {}) or "terminated" in (before.get("state") or {})
             ):
@@ -512,6 +636,9 @@ class PodWorker:
                 continue
             try:
                 await self._write_status()
+                if self._actuate_after_write:
+                    self._actuate_after_write = False
+                    self._actuate()
             except ApiError as exc:
                 if exc.not_found:
                     return
@@ -532,7 +659,7 @@ class PodWorker:
         updated = await self.ctx.client.patch_status(
             PODS,
             self.name,
-            {"status": status_patch(desired)},
+            {"status": status_patch(desired, current)},
             self.namespace,
             patch_type=STRATEGIC_MERGE_PATCH,
         )
@@ -549,7 +676,7 @@ class PodWorker:
             return "Pending"
         running = waiting = stopped = succeeded = 0
         for runner in self.runners:
-            if "running" in runner.state:
+            if "running" in runner.state or runner.resize_restart:
                 running += 1
             elif "terminated" in runner.state:
                 stopped += 1
@@ -589,14 +716,21 @@ class PodWorker:
             any(c.get("type") == gate and c.get("status") == "True" for c in conditions) for gate in gates
         )
         not_ready_message = f"containers with unready status: [{' '.join(unready)}]" if unready else ""
+        generation = self.generation
         ours = [
-            _condition(conditions, "PodReadyToStartContainers", self.ip is not None and not terminal),
+            _condition(
+                conditions,
+                "PodReadyToStartContainers",
+                self.ip is not None and not terminal,
+                generation=generation,
+            ),
             _condition(
                 conditions,
                 "Initialized",
                 self.initialized,
                 "" if self.initialized else "ContainersNotInitialized",
                 "" if self.initialized else f"containers with incomplete status: [{' '.join(uninitialized)}]",
+                generation,
             ),
             _condition(
                 conditions,
@@ -604,6 +738,7 @@ class PodWorker:
                 containers_ready and gates_ok and not terminal,
                 "PodCompleted" if terminal else ("" if containers_ready else "ContainersNotReady"),
                 "" if terminal else not_ready_message,
+                generation,
             ),
             _condition(
                 conditions,
@@ -611,12 +746,15 @@ class PodWorker:
                 containers_ready and not terminal,
                 "PodCompleted" if terminal else ("" if containers_ready else "ContainersNotReady"),
                 "" if terminal else not_ready_message,
+                generation,
             ),
+            *self._resize_conditions(),
         ]
         others = [c for c in conditions if c.get("type") not in OUR_CONDITIONS]
         status: Obj = {
             "phase": phase,
             "conditions": ours + others,
+            "observedGeneration": generation or None,
             "hostIP": self.host_ip,
             "hostIPs": [{"ip": self.host_ip}],
             "startTime": current.get("startTime") or self.start_time or now_rfc3339(),
