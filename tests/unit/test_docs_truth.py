@@ -146,6 +146,27 @@ NOT_YET: tuple[NotYet, ...] = (
         issue=21,
         built_if=(("testbed/valkey_testbed/chaos/*.py", r"(?i)overlap"),),
     ),
+    NotYet(
+        "external access through a hostname pattern (an Ingress or Gateway in front of the nodes)",
+        (r"\bhostname pattern\b",),
+        ("A hostname pattern announces each node behind an Ingress.",),
+        issue=40,
+        built_if=(("valkey_operator/api/external.py", r"(?i)hostname_?pattern|hostnamePattern"),),
+    ),
+    NotYet(
+        "announcing a node's ExternalIP (or another address type) for NodePort",
+        (r"\bannounc\w* a node's ExternalIP\b",),
+        ("Announcing a node's ExternalIP works for NodePort.",),
+        issue=40,
+        built_if=(("valkey_operator/api/external.py", r"(?i)ExternalIP|address_?type"),),
+    ),
+    NotYet(
+        "IPv6 external addresses",
+        (r"\bIPv6 external addresses\b",),
+        ("IPv6 external addresses are announced.",),
+        issue=40,
+        built_if=(("controllers/cluster/decision/announce.py", r"(?i)client-ipv6"),),
+    ),
 )
 
 
