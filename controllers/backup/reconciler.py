@@ -40,6 +40,7 @@ from controllers.shared.storage import AccessProblem, StorageAccess, storage_acc
 from controllers.shared.tls import TlsMaterial, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
+from valkey_operator.api.cluster import ClientAuth
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
 from valkey_operator.core.builder import build_controller
@@ -239,6 +240,7 @@ class BackupReconciler:
                 admin.port,
                 admin.credentials,
                 ca_pem=admin.ca_pem,
+                identity_pem=admin.identity_pem,
                 allowed_networks=admin.allowed_networks,
                 sync_delay=OPERATOR_RUNTIME[SYNC_DELAY],
             ) as stream:
@@ -276,6 +278,7 @@ class BackupReconciler:
         if not isinstance(credentials, InternalCredentials):
             return f"cluster {cluster_name} has no usable internal Secret yet"
         ca_pem: str | None = None
+        identity_pem: str | None = None
         tls = (cluster.get("spec") or {}).get("tls")
         if tls:
             secret_name = str(tls.get("secretRef", ""))
@@ -284,9 +287,13 @@ class BackupReconciler:
             if not isinstance(material, TlsMaterial):
                 return f"cluster {cluster_name}'s TLS Secret is not usable: {material.message}"
             ca_pem = material.ca_pem
+            recorded = ((cluster.get("status") or {}).get("tls") or {}).get("clientAuth")
+            if tls.get("clientAuth") == ClientAuth.REQUIRED or recorded == ClientAuth.REQUIRED:
+                identity_pem = material.identity_pem  # as the cluster's reconciler (presents_certificate)
         admin = AdminClient(
             credentials=Credentials(username=ADMIN_USER, password=credentials.admin_password),
             ca_pem=ca_pem,
+            identity_pem=identity_pem,
             allowed_networks=self.options.node_networks,
         )
         pods = owned_pods(

@@ -64,7 +64,7 @@ from controllers.shared.probe import NodeExtras, observe, owned_pods, should_pro
 from controllers.shared.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.status import status_patch
 from valkey_operator.api.backup import BackupPhase
-from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus
+from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus, presents_certificate
 from valkey_operator.api.resources import (
     ADMIN_USER,
     API_VERSION,
@@ -318,10 +318,14 @@ class ClusterReconciler:
             found[secret_name] = owned or await self.secrets.get(namespace, secret_name)
         return found
 
-    def _admin(self, credentials: InternalCredentials, tls: TlsMaterial | None) -> AdminClient:
+    def _admin(
+        self, credentials: InternalCredentials, tls: TlsMaterial | None, identify: bool
+    ) -> AdminClient:
+        """identify: present the TLS Secret's certificate (api.cluster.presents_certificate)."""
         return AdminClient(
             credentials=Credentials(username=ADMIN_USER, password=credentials.admin_password),
             ca_pem=tls.ca_pem if tls is not None else None,  # a CA bundle: every CA in it is trusted
+            identity_pem=tls.identity_pem if tls is not None and identify else None,
             allowed_networks=self.options.node_networks,
         )
 
@@ -414,7 +418,8 @@ class _PassSource:
         self, facts: Facts, credentials: InternalCredentials | None, commands: Sequence[str]
     ) -> Observation:
         r, uid = self.r, self.cluster.metadata.uid or ""
-        self.admin = r._admin(credentials, self.tls_material) if credentials is not None else None
+        identify = presents_certificate(self.cluster.spec.tls, self.recorded.tls)
+        self.admin = r._admin(credentials, self.tls_material, identify) if credentials is not None else None
         self.pods = owned_pods(r.pods_of(self.namespace, self.name), self.name, uid)
         claims = tuple(
             ClaimObservation.from_claim(claim)

@@ -65,6 +65,8 @@ class TlsMaterial:
     ca_pem: str
     content_hash: str
     """Of the three keys together: a change of any (a CA bundle too) is a change to reload."""
+    identity_pem: str = attrs.field(default="", repr=False)
+    """tls.crt then tls.key: what the operator presents where nodes require client certificates."""
 
 
 @attrs.frozen
@@ -116,6 +118,9 @@ def read_tls_secret(secret: Obj | None, name: str, now: float) -> TlsMaterial | 
         leaf=Certificate.of(leaf),
         ca_pem=raw[layout.TLS_CA_KEY].decode("ascii", errors="replace"),
         content_hash=content,
+        identity_pem=(raw[layout.TLS_CERT_KEY].rstrip(b"\n") + b"\n" + raw[layout.TLS_KEY_KEY]).decode(
+            "ascii", errors="replace"
+        ),
     )
 
 

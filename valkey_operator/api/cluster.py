@@ -105,6 +105,16 @@ class TaintEffect(enum.StrEnum):
     NO_EXECUTE = "NoExecute"
 
 
+class ClientAuth(enum.StrEnum):
+    OPTIONAL = "Optional"
+    REQUIRED = "Required"
+
+
+class Authentication(enum.StrEnum):
+    PASSWORD = "Password"
+    CERTIFICATE = "Certificate"
+
+
 class ClusterState(enum.StrEnum):
     CREATING = "Creating"
     ACTIVE = "Active"
@@ -200,7 +210,16 @@ _GENERATED_NAME = (
             field_path=".passwordSecretName",
         ),
         rule(
+            "!(has(self.authentication) && self.authentication == 'Certificate') || "
+            "!(has(self.passwordHashes) || has(self.passwordSecretName))",
+            "a user with authentication Certificate has no password: set neither passwordHashes "
+            "nor passwordSecretName",
+            reason="FieldValueForbidden",
+            field_path=".authentication",
+        ),
+        rule(
             "has(self.passwordHashes) || has(self.passwordSecretName) || "
+            "(has(self.authentication) && self.authentication == 'Certificate') || "
             f"(self.username.matches({raw(GENERATED_USERNAME)}) && "
             f"self.username != {lit(INTERNAL_SECRET_SUFFIX)})",
             "a user without passwordHashes or passwordSecretName gets a generated Secret named "
@@ -291,6 +310,16 @@ class AclUser(Model):
             "Secret",
         ),
     )
+    authentication: Authentication | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Password (the default): the user logs in with AUTH and one of its passwords. "
+            "Certificate: the user has no password and logs in only by presenting a client "
+            "certificate whose subject CN is its username, issued by a CA in the TLS Secret's ca.crt "
+            "(Valkey's tls-auth-clients-user CN). Needs spec.tls.clientAuth Required.",
+            max_length=16,
+        ),
+    )
     permissions: tuple[Permission, ...] = attrs.field(
         default=(),
         metadata=schema(
@@ -304,9 +333,14 @@ class AclUser(Model):
     )
 
     @property
+    def by_certificate(self) -> bool:
+        """Logs in by client certificate only: it has no password."""
+        return self.authentication is Authentication.CERTIFICATE
+
+    @property
     def generated_password(self) -> bool:
         """Whether the operator generates this user's password Secret."""
-        return not self.password_hashes and self.password_secret_name is None
+        return not self.password_hashes and self.password_secret_name is None and not self.by_certificate
 
 
 @attrs.frozen(kw_only=True)
@@ -318,6 +352,34 @@ class Tls(Model):
             "mismatched one holds the cluster with reason TlsSecretInvalid.",
             "Secret",
         )
+    )
+    client_auth: ClientAuth | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Optional (the default): clients may present a certificate, which is then verified "
+            "(tls-auth-clients optional). Required: every client must present a certificate issued by "
+            "a CA in ca.crt (tls-auth-clients yes), and a certificate whose subject CN names an ACL "
+            "user logs in as that user without a password (tls-auth-clients-user CN); the operator "
+            "presents the Secret's own certificate. A change is applied to every node at runtime, "
+            "without restarts.",
+            max_length=16,
+        ),
+    )
+
+    @property
+    def clients_need_certificates(self) -> bool:
+        return self.client_auth is ClientAuth.REQUIRED
+
+
+def presents_certificate(spec: Tls | None, recorded: TlsStatus | None) -> bool:
+    """Whether the operator presents the TLS Secret's certificate to the nodes: while the spec
+    requires client certificates, and until every node was seen to require none (a node still
+    requiring them must let the operator in to be told it need not any more). Not otherwise: a
+    Secret whose new leaf comes from a CA the nodes have not loaded yet must not lock it out."""
+    if spec is None:
+        return False
+    return spec.clients_need_certificates or (
+        recorded is not None and recorded.client_auth is ClientAuth.REQUIRED
     )
 
 
@@ -737,6 +799,15 @@ class TlsStatus(Model):
         64,
         fmt="date-time",
     )
+    client_auth: ClientAuth | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Required while spec.tls.clientAuth is Required or any node may still require client "
+            "certificates (the operator then presents the Secret's certificate); Optional once every "
+            "node answers without.",
+            max_length=16,
+        ),
+    )
     not_after: str | None = _status(
         "When the earliest certificate a node serves expires (RFC 3339), read from a real "
         "TLS handshake with each node.",
@@ -885,6 +956,13 @@ class ValkeyClusterStatus(Model):
             )
             + " + self.metadata.name",
             field_path=".metadata.name",
+        ),
+        rule(
+            "!has(self.spec.acl) || !self.spec.acl.exists(u, has(u.authentication) && "
+            "u.authentication == 'Certificate') || (has(self.spec.tls) && has(self.spec.tls.clientAuth) "
+            "&& self.spec.tls.clientAuth == 'Required')",
+            "a user with authentication Certificate needs spec.tls.clientAuth Required",
+            field_path=".spec.acl",
         ),
         rule(
             f"!self.metadata.name.endsWith({lit('-' + CLIENT_SERVICE_SUFFIX)})",

@@ -188,7 +188,15 @@ ANNOUNCE_NAMES: tuple[str, ...] = (
 """Runtime directives no ValkeyConfig may set, which the operator sets per node: the address a node
 announces to clients (spec.externalAccess; controllers/cluster/decision/external.py)."""
 
-PROBED_NAMES: tuple[str, ...] = RUNTIME_NAMES + tuple(sorted(operator_runtime(0))) + ANNOUNCE_NAMES
+TLS_AUTH_CLIENTS = "tls-auth-clients"
+TLS_AUTH_CLIENTS_USER = "tls-auth-clients-user"
+CLIENT_AUTH_NAMES: tuple[str, ...] = (TLS_AUTH_CLIENTS, TLS_AUTH_CLIENTS_USER)
+"""Runtime directives the operator sets on every node of a TLS cluster from spec.tls.clientAuth
+(controllers/cluster/render/config.py client_auth_directives)."""
+
+PROBED_NAMES: tuple[str, ...] = (
+    RUNTIME_NAMES + tuple(sorted(operator_runtime(0))) + ANNOUNCE_NAMES + CLIENT_AUTH_NAMES
+)
 """The arguments of the one CONFIG GET that reads a node's runtime values (the observer's probe)."""
 
 

@@ -26,6 +26,8 @@ import attrs
 from valkey import exceptions as valkey_exceptions
 from valkey.asyncio.connection import Connection, SSLConnection
 
+from valkey_operator.valkey.pem_file import pem_path
+
 VALKEY_PORT = 6379
 BUS_PORT_OFFSET = 10000
 
@@ -116,6 +118,8 @@ class AdminClient:
 
     credentials: Credentials
     ca_pem: str | None = attrs.field(default=None, repr=False)
+    identity_pem: str | None = attrs.field(default=None, repr=False)
+    """A client certificate and its key (PEM) to present, where nodes require one (TLS only)."""
     connect_timeout: float = 2.0
     command_timeout: float = 3.0
     allowed_networks: tuple[Network, ...]
@@ -139,6 +143,8 @@ class AdminClient:
         }
         connection: Connection
         if self.ca_pem is not None:
+            if self.identity_pem is not None:  # valkey-py loads a chain only given both names
+                kwargs["ssl_certfile"] = kwargs["ssl_keyfile"] = pem_path(self.identity_pem)
             connection = SSLConnection(
                 ssl_ca_data=self.ca_pem, ssl_cert_reqs="required", ssl_check_hostname=False, **kwargs
             )

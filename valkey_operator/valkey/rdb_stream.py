@@ -47,6 +47,7 @@ from valkey_operator.valkey.admin import (
     check_address,
     parse_info,
 )
+from valkey_operator.valkey.pem_file import pem_path
 from valkey_operator.valkey.rdb_header import MAGIC_SIZE, HeaderScanner, NotAnRdb, parse_magic
 
 log = structlog.get_logger(__name__)
@@ -61,11 +62,14 @@ _BUFFER = 1 << 20
 """The stream reader's buffer limit: large reads keep the per-chunk overhead small."""
 
 
-def tls_context(ca_pem: str) -> ssl.SSLContext:
-    """A client context trusting the cluster's CA bundle; hostnames unchecked (nodes are IPs)."""
+def tls_context(ca_pem: str, identity_pem: str | None = None) -> ssl.SSLContext:
+    """A client context trusting the cluster's CA bundle, presenting identity_pem (certificate and
+    key) when given; hostnames unchecked (nodes are IPs)."""
     context = ssl.create_default_context(cadata=ca_pem)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_REQUIRED
+    if identity_pem is not None:
+        context.load_cert_chain(pem_path(identity_pem))
     return context
 
 
@@ -374,6 +378,7 @@ async def open_rdb_stream(
     *,
     ca_pem: str | None,
     allowed_networks: Sequence[Network],
+    identity_pem: str | None = None,
     timeout: float = 30.0,
     diskless: bool = True,
     sync_delay: str | None = None,
@@ -393,7 +398,7 @@ async def open_rdb_stream(
     check_address(host, allowed_networks)
     where = f"{host}:{port}"
     try:
-        context = tls_context(ca_pem) if ca_pem is not None else None
+        context = tls_context(ca_pem, identity_pem) if ca_pem is not None else None
     except (ssl.SSLError, ValueError) as exc:
         raise ValkeyAdminError(f"{where}: the CA bundle is not usable: {exc}") from None
     reader, writer = await _connect(host, port, context, where, timeout)

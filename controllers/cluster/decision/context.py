@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import attrs
 
 from controllers.cluster.decision.memory import Expected, Refusals, live_refusals
-from valkey_operator.api.cluster import ClusterState, TlsStatus, ValkeyClusterStatus
+from valkey_operator.api.cluster import ClientAuth, ClusterState, TlsStatus, ValkeyClusterStatus
 from valkey_operator.core.clock import parse_rfc3339
 
 
@@ -34,6 +34,8 @@ class TlsRecord:
     secret_hash: str
     changed_at: float
     """Unix seconds."""
+    client_certificates: bool = False
+    """status.tls.clientAuth was Required: a node may still require client certificates."""
 
     @classmethod
     def of(cls, recorded: TlsStatus | None) -> TlsRecord | None:
@@ -41,7 +43,10 @@ class TlsRecord:
         if recorded is None or not recorded.secret_hash:
             return None
         changed = parse_rfc3339(recorded.changed_at)
-        return None if changed is None else cls(secret_hash=recorded.secret_hash, changed_at=changed)
+        required = recorded.client_auth is ClientAuth.REQUIRED
+        if changed is None:
+            return None
+        return cls(secret_hash=recorded.secret_hash, changed_at=changed, client_certificates=required)
 
 
 @attrs.frozen(kw_only=True)

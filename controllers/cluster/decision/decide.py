@@ -424,6 +424,7 @@ def decide(facts: Facts, now: float) -> Decision:
             material=tls,
             sync_delay=facts.options.secret_sync_seconds,
             expiry_warning=facts.options.tls_expiry_warning_days * 86400.0,
+            client_certificates=cluster.spec.tls is not None and cluster.spec.tls.clients_need_certificates,
         )
         if tls is not None
         else None,

@@ -62,6 +62,8 @@ class DesiredTls:
     """Seconds after a Secret change by which every pod's mounted files hold it (secretSyncSeconds)."""
     expiry_warning: float = 7 * 86400.0
     """A served certificate expiring sooner than this is reported (tlsExpiryWarningDays)."""
+    client_certificates: bool = False
+    """spec.tls.clientAuth Required: every client presents a certificate; a CN names its user."""
 
 
 @attrs.frozen(kw_only=True)

@@ -41,6 +41,7 @@ from valkey_operator.api.cluster import (
 )
 from valkey_operator.api.external import ExternalEndpoint
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
+from valkey_operator.api.tunables import TLS_AUTH_CLIENTS
 from valkey_operator.core.clock import rfc3339
 from valkey_operator.valkey.slots import (
     ALL_SLOTS,
@@ -149,6 +150,8 @@ class TlsProgress:
     secret_hash: str
     changed_at: str
     not_after: str | None
+    client_certificates: bool = False
+    """status.tls.clientAuth Required: the spec requires client certificates, or a node may."""
 
 
 @attrs.frozen(kw_only=True)
@@ -377,7 +380,26 @@ def _tls(view: View) -> TlsProgress | None:
         secret_hash=facts.tls.material.content_hash,
         changed_at=rfc3339(facts.changed_at),
         not_after=rfc3339(earliest[1]) if earliest is not None else None,
+        client_certificates=_may_require_certificates(view),
     )
+
+
+def _may_require_certificates(view: View) -> bool:
+    """The spec requires client certificates, or some node may still: it runs tls-auth-clients yes,
+    or it did not answer while the recorded status said one might."""
+    tls = view.desired.tls
+    if tls is not None and tls.client_certificates:
+        return True
+    if any(
+        node.obs.config is not None and node.obs.config.get(TLS_AUTH_CLIENTS) == "yes"
+        for node in view.nodes.values()
+    ):
+        return True
+    recorded = view.context.recorded_tls
+    silent = (
+        view.unreachable or view.unidentified or any(node.obs.config is None for node in view.nodes.values())
+    )
+    return bool(silent) and recorded is not None and recorded.client_certificates
 
 
 def _failure_findings(view: View, failures: Sequence[Failure]) -> Iterable[Finding]:

@@ -18,6 +18,7 @@ from valkey_operator.api.cluster import (
     PROGRESSING,
     READY,
     STALLED,
+    ClientAuth,
     ClusterState,
     RolloutStatus,
     TlsStatus,
@@ -60,7 +61,12 @@ def planned_status(
     tls = None
     if status.tls is not None:
         seen = status.tls
-        tls = TlsStatus(secret_hash=seen.secret_hash, changed_at=seen.changed_at, not_after=seen.not_after)
+        tls = TlsStatus(
+            secret_hash=seen.secret_hash,
+            changed_at=seen.changed_at,
+            client_auth=ClientAuth.REQUIRED if seen.client_certificates else ClientAuth.OPTIONAL,
+            not_after=seen.not_after,
+        )
     return ValkeyClusterStatus(
         state=status.state,
         message=status.message,

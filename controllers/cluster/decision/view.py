@@ -24,6 +24,7 @@ from controllers.cluster.decision.rebalance import (
     transfers,
 )
 from controllers.cluster.decision.restore import Progress
+from controllers.cluster.render.config import client_auth_directives
 from controllers.shared.observation import NodeObservation, Observation, PodObservation
 from controllers.shared.versions import meets_floor
 from valkey_operator.api.cluster import ClusterState, NodeRole
@@ -399,6 +400,12 @@ class View:
                 # a release without a directive announces its pod IP anyway
                 if node.obs.config.get(key, value if external is None else None) != value
             )
+            if self.desired.tls is not None:
+                changes.update(
+                    (key, value)
+                    for key, value in client_auth_directives(self.desired.tls.client_certificates).items()
+                    if node.obs.config.get(key, value) != value  # a build without it would not start
+                )
             found[name] = changes
         return found
 

@@ -7,7 +7,9 @@ absolute, so applying them with ACL SETUSER converges whatever the user had:
 
 1. `reset`: no passwords, keys, channels, commands or selectors, and off.
 2. `on` (`off` for default).
-3. `#<sha256>` per password hash, in spec order (listing old and new rotates).
+3. `#<sha256>` per password hash, in spec order (listing old and new rotates); none for a user
+   that logs in by certificate (`authentication: Certificate`): with no password, only a client
+   certificate whose CN names it logs it in (tls-auth-clients-user CN).
 4. Root permissions: for spec users only the keyless topology commands
    cluster-aware clients need (TOPOLOGY_COMMANDS); no keys, no channels.
 5. One selector `(...)` per permission entry, in spec order. Inside it:
@@ -254,7 +256,7 @@ def _user_problems(user: AclUser) -> Iterable[str]:
         yield f"username {name!r} may contain only letters, digits, '.', '_' and '-'"
     elif name in RESERVED_USERNAMES:
         yield f"username {name} is reserved"
-    if not user.password_hashes:
+    if not user.password_hashes and not user.by_certificate:
         yield f"user {name} has no password hash"
     for password_hash in user.password_hashes:
         if not _PASSWORD_HASH.fullmatch(password_hash):

@@ -31,7 +31,7 @@ from controllers.shared.config_resolve import ResolvedConfig
 from controllers.shared.persistence import NONE, Persistence
 from valkey_operator.api.config import PersistenceMode
 from valkey_operator.api.quantity import quantity_bytes
-from valkey_operator.api.tunables import RUNTIME_TUNABLES, is_tunable
+from valkey_operator.api.tunables import RUNTIME_TUNABLES, TLS_AUTH_CLIENTS, TLS_AUTH_CLIENTS_USER, is_tunable
 
 DEFAULT_CLUSTER_NODE_TIMEOUT_MS = 15000
 DEFAULT_MAXMEMORY_POLICY = "allkeys-lru"
@@ -147,7 +147,17 @@ def persistence_directives(persistence: Persistence) -> list[tuple[str, str]]:
     ]
 
 
-def owned_directives(tls: bool, persistence: Persistence = NONE) -> list[tuple[str, str]]:
+def client_auth_directives(required: bool) -> dict[str, str]:
+    """How a TLS node treats client certificates (spec.tls.clientAuth), as CONFIG GET prints it:
+    written into the file for new pods and CONFIG SET on live nodes (View.runtime_changes)."""
+    if required:
+        return {TLS_AUTH_CLIENTS: "yes", TLS_AUTH_CLIENTS_USER: "CN"}
+    return {TLS_AUTH_CLIENTS: "optional", TLS_AUTH_CLIENTS_USER: "off"}
+
+
+def owned_directives(
+    tls: bool, persistence: Persistence = NONE, client_certificates: bool = False
+) -> list[tuple[str, str]]:
     """The directives the operator owns, in file order (admission rejects them in a ValkeyConfig)."""
     if tls:
         network = [
@@ -156,7 +166,7 @@ def owned_directives(tls: bool, persistence: Persistence = NONE) -> list[tuple[s
             ("tls-cert-file", layout.TLS_CERT_FILE),
             ("tls-key-file", layout.TLS_KEY_FILE),
             ("tls-ca-cert-file", layout.TLS_CA_FILE),
-            ("tls-auth-clients", "optional"),
+            *client_auth_directives(client_certificates).items(),
             ("tls-replication", "yes"),
             ("tls-cluster", "yes"),
         ]
@@ -180,13 +190,13 @@ def _lines(directives: list[tuple[str, str]] | Mapping[str, str]) -> list[str]:
     return [f"{key} {quote(value)}" for key, value in items]
 
 
-def render_valkey_conf(config: ResolvedConfig, *, tls: bool) -> str:
+def render_valkey_conf(config: ResolvedConfig, *, tls: bool, client_certificates: bool = False) -> str:
     """The whole file; deterministic (tunables sorted by name), so its hash is stable."""
     lines = [
         "# Rendered by valkey-operator; edits are overwritten.",
         "# bind and cluster-announce-ip are passed on the command line ($(POD_IP)).",
         "# Owned by the operator:",
-        *_lines(owned_directives(tls, config.persistence)),
+        *_lines(owned_directives(tls, config.persistence, client_certificates)),
         "# Startup-only tunables (operator defaults, overridden by the ValkeyConfig chain);",
         "# runtime tunables are applied by the operator with CONFIG SET:",
         *_lines(startup_settings(config)),

@@ -55,7 +55,12 @@ def render_client_service(ctx: RenderContext) -> Obj:
 
 def render_config_map(ctx: RenderContext) -> Obj:
     """valkey.conf, shared by every pod of the cluster (per-pod values come from the command line)."""
-    text = render_valkey_conf(ctx.config, tls=ctx.tls_secret is not None)
+    tls = ctx.cluster.spec.tls
+    text = render_valkey_conf(
+        ctx.config,
+        tls=ctx.tls_secret is not None,
+        client_certificates=tls is not None and tls.clients_need_certificates,
+    )
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

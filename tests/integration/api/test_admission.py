@@ -671,6 +671,10 @@ def generated_user(username: str) -> dict[str, Any]:
     return {"username": username, "permissions": [{"roleRef": "reader"}]}
 
 
+def cert_user(username: str) -> dict[str, Any]:
+    return {"username": username, "authentication": "Certificate", "permissions": [{"roleRef": "reader"}]}
+
+
 NEITHER = "has neither passwordHashes nor passwordSecretName"
 
 
@@ -793,6 +797,64 @@ CLUSTER_CASES = [
         "spec.acl[0].passwordSecretName",
         "set passwordHashes or passwordSecretName, not both",
         ("spec.acl.0.passwordSecretName", "app-passwords"),
+    ),
+    ok(
+        "cluster",
+        "a certificate user with clientAuth Required (a dashed name, no Secret generated)",
+        ("spec.tls.clientAuth", "Required"),
+        ("spec.acl", [cert_user("app-x"), user("b")]),
+    ),
+    bad(
+        "cluster",
+        "a certificate user with a password",
+        "spec.acl[0].authentication",
+        "a user with authentication Certificate has no password",
+        ("spec.tls.clientAuth", "Required"),
+        ("spec.acl", [{**cert_user("app"), "passwordHashes": [HASH]}]),
+    ),
+    bad(
+        "cluster",
+        "a certificate user without clientAuth Required",
+        "spec.acl",
+        "a user with authentication Certificate needs spec.tls.clientAuth Required",
+        ("spec.acl", [cert_user("app")]),
+    ),
+    ok(
+        "cluster",
+        "external access through load balancers with annotations",
+        (
+            "spec.externalAccess",
+            {"type": "LoadBalancer", "serviceAnnotations": {"example.com/lb": "internal"}},
+        ),
+    ),
+    ok("cluster", "external access through node ports", ("spec.externalAccess", {"type": "NodePort"})),
+    bad(
+        "cluster",
+        "external access without a type",
+        "spec.externalAccess.type",
+        "Required value",
+        ("spec.externalAccess", {"serviceAnnotations": {}}),
+    ),
+    bad(
+        "cluster",
+        "external access through a ClusterIP",
+        "spec.externalAccess.type",
+        "Unsupported value",
+        ("spec.externalAccess", {"type": "ClusterIP"}),
+    ),
+    bad(
+        "cluster",
+        "an external Service annotation key that is no key",
+        "spec.externalAccess.serviceAnnotations",
+        "keys must be valid annotation keys",
+        ("spec.externalAccess", {"type": "NodePort", "serviceAnnotations": {"not a key": "x"}}),
+    ),
+    bad(
+        "cluster",
+        "an unknown clientAuth",
+        "spec.tls.clientAuth",
+        "Unsupported value",
+        ("spec.tls.clientAuth", "Sometimes"),
     ),
     bad(
         "cluster",

@@ -42,7 +42,7 @@ from rdb_support import (
 )
 
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
-from valkey_operator.valkey.admin import Credentials, ValkeyAdminError
+from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError
 from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
 from valkey_testbed.images import ImageEntry
 from valkey_testbed.valkeyproc import (
@@ -267,6 +267,36 @@ async def test_over_tls_the_cluster_ca_is_verified(image: ImageEntry, base: Path
         async with open_rdb_stream(
             source.host, source.port, ADMIN, ca_pem=other.ca.read_text(), allowed_networks=LOOPBACK
         ):
+            pass
+
+
+async def test_where_nodes_require_client_certificates_the_operator_presents_its_identity(
+    image: ImageEntry, base: Path, started: Started
+) -> None:
+    """spec.tls.clientAuth Required: the admin connection and the backup's stream present the TLS
+    Secret's certificate (held in memory only); without it the node refuses them in the handshake."""
+    tls = write_tls_files(base / "mtls", [HOSTS[0]])
+    source = started.track(
+        start_server(image, HOSTS[0], base_dir=base, password=PASSWORD, tls=tls, config=NO_DELAY)
+    )
+    assert source.command("CONFIG", "SET", "tls-auth-clients", "yes") == b"OK"
+    identity = tls.cert.read_text().rstrip("\n") + "\n" + tls.key.read_text()
+    ca = tls.ca.read_text()
+    admin = AdminClient(
+        credentials=ADMIN, ca_pem=ca, identity_pem=identity, allowed_networks=LOOPBACK, port=source.port
+    )
+    async with admin.connect(source.host) as node:
+        assert await node.command("PING") == b"PONG"
+    async with open_rdb_stream(
+        source.host, source.port, ADMIN, ca_pem=ca, identity_pem=identity, allowed_networks=LOOPBACK
+    ) as stream:
+        assert [chunk async for chunk in stream.chunks()]
+    anonymous = attrs.evolve(admin, identity_pem=None)
+    with pytest.raises(ValkeyAdminError):
+        async with anonymous.connect(source.host) as node:
+            await node.command("PING")
+    with pytest.raises(ValkeyAdminError):
+        async with open_rdb_stream(source.host, source.port, ADMIN, ca_pem=ca, allowed_networks=LOOPBACK):
             pass
 
 

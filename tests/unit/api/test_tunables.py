@@ -246,10 +246,13 @@ def test_the_operators_own_directives_are_probed_but_no_config_may_set_them() ->
     assert tunables.OPERATOR_RUNTIME == {SYNC_DELAY: "5"}  # Valkey's own default: nodes start at it
     owned = tunables.operator_runtime(2)
     assert owned == {SYNC_DELAY: "5", tunables.SYNC_MAX_REPLICAS: "2"}
-    assert not any(tunables.is_tunable(name) for name in (*owned, *tunables.ANNOUNCE_NAMES))
+    assert not any(
+        tunables.is_tunable(name) for name in (*owned, *tunables.ANNOUNCE_NAMES, *tunables.CLIENT_AUTH_NAMES)
+    )
     assert (
         *tunables.RUNTIME_NAMES,
         SYNC_DELAY,
         tunables.SYNC_MAX_REPLICAS,
         *tunables.ANNOUNCE_NAMES,
+        *tunables.CLIENT_AUTH_NAMES,
     ) == tunables.PROBED_NAMES
