@@ -43,6 +43,7 @@ from test_cluster_endpoint import OLD, rolled
 
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS
 from valkey_operator.core.client import Client
+from valkey_operator.core.resource import SERVICES
 from valkey_operator.core.rest import Obj
 from valkey_testbed import images
 from valkey_testbed.datachecker import key_slot
@@ -119,6 +120,34 @@ async def test_a_client_given_one_external_address_is_handed_and_redirected_to_e
     redirected = f'-> Redirected to slot [{slot}] located at {second[0]}:{second[1]}\n"through-moved"\n'
     assert redirected in read, (read, redirected)
     assert not any(ip in moved + written + read for ip in pod_ips), (written, read, sorted(pod_ips))
+
+    # Switched off: the per-pod Services go, the nodes announce their pod IPs again, no pod is replaced.
+    await kube.patch(VALKEY_CLUSTERS, "ext", {"spec": {"externalAccess": None}}, namespace)
+
+    async def pod_addresses_again() -> str | NotYet:
+        services = [
+            service["metadata"]["name"]
+            for service in await kube.list(SERVICES, namespace)
+            if service["metadata"]["name"] in pods
+        ]
+        current = (await kube.get(VALKEY_CLUSTERS, "ext", namespace)).get("status") or {}
+        answer = await cli(*pod_address(pods[primaries(current)[0]["pod"]]), "GET", key)
+        if services or current.get("externalEndpoints") or f"MOVED {slot} 127.1." not in answer:
+            return NotYet((services, current.get("externalEndpoints"), answer))
+        return answer
+
+    answer = await eventually(pod_addresses_again, "Services gone and pod IPs announced", 60, interval=0.5)
+    owner = pods[next(node["pod"] for node in primaries(status) if _owned(node, key))]
+    assert (
+        answer.strip() == f"MOVED {slot} {owner['status']['podIP']}:6379" or answer.strip() == "through-moved"
+    )
+    assert {pod["metadata"]["uid"] for pod in await owned_pods(kube, namespace, "ext")} == {
+        pod["metadata"]["uid"] for pod in pods.values()
+    }
+
+
+def pod_address(pod: Obj) -> tuple[str, int]:
+    return str(pod["status"]["podIP"]), 6379
 
 
 def _owned(node: Obj, key: str) -> bool:

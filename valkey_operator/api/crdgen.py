@@ -45,7 +45,9 @@ MIN_KUBERNETES_VERSION = "1.34"
 CRD rules from 1.34). The minors tested and claimed are those of docs/kubernetes-compat.json."""
 
 CEL_FUNCTIONS: Mapping[str, str] = {
-    "has, size, all, filter, matches, startsWith, endsWith, contains, type, string": "CEL standard (1.25+)",
+    "has, size, all, exists, filter, matches, startsWith, endsWith, contains, type, string": (
+        "CEL standard (1.25+)"
+    ),
     "lowerAscii": "CEL strings extension (1.25+)",
     "isQuantity, quantity, isGreaterThan, isLessThan": "Kubernetes quantity library (1.28+)",
     "semver, compareTo": "Kubernetes semver library (1.33+; usable in new CRDs from 1.34)",

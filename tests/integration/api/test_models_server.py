@@ -29,6 +29,8 @@ from valkey_operator.api.backup import (
 )
 from valkey_operator.api.cluster import (
     AclUser,
+    Authentication,
+    ClientAuth,
     ClusterState,
     Exporter,
     KeyAccess,
@@ -65,6 +67,7 @@ from valkey_operator.api.config import (
     ValkeyConfigSpec,
     ValkeyConfigStatus,
 )
+from valkey_operator.api.external import ExternalAccess, ExternalEndpoint, ExternalServiceType
 from valkey_operator.api.image import ValkeyImage, ValkeyImageSpec, ValkeyImageStatus
 from valkey_operator.api.meta import Condition, ConditionStatus, ObjectMeta, OwnerReference
 from valkey_operator.api.network import (
@@ -249,8 +252,16 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                     password_secret_name="reports-passwords",
                     permissions=(Permission(role_ref=role.metadata.name),),
                 ),
+                AclUser(
+                    username="by-certificate",
+                    authentication=Authentication.CERTIFICATE,
+                    permissions=(Permission(role_ref=role.metadata.name),),
+                ),
             ),
-            tls=Tls(secret_ref="cache-tls"),
+            tls=Tls(secret_ref="cache-tls", client_auth=ClientAuth.REQUIRED),
+            external_access=ExternalAccess(
+                type=ExternalServiceType.LOAD_BALANCER, service_annotations={"example.com/lb": "internal"}
+            ),
             placement=Placement(
                 zones=("zone-a", "zone-b"),
                 zone_spread=ZoneSpread.REQUIRED,
@@ -307,8 +318,10 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             tls=TlsStatus(
                 secret_hash="0123456789abcdef",
                 changed_at="2026-12-01T10:00:00Z",
+                client_auth=ClientAuth.REQUIRED,
                 not_after="2027-03-01T10:00:00Z",
             ),
+            external_endpoints=(ExternalEndpoint(pod="cache-0-abcde", host="203.0.113.7", port=6379),),
             restore=RestoreStatus(
                 backup_name=f"nightly-{suffix}",
                 phase=RestorePhase.VERIFIED,
