@@ -123,15 +123,23 @@ class BackupReconciler:
         self.events = events
         self.metrics = metrics
         self.options = options
+        self.finished: set[str] = set()
+        """Uids of the backups this process wrote Completed or Failed: the cache may not show that
+        yet to a pass queued by an earlier status event, and a second run would upload its
+        manifest over the finished one (a rewritten manifest once came back this way)."""
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.cached(VALKEY_BACKUPS, request.namespace, request.name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return Result()
+        uid = obj["metadata"].get("uid", "")
+        if (obj.get("status") or {}).get("phase") in FINAL:
+            self.finished.discard(uid)  # the cache caught up
+            return Result()
+        if uid in self.finished:
+            return Result()
         obj = {**obj}  # the pass records its own status writes here, never in the cache's copy
         status = dict(obj.get("status") or {})
-        if status.get("phase") in FINAL:
-            return Result()
         try:
             return await self._pass(obj, status)
         except BackupFailed as failed:
@@ -344,6 +352,8 @@ class BackupReconciler:
                     raise
             else:
                 obj["status"] = stored.get("status") or {}
+        if status.get("phase") in FINAL:
+            self.finished.add(obj["metadata"].get("uid", ""))
         return status
 
 
