@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import attrs
 import pytest
 from chart_operator import ChartOperator
 from cluster_support import (
@@ -27,7 +26,7 @@ from cluster_support import (
     require_image,
     status_of,
 )
-from tls_support import write_ca
+from tls_support import ClientIdentity, write_ca
 from valkey.asyncio.cluster import ClusterNode, ValkeyCluster
 
 from controllers.shared import layout
@@ -42,24 +41,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 CERT_USER = "app-by-cert"
 
 
-@attrs.frozen
-class Identity:
-    """A client certificate and key on disk (valkey-cli --cert/--key, valkey-py ssl_certfile)."""
-
-    cert: Path
-    key: Path
-
-    @classmethod
-    def issue(cls, ca: certs.x509.Certificate, ca_key: object, common_name: str, directory: Path) -> Identity:
-        cert, key = certs.issue_leaf(ca, ca_key, common_name, client=True)  # type: ignore[arg-type]
-        directory.mkdir(parents=True, exist_ok=True)
-        found = cls(directory / "client.crt", directory / "client.key")
-        found.cert.write_bytes(certs.pem(cert))
-        found.key.write_bytes(certs.key_pem(key))
-        return found
-
-
-async def cli(ip: str, trust: Path, identity: Identity | None, *command: str, password: bool = False) -> str:
+async def cli(
+    ip: str, trust: Path, identity: ClientIdentity | None, *command: str, password: bool = False
+) -> str:
     """What valkey-cli of the TLS image prints (stderr too), presenting identity when given; with
     password, logging in as SUPERUSER too."""
     entry = images.resolve_image(images.tls_image())
@@ -81,7 +65,7 @@ async def cli(ip: str, trust: Path, identity: Identity | None, *command: str, pa
 
 
 async def client_auth_everywhere(
-    kube: Client, namespace: str, ips: list[str], trust: Path, identity: Identity, value: str
+    kube: Client, namespace: str, ips: list[str], trust: Path, identity: ClientIdentity, value: str
 ) -> None:
     """Every node runs tls-auth-clients `value` (asked as SUPERUSER, presenting identity)."""
 
@@ -108,9 +92,9 @@ async def test_clients_need_a_certificate_and_a_certificate_user_logs_in_by_its_
     )
     await put_tls_secret(kube, namespace, (certs.pem(leaf), certs.key_pem(leaf_key)), certs.pem(ca))
     trust = write_ca(tmp_path / "trust", ca)
-    user = Identity.issue(ca, ca_key, CERT_USER, tmp_path / "user")
-    stranger = Identity.issue(other, other_key, CERT_USER, tmp_path / "stranger")
-    nobody = Identity.issue(ca, ca_key, "nobody-of-ours", tmp_path / "nobody")
+    user = ClientIdentity.issue(ca, ca_key, tmp_path / "user", CERT_USER)
+    stranger = ClientIdentity.issue(other, other_key, tmp_path / "stranger", CERT_USER)
+    nobody = ClientIdentity.issue(ca, ca_key, tmp_path / "nobody", "nobody-of-ours")
     config = await image_config(catalog, images.tls_image())
     cert_user = {
         "username": CERT_USER,

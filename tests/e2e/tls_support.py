@@ -102,9 +102,14 @@ class ClientIdentity:
 
     @classmethod
     def issue(
-        cls, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, directory: Path
+        cls,
+        ca: x509.Certificate,
+        ca_key: ec.EllipticCurvePrivateKey,
+        directory: Path,
+        common_name: str = "valkey-client",
     ) -> ClientIdentity:
-        cert, key = certs.issue_leaf(ca, ca_key, "valkey-client", client=True)
+        """common_name: with tls-auth-clients-user CN, the ACL user the certificate logs in as."""
+        cert, key = certs.issue_leaf(ca, ca_key, common_name, client=True)
         directory.mkdir(parents=True, exist_ok=True)
         paths = cls(directory / "client.crt", directory / "client.key")
         paths.cert.write_bytes(certs.pem(cert))
