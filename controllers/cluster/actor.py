@@ -8,6 +8,8 @@ Thin and idempotent; nothing here decides (decide() did). Per action:
 - PatchPodMetadata: a merge patch of the listed annotations and labels, with the pod's uid
   as a precondition (another incarnation of the name is left alone); one
   `after` a reload is skipped when that reload failed this pass.
+- ResizePod: a strategic-merge patch of the Valkey container's resources through the pods/resize
+  subresource (the uid rides along; the subresource keeps only the resources of a patch).
 - MarkMember: a merge patch of the member label (null removes it), uid as precondition.
 - CreatePod: the body decide rendered, under the name it drew; a new data claim
   (persistence) is created first (a conflict: created by an earlier try).
@@ -64,6 +66,7 @@ from controllers.cluster.decision.actions import (
     PruneFailedPod,
     ReloadTls,
     Replicate,
+    ResizePod,
     SetConfig,
     SyncAcl,
     skipped,
@@ -71,7 +74,7 @@ from controllers.cluster.decision.actions import (
 from controllers.cluster.render.context import RenderContext
 from controllers.shared import layout, names
 from valkey_operator import failpoints
-from valkey_operator.core.client import ApiError, Client
+from valkey_operator.core.client import STRATEGIC_MERGE_PATCH, ApiError, Client
 from valkey_operator.core.resource import PERSISTENT_VOLUME_CLAIMS, PODS
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdminError, ValkeyCommandError
@@ -158,6 +161,8 @@ class Actor:
                     metadata["labels"] = dict(action.labels)
                 await self.client.patch(PODS, action.pod, {"metadata": metadata}, self.ctx.namespace)
                 self.annotated.setdefault(action.pod, {}).update(action.annotations)
+            case ResizePod():
+                await self._resize(action)
             case MarkMember():
                 label = names.MEMBER if action.member else None
                 patch = {"metadata": {"uid": action.uid, "labels": {names.MEMBER_LABEL: label}}}
@@ -219,6 +224,20 @@ class Actor:
             raise
         self.deleted.append(pod)
         log.info("deleted pod", pod=pod, cluster=self._key())
+
+    async def _resize(self, action: ResizePod) -> None:
+        container = {"name": layout.CONTAINER_NAME, "resources": action.resources.to_json()}
+        patch = {"metadata": {"uid": action.uid}, "spec": {"containers": [container]}}
+        await self.client.patch(
+            PODS,
+            action.pod,
+            patch,
+            self.ctx.namespace,
+            patch_type=STRATEGIC_MERGE_PATCH,
+            subresource="resize",
+        )
+        resources = container["resources"]
+        log.info("resized pod in place", pod=action.pod, resources=resources, cluster=self._key())
 
     async def _delete_object(self, action: DeleteObject) -> None:
         try:
@@ -338,7 +357,7 @@ def _describe(action: Action) -> str:
             return f"delete {action.key}"
         case CreatePod():
             return f"create a pod for shard {action.shard}"
-        case DeletePod() | PruneFailedPod() | PatchPodMetadata() | MarkMember():
+        case DeletePod() | PruneFailedPod() | PatchPodMetadata() | MarkMember() | ResizePod():
             return f"{type(action).__name__} {action.pod}"
         case DeleteClaim():
             return f"delete claim {action.claim}"

@@ -23,6 +23,9 @@ CLUSTER_LABEL = f"{GROUP}/cluster"
 SHARD_LABEL = f"{GROUP}/shard"
 TEMPLATE_HASH_LABEL = f"{GROUP}/template-hash"
 """Hash of what a change must roll (see template.py); the planner compares it, pod by pod."""
+SHAPE_HASH_LABEL = f"{GROUP}/shape-hash"
+"""Hash of the template without the container's resources (template.shape_hash): a pod whose shape
+is current and whose template is not differs only in resources, which pods/resize changes in place."""
 MEMBER_LABEL = f"{GROUP}/member"
 """"true" on a pod whose node is a cluster member that serves (membership.py); the client Service
 selects it, so clients are never handed a node that has not joined or is leaving."""
@@ -115,11 +118,14 @@ def common_labels(cluster: str) -> dict[str, str]:
     }
 
 
-def pod_labels(cluster: str, shard: int, template_hash: str, pod: str) -> dict[str, str]:
+def pod_labels(
+    cluster: str, shard: int, template_hash: str, pod: str, shape_hash: str | None = None
+) -> dict[str, str]:
     return {
         **common_labels(cluster),
         SHARD_LABEL: str(shard),
         TEMPLATE_HASH_LABEL: template_hash,
+        **({SHAPE_HASH_LABEL: shape_hash} if shape_hash is not None else {}),
         POD_NAME_LABEL: pod,
     }
 

@@ -20,6 +20,7 @@ from typing import Self
 
 import attrs
 
+from controllers.shared import layout
 from controllers.shared.names import (
     DATA_VOLUME,
     MEMBER,
@@ -27,13 +28,14 @@ from controllers.shared.names import (
     MODE_ANNOTATION,
     NODE_ID_ANNOTATION,
     POD_NAME_LABEL,
+    SHAPE_HASH_LABEL,
     TEMPLATE_HASH_LABEL,
     shard_of,
 )
 from controllers.shared.tls import Certificate
 from controllers.shared.versions import Version
 from valkey_operator.api.cluster import NodeRole
-from valkey_operator.api.quantity import quantity_bytes
+from valkey_operator.api.quantity import parse_quantity, quantity_bytes
 from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.acl import UserRules
@@ -130,6 +132,138 @@ class NodeObservation:
 
 # --- pods ----------------------------------------------------------------------------------------
 
+MEMORY_SLACK_BYTES = 64 * 1024
+"""Memory quantities this close are the same: the kernel keeps a cgroup's memory limit in whole
+pages, so a runtime can report a limit that is not a multiple of the page size rounded down."""
+CPU_SLACK = parse_quantity("10m")
+"""CPU quantities this close are the same: a runtime reports cpu as shares and quota, which the
+kubelet converts back with rounding."""
+
+
+def same_quantity(resource: str, left: str | None, right: str | None) -> bool:
+    """Two quantities of resource are the same (both absent counts; one that does not parse never)."""
+    if left is None or right is None:
+        return left is None and right is None
+    try:
+        difference = abs(parse_quantity(left) - parse_quantity(right))
+    except ValueError:
+        return False
+    return difference < (MEMORY_SLACK_BYTES if resource == "memory" else CPU_SLACK)
+
+
+@attrs.frozen(kw_only=True)
+class ContainerResources:
+    """One container's requests and limits (resource name -> quantity as written)."""
+
+    requests: Mapping[str, str] = attrs.field(factory=dict)
+    limits: Mapping[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, resources: Obj | None) -> Self | None:
+        """From a container's (or a container status's) `resources`; None when absent."""
+        if resources is None:
+            return None
+        return cls(
+            requests={str(key): str(value) for key, value in (resources.get("requests") or {}).items()},
+            limits={str(key): str(value) for key, value in (resources.get("limits") or {}).items()},
+        )
+
+    def same(self, other: ContainerResources) -> bool:
+        """The same cpu and memory requests and limits, quantity for quantity."""
+        return same_requests(self.requests, other.requests) and same_requests(self.limits, other.limits)
+
+    @property
+    def memory_limit(self) -> int | None:
+        """The memory limit in bytes (None when absent or unreadable)."""
+        value = self.limits.get("memory")
+        try:
+            return quantity_bytes(value) if value is not None else None
+        except ValueError:
+            return None
+
+    def to_json(self) -> Obj:
+        """As a container's `resources` (what a resize sends)."""
+        rendered: Obj = {}
+        if self.requests:
+            rendered["requests"] = dict(self.requests)
+        if self.limits:
+            rendered["limits"] = dict(self.limits)
+        return rendered
+
+
+def same_requests(left: Mapping[str, str], right: Mapping[str, str]) -> bool:
+    """cpu and memory the same in both (other resources are not the operator's)."""
+    return all(same_quantity(key, left.get(key), right.get(key)) for key in ("cpu", "memory"))
+
+
+RESIZE_PENDING = "PodResizePending"
+RESIZE_IN_PROGRESS = "PodResizeInProgress"
+INFEASIBLE = "Infeasible"
+
+
+@attrs.frozen(kw_only=True)
+class PodResources:
+    """The Valkey container's resources as its pod asks, as the kubelet allocated and runs them, and
+    the kubelet's resize conditions (the pods/resize subresource; all unknown on a pod not running yet)."""
+
+    asked: ContainerResources | None = None
+    """spec.containers[valkey].resources (None: the pod has no such container)."""
+    allocated: Mapping[str, str] | None = None
+    """status.containerStatuses[valkey].allocatedResources: the requests the kubelet admitted."""
+    running: ContainerResources | None = None
+    """status.containerStatuses[valkey].resources: what the container runs with."""
+    generation: int | None = None
+    """metadata.generation: a resize raises it."""
+    observed_generation: int | None = None
+    """status.observedGeneration: the generation the kubelet last reported on (absent before 1.34)."""
+    pending: str | None = None
+    """The reason of a True PodResizePending condition (Infeasible or Deferred), else None."""
+    pending_message: str = ""
+    pending_generation: int | None = None
+    """That condition's observedGeneration: the generation it judged."""
+    in_progress: bool = False
+    """A True PodResizeInProgress condition: admitted, not yet running everywhere."""
+
+    @property
+    def infeasible(self) -> bool:
+        """The kubelet refused the pod's current ask for good: its node can never hold it."""
+        judged = self.pending_generation is None or self.generation is None
+        return self.pending == INFEASIBLE and (judged or self.pending_generation == self.generation)
+
+    @classmethod
+    def of(cls, pod: Obj) -> Self:
+        metadata = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        container = _valkey_container((pod.get("spec") or {}).get("containers"))
+        reported = _valkey_container(status.get("containerStatuses")) or {}
+        conditions = {
+            str(condition.get("type")): condition
+            for condition in status.get("conditions") or []
+            if condition.get("status") == "True"
+        }
+        pending = conditions.get(RESIZE_PENDING)
+        allocated = reported.get("allocatedResources")
+        return cls(
+            asked=ContainerResources.of(container.get("resources") or {}) if container is not None else None,
+            allocated={str(key): str(value) for key, value in allocated.items()} if allocated else None,
+            running=ContainerResources.of(reported.get("resources")),
+            generation=_integer(metadata.get("generation")),
+            observed_generation=_integer(status.get("observedGeneration")),
+            pending=str(pending.get("reason") or "Pending") if pending is not None else None,
+            pending_message=str((pending or {}).get("message") or "")[:300],
+            pending_generation=_integer((pending or {}).get("observedGeneration")),
+            in_progress=RESIZE_IN_PROGRESS in conditions,
+        )
+
+
+def _valkey_container(containers: list[Obj] | None) -> Obj | None:
+    """The Valkey container (or its status) among a pod's, if there."""
+    return next((found for found in containers or [] if found.get("name") == layout.CONTAINER_NAME), None)
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
 
 class PodPhase(enum.StrEnum):
     PENDING = "Pending"
@@ -179,6 +313,11 @@ class PodObservation:
     InvalidImageName, ErrImageNeverPull), else None (stalled.py reads it)."""
     image_wait_message: str = ""
     """That container's name, image and the kubelet's message."""
+    shape_hash: str | None = None
+    """The shape-hash label (template.shape_hash): the template without resources. Pods made
+    before in-place resize have none, and are rolled for a resources change."""
+    resources: PodResources = PodResources()
+    """The Valkey container's resources asked, allocated and running, and any resize under way."""
 
     @property
     def order(self) -> tuple[str, str]:
@@ -232,6 +371,8 @@ class PodObservation:
             name=metadata["name"],
             shard=shard_of(labels),
             template_hash=labels.get(TEMPLATE_HASH_LABEL),
+            shape_hash=labels.get(SHAPE_HASH_LABEL),
+            resources=PodResources.of(pod),
             phase=phase,
             ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
             ip=status.get("podIP") or None,

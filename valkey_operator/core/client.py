@@ -12,11 +12,27 @@ from typing import Any, TypeVar
 
 from valkey_operator.core.clock import Clock, RealClock
 from valkey_operator.core.resource import Resource
-from valkey_operator.core.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, ApiError, Obj, RestClient
+from valkey_operator.core.rest import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Obj,
+    RestClient,
+)
 
 T = TypeVar("T")
 
-__all__ = ["APPLY_PATCH", "JSON_PATCH", "MERGE_PATCH", "ApiError", "Client", "retry_on_conflict"]
+__all__ = [
+    "APPLY_PATCH",
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "ApiError",
+    "Client",
+    "retry_on_conflict",
+]
 
 
 def _namespace_of(obj: Obj) -> str | None:

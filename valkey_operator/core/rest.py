@@ -29,6 +29,8 @@ Obj = dict[str, Any]
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+"""Built-in kinds only: lists merge by their key (a pod's containers by name)."""
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 # Accept headers that make the API server answer with metadata only (client-go's metadata client).

@@ -14,6 +14,7 @@ import attrs
 
 from controllers.cluster.decision.desired import OwnedObject, object_key
 from controllers.cluster.render.acl import UserAcl
+from controllers.shared.observation import ContainerResources
 from valkey_operator.core.resource import Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.valkey.slots import SlotRanges
@@ -148,6 +149,19 @@ class PatchPodMetadata:
 
 
 @attrs.frozen
+class ResizePod:
+    """Ask for these resources of a live pod's Valkey container through the pods/resize subresource
+    (that incarnation only): the kubelet changes them in place, no container restarted
+    (resizePolicy NotRequired, the only one restartPolicy Never allows). Paced like the roll, one
+    pod at a time (rollout.plan_resize), but no data moves: not disruptive."""
+
+    pod: str
+    uid: str
+    resources: ContainerResources
+    disruptive: ClassVar[bool] = False
+
+
+@attrs.frozen
 class MarkMember:
     """Set (member) or remove the member label on a live pod: the client Service selects it."""
 
@@ -272,6 +286,7 @@ Action = (
     | ApplyObject
     | DeleteObject
     | PatchPodMetadata
+    | ResizePod
     | MarkMember
     | CreatePod
     | DeletePod

@@ -102,12 +102,13 @@ from controllers.cluster.render.claims import (
     persistent,
     render_claim,
 )
-from controllers.cluster.render.config import runtime_settings
+from controllers.cluster.render.config import maxmemory_derived, runtime_settings
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.network_policy import operator_peer
 from controllers.cluster.render.pods import render_pod
+from controllers.cluster.render.pods import resources as container_resources
 from controllers.cluster.render.restore import with_restore
-from controllers.cluster.render.template import template_hash
+from controllers.cluster.render.template import shape_hash, template_hash
 from controllers.cluster.render.user_passwords import (
     PasswordProblem,
     missing_generated,
@@ -119,7 +120,7 @@ from controllers.options import ControllerOptions
 from controllers.shared import layout, names
 from controllers.shared.config_resolve import ResolutionFailure, ResolvedConfig
 from controllers.shared.credentials import DamagedSecret, InternalCredentials
-from controllers.shared.observation import Observation
+from controllers.shared.observation import ContainerResources, Observation
 from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import (
@@ -415,6 +416,9 @@ def decide(facts: Facts, now: float) -> Decision:
         cluster,
         template_hash=template_hash(ctx),
         image=ctx.config.image.reference,
+        shape_hash=shape_hash(ctx),
+        resources=ContainerResources.of(container_resources(ctx)),
+        maxmemory_derived=maxmemory_derived(ctx.config),
         config_hash=resolved.settings_hash,
         runtime=runtime_settings(ctx.config),
         acl=acl,

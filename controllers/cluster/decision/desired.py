@@ -11,6 +11,7 @@ import attrs
 from controllers.cluster.decision.restore import RestoreSource
 from controllers.cluster.render.acl import UserAcl
 from controllers.cluster.render.external import DesiredExternal
+from controllers.shared.observation import ContainerResources
 from controllers.shared.tls import TlsMaterial
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.resources import PAUSED_ANNOTATION
@@ -75,6 +76,14 @@ class Desired:
     template_hash: str
     """The pod-template hash current pods should carry (from the renderer)."""
     image: str
+    shape_hash: str = ""
+    """The template hash without resources (template.shape_hash): a pod labelled with it differs
+    from the template in resources at most, which pods/resize changes in place (resize.py)."""
+    resources: ContainerResources | None = None
+    """The Valkey container's resources as rendered (render/pods.resources): what a resize asks."""
+    maxmemory_derived: bool = False
+    """maxmemory follows the memory limit (the config chain does not set it): each node's value
+    follows the limit its own pod runs with (resize.node_maxmemory)."""
     """The image reference the pods run, named in version-floor messages."""
     paused: bool = False
     """The paused annotation: plan nothing, still report status."""
@@ -127,6 +136,9 @@ class Desired:
         *,
         template_hash: str,
         image: str,
+        shape_hash: str = "",
+        resources: ContainerResources | None = None,
+        maxmemory_derived: bool = False,
         config_hash: str = "",
         runtime: Mapping[str, str] | None = None,
         acl: DesiredAcl | None = None,
@@ -143,6 +155,9 @@ class Desired:
             replicas_per_shard=cluster.spec.replicas_per_shard,
             template_hash=template_hash,
             image=image,
+            shape_hash=shape_hash,
+            resources=resources,
+            maxmemory_derived=maxmemory_derived,
             paused=cluster.metadata.annotations.get(PAUSED_ANNOTATION, "").lower() == "true",
             config_hash=config_hash,
             runtime=dict(runtime or {}),

@@ -21,7 +21,9 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
    ids recorded, sizes grown, unneeded free claims deleted (`data_claims.upkeep`),
    and mark done the failover request of each replica since seen primary
    (`rollout.mark_fulfilled`), so a later demotion of that pod is no request
-   in flight;
+   in flight; the template-hash label of each pod whose in-place resize the
+   kubelet reported, and whose node runs the maxmemory that follows it, is
+   patched to the current hash (Rollout.resize, rollout.plan_resize);
 2. create the missing pods (one per shard per replica slot, and the rolling
    shard's surge pod), except for a shard whose pods keep failing before they
    serve (failures.py), and none while the cache has not caught up with this
@@ -51,10 +53,12 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
    (`_forget`);
 10. slots move toward each shard's quota, one migration job per source
    (`_migrate`);
-11. with no pod leaving: the roll's coordinated failover, or, when the pass
-   only keeps things up, the spread's next move (`spread.next_move`, the
-   first of the moves it chose together), each recorded on its replica's pod
-   first (`failover_request`);
+11. with no pod leaving: the roll's coordinated failover, or the next in-place
+   resize (sent through pods/resize, only once the roll replaces nothing), or,
+   when the pass only keeps things up and nothing is being resized, the
+   spread's next move (`spread.next_move`, the first of the moves it chose
+   together), each failover recorded on its replica's pod first
+   (`failover_request`);
 12. old failed pods beyond the newest few of a shard are pruned (`_prune`),
    and at most one pod is removed (surplus replicas, drained leaving shards, a
    rejected pod of an old template, the roll's step), never one holding slots
@@ -210,6 +214,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
     actions += external.pod_labels(view)
     actions += data_claims.upkeep(view)
     actions += rollout.mark_fulfilled(view)
+    actions += rolling.resize.labels
     actions += _create_missing(view, rolling)
     actions += upkeep.set_config(view)
     actions += certificates.reload_tls(view)
@@ -223,9 +228,12 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
         actions += _promote(view)
         actions += _forget(view)
         actions += _migrate(view, leaving)
+    quiet = not rolling.outdated and not rolling.resize.pods
     if removal is None and isinstance(rolling.step, Failover):
         actions += [failover_request(view, rolling.step.node, rolling.failover), rolling.step]
-    elif removal is None and not rolling.outdated and all(isinstance(action, _UPKEEP) for action in actions):
+    elif removal is None and rolling.resize.step is not None:
+        actions.append(rolling.resize.step)
+    elif removal is None and quiet and all(isinstance(action, _UPKEEP) for action in actions):
         move = spread.next_move(view)
         if move is not None:
             step, previous = move
@@ -798,7 +806,7 @@ def _spreading(view: View, actions: Sequence[Planned], rolling: Rollout) -> bool
     """The spread's move sent this pass or still under way: the next move is due once the replica
     reports itself primary, which no watch event announces (without a roll, a Failover is the
     spread's; a paused cluster plans nothing, so it waits at its usual cadence)."""
-    if rolling.outdated or view.desired.paused:
+    if rolling.outdated or rolling.resize.pods or view.desired.paused:
         return False
     return any(isinstance(action, Failover) for action in actions) or spread.moving(view)
 

@@ -640,6 +640,12 @@ def _rollout_progress(view: View, actions: Sequence[Planned], rolling: Rollout, 
     if rolling.queued:
         return f"{text}; waiting for a rollout slot (maxConcurrentRollouts clusters are rolling)"
     progress = _rollout(view, actions, rolling)
+    resizing = rolling.resize
+    if progress is None and resizing.pods:
+        step = resizing.step
+        sent = step is not None and step in actions
+        doing = f"resizing {step.pod}" if sent and step is not None else f"waiting for {resizing.waiting}"
+        return f"{text}; {len(resizing.pods)} resized in place, one at a time: {doing}"
     if progress is None:
         return text
     return (

@@ -28,6 +28,13 @@ wait. In it, with R = replicasPerShard:
 Every disruptive step waits until the cluster is settled: every slot served by
 one reachable primary, no migration, no pod going away, every pod answering,
 no departed id left to forget, every member reporting cluster_state ok.
+
+A pod that differs from the template only in its container's resources is not
+replaced but resized in place (resize.py), paced as the roll is and only once
+the roll has nothing left to replace (`plan_resize`): one pod at a time, shard
+by shard, replicas before their primary, each resize sent only when the
+cluster is settled and no other resize is still being applied. A pod whose
+memory shrinks is resized only once its node runs the lower maxmemory.
 """
 
 from __future__ import annotations
@@ -36,8 +43,11 @@ from collections.abc import Iterable
 
 import attrs
 
-from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata
-from controllers.cluster.decision.view import Node, View, is_outdated
+from controllers.cluster.decision import resize
+from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata, ResizePod
+from controllers.cluster.decision.resize import Stage
+from controllers.cluster.decision.view import Node, View, outdated_pods, rolls
+from controllers.shared.names import TEMPLATE_HASH_LABEL
 from controllers.shared.observation import PodObservation
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
@@ -87,6 +97,21 @@ class FailoverRequest:
 
 
 @attrs.frozen(kw_only=True)
+class Resizing:
+    """Where the in-place resizes stand this pass (all empty when no pod has one to take)."""
+
+    pods: tuple[str, ...] = ()
+    """Live pods whose resources change in place (resize.stage is not None)."""
+    step: ResizePod | None = None
+    """The resize to send now, if any."""
+    labels: tuple[PatchPodMetadata, ...] = ()
+    """The template-hash label of each pod whose resize the kubelet reported and whose node runs
+    the maxmemory that follows it: the pod is then current."""
+    waiting: str = ""
+    """What the next resize waits for (for the status), when none is sent."""
+
+
+@attrs.frozen(kw_only=True)
 class Rollout:
     """Where the rolling update stands this pass (all empty when every pod runs the template)."""
 
@@ -108,22 +133,32 @@ class Rollout:
     """That request timed out (it is retried after a backoff)."""
     queued: bool = False
     """Outdated pods wait for a rollout slot (maxConcurrentRollouts)."""
+    resize: Resizing = Resizing()
+    """The pods resized in place instead (`plan_resize`)."""
 
 
 def outdated(view: View, pod: PodObservation) -> bool:
-    return is_outdated(pod, view.desired)
+    """The roll replaces pod (an outdated pod it cannot resize in place)."""
+    return rolls(pod, view.desired)
 
 
 def plan_rollout(view: View) -> Rollout:
     """Where the roll stands (computed once per pass: plan() hands it to the report)."""
     stale = view.outdated
     shards = sorted({pod.shard for pod in stale if pod.shard is not None})
-    current = sum(1 for shard in range(view.desired.shards) if shard not in shards)
+    behind = {pod.shard for pod in outdated_pods(view.pods, view.desired)}
+    current = sum(1 for shard in range(view.desired.shards) if shard not in behind)
+    resizing = plan_resize(view, rolling=bool(shards))
     if not shards:
-        return Rollout(outdated=(), shard=None, shards_current=current)
+        queued = bool(resizing.pods) and not view.context.may_roll
+        return Rollout(outdated=(), shard=None, shards_current=current, resize=resizing, queued=queued)
     if not view.context.may_roll:
         return Rollout(
-            outdated=tuple(pod.name for pod in stale), shard=None, shards_current=current, queued=True
+            outdated=tuple(pod.name for pod in stale),
+            shard=None,
+            shards_current=current,
+            queued=True,
+            resize=resizing,
         )
     shard = shards[0]
     pods = view.shard_pods(shard)
@@ -138,7 +173,63 @@ def plan_rollout(view: View) -> Rollout:
         failover=request,
         handover_until=_handover_until(view, shard),
         failover_failed=failed,
+        resize=resizing,
     )
+
+
+def plan_resize(view: View, rolling: bool) -> Resizing:
+    """The in-place resizes of this pass (resize.py): every reported one's label, and at most one
+    resize to send, only while the roll replaces nothing (`rolling`) and may take steps, no other
+    resize is being applied, and the cluster is `settled_for_a_step`; the lowest shard first,
+    replicas before their primary. A shrinking pod's resize also waits until its node runs the
+    lower maxmemory (resize.node_maxmemory, applied by upkeep.set_config the same pass)."""
+    desired = view.desired
+    stages = {pod.name: found for pod in view.pods if (found := resize.stage(pod, desired)) is not None}
+    if not stages:
+        return Resizing()
+    pods = [pod for pod in view.pods if pod.name in stages]
+    label = ((TEMPLATE_HASH_LABEL, desired.template_hash),)
+    labels = tuple(
+        PatchPodMetadata(pod.name, pod.uid, (), labels=label)
+        for pod in pods
+        if stages[pod.name] is Stage.REPORTED and _maxmemory_follows(view, pod)
+    )
+    names = tuple(pod.name for pod in pods)
+    applying = [pod.name for pod in pods if stages[pod.name] is Stage.WAITING]
+    asking = sorted(
+        (pod for pod in pods if stages[pod.name] is Stage.ASK),
+        key=lambda pod: (pod.shard, _is_primary(view, pod), pod.order),
+    )
+    if applying:
+        waiting = f"the kubelet to apply the resize of {applying[0]}"
+        return Resizing(pods=names, labels=labels, waiting=waiting)
+    if not asking:
+        return Resizing(pods=names, labels=labels, waiting="the nodes' maxmemory to follow their new limits")
+    if rolling or not view.context.may_roll:
+        return Resizing(pods=names, labels=labels, waiting="the rolling update")
+    if not settled_for_a_step(view):
+        return Resizing(pods=names, labels=labels, waiting="the cluster to settle")
+    first, resources = asking[0], desired.resources
+    if resources is None:  # resize.stage is None without them: never here
+        return Resizing(pods=names, labels=labels)
+    if resize.shrinks_memory(first, desired) and not _maxmemory_follows(view, first):
+        return Resizing(pods=names, labels=labels, waiting=f"{first.name} to run the lower maxmemory first")
+    return Resizing(pods=names, labels=labels, step=ResizePod(first.name, first.uid, resources))
+
+
+def _is_primary(view: View, pod: PodObservation) -> bool:
+    """A primary, or a pod whose role is unknown (it goes last)."""
+    node = view.nodes.get(pod.name)
+    return node is None or node.is_primary
+
+
+def _maxmemory_follows(view: View, pod: PodObservation) -> bool:
+    """The pod's node runs the maxmemory that follows its pod's memory limit (CONFIG GET confirmed),
+    or the config chain sets maxmemory (it follows no limit)."""
+    if not view.desired.maxmemory_derived:
+        return True
+    changes = view.runtime_changes.get(pod.name)
+    return changes is not None and "maxmemory" not in changes
 
 
 def _pending_failover(view: View, shard: int) -> FailoverRequest | None:

@@ -13,7 +13,7 @@ from typing import TypeVar, cast
 
 import attrs
 
-from controllers.cluster.decision import announce
+from controllers.cluster.decision import announce, resize
 from controllers.cluster.decision.acl_decision import AclDecision, decide_acl
 from controllers.cluster.decision.context import Context
 from controllers.cluster.decision.desired import Desired
@@ -87,6 +87,11 @@ def outdated_pods(pods: Sequence[PodObservation], desired: Desired) -> tuple[Pod
     return tuple(pod for pod in pods if is_outdated(pod, desired))
 
 
+def rolls(pod: PodObservation, desired: Desired) -> bool:
+    """An outdated pod the roll replaces: one whose difference cannot be taken in place (resize.py)."""
+    return is_outdated(pod, desired) and not resize.in_place(pod, desired)
+
+
 T = TypeVar("T")
 
 
@@ -136,8 +141,9 @@ class View:
         """The per-pod Services (spec.externalAccess), by name: a pod's is named after it."""
         self.node_zones = observation.node_zones
         self._once: dict[str, object] = {}
-        self.outdated = outdated_pods(self.pods, desired)
-        """Live pods of in-spec shards on another template (the one definition of outdated)."""
+        self.outdated = tuple(pod for pod in self.pods if rolls(pod, desired))
+        """Live pods of in-spec shards on another template that the roll replaces (the one
+        definition of outdated, less the pods resized in place: resize.py)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))
 
     @property
@@ -375,13 +381,18 @@ class View:
         them (announce.py). The operator's own directives
         (tunables.operator_runtime) count only while no backup of the cluster is Running: a backup's
         stream sets the sync delay to 0 for the moment its SYNC starts, and a stream cut off in
-        between (the operator stopped) leaves it there until this puts it back."""
+        between (the operator stopped) leaves it there until this puts it back. A derived maxmemory
+        follows the node's own pod (resize.node_maxmemory)."""
         found: dict[str, dict[str, str] | None] = {}
         for name, node in self.nodes.items():
             if node.obs.config is None or not meets_floor(node.obs.version):
                 found[name] = None
                 continue
-            wanted = desired_runtime(self.desired.runtime, node.obs.version)
+            runtime = self.desired.runtime
+            maxmemory = resize.node_maxmemory(node.pod, self.desired)
+            if maxmemory is not None:
+                runtime = {**runtime, "maxmemory": str(maxmemory)}
+            wanted = desired_runtime(runtime, node.obs.version)
             changes = {
                 key: value for key, value in wanted.values.items() if node.obs.config.get(key) != value
             }

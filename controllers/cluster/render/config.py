@@ -68,8 +68,21 @@ def default_maxmemory(config: ResolvedConfig) -> int | None:
     memory = config.memory_limit
     if memory is None:
         return None
+    return maxmemory_of(quantity_bytes(memory))
+
+
+def maxmemory_of(memory_limit: int) -> int:
+    """The maxmemory the operator derives from a memory limit in bytes (MAXMEMORY_FRACTION)."""
     numerator, denominator = MAXMEMORY_FRACTION
-    return quantity_bytes(memory) * numerator // denominator
+    return memory_limit * numerator // denominator
+
+
+def maxmemory_derived(config: ResolvedConfig) -> bool:
+    """maxmemory follows the memory limit: the chain does not set it, and a limit exists. Then each
+    node's value follows the limit its own pod runs with (an in-place resize changes it)."""
+    if config.memory_limit is None:
+        return False
+    return not any(key.lower() == "maxmemory" for key in config.valkey)
 
 
 def tunables(config: ResolvedConfig) -> dict[str, str]:

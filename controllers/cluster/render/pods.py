@@ -38,7 +38,7 @@ from controllers.cluster.render.claims import claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
 from controllers.cluster.render.security import container_security_context
-from controllers.cluster.render.template import restarted_at, template_hash
+from controllers.cluster.render.template import restarted_at, shape_hash, template_hash
 from controllers.shared import layout, names
 from controllers.shared.names import DATA_VOLUME
 from valkey_operator.api.config import DEFAULT_POD_ID
@@ -200,8 +200,9 @@ def image_pull_secrets(ctx: RenderContext) -> Obj:
 
 def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = None) -> Obj:
     """A new pod for `shard` named `name` (from names.pod_name), on `claim` when the config asks for
-    persistence; labels carry the template hash."""
-    metadata = ctx.metadata(name, names.pod_labels(ctx.name, shard, template_hash(ctx), name))
+    persistence; labels carry the template hash and the shape hash (template.py)."""
+    labels = names.pod_labels(ctx.name, shard, template_hash(ctx), name, shape_hash(ctx))
+    metadata = ctx.metadata(name, labels)
     annotations = dict(ctx.cluster.spec.pod_annotations)
     restart = restarted_at(ctx)
     if restart is not None:

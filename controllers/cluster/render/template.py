@@ -25,6 +25,11 @@ place, SPEC 1.6) or reclaimPolicy (the claims' owner references); nor
 imagePullSecrets: the kubelet uses them only to pull, and a running pod has
 pulled its image already, so a change (a renamed or rotated registry
 credential) needs no new pods; pods created later carry the new list.
+
+The shape hash (`shape_hash`) is the same inputs without resources and limits: pods carry it as a
+second label, and a live pod whose shape is current while its template is not differs only in its
+container's resources, which the pods/resize subresource changes without a new pod (rollout.py,
+resize.py). The template hash itself is unchanged by it, so no pod made before it rolls.
 """
 
 from __future__ import annotations
@@ -90,7 +95,25 @@ def template_inputs(ctx: RenderContext) -> Obj:
     }
 
 
+RESIZABLE_INPUTS = ("resources", "limits")
+"""The inputs a live pod can take in place (pods/resize): left out of the shape hash."""
+
+
+def shape_inputs(ctx: RenderContext) -> Obj:
+    """The template's inputs but the ones a resize changes in place."""
+    return {key: value for key, value in template_inputs(ctx).items() if key not in RESIZABLE_INPUTS}
+
+
+def _digest(inputs: Obj) -> str:
+    encoded = json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]
+
+
 def template_hash(ctx: RenderContext) -> str:
     """16 hex characters: a valid label value, short enough to read in `kubectl get pods -L`."""
-    encoded = json.dumps(template_inputs(ctx), sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(encoded).hexdigest()[:16]
+    return _digest(template_inputs(ctx))
+
+
+def shape_hash(ctx: RenderContext) -> str:
+    """The template hash's form without resources and limits (16 hex characters)."""
+    return _digest(shape_inputs(ctx))

@@ -10,7 +10,7 @@ from render_support import UID, context, parse_valkey_conf, resolved
 from controllers.cluster.render.config import SHUTDOWN_TIMEOUT_S, render_valkey_conf
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.pods import render_pod
-from controllers.cluster.render.template import template_hash
+from controllers.cluster.render.template import shape_hash, template_hash
 from controllers.shared import names
 from valkey_operator.api.cluster import ValkeyCluster, ZoneSpread
 
@@ -328,3 +328,43 @@ def test_template_hash_ignores_default_zone_spread() -> None:
 def test_template_hash_of_a_config_without_limits_or_digest_is_unchanged() -> None:
     """The hash before limits, digests and pull secrets existed: upgrading the operator rolls nothing."""
     assert template_hash(context()) == "68c4f487d83dacc8"
+
+
+# ---- shape hash (in-place resize) -----------------------------------------------------------------
+
+
+def shape_of(config: Any = None, **spec: Any) -> str:
+    return shape_hash(context(config=config, **{**BASE, **spec}))
+
+
+@pytest.mark.parametrize(
+    "resized",
+    [
+        {"config": resolved(resources={"cpu": "2", "memory": "1Gi"})},
+        {"config": resolved(limits={"memory": "2Gi"})},
+        {"config": resolved(limits={"cpu": "2"})},
+    ],
+)
+def test_a_resources_change_keeps_the_shape_and_changes_the_template(resized: dict[str, Any]) -> None:
+    assert shape_of(**resized) == shape_of()
+    assert hash_of(**resized) != hash_of()
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"config": resolved(tag="9.1.0")},
+        {"tls": {"secretRef": "cache-tls"}},
+        {"placement": {"zones": ["a", "b"]}},
+    ],
+)
+def test_the_shape_changes_with_everything_else_in_the_template(changed: dict[str, Any]) -> None:
+    assert shape_of(**changed) != shape_of()
+
+
+def test_a_new_pod_carries_the_shape_hash_beside_the_template_hash() -> None:
+    ctx = context()
+    labels = render_pod(ctx, 0, "cache-0-bcdfg")["metadata"]["labels"]
+    assert labels[names.SHAPE_HASH_LABEL] == shape_hash(ctx)
+    assert labels[names.TEMPLATE_HASH_LABEL] == template_hash(ctx)
+    assert shape_hash(ctx) != template_hash(ctx)

@@ -9,8 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controllers.cluster.decision.desired import Desired
-from controllers.shared.names import SHARD_LABEL
-from controllers.shared.observation import NodeObservation, PodObservation, PodPhase
+from controllers.shared.names import SHAPE_HASH_LABEL, SHARD_LABEL
+from controllers.shared.observation import (
+    ContainerResources,
+    NodeObservation,
+    PodObservation,
+    PodPhase,
+    same_quantity,
+)
 from controllers.shared.versions import meets_floor, parse_version, version_from_info
 from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.valkey.replies import MigrationOperation, SlotMigration, parse_cluster_nodes
@@ -249,3 +255,77 @@ def test_desired_reads_the_spec_and_the_paused_annotation(annotation: str | None
         3,
         paused,
     )
+
+
+# --- a pod's resources and its in-place resize ---------------------------------------------------
+
+
+def infeasible(generation: int) -> dict[str, object]:
+    condition = {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+    return {**condition, "observedGeneration": generation}
+
+
+def resized_pod(**status: object) -> dict[str, object]:
+    container = {
+        "name": "valkey",
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}},
+    }
+    return {
+        "metadata": {"name": "p", "generation": 3, "labels": {SHARD_LABEL: "0", SHAPE_HASH_LABEL: "s"}},
+        "spec": {"containers": [{"name": "exporter"}, container]},
+        "status": {"phase": "Running", **status},
+    }
+
+
+def test_a_pods_resize_is_read_from_its_spec_status_and_conditions() -> None:
+    pod = PodObservation.from_pod(
+        resized_pod(
+            observedGeneration=3,
+            conditions=[
+                {"type": "Ready", "status": "True"},
+                infeasible(3),
+                {"type": "PodResizeInProgress", "status": "False"},
+            ],
+            containerStatuses=[
+                {
+                    "name": "valkey",
+                    "allocatedResources": {"cpu": "500m", "memory": "256Mi"},
+                    "resources": {
+                        "requests": {"cpu": "0.5", "memory": "256Mi"},
+                        "limits": {"memory": "268435456"},
+                    },
+                }
+            ],
+        )
+    )
+    resources = pod.resources
+    assert pod.shape_hash == "s"
+    assert resources.asked == ContainerResources(
+        requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "512Mi"}
+    )
+    assert resources.allocated == {"cpu": "500m", "memory": "256Mi"}
+    assert resources.running is not None and resources.running.memory_limit == 256 << 20
+    assert resources.running.same(
+        ContainerResources(requests={"cpu": "500m", "memory": "256Mi"}, limits={"memory": "256Mi"})
+    )
+    assert (resources.generation, resources.observed_generation) == (3, 3)
+    assert resources.pending == "Infeasible" and resources.infeasible
+    assert not resources.in_progress  # a False condition is no resize in progress
+
+
+def test_an_infeasible_verdict_on_an_older_generation_is_not_the_current_asks() -> None:
+    pod = PodObservation.from_pod(resized_pod(conditions=[infeasible(2)]))
+    assert pod.resources.pending == "Infeasible" and not pod.resources.infeasible
+
+
+def test_a_pod_not_started_reports_no_allocation() -> None:
+    pod = PodObservation.from_pod(resized_pod())
+    assert pod.resources.allocated is None and pod.resources.running is None
+    assert pod.resources.observed_generation is None and pod.resources.pending is None
+
+
+def test_quantities_a_runtime_rounds_are_the_same() -> None:
+    assert same_quantity("memory", "1G", str(1_000_000_000 // 4096 * 4096))  # whole pages
+    assert not same_quantity("memory", "256Mi", "384Mi")
+    assert same_quantity("cpu", "0.5", "500m") and not same_quantity("cpu", "500m", "1")
+    assert same_quantity("cpu", None, None) and not same_quantity("cpu", "1", None)
