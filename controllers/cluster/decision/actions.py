@@ -138,13 +138,15 @@ class DeleteObject:
 class PatchPodMetadata:
     """Merge-patch these annotations and labels onto a live pod; every other key on it stays as it is.
 
-    With `after`, only once that action of the same pass succeeded (a TLS reload it confirms)."""
+    With `after`, only once that action of the same pass succeeded (a TLS reload it confirms); with
+    `refused`, only once the API server refused that action of the same pass (`api_refused`)."""
 
     pod: str
     uid: str
     annotations: tuple[tuple[str, str], ...]
     after: ReloadTls | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    refused: ResizePod | None = None
     disruptive: ClassVar[bool] = False
 
 
@@ -326,6 +328,21 @@ class Failure:
 
 def skipped(action: Action, failures: Sequence[Failure]) -> bool:
     """Whether the actor leaves action out: a PatchPodMetadata `after` an action that failed this
-    pass records what did not happen (that failure is reported instead)."""
-    after = action.after if isinstance(action, PatchPodMetadata) else None
-    return after is not None and any(failure.action == after for failure in failures)
+    pass records what did not happen (that failure is reported instead), and one recording that
+    the API server `refused` an action records nothing when it did not."""
+    if not isinstance(action, PatchPodMetadata):
+        return False
+    if action.after is not None and any(failure.action == action.after for failure in failures):
+        return True
+    refused = action.refused
+    return refused is not None and not any(
+        failure.action == refused and api_refused(failure) for failure in failures
+    )
+
+
+def api_refused(failure: Failure) -> bool:
+    """The API server answered with an error no retry changes: the request as such (400, 403, 404,
+    405, 422: a subresource it does not serve, a change it does not allow, a permission the
+    operator lacks), not a conflict (409), a throttle (429) or a failure of its own (5xx)."""
+    status = failure.http_status
+    return status is not None and 400 <= status < 500 and status not in {409, 429}

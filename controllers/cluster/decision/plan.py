@@ -54,7 +54,9 @@ tests/unit/test_docstring_steps.py, keeps the two in step):
 10. slots move toward each shard's quota, one migration job per source
    (`_migrate`);
 11. with no pod leaving: the roll's coordinated failover, or the next in-place
-   resize (sent through pods/resize, only once the roll replaces nothing), or,
+   resize (sent through pods/resize, only once the roll replaces nothing;
+   a refusal by the API server is recorded on the pod, which then rolls:
+   resize.record_refusal), or,
    when the pass only keeps things up and nothing is being resized, the
    spread's next move (`spread.next_move`, the first of the moves it chose
    together), each failover recorded on its replica's pod first
@@ -81,6 +83,7 @@ from controllers.cluster.decision import (
     data_claims,
     external,
     membership,
+    resize,
     rollout,
     spread,
     upkeep,
@@ -232,7 +235,7 @@ def _actions(view: View, rolling: Rollout) -> tuple[Planned, ...]:
     if removal is None and isinstance(rolling.step, Failover):
         actions += [failover_request(view, rolling.step.node, rolling.failover), rolling.step]
     elif removal is None and rolling.resize.step is not None:
-        actions.append(rolling.resize.step)
+        actions += [rolling.resize.step, resize.record_refusal(rolling.resize.step, view.desired)]
     elif removal is None and quiet and all(isinstance(action, _UPKEEP) for action in actions):
         move = spread.next_move(view)
         if move is not None:

@@ -12,8 +12,9 @@ its template-hash label is not the desired one. Such a pod is resized in place, 
    patched to the desired hash, and the roll never sees it as outdated again.
 The roll replaces instead (`in_place` is False) a pod without the shape label (made before it
 existed), one of another shape, one whose resources cannot change in place without changing the
-pod's QoS class (a limit or request added or removed, requests no longer equal to limits) or
-whose current ask the kubelet found Infeasible, and any pod not running.
+pod's QoS class (a limit or request added or removed, requests no longer equal to limits),
+whose current ask the kubelet found Infeasible, or whose resize to the current template the API
+server refused (`REFUSED_ANNOTATION`, recorded by the pass that sent it), and any pod not running.
 
 maxmemory, when it follows the memory limit (the config chain does not set it), follows each
 node's own pod (`node_maxmemory`): 75% of the smaller of the limit the container runs with and the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import enum
 
+from controllers.cluster.decision.actions import PatchPodMetadata, ResizePod
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.render.config import maxmemory_of
 from controllers.shared.observation import (
@@ -36,6 +38,11 @@ from controllers.shared.observation import (
     PodResources,
     same_quantity,
 )
+from valkey_operator.api.resources import GROUP
+
+REFUSED_ANNOTATION = f"{GROUP}/resize-refused"
+"""On a pod whose resize the API server refused (no pods/resize before Kubernetes 1.33, a change it
+does not allow): the template hash that resize was for. The roll replaces such a pod instead."""
 
 
 class Stage(enum.Enum):
@@ -59,7 +66,15 @@ def in_place(pod: PodObservation, desired: Desired) -> bool:
         return False
     if not 0 <= pod.shard < desired.shards or not resizable(asked, wanted):
         return False
+    if pod.annotations.get(REFUSED_ANNOTATION) == desired.template_hash:
+        return False
     return not (asked.same(wanted) and pod.resources.infeasible)
+
+
+def record_refusal(step: ResizePod, desired: Desired) -> PatchPodMetadata:
+    """Sent after step: records on the pod that the API server refused it, if it does (actions.skipped)."""
+    refusal = ((REFUSED_ANNOTATION, desired.template_hash),)
+    return PatchPodMetadata(step.pod, step.uid, refusal, refused=step)
 
 
 def resizable(asked: ContainerResources, wanted: ContainerResources) -> bool:

@@ -15,11 +15,19 @@ import attrs
 from planner_harness import run
 from simulate import SimulatedCluster
 
-from controllers.cluster.decision.actions import DeletePod, NewPod, PatchPodMetadata, ResizePod, SetConfig
+from controllers.cluster.decision.actions import (
+    DeletePod,
+    Failure,
+    NewPod,
+    PatchPodMetadata,
+    ResizePod,
+    SetConfig,
+    skipped,
+)
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.resize import Stage, node_maxmemory, stage
+from controllers.cluster.decision.resize import REFUSED_ANNOTATION, Stage, node_maxmemory, stage
 from controllers.cluster.render.config import maxmemory_of
 from controllers.shared.names import TEMPLATE_HASH_LABEL
 from controllers.shared.observation import (
@@ -314,3 +322,38 @@ def test_node_maxmemory_follows_the_smaller_of_the_running_and_the_desired_limit
         node_maxmemory(dressed(pod, Dress(running="512Mi")), attrs.evolve(grow, maxmemory_derived=False))
         is None
     )
+
+
+def test_a_sent_resize_comes_with_a_record_of_its_refusal_that_only_a_refusal_lets_through() -> None:
+    sim = settled()
+    observation = world(sim, Dress(running="256Mi"), maxmemory("256Mi"))
+    planned = decided(sim, observation, wanted("512Mi", "t2"))
+    (step,) = of(planned, ResizePod)
+    (record,) = [action for action in of(planned, PatchPodMetadata) if action.refused is not None]
+    assert record.refused == step and record.annotations == ((REFUSED_ANNOTATION, "t2"),)
+    assert planned.actions.index(record) > planned.actions.index(step)
+    assert skipped(record, [])  # the resize went through: nothing to record
+    assert skipped(record, [Failure(step, "timed out")])  # no answer: tried again next pass
+    assert skipped(record, [Failure(step, "conflict", http_status=409)])
+    assert skipped(record, [Failure(step, "overloaded", http_status=503)])
+    for status in (403, 404, 422):  # no such subresource, a change it does not allow, no permission
+        assert not skipped(record, [Failure(step, "refused", http_status=status)])
+
+
+def test_a_pod_whose_resize_the_api_server_refused_is_rolled() -> None:
+    sim = settled()
+    target = next(pod.name for pod in sim.observe().pods if pod.shard == 0)
+    observation = world(sim, Dress(running="256Mi"), maxmemory("256Mi"))
+    observation = attrs.evolve(
+        observation,
+        pods=tuple(
+            attrs.evolve(pod, annotations={REFUSED_ANNOTATION: "t2"}) if pod.name == target else pod
+            for pod in observation.pods
+        ),
+    )
+    planned = decided(sim, observation, wanted("512Mi", "t2"))
+    assert planned.rolling.outdated == (target,) and planned.rolling.shard == 0
+    assert not of(planned, ResizePod)
+    # A refusal of an earlier resize (another template) does not keep a later one from going in place.
+    later = decided(sim, observation, wanted("384Mi", "t3"))
+    assert not later.rolling.outdated
