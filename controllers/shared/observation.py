@@ -199,6 +199,7 @@ def same_requests(left: Mapping[str, str], right: Mapping[str, str]) -> bool:
 RESIZE_PENDING = "PodResizePending"
 RESIZE_IN_PROGRESS = "PodResizeInProgress"
 INFEASIBLE = "Infeasible"
+DEFERRED = "Deferred"
 
 
 @attrs.frozen(kw_only=True)
@@ -221,14 +222,24 @@ class PodResources:
     pending_message: str = ""
     pending_generation: int | None = None
     """That condition's observedGeneration: the generation it judged."""
+    pending_since: float | None = None
+    """That condition's lastTransitionTime, as Unix seconds (None when absent or unreadable)."""
     in_progress: bool = False
     """A True PodResizeInProgress condition: admitted, not yet running everywhere."""
 
     @property
     def infeasible(self) -> bool:
         """The kubelet refused the pod's current ask for good: its node can never hold it."""
-        judged = self.pending_generation is None or self.generation is None
-        return self.pending == INFEASIBLE and (judged or self.pending_generation == self.generation)
+        return self.pending == INFEASIBLE and self._judges_current_ask
+
+    def deferred_since(self) -> float | None:
+        """Since when the kubelet defers the pod's current ask (its node has no room for it now)."""
+        return self.pending_since if self.pending == DEFERRED and self._judges_current_ask else None
+
+    @property
+    def _judges_current_ask(self) -> bool:
+        unknown = self.pending_generation is None or self.generation is None
+        return unknown or self.pending_generation == self.generation
 
     @classmethod
     def of(cls, pod: Obj) -> Self:
@@ -252,6 +263,7 @@ class PodResources:
             pending=str(pending.get("reason") or "Pending") if pending is not None else None,
             pending_message=str((pending or {}).get("message") or "")[:300],
             pending_generation=_integer((pending or {}).get("observedGeneration")),
+            pending_since=parse_rfc3339(str((pending or {}).get("lastTransitionTime") or "")),
             in_progress=RESIZE_IN_PROGRESS in conditions,
         )
 

@@ -77,6 +77,7 @@ UNUSED_GRANTS: dict[tuple[str, str], str] = {
     "OwnerReferencesPermissionEnforcement admission plugin on blockOwnerDeletion, not requested",
     ("services", "delete"): "the per-pod Services of spec.externalAccess once it is switched off "
     "(tests/e2e/test_external_access.py); this scenario's clusters have no external access",
+    ("pods/resize", "patch"): "in-place resize of a resources change; this scenario changes no resources",
     ("secrets", "patch"): "server-side apply of the internal Secret when spec.acl or a user's password "
     "changes; decide() creates it whole, and this scenario's users exist from the cluster's creation",
     **{

@@ -13,7 +13,8 @@ its template-hash label is not the desired one. Such a pod is resized in place, 
 The roll replaces instead (`in_place` is False) a pod without the shape label (made before it
 existed), one of another shape, one whose resources cannot change in place without changing the
 pod's QoS class (a limit or request added or removed, requests no longer equal to limits),
-whose current ask the kubelet found Infeasible, or whose resize to the current template the API
+whose current ask the kubelet found Infeasible or has deferred for more than DEFERRED_LIMIT_S
+(its node has had no room for it that long), or whose resize to the current template the API
 server refused (`REFUSED_ANNOTATION`, recorded by the pass that sent it), and any pod not running.
 
 maxmemory, when it follows the memory limit (the config chain does not set it), follows each
@@ -54,10 +55,15 @@ class Stage(enum.Enum):
     """The kubelet runs the rendered resources; the template-hash label follows."""
 
 
-def in_place(pod: PodObservation, desired: Desired) -> bool:
+DEFERRED_LIMIT_S = 300.0
+"""How long the kubelet may defer a pod's resize (its node has no room now) before the roll replaces
+the pod instead, on a node the scheduler finds room on."""
+
+
+def in_place(pod: PodObservation, desired: Desired, now: float) -> bool:
     """The pod's resources change in place, never by the roll: a running pod of an in-spec shard with
     the desired shape whose resources can change without a new QoS class, and whose current ask the
-    kubelet has not found Infeasible."""
+    kubelet has neither found Infeasible nor deferred for more than DEFERRED_LIMIT_S."""
     wanted = desired.resources
     asked = pod.resources.asked
     if not desired.shape_hash or wanted is None or asked is None or pod.shape_hash != desired.shape_hash:
@@ -68,7 +74,10 @@ def in_place(pod: PodObservation, desired: Desired) -> bool:
         return False
     if pod.annotations.get(REFUSED_ANNOTATION) == desired.template_hash:
         return False
-    return not (asked.same(wanted) and pod.resources.infeasible)
+    if not asked.same(wanted):
+        return True
+    deferred = pod.resources.deferred_since()
+    return not pod.resources.infeasible and (deferred is None or now - deferred <= DEFERRED_LIMIT_S)
 
 
 def record_refusal(step: ResizePod, desired: Desired) -> PatchPodMetadata:
@@ -93,9 +102,9 @@ def guaranteed(resources: ContainerResources) -> bool:
     )
 
 
-def stage(pod: PodObservation, desired: Desired) -> Stage | None:
+def stage(pod: PodObservation, desired: Desired, now: float) -> Stage | None:
     """Where the pod's in-place resize stands; None when there is none (the roll's, or nothing to do)."""
-    if not in_place(pod, desired) or desired.resources is None or pod.resources.asked is None:
+    if not in_place(pod, desired, now) or desired.resources is None or pod.resources.asked is None:
         return None
     asked_now = pod.resources.asked.same(desired.resources)
     if pod.template_hash == desired.template_hash:

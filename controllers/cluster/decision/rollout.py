@@ -139,7 +139,7 @@ class Rollout:
 
 def outdated(view: View, pod: PodObservation) -> bool:
     """The roll replaces pod (an outdated pod it cannot resize in place)."""
-    return rolls(pod, view.desired)
+    return rolls(pod, view.desired, view.now)
 
 
 def plan_rollout(view: View) -> Rollout:
@@ -184,7 +184,8 @@ def plan_resize(view: View, rolling: bool) -> Resizing:
     replicas before their primary. A shrinking pod's resize also waits until its node runs the
     lower maxmemory (resize.node_maxmemory, applied by upkeep.set_config the same pass)."""
     desired = view.desired
-    stages = {pod.name: found for pod in view.pods if (found := resize.stage(pod, desired)) is not None}
+    found = {pod.name: resize.stage(pod, desired, view.now) for pod in view.pods}
+    stages = {name: stage for name, stage in found.items() if stage is not None}
     if not stages:
         return Resizing()
     pods = [pod for pod in view.pods if pod.name in stages]

@@ -87,9 +87,9 @@ def outdated_pods(pods: Sequence[PodObservation], desired: Desired) -> tuple[Pod
     return tuple(pod for pod in pods if is_outdated(pod, desired))
 
 
-def rolls(pod: PodObservation, desired: Desired) -> bool:
+def rolls(pod: PodObservation, desired: Desired, now: float) -> bool:
     """An outdated pod the roll replaces: one whose difference cannot be taken in place (resize.py)."""
-    return is_outdated(pod, desired) and not resize.in_place(pod, desired)
+    return is_outdated(pod, desired) and not resize.in_place(pod, desired, now)
 
 
 T = TypeVar("T")
@@ -141,7 +141,7 @@ class View:
         """The per-pod Services (spec.externalAccess), by name: a pod's is named after it."""
         self.node_zones = observation.node_zones
         self._once: dict[str, object] = {}
-        self.outdated = tuple(pod for pod in self.pods if rolls(pod, desired))
+        self.outdated = tuple(pod for pod in self.pods if rolls(pod, desired, context.now))
         """Live pods of in-spec shards on another template that the roll replaces (the one
         definition of outdated, less the pods resized in place: resize.py)."""
         self.served = union(*(node.obs.slots for node in self.members.values() if node.is_primary))

@@ -27,7 +27,13 @@ from controllers.cluster.decision.actions import (
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.report import Reason
-from controllers.cluster.decision.resize import REFUSED_ANNOTATION, Stage, node_maxmemory, stage
+from controllers.cluster.decision.resize import (
+    DEFERRED_LIMIT_S,
+    REFUSED_ANNOTATION,
+    Stage,
+    node_maxmemory,
+    stage,
+)
 from controllers.cluster.render.config import maxmemory_of
 from controllers.shared.names import TEMPLATE_HASH_LABEL
 from controllers.shared.observation import (
@@ -88,6 +94,7 @@ class Dress:
     template: str = "t1"
     shape: str | None = SHAPE
     pending: str | None = None
+    pending_since: float | None = None
     in_progress: bool = False
     generation: int = 1
     observed: int | None = 1
@@ -107,6 +114,7 @@ def dressed(pod: PodObservation, dress: Dress) -> PodObservation:
             observed_generation=dress.observed,
             pending=dress.pending,
             pending_generation=dress.generation if dress.pending else None,
+            pending_since=dress.pending_since,
             in_progress=dress.in_progress,
         ),
     )
@@ -202,22 +210,19 @@ def test_a_grow_raises_maxmemory_only_after_the_new_limit_runs_and_then_labels_t
 
 def test_a_resize_is_not_reported_before_the_kubelet_observed_the_generation() -> None:
     desired = wanted("512Mi", "t2")
-    sim = settled()
-    pod = sim.observe().pods[0]
-    assert (
-        stage(dressed(pod, Dress(running="512Mi", generation=3, observed=2, template="t1")), desired)
-        is Stage.WAITING
-    )
-    assert (
-        stage(dressed(pod, Dress(running="256Mi", asked="512Mi", generation=3, observed=3)), desired)
-        is Stage.WAITING
-    )
-    assert (
-        stage(dressed(pod, Dress(running="512Mi", pending="Deferred", generation=3, observed=3)), desired)
-        is Stage.WAITING
-    )
-    assert stage(dressed(pod, Dress(running="512Mi", generation=3, observed=3)), desired) is Stage.REPORTED
-    assert stage(dressed(pod, Dress(running="256Mi")), desired) is Stage.ASK
+    pod = settled().observe().pods[0]
+
+    def at(dress: Dress) -> Stage | None:
+        return stage(dressed(pod, dress), desired, now=1000.0)
+
+    assert at(Dress(running="512Mi", generation=3, observed=2)) is Stage.WAITING  # generation not seen
+    assert at(Dress(running="256Mi", asked="512Mi", generation=3, observed=3)) is Stage.WAITING
+    assert at(Dress(running="512Mi", pending="Deferred", generation=3, observed=3)) is Stage.WAITING
+    assert at(Dress(running="512Mi", in_progress=True, generation=3, observed=3)) is Stage.WAITING
+    assert at(Dress(running="512Mi", generation=3, observed=3)) is Stage.REPORTED
+    assert at(Dress(running="512Mi", generation=3, observed=None)) is Stage.REPORTED  # none reported
+    assert at(Dress(running="256Mi")) is Stage.ASK
+    assert at(Dress(running="512Mi", template="t2")) is None  # done
 
 
 def test_a_shrink_lowers_maxmemory_on_every_node_before_any_pod_is_resized() -> None:
@@ -357,3 +362,19 @@ def test_a_pod_whose_resize_the_api_server_refused_is_rolled() -> None:
     # A refusal of an earlier resize (another template) does not keep a later one from going in place.
     later = decided(sim, observation, wanted("384Mi", "t3"))
     assert not later.rolling.outdated
+
+
+def test_a_resize_deferred_too_long_falls_back_to_the_roll() -> None:
+    sim = settled()
+    target = next(pod.name for pod in sim.observe().pods if pod.shard == 1)
+    since = sim.now - DEFERRED_LIMIT_S + 10
+    deferred = Dress(running="256Mi", asked="512Mi", pending="Deferred", pending_since=since, generation=2)
+    dresses = {target: deferred}
+    planned = decided(sim, world(sim, dresses, maxmemory("256Mi")), wanted("512Mi", "t2"))
+    assert not planned.rolling.outdated and target in planned.rolling.resize.pods
+    assert not of(planned, ResizePod)  # the deferred one holds the others
+
+    sim.tick += 20  # deferred for longer than the limit: its node has had no room for that long
+    planned = decided(sim, world(sim, dresses, maxmemory("256Mi")), wanted("512Mi", "t2"))
+    assert planned.rolling.outdated == (target,) and planned.rolling.shard == 1
+    assert target not in planned.rolling.resize.pods
