@@ -47,7 +47,7 @@ from controllers.cluster.decision import resize
 from controllers.cluster.decision.actions import DeletePod, Failover, PatchPodMetadata, ResizePod
 from controllers.cluster.decision.resize import Stage
 from controllers.cluster.decision.view import Node, View, outdated_pods, rolls
-from controllers.shared.names import TEMPLATE_HASH_LABEL
+from controllers.shared.names import SHAPE_HASH_LABEL, TEMPLATE_HASH_LABEL
 from controllers.shared.observation import PodObservation
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.resources import GROUP
@@ -106,7 +106,8 @@ class Resizing:
     """The resize to send now, if any."""
     labels: tuple[PatchPodMetadata, ...] = ()
     """The template-hash label of each pod whose resize the kubelet reported and whose node runs
-    the maxmemory that follows it: the pod is then current."""
+    the maxmemory that follows it (the pod is then current), and the shape label of each pod of
+    the current template made without one (`_adopt`)."""
     waiting: str = ""
     """What the next resize waits for (for the status), when none is sent."""
 
@@ -184,13 +185,14 @@ def plan_resize(view: View, rolling: bool) -> Resizing:
     replicas before their primary. A shrinking pod's resize also waits until its node runs the
     lower maxmemory (resize.node_maxmemory, applied by upkeep.set_config the same pass)."""
     desired = view.desired
+    adopted = tuple(_adopt(view))
     found = {pod.name: resize.stage(pod, desired, view.now) for pod in view.pods}
     stages = {name: stage for name, stage in found.items() if stage is not None}
     if not stages:
-        return Resizing()
+        return Resizing(labels=adopted)
     pods = [pod for pod in view.pods if pod.name in stages]
     label = ((TEMPLATE_HASH_LABEL, desired.template_hash),)
-    labels = tuple(
+    labels = adopted + tuple(
         PatchPodMetadata(pod.name, pod.uid, (), labels=label)
         for pod in pods
         if stages[pod.name] is Stage.REPORTED and _maxmemory_follows(view, pod)
@@ -216,6 +218,16 @@ def plan_resize(view: View, rolling: bool) -> Resizing:
     if resize.shrinks_memory(first, desired) and not _maxmemory_follows(view, first):
         return Resizing(pods=names, labels=labels, waiting=f"{first.name} to run the lower maxmemory first")
     return Resizing(pods=names, labels=labels, step=ResizePod(first.name, first.uid, resources))
+
+
+def _adopt(view: View) -> Iterable[PatchPodMetadata]:
+    """The shape label onto each live pod of the current template that lacks it (made by an
+    operator before the label existed): the same inputs make the same shape, so a later resources
+    change is resized in place instead of rolling it."""
+    shape = view.desired.shape_hash
+    for pod in view.pods:
+        if shape and pod.live and pod.template_hash == view.desired.template_hash and pod.shape_hash != shape:
+            yield PatchPodMetadata(pod.name, pod.uid, (), labels=((SHAPE_HASH_LABEL, shape),))
 
 
 def _is_primary(view: View, pod: PodObservation) -> bool:

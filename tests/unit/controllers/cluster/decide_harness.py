@@ -217,6 +217,7 @@ def step(
     assert run_pass(facts) == decision, "decide is not deterministic"
     if decision.plan is not None:
         sim.template_hash = decision.plan.view.desired.template_hash
+        sim.shape_hash = decision.plan.view.desired.shape_hash or None
     failures = act(sim, decision.actions, {*unreachable, *act_unreachable}, forbidden)
     decision = decision.after(failures)
     world.status = decision.status.to_dict()  # as the reconciler writes it, and parses it next pass

@@ -143,6 +143,7 @@ def one_pass(result: Run, index: int, chaos: Chaos) -> Plan:
     sim.template_hash = (
         result.desired.template_hash
     )  # the operator renders new pods from the desired template
+    sim.shape_hash = result.desired.shape_hash or None
     for pass_index, seq in sorted(chaos.tampers):
         pod = next((pod for pod in sim.pods.values() if pod.seq == seq), None)
         if pass_index == index and pod is not None and sim.node_of(pod.name) is not None:

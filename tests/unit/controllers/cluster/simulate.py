@@ -56,7 +56,12 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
 )
 from controllers.cluster.decision.context import Context
-from controllers.shared.names import MODE_ANNOTATION, NODE_ID_ANNOTATION
+from controllers.shared.names import (
+    MODE_ANNOTATION,
+    NODE_ID_ANNOTATION,
+    SHAPE_HASH_LABEL,
+    TEMPLATE_HASH_LABEL,
+)
 from controllers.shared.observation import (
     ClaimObservation,
     NodeObservation,
@@ -179,6 +184,8 @@ class SimPod:
     """The backup shard its init container loads (spec.restore), if any."""
     running_tick: int = 0
     """When it started Running (its readiness probe passes SimSettings.readiness_lag later)."""
+    shape_hash: str | None = None
+    """Its shape-hash label (template.shape_hash), if it carries one."""
 
     @property
     def uid(self) -> str:
@@ -258,6 +265,8 @@ class SimulatedCluster:
         """Every server identity ever started, dead ones included (others may still know them)."""
         self._seq = 0
         self.template_hash = self.settings.template_hash
+        self.shape_hash: str | None = None
+        """The shape-hash label new pods carry (None: none, as before the label existed)."""
         self.migrations: list[SimMigration] = []
         self.ip_generation = 0
         """Bumped by `reboot_pod`: restarted pods get addresses they never had."""
@@ -344,6 +353,7 @@ class SimulatedCluster:
             name=pod.name,
             shard=pod.shard,
             template_hash=pod.template_hash,
+            shape_hash=pod.shape_hash,
             phase=pod.phase,
             ready=self._ready(pod),
             ip=pod.ip,
@@ -540,11 +550,14 @@ class SimulatedCluster:
                     return Outcome(action, "NotFound")  # the client's uid precondition
                 del self.objects[key]
                 return Outcome(action)
-            case PatchPodMetadata(pod=pod, uid=uid, annotations=annotations):
+            case PatchPodMetadata(pod=pod, uid=uid, annotations=annotations, labels=labels):
                 current = self.pods.get(pod)
                 if current is None or current.uid != uid:
                     return Outcome(action, "Conflict: uid precondition")
                 current.annotations.update(annotations)
+                patched = dict(labels)
+                current.template_hash = patched.get(TEMPLATE_HASH_LABEL, current.template_hash)
+                current.shape_hash = patched.get(SHAPE_HASH_LABEL, current.shape_hash)
                 return Outcome(action)
             case MarkMember(pod=pod, uid=uid, member=member):
                 current = self.pods.get(pod)
@@ -727,6 +740,7 @@ class SimulatedCluster:
             name=name or f"{self.settings.cluster}-{shard}-{seq:05x}",
             shard=shard,
             template_hash=self.template_hash,
+            shape_hash=self.shape_hash,
             seq=seq,
             created_tick=self.tick,
             ready_tick=self.tick + delays[seq % len(delays)],

@@ -35,7 +35,7 @@ from controllers.cluster.decision.resize import (
     stage,
 )
 from controllers.cluster.render.config import maxmemory_of
-from controllers.shared.names import TEMPLATE_HASH_LABEL
+from controllers.shared.names import SHAPE_HASH_LABEL, TEMPLATE_HASH_LABEL
 from controllers.shared.observation import (
     ContainerResources,
     Observation,
@@ -378,3 +378,13 @@ def test_a_resize_deferred_too_long_falls_back_to_the_roll() -> None:
     planned = decided(sim, world(sim, dresses, maxmemory("256Mi")), wanted("512Mi", "t2"))
     assert planned.rolling.outdated == (target,) and planned.rolling.shard == 1
     assert target not in planned.rolling.resize.pods
+
+
+def test_pods_of_the_current_template_made_without_a_shape_label_get_one_and_nothing_else() -> None:
+    sim = settled()
+    observation = world(sim, Dress(running="256Mi", shape=None), maxmemory("256Mi"))
+    planned = decided(sim, observation, wanted("256Mi", "t1"))
+    adopted = {action.pod: action.labels for action in of(planned, PatchPodMetadata)}
+    assert adopted == dict.fromkeys((pod.name for pod in observation.pods), ((SHAPE_HASH_LABEL, SHAPE),))
+    assert {type(action) for action in planned.actions} == {PatchPodMetadata}  # nothing rolls or resizes
+    assert planned.status.state is ClusterState.ACTIVE
