@@ -153,10 +153,11 @@ def same_quantity(resource: str, left: str | None, right: str | None) -> bool:
 
 @attrs.frozen(kw_only=True)
 class ContainerResources:
-    """One container's requests and limits (resource name -> quantity as written)."""
+    """One container's requests and limits (resource name -> quantity as written). Compared by
+    value; hashable (actions carrying it are), the mappings left out of the hash."""
 
-    requests: Mapping[str, str] = attrs.field(factory=dict)
-    limits: Mapping[str, str] = attrs.field(factory=dict)
+    requests: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    limits: Mapping[str, str] = attrs.field(factory=dict, hash=False)
 
     @classmethod
     def of(cls, resources: Obj | None) -> Self | None:

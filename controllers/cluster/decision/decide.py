@@ -58,6 +58,7 @@ from controllers.cluster.decision.actions import (
     NewPod,
     Planned,
     Promote,
+    ResizePod,
 )
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
 from controllers.cluster.decision.conflicts import conflict_message, conflicts
@@ -635,6 +636,7 @@ def _conclude(
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
     problems = tuple(_problems(current, planned.status))
+    resized = tuple(resize_events(actions, failures))
     metrics = attrs.evolve(
         rollout_metrics,
         state=planned.status.state,
@@ -655,7 +657,7 @@ def _conclude(
     return Decision(
         actions=actions,
         status=status,
-        events=(*transition, *rollout_events, *problems, *switch_events),
+        events=(*transition, *rollout_events, *resized, *problems, *switch_events),
         metrics=metrics,
         requeue_after=quiet.interval if quiet is not None else planned.requeue_after,
         rollout_slot=slot,
@@ -824,6 +826,20 @@ def _rollout(
         rollout_started=started, rollout_finished=finished, rollout_failed=failed, rollout_seconds=seconds
     )
     return tuple(events), metrics
+
+
+def resize_events(actions: Sequence[Action], failures: Sequence[Failure]) -> Iterable[Event]:
+    """A Normal Event for each in-place resize sent (the failed ones are reported as failures)."""
+    failed = [failure.action for failure in failures]
+    for action in actions:
+        if isinstance(action, ResizePod) and action not in failed:
+            asked = action.resources
+            wanted = ", ".join(
+                f"{kind} {key} {value}"
+                for kind, values in (("request", asked.requests), ("limit", asked.limits))
+                for key, value in sorted(values.items())
+            )
+            yield Event(NORMAL, "PodResizing", f"resizing pod {action.pod} in place: {wanted}")
 
 
 def _problems(current: ValkeyClusterStatus, planned: PlannedStatus) -> Iterable[Event]:

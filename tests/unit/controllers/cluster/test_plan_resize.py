@@ -24,6 +24,7 @@ from controllers.cluster.decision.actions import (
     SetConfig,
     skipped,
 )
+from controllers.cluster.decision.decide import resize_events
 from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.report import Reason
@@ -388,3 +389,14 @@ def test_pods_of_the_current_template_made_without_a_shape_label_get_one_and_not
     assert adopted == dict.fromkeys((pod.name for pod in observation.pods), ((SHAPE_HASH_LABEL, SHAPE),))
     assert {type(action) for action in planned.actions} == {PatchPodMetadata}  # nothing rolls or resizes
     assert planned.status.state is ClusterState.ACTIVE
+
+
+def test_each_resize_sent_is_a_normal_event_and_a_failed_one_is_not() -> None:
+    step = ResizePod("vk-0-00001", "uid", resources("512Mi"))
+    other = ResizePod("vk-1-00002", "uid", resources("512Mi"))
+    assert len({step, other}) == 2  # actions are hashable, resources and all
+    events = list(resize_events([step, other], [Failure(other, "refused", http_status=422)]))
+    assert [(event.type, event.reason) for event in events] == [("Normal", "PodResizing")]
+    assert events[0].message == (
+        "resizing pod vk-0-00001 in place: request cpu 500m, request memory 512Mi, limit memory 512Mi"
+    )
