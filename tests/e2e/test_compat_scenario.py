@@ -324,7 +324,9 @@ async def test_chart_install_tls_cluster_scale_roll_rotate_delete_uninstall(
     await eventually(relieved, f"{crowded} relieved to {share} primaries", 180, interval=0.5)
     lap("spread", started)
 
-    # 4. One rolling update: a resources edit of its ValkeyConfig changes the pod template.
+    # 4. One rolling update: a resources edit of its ValkeyConfig changes the pod template. The
+    # config set no resources, so the pods have none: a first request changes their QoS class,
+    # which pods/resize cannot, and every pod is replaced (not resized in place).
     started = time.monotonic()
     before = pod_uids(await owned_pods(kube, workloads, "compat"))
     await kube.patch(VALKEY_CONFIGS, config, {"spec": {"resources": {"cpu": "100m"}}})
