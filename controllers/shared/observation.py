@@ -227,15 +227,20 @@ class PodResources:
     """That condition's lastTransitionTime, as Unix seconds (None when absent or unreadable)."""
     in_progress: bool = False
     """A True PodResizeInProgress condition: admitted, not yet running everywhere."""
+    failing_since: float | None = None
+    """That condition's lastTransitionTime when its reason is Error: the kubelet admitted the
+    resize and could not carry it out (a memory limit below what the process uses, say)."""
 
     @property
     def infeasible(self) -> bool:
         """The kubelet refused the pod's current ask for good: its node can never hold it."""
         return self.pending == INFEASIBLE and self._judges_current_ask
 
-    def deferred_since(self) -> float | None:
-        """Since when the kubelet defers the pod's current ask (its node has no room for it now)."""
-        return self.pending_since if self.pending == DEFERRED and self._judges_current_ask else None
+    def stuck_since(self) -> float | None:
+        """Since when the kubelet defers the pod's current ask (its node has no room for it now) or
+        fails to carry it out, whichever is earlier; None when it does neither."""
+        deferred = self.pending_since if self.pending == DEFERRED and self._judges_current_ask else None
+        return min((at for at in (deferred, self.failing_since) if at is not None), default=None)
 
     @property
     def _judges_current_ask(self) -> bool:
@@ -254,6 +259,7 @@ class PodResources:
             if condition.get("status") == "True"
         }
         pending = conditions.get(RESIZE_PENDING)
+        failing = conditions.get(RESIZE_IN_PROGRESS)
         allocated = reported.get("allocatedResources")
         return cls(
             asked=ContainerResources.of(container.get("resources") or {}) if container is not None else None,
@@ -266,6 +272,9 @@ class PodResources:
             pending_generation=_integer((pending or {}).get("observedGeneration")),
             pending_since=parse_rfc3339(str((pending or {}).get("lastTransitionTime") or "")),
             in_progress=RESIZE_IN_PROGRESS in conditions,
+            failing_since=parse_rfc3339(str(failing.get("lastTransitionTime") or ""))
+            if failing is not None and failing.get("reason") == "Error"
+            else None,
         )
 
 

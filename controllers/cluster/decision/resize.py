@@ -13,9 +13,10 @@ its template-hash label is not the desired one. Such a pod is resized in place, 
 The roll replaces instead (`in_place` is False) a pod without the shape label (made before it
 existed), one of another shape, one whose resources cannot change in place without changing the
 pod's QoS class (a limit or request added or removed, requests no longer equal to limits),
-whose current ask the kubelet found Infeasible or has deferred for more than DEFERRED_LIMIT_S
-(its node has had no room for it that long), or whose resize to the current template the API
-server refused (`REFUSED_ANNOTATION`, recorded by the pass that sent it), and any pod not running.
+whose current ask the kubelet found Infeasible, or has deferred (its node has no room) or failed
+to carry out (an in-progress Error) for more than STUCK_LIMIT_S, or whose resize to the current
+template the API server refused (`REFUSED_ANNOTATION`, recorded by the pass that sent it), and any
+pod not running.
 
 maxmemory, when it follows the memory limit (the config chain does not set it), follows each
 node's own pod (`node_maxmemory`): 75% of the smaller of the limit the container runs with and the
@@ -55,15 +56,16 @@ class Stage(enum.Enum):
     """The kubelet runs the rendered resources; the template-hash label follows."""
 
 
-DEFERRED_LIMIT_S = 300.0
-"""How long the kubelet may defer a pod's resize (its node has no room now) before the roll replaces
-the pod instead, on a node the scheduler finds room on."""
+STUCK_LIMIT_S = 300.0
+"""How long the kubelet may defer a pod's resize (its node has no room now) or fail to carry it out
+before the roll replaces the pod instead (on a node the scheduler finds room on, with the new
+resources from its start)."""
 
 
 def in_place(pod: PodObservation, desired: Desired, now: float) -> bool:
     """The pod's resources change in place, never by the roll: a running pod of an in-spec shard with
     the desired shape whose resources can change without a new QoS class, and whose current ask the
-    kubelet has neither found Infeasible nor deferred for more than DEFERRED_LIMIT_S."""
+    kubelet has neither found Infeasible nor deferred or failed for more than STUCK_LIMIT_S."""
     wanted = desired.resources
     asked = pod.resources.asked
     if not desired.shape_hash or wanted is None or asked is None or pod.shape_hash != desired.shape_hash:
@@ -76,8 +78,8 @@ def in_place(pod: PodObservation, desired: Desired, now: float) -> bool:
         return False
     if not asked.same(wanted):
         return True
-    deferred = pod.resources.deferred_since()
-    return not pod.resources.infeasible and (deferred is None or now - deferred <= DEFERRED_LIMIT_S)
+    stuck = pod.resources.stuck_since()
+    return not pod.resources.infeasible and (stuck is None or now - stuck <= STUCK_LIMIT_S)
 
 
 def record_refusal(step: ResizePod, desired: Desired) -> PatchPodMetadata:

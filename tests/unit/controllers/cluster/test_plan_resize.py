@@ -29,8 +29,8 @@ from controllers.cluster.decision.desired import Desired
 from controllers.cluster.decision.plan import Plan, plan
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.decision.resize import (
-    DEFERRED_LIMIT_S,
     REFUSED_ANNOTATION,
+    STUCK_LIMIT_S,
     Stage,
     node_maxmemory,
     stage,
@@ -368,7 +368,7 @@ def test_a_pod_whose_resize_the_api_server_refused_is_rolled() -> None:
 def test_a_resize_deferred_too_long_falls_back_to_the_roll() -> None:
     sim = settled()
     target = next(pod.name for pod in sim.observe().pods if pod.shard == 1)
-    since = sim.now - DEFERRED_LIMIT_S + 10
+    since = sim.now - STUCK_LIMIT_S + 10
     deferred = Dress(running="256Mi", asked="512Mi", pending="Deferred", pending_since=since, generation=2)
     dresses = {target: deferred}
     planned = decided(sim, world(sim, dresses, maxmemory("256Mi")), wanted("512Mi", "t2"))
@@ -400,3 +400,29 @@ def test_each_resize_sent_is_a_normal_event_and_a_failed_one_is_not() -> None:
     assert events[0].message == (
         "resizing pod vk-0-00001 in place: request cpu 500m, request memory 512Mi, limit memory 512Mi"
     )
+
+
+def test_a_resize_the_kubelet_fails_to_carry_out_for_too_long_falls_back_to_the_roll() -> None:
+    sim = settled("512Mi")
+    target = next(pod.name for pod in sim.observe().pods if pod.shard == 0)
+    observation = world(sim, Dress(running="512Mi"), maxmemory("384Mi"))
+    failing = next(pod for pod in observation.pods if pod.name == target)
+    stuck = attrs.evolve(
+        failing.resources,
+        asked=resources("384Mi"),
+        generation=2,
+        observed_generation=2,
+        in_progress=True,
+        failing_since=sim.now - STUCK_LIMIT_S - 1,
+    )
+    pods = tuple(
+        attrs.evolve(pod, resources=stuck) if pod.name == target else pod for pod in observation.pods
+    )
+    planned = decided(sim, attrs.evolve(observation, pods=pods), wanted("384Mi", "t2"))
+    assert planned.rolling.outdated == (target,) and planned.rolling.shard == 0
+    fresh = attrs.evolve(stuck, failing_since=sim.now - 10)
+    pods = tuple(
+        attrs.evolve(pod, resources=fresh) if pod.name == target else pod for pod in observation.pods
+    )
+    planned = decided(sim, attrs.evolve(observation, pods=pods), wanted("384Mi", "t2"))
+    assert not planned.rolling.outdated and target in planned.rolling.resize.pods

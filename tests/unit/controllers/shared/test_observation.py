@@ -329,3 +329,17 @@ def test_quantities_a_runtime_rounds_are_the_same() -> None:
     assert not same_quantity("memory", "256Mi", "384Mi")
     assert same_quantity("cpu", "0.5", "500m") and not same_quantity("cpu", "500m", "1")
     assert same_quantity("cpu", None, None) and not same_quantity("cpu", "1", None)
+
+
+def test_a_resize_the_kubelet_fails_to_carry_out_is_read_with_its_time() -> None:
+    failing = {
+        "type": "PodResizeInProgress",
+        "status": "True",
+        "reason": "Error",
+        "lastTransitionTime": "2026-12-05T10:00:00Z",
+    }
+    pod = PodObservation.from_pod(resized_pod(conditions=[failing]))
+    assert pod.resources.in_progress and pod.resources.failing_since is not None
+    assert pod.resources.stuck_since() == pod.resources.failing_since
+    normal = PodObservation.from_pod(resized_pod(conditions=[{**failing, "reason": ""}]))
+    assert normal.resources.in_progress and normal.resources.stuck_since() is None
