@@ -37,7 +37,7 @@ from valkey_operator.api.quantity import quantity_bytes
 from valkey_operator.api.resources import VALKEY_CONFIGS
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.valkey.admin import AdminClient
+from valkey_operator.valkey.admin import AdminClient, ValkeyAdminError
 from valkey_testbed import images
 from valkey_testbed.wait import NotYet, eventually
 
@@ -52,9 +52,11 @@ STEPS = (512, 384)
 
 def running_limit(pod: Obj) -> int | None:
     """The memory limit (bytes) the kubelet reports the Valkey container running with."""
-    [status] = [s for s in pod["status"].get("containerStatuses") or [] if s["name"] == "valkey"]
-    memory = ((status.get("resources") or {}).get("limits") or {}).get("memory")
-    return quantity_bytes(memory) if memory else None
+    for status in pod["status"].get("containerStatuses") or []:
+        if status["name"] == "valkey":
+            memory = ((status.get("resources") or {}).get("limits") or {}).get("memory")
+            return quantity_bytes(memory) if memory else None
+    return None  # a pod the kubelet has not started yet
 
 
 def identities(pods: list[Obj]) -> dict[str, tuple[str, int]]:
@@ -79,12 +81,16 @@ class OrderSampler:
         self.growing = True
         self.samples = 0
         self.violations: list[str] = []
+        self.stop = asyncio.Event()
 
     async def maxmemory(self) -> dict[str, int]:
         found = {}
         for pod, ip in self.ips.items():
-            async with self.admin.connect(ip) as node:
-                found[pod] = int((await node.config_get("maxmemory"))["maxmemory"])
+            try:
+                async with self.admin.connect(ip) as node:
+                    found[pod] = int((await node.config_get("maxmemory"))["maxmemory"])
+            except ValkeyAdminError as error:  # a resize restarts nothing: never expected
+                self.violations.append(f"{pod} did not answer: {error}")
         return found
 
     async def limits(self) -> dict[str, int | None]:
@@ -94,7 +100,8 @@ class OrderSampler:
         }
 
     async def run(self) -> None:
-        while True:
+        """Samples until stop is set (not cancelled: a client may turn a cancellation into an error)."""
+        while not self.stop.is_set():
             if self.growing:
                 maxmemory = await self.maxmemory()
                 limits = await self.limits()
@@ -115,9 +122,8 @@ async def sampling(sampler: OrderSampler) -> AsyncIterator[OrderSampler]:
     try:
         yield sampler
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        sampler.stop.set()
+        await asyncio.wait_for(task, 30)
 
 
 async def resized(kube: Client, namespace: str, mib: int, ips: dict[str, str], timeout: float) -> float:
@@ -129,6 +135,7 @@ async def resized(kube: Client, namespace: str, mib: int, ips: dict[str, str], t
     async def done() -> bool | NotYet:
         pods = await owned_pods(kube, namespace, NAME)
         limits = {pod["metadata"]["name"]: running_limit(pod) for pod in pods}
+        assert set(limits) == set(ips), f"pods replaced: {sorted(ips)} -> {sorted(limits)}"
         if set(limits.values()) != {mib * MI}:
             return NotYet(f"running limits {limits}")
         if len({pod["metadata"]["labels"].get(TEMPLATE_HASH_LABEL) for pod in pods}) != 1:
