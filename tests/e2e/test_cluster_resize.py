@@ -2,11 +2,12 @@
 
 The chart's operator and a 2x1 cluster whose ValkeyConfig sets the memory (maxmemory follows the
 limit: the chain does not set it). Memory goes 256Mi -> 512Mi -> 384Mi while two writers run
-(load_support.py). Each step ends with every pod's container running the new limit (the test bed's
-kubelet reports it, as the real one does), every node's maxmemory 75% of it (read with valkey-cli),
-the same pod uids and restart counts, no roll and no failover. Throughout, a sampler checks the
-order the operator promises: no node ever runs a maxmemory above 75% of the limit its container
-runs with (grow: the limit first; shrink: maxmemory first).
+(load_support.py) and an application on the valkey-py cluster client sets and gets keys, which
+must see no error at all (nothing restarts). Each step ends with every pod's container running
+the new limit (the test bed's kubelet reports it, as the real one does), every node's maxmemory
+75% of it (read with valkey-cli), the same pod uids and restart counts, no roll and no failover.
+Throughout, a sampler checks the order the operator promises: no node ever runs a maxmemory above
+75% of the limit its container runs with (grow: the limit first; shrink: maxmemory first).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from cluster_support import (
     owned_pods,
     settled,
 )
+from external_support import Traffic, read_back
+from keys_support import cluster_client
 from load_support import SHARD_GAP_LIMIT, Load, checker_for
 from test_cluster_rollout import events
 
@@ -173,12 +176,14 @@ async def test_memory_is_resized_in_place_under_writes_with_maxmemory_in_the_saf
     admin = await admin_client(kube, namespace, NAME)
     failovers = await coordinated_failovers(operator, namespace, NAME)
     sampler = OrderSampler(kube, namespace, admin, ips)
+    app = Traffic(cluster_client(status), "app")
     took: dict[int, float] = {}
     async with (
         checker_for(status, admin, replicas=1) as durable,
         checker_for(status, admin, replicas=0, prefix="probe") as probe,
     ):
         async with Load(durable, probe, duration=300.0) as load, sampling(sampler):
+            application = asyncio.create_task(app.run())
             previous = START
             for mib in STEPS:
                 sampler.growing = mib > previous
@@ -186,13 +191,22 @@ async def test_memory_is_resized_in_place_under_writes_with_maxmemory_in_the_saf
                 took[mib] = await resized(kube, namespace, mib, ips, 180)
                 previous = mib
             report = await load.finish()
+            app.stop.set()
+            await asyncio.wait_for(application, 30)
         verified = await durable.verify()
+    try:
+        unread = await read_back(app.client, app.acknowledged)
+    finally:
+        await app.client.aclose()
     print(
         f"[resize] {START}Mi -> " + ", -> ".join(f"{mib}Mi in {took[mib]:.1f}s" for mib in STEPS),
         f"; {sampler.samples} samples",
     )
     print(f"[resize] {report}")
+    print(f"[resize] valkey-py: {len(app.acknowledged)} SETs, {app.reads} GETs, errors {dict(app.errors)}")
     assert verified.ok, verified
+    assert not app.errors and not app.wrong_reads and not unread, (app.errors, app.wrong_reads, unread[:5])
+    assert len(app.acknowledged) > 20
     assert report.durable.acknowledged > 0
     gaps = report.probe.gaps_by_slots
     assert len(gaps) == 2 and all(gap < SHARD_GAP_LIMIT for gap in gaps.values()), gaps
