@@ -477,7 +477,9 @@ def _findings(
         yield Finding(Reason.PATCHING_PODS, f"{len(joining_clients)} pod(s) to add to the client Service")
     if view.unreachable:
         names = ", ".join(pod.name for pod in view.unreachable)
-        yield Finding(Reason.NODES_UNREACHABLE, f"unreachable: {names}", problem=True)
+        yield Finding(
+            Reason.NODES_UNREACHABLE, f"unreachable: {names}{_certificate_refused(view)}", problem=True
+        )
     joining = [node for node in view.nodes.values() if node.pod.name not in view.members]
     if joining and not view.rejected:
         yield Finding(Reason.JOINING_NODES, f"{len(joining)} node(s) joining the cluster")
@@ -530,7 +532,11 @@ def _repair_findings(view: View, actions: Sequence[Planned], uncovered: SlotRang
             f"they are served again empty and the data in them is lost",
             problem=True,
         )
-    elif view.formed_before() and subtract(uncovered, view.claimed) and not view.dormant:
+    elif (
+        view.formed_before() and subtract(uncovered, view.claimed) and not (view.dormant or view.unidentified)
+    ):
+        # Only once every pod that may run a server answered, as _assign_slots: a node that did
+        # not answer (say, refusing the operator's certificate) may own them.
         rebuilt = subtract(uncovered, view.claimed)
         yield Finding(
             Reason.DATA_LOST,
@@ -658,11 +664,41 @@ def _template_of(view: View, pod: str) -> str | None:
     return next((found.template_hash for found in view.pods if found.name == pod), None)
 
 
+CERTIFICATE_ALERTS = ("ALERT_UNKNOWN_CA", "ALERT_BAD_CERTIFICATE", "ALERT_CERTIFICATE_")
+"""TLS alerts a server sends about the client's certificate (OpenSSL's names, in the error text)."""
+
+
+def _certificate_refused(view: View) -> str:
+    """Why nodes refuse the operator, when it is its client certificate (clientAuth Required): the
+    Secret's leaf comes from a CA they have not loaded, which they never will while they refuse the
+    connection that would tell them to (docs/tls.md)."""
+    refused = [
+        name
+        for name, error in view.unreachable_errors.items()
+        if any(alert in error for alert in CERTIFICATE_ALERTS)
+    ]
+    if not refused or view.desired.tls is None:
+        return ""
+    secret = view.desired.tls.material.secret
+    return (
+        f"; {', '.join(refused)} refuse the operator's client certificate (tls.crt of Secret {secret}, "
+        "from a CA they have not loaded): put the previous tls.crt and tls.key back beside the new "
+        "ca.crt until Active, then the new leaf"
+    )
+
+
 def _slot_findings(view: View, uncovered: SlotRanges) -> Iterable[Finding]:
     if uncovered:
         unassigned = subtract(uncovered, view.claimed)
         stranded = intersect(uncovered, view.claimed)
-        if unassigned:
+        if unassigned and view.formed_before() and view.unidentified:  # their owners may not answer
+            yield Finding(
+                Reason.SLOTS_UNCOVERED,
+                f"slots {_ranges_text(unassigned)} are served by no node that answered "
+                f"({len(view.unidentified)} node(s) did not answer)",
+                problem=True,
+            )
+        elif unassigned:
             yield Finding(
                 Reason.ASSIGNING_SLOTS,
                 f"{slot_count(unassigned)} slot(s) not assigned yet ({_ranges_text(unassigned)})",

@@ -110,6 +110,8 @@ class View:
         """Pods that may run a server the operator could not identify this pass (blocks FORGET)."""
         self.unreachable: list[PodObservation] = []
         """Pods whose server should have answered (probed, or Ready) but did not answer in full."""
+        self.unreachable_errors: dict[str, str] = {}
+        """Why each unreachable pod's server did not answer, as the probe said (when it said)."""
         self.rejected: list[Node] = []
         """Servers below the version floor (or reporting none): they never join."""
         for pod in self.pods:
@@ -124,6 +126,8 @@ class View:
                 self.rejected.append(Node(pod, obs, ""))
             elif pod.ready or (obs is not None and pod.deleting):
                 self.unreachable.append(pod)  # a starting pod's server not listening yet is not a fault
+                if obs is not None and obs.error:
+                    self.unreachable_errors[pod.name] = obs.error
         self.by_id = {node.node_id: node for node in self.nodes.values()}
         self.data_claims = {claim.name: claim for claim in observation.claims}
         """The cluster's data claims by name (persistence; none for a cache: data_claims.py)."""
