@@ -13,7 +13,6 @@ from valkey_operator.api.convert import Model, empty_to_none
 from valkey_operator.api.external import ExternalAccess, ExternalEndpoint
 from valkey_operator.api.fields import (
     KEY,
-    Rule,
     Schema,
     cel_list,
     conditions,
@@ -23,6 +22,7 @@ from valkey_operator.api.fields import (
     matches,
     name_ref,
     observed_generation,
+    qualified_keys,
     raw,
     rule,
     schema,
@@ -52,7 +52,6 @@ from valkey_operator.api.limits import (
     MAX_USERNAME,
     MAX_ZONES,
     PASSWORD_HASH,
-    QUALIFIED_NAME,
     USERNAME,
 )
 from valkey_operator.api.meta import Condition, ObjectMeta
@@ -459,18 +458,6 @@ class Toleration(Model):
     )
 
 
-def _label_rules(what: str) -> list[Rule]:
-    """Keys are label/annotation keys ([prefix/]name)."""
-    return [
-        rule(
-            f"self.all(k, k.matches({raw(QUALIFIED_NAME)}))",
-            f"keys must be valid {what} keys ([prefix/]name)",
-            message_expression=lit(f"keys must be valid {what} keys ([prefix/]name); got ")
-            + f" + self.filter(k, !k.matches({raw(QUALIFIED_NAME)}))[0]",
-        )
-    ]
-
-
 @attrs.frozen(kw_only=True)
 class Placement(Model):
     zones: tuple[str, ...] = attrs.field(
@@ -509,7 +496,7 @@ class Placement(Model):
             max_properties=MAX_NODE_SELECTOR,
             items=item("Required label value.", max_length=MAX_LABEL_VALUE),
             rules=[
-                *_label_rules("label"),
+                qualified_keys("label"),
                 rule(
                     f"self.all(k, self[k].matches({raw(LABEL_VALUE)}))",
                     "values must be valid label values",
@@ -680,7 +667,7 @@ class ValkeyClusterSpec(Model):
                     + f" + self.filter(k, k.startsWith({lit(_PREFIX)}))[0] + "
                     + lit(f" is not allowed: keys with the prefix {_PREFIX} are reserved for the operator"),
                 ),
-                *_label_rules("annotation"),
+                qualified_keys("annotation"),
             ],
         ),
     )

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 import attrs
 
 from valkey_operator.api.convert import Model
-from valkey_operator.api.fields import described, item, lit, raw, rule, schema
-from valkey_operator.api.limits import MAX_ANNOTATION_VALUE, MAX_ANNOTATIONS, MAX_NAME, QUALIFIED_NAME
+from valkey_operator.api.fields import described, item, qualified_keys, schema
+from valkey_operator.api.limits import MAX_ANNOTATION_VALUE, MAX_ANNOTATIONS, MAX_NAME
 
 
 class ExternalServiceType(enum.StrEnum):
@@ -47,14 +47,7 @@ class ExternalAccess(Model):
             "A change is applied to the existing Services.",
             max_properties=MAX_ANNOTATIONS,
             items=item("Annotation value.", max_length=MAX_ANNOTATION_VALUE),
-            rules=[
-                rule(
-                    f"self.all(k, k.matches({raw(QUALIFIED_NAME)}))",
-                    "keys must be valid annotation keys ([prefix/]name)",
-                    message_expression=lit("keys must be valid annotation keys ([prefix/]name); got ")
-                    + f" + self.filter(k, !k.matches({raw(QUALIFIED_NAME)}))[0]",
-                )
-            ],
+            rules=[qualified_keys("annotation")],
         ),
     )
 

@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
-from valkey_operator.api.limits import DNS_SUBDOMAIN, MAX_CONDITIONS, MAX_NAME
+from valkey_operator.api.limits import DNS_SUBDOMAIN, MAX_CONDITIONS, MAX_NAME, QUALIFIED_NAME
 
 Rule = dict[str, Any]
 C = TypeVar("C", bound=type)
@@ -147,6 +147,16 @@ def matches(pattern: str, message: str, got: str | None = None) -> Rule:
     """`self` matches the RE2 pattern; with `got`, the message expression appends "<got>" + self."""
     expression = None if got is None else lit(got) + " + self"
     return rule(f"self.matches({raw(pattern)})", message, message_expression=expression)
+
+
+def qualified_keys(what: str) -> Rule:
+    """A map's keys are label or annotation keys ([prefix/]name); the message names the first that is not."""
+    return rule(
+        f"self.all(k, k.matches({raw(QUALIFIED_NAME)}))",
+        f"keys must be valid {what} keys ([prefix/]name)",
+        message_expression=lit(f"keys must be valid {what} keys ([prefix/]name); got ")
+        + f" + self.filter(k, !k.matches({raw(QUALIFIED_NAME)}))[0]",
+    )
 
 
 # ---- shapes used by several kinds -----------------------------------------------------------------

@@ -386,7 +386,8 @@ class View:
         (tunables.operator_runtime) count only while no backup of the cluster is Running: a backup's
         stream sets the sync delay to 0 for the moment its SYNC starts, and a stream cut off in
         between (the operator stopped) leaves it there until this puts it back. A derived maxmemory
-        follows the node's own pod (resize.node_maxmemory)."""
+        follows the node's own pod (resize.node_maxmemory). On a TLS cluster, the client-certificate
+        directives of spec.tls.clientAuth (config.client_auth_directives)."""
         found: dict[str, dict[str, str] | None] = {}
         for name, node in self.nodes.items():
             if node.obs.config is None or not meets_floor(node.obs.version):
