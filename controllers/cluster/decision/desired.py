@@ -76,6 +76,7 @@ class Desired:
     template_hash: str
     """The pod-template hash current pods should carry (from the renderer)."""
     image: str
+    """The image reference the pods run, named in version-floor messages."""
     shape_hash: str = ""
     """The template hash without resources (template.shape_hash): a pod labelled with it differs
     from the template in resources at most, which pods/resize changes in place (resize.py)."""
@@ -84,7 +85,6 @@ class Desired:
     maxmemory_derived: bool = False
     """maxmemory follows the memory limit (the config chain does not set it): each node's value
     follows the limit its own pod runs with (resize.node_maxmemory)."""
-    """The image reference the pods run, named in version-floor messages."""
     paused: bool = False
     """The paused annotation: plan nothing, still report status."""
     config_hash: str = ""
