@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import DEPLOYMENTS, PODS, Resource
+from valkey_operator.core.resource import DEPLOYMENTS, EVENTS, PODS, Resource
 from valkey_testbed.kubelet import KubeletControl
-from valkey_testbed.wait import eventually
+from valkey_testbed.wait import WaitTimeout, eventually
 
 Obj = dict[str, Any]
 BUSYBOX = "busybox:1.36"
@@ -122,8 +122,24 @@ class Pods:
             pod = await self.kube.get_or_none(PODS, name, self.namespace)
             return pod if pod is not None and check(pod) else None
 
-        found: Obj = await eventually(matches, what or f"pod {name}", timeout)
+        try:
+            found: Obj = await eventually(matches, what or f"pod {name}", timeout)
+        except WaitTimeout as timed_out:
+            raise AssertionError(f"{timed_out}\n{await self.explain(name)}") from None
         return found
+
+    async def explain(self, name: str) -> str:
+        """What the API server and the kubelet say of the pod: its status, its Events and the
+        kubelet's own view of it (a pod that never ran leaves nothing else behind)."""
+        pod = await self.kube.get_or_none(PODS, name, self.namespace)
+        events = [
+            f"{event.get('reason')}: {event.get('message')}"
+            for event in await self.kube.list(EVENTS, self.namespace)
+            if (event.get("involvedObject") or {}).get("name") == name
+        ]
+        known = await self.kubelet.pod(self.namespace, name)
+        status = None if pod is None else (pod["spec"].get("nodeName"), pod.get("status"))
+        return f"pod (node, status): {status}\nevents: {events}\nkubelet: {known}"
 
     async def waiting_message(self, name: str, reason: str) -> str:
         """Wait until the pod's main container waits with reason; its message."""
