@@ -367,7 +367,12 @@ async def test_a_role_with_an_unknown_command_is_reported_and_new_pods_still_sta
     status = await eventually(reported, "Degraded with UnknownCommand", 60)
     message = find_condition(status["conditions"], "Degraded")["message"]
     assert f"ValkeyRole {role}" in message and "nosuchcommand" in message, message
-    assert await warnings(kube, namespace, "UnknownCommand"), "no Warning Event for the unknown command"
+
+    async def warned() -> list[Obj] | NotYet:
+        return await warnings(kube, namespace, "UnknownCommand") or NotYet("no Warning Event yet")
+
+    # The operator writes a pass's status before its Events: the Event may come a moment later.
+    await eventually(warned, "a Warning Event for the unknown command", 10, interval=0.2)
     assert "OK" in await cli(ip, "app", "app-password", "SET", "k", "v2")  # the user keeps working
     secret = await kube.get(SECRETS, render_names.secret_name("unk"), namespace)
     assert "nosuchcommand" not in base64.b64decode(secret["data"]["users.acl"]).decode()
