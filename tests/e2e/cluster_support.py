@@ -129,6 +129,18 @@ async def owned_pods(kube: Client, namespace: str, name: str) -> list[Obj]:
     return await kube.list(PODS, namespace, label_selector=f"{render_names.CLUSTER_LABEL}={name}")
 
 
+async def lives_of(kube: Client, namespace: str, name: str) -> dict[str, tuple[str, int]]:
+    """uid and restart count of each of the cluster's pods: unchanged means no pod was replaced or
+    restarted."""
+    return {
+        pod["metadata"]["name"]: (
+            pod["metadata"]["uid"],
+            sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []),
+        )
+        for pod in await owned_pods(kube, namespace, name)
+    }
+
+
 async def whole_passes(
     operator: RunningOperator, kube: Client, namespace: str, name: str, count: int = 2
 ) -> None:

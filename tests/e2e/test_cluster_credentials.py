@@ -15,7 +15,7 @@ import time
 
 import pytest
 from chart_operator import ChartOperator
-from cluster_support import Catalog, cli, owned_pods, settled, status_of, whole_passes
+from cluster_support import Catalog, cli, lives_of, owned_pods, settled, status_of, whole_passes
 
 from controllers.shared import names as render_names
 from valkey_operator.api.resources import VALKEY_CLUSTERS, VALKEY_CONFIGS, VALKEY_IMAGES, VALKEY_ROLES
@@ -47,17 +47,6 @@ async def logs_in(ip: str, user: str, password: str) -> bool:
 
 async def node_ips(kube: Client, namespace: str) -> list[str]:
     return sorted(str(pod["status"]["podIP"]) for pod in await owned_pods(kube, namespace, NAME))
-
-
-async def pod_identities(kube: Client, namespace: str) -> dict[str, tuple[str, int]]:
-    """Pod name -> (uid, restarts): what a password rotation must not change."""
-    return {
-        pod["metadata"]["name"]: (
-            pod["metadata"]["uid"],
-            sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []),
-        )
-        for pod in await owned_pods(kube, namespace, NAME)
-    }
 
 
 def secret_body(namespace: str, name: str, values: dict[str, str], type_: str = "Opaque") -> Obj:
@@ -191,7 +180,7 @@ async def test_passwords_from_secrets_generated_secrets_pull_secrets_digests_and
     )
 
     # The user's password from a Secret, then a rotation: new added, then old removed.
-    before = await pod_identities(kube, namespace)
+    before = await lives_of(kube, namespace, NAME)
     await every_node(ips, "reports", {"first-password": True, "second-password": False}, "the first password")
     await whole_passes(operator, kube, namespace, NAME)  # the last periodic pass just happened
     await put_passwords(kube, namespace, {"current": "first-password", "next": "second-password"})
@@ -240,7 +229,7 @@ async def test_passwords_from_secrets_generated_secrets_pull_secrets_digests_and
         ips, "reports", {"second-password": False, "third-password": True}, "the recreated Secret"
     )
     await settled(kube, namespace, NAME, 60)
-    assert await pod_identities(kube, namespace) == before
+    assert await lives_of(kube, namespace, NAME) == before
 
     # Limits set in the config: a CPU limit appears, the memory limit and maxmemory follow it.
     await kube.patch(

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import pytest
 from chart_operator import ChartOperator
-from cluster_support import Catalog, cli, create_cluster, owned_pods, settled, status_of, warnings
+from cluster_support import Catalog, cli, create_cluster, lives_of, owned_pods, settled, status_of, warnings
 from tunable_samples import SAMPLES
 
 from controllers.shared import names as render_names
@@ -72,17 +72,6 @@ async def node_ips(kube: Client, namespace: str, cluster: str) -> list[str]:
     return [str(pod["status"]["podIP"]) for pod in await owned_pods(kube, namespace, cluster)]
 
 
-async def pod_identities(kube: Client, namespace: str, cluster: str) -> dict[str, tuple[str, int]]:
-    """Pod name -> (uid, restarts): what must not change when nothing is to be replaced."""
-    return {
-        pod["metadata"]["name"]: (
-            pod["metadata"]["uid"],
-            sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []),
-        )
-        for pod in await owned_pods(kube, namespace, cluster)
-    }
-
-
 def expected(settings: Mapping[str, str]) -> dict[str, str]:
     return {name: tunables.canonical(name, value) or value for name, value in settings.items()}
 
@@ -133,7 +122,7 @@ async def test_every_runtime_setting_reaches_every_node_without_replacing_a_pod(
     await settled(kube, namespace, "rt", 300)
     password = await admin_password(kube, namespace, "rt")
     ips = await node_ips(kube, namespace, "rt")
-    pods = await pod_identities(kube, namespace, "rt")
+    pods = await lives_of(kube, namespace, "rt")
     at_start = await config_get(ips[0], password)
 
     # Every runtime tunable at once, through the cluster's own config: Updating until every node
@@ -157,7 +146,7 @@ async def test_every_runtime_setting_reaches_every_node_without_replacing_a_pod(
     restored["slowlog-max-len"] = at_start["slowlog-max-len"]
     await every_node_runs(ips, password, restored, "the start values again")
     await settled_with_config(kube, namespace, "rt", child)
-    assert await pod_identities(kube, namespace, "rt") == pods
+    assert await lives_of(kube, namespace, "rt") == pods
 
     # A value the node refuses: Degraded naming it and Valkey's words, the other setting applied.
     await kube.patch(
@@ -186,7 +175,7 @@ async def test_every_runtime_setting_reaches_every_node_without_replacing_a_pod(
     )
     await every_node_runs(ips, password, {"maxclients": "4000"}, "the corrected value")
     await settled_with_config(kube, namespace, "rt", child)
-    assert await pod_identities(kube, namespace, "rt") == pods
+    assert await lives_of(kube, namespace, "rt") == pods
 
 
 async def settled_with_config(kube: Client, namespace: str, name: str, config: str) -> Obj:
@@ -258,7 +247,7 @@ async def test_annotations_acl_drift_and_role_edits_apply_to_live_pods(
     )
     password = await admin_password(kube, namespace, "live")
     ips = await node_ips(kube, namespace, "live")
-    pods = await pod_identities(kube, namespace, "live")
+    pods = await lives_of(kube, namespace, "live")
     for pod in pods:
         await kube.patch(PODS, pod, {"metadata": {"annotations": {"other.io/owner": "someone"}}}, namespace)
 
@@ -333,7 +322,7 @@ async def test_annotations_acl_drift_and_role_edits_apply_to_live_pods(
     await eventually(role_applied, "the role edit on every node", 90, interval=0.2)
     print(f"role edit applied on every node {time.monotonic() - started:.1f}s after the edit")
     await settled(kube, namespace, "live", 60)
-    assert await pod_identities(kube, namespace, "live") == pods
+    assert await lives_of(kube, namespace, "live") == pods
 
 
 async def acl_users(ip: str, password: str, usernames: tuple[str, ...]) -> dict[str, str]:

@@ -27,6 +27,7 @@ from cluster_support import (
     cli,
     coordinated_failovers,
     create_cluster,
+    lives_of,
     owned_pods,
     settled,
 )
@@ -60,17 +61,6 @@ def running_limit(pod: Obj) -> int | None:
             memory = ((status.get("resources") or {}).get("limits") or {}).get("memory")
             return quantity_bytes(memory) if memory else None
     return None  # a pod the kubelet has not started yet
-
-
-def identities(pods: list[Obj]) -> dict[str, tuple[str, int]]:
-    """pod name -> (uid, restarts of its containers)."""
-    return {
-        pod["metadata"]["name"]: (
-            pod["metadata"]["uid"],
-            sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []),
-        )
-        for pod in pods
-    }
 
 
 class OrderSampler:
@@ -171,7 +161,7 @@ async def test_memory_is_resized_in_place_under_writes_with_maxmemory_in_the_saf
     await create_cluster(kube, namespace, NAME, config, shards=2, replicas=1)
     status = await settled(kube, namespace, NAME, 300)
     ips = {node["pod"]: node["ip"] for node in status["nodes"]}
-    before = identities(await owned_pods(kube, namespace, NAME))
+    before = await lives_of(kube, namespace, NAME)
     assert len(before) == 4
     admin = await admin_client(kube, namespace, NAME)
     failovers = await coordinated_failovers(operator, namespace, NAME)
@@ -212,7 +202,7 @@ async def test_memory_is_resized_in_place_under_writes_with_maxmemory_in_the_saf
     assert len(gaps) == 2 and all(gap < SHARD_GAP_LIMIT for gap in gaps.values()), gaps
     assert not sampler.violations, sampler.violations[:5]
     assert sampler.samples > 10
-    assert identities(await owned_pods(kube, namespace, NAME)) == before, "a pod was replaced or restarted"
+    assert await lives_of(kube, namespace, NAME) == before, "a pod was replaced or restarted"
     assert await coordinated_failovers(operator, namespace, NAME) == failovers
     assert await events(kube, namespace, "RolloutStarted") == 0
     assert await events(kube, namespace, "PodResizing") == 4 * len(STEPS)

@@ -33,6 +33,7 @@ from cluster_support import (
     admin_client,
     create_cluster,
     image_config,
+    lives_of,
     owned_pods,
     put_tls_secret,
     require_image,
@@ -147,17 +148,6 @@ async def everyone_presents(kube: Client, namespace: str, name: str, serial: str
     return time.monotonic() - started
 
 
-def pod_lives(pods: Sequence[Obj]) -> dict[str, tuple[str, int]]:
-    """uid and restart count of each pod: unchanged means no pod was replaced or restarted."""
-    return {
-        pod["metadata"]["name"]: (
-            pod["metadata"]["uid"],
-            sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []),
-        )
-        for pod in pods
-    }
-
-
 def client_context(*cas: x509.Certificate) -> ssl.SSLContext:
     context = ssl.create_default_context(cadata=certs.pem(*cas).decode())
     context.check_hostname = False  # cluster redirects carry IPs: the CA is verified, not the name
@@ -264,7 +254,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     )
     ips = [node["ip"] for node in status["nodes"]]
     primaries = [node["ip"] for node in status["nodes"] if node["role"] == "primary"]
-    lives = pod_lives(await owned_pods(kube, namespace, "rot"))
+    lives = await lives_of(kube, namespace, "rot")
     syncs = await sync_counts(admin, primaries)
     old_client = ClientIdentity.issue(old.ca, old.ca_key, tmp_path / "old-client")
     new_client = ClientIdentity.issue(new.ca, new.ca_key, tmp_path / "new-client")
@@ -346,7 +336,7 @@ async def test_leaf_and_ca_rotation_reach_every_node_without_a_restart_or_a_lost
     assert verified.ok, verified
     assert prober.failures == [], prober.failures[:5]
     assert prober.attempts > 100
-    assert pod_lives(await owned_pods(kube, namespace, "rot")) == lives  # no pod replaced or restarted
+    assert await lives_of(kube, namespace, "rot") == lives  # no pod replaced or restarted
     assert await sync_counts(admin, primaries) == syncs  # no replication link broke
     assert final["tls"]["secretHash"] != status["tls"]["secretHash"]
     # The operator still reaches every node with only the new CA.
@@ -466,7 +456,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
     # pod, for the operator's secretSyncSeconds and for two whole passes after that: Degraded with
     # the Secret's problem, an Event, every node still serving the old certificate, no node sent a
     # CONFIG SET (how a reload is asked for), no pod touched.
-    lives = pod_lives(await owned_pods(kube, namespace, "run"))
+    lives = await lives_of(kube, namespace, "run")
     ips = [node["ip"] for node in status["nodes"]]
     admin = await admin_client(kube, namespace, "run")
     admin = AdminClient(
@@ -520,7 +510,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
             await node.config_set(
                 {"tls-cert-file": layout.TLS_CERT_FILE, "tls-key-file": layout.TLS_KEY_FILE}
             )
-    assert pod_lives(await owned_pods(kube, namespace, "run")) == lives
+    assert await lives_of(kube, namespace, "run") == lives
 
     # Fixed: a good, long-lived leaf is loaded live and the warnings clear.
     good = pki.leaf()
@@ -534,7 +524,7 @@ async def test_a_bad_secret_on_a_running_cluster_keeps_the_old_certificate_until
         return degraded.get("status") == "False" or NotYet(degraded)
 
     await eventually(clear, "Degraded cleared", 60)
-    assert pod_lives(await owned_pods(kube, namespace, "run")) == lives
+    assert await lives_of(kube, namespace, "run") == lives
     assert final["state"] == "Active"
     # The counter the bad Secrets were judged by does move when a node is told to reload.
     moved = {ip: (await reload_requests(admin, ip))["calls"] - reloads[ip]["calls"] for ip in ips}
