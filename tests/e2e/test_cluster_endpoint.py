@@ -214,7 +214,10 @@ async def test_every_address_the_endpoint_resolves_to_bootstraps_a_client_throug
     assert added <= set(prober.first_seen), sorted(added - set(prober.first_seen))
     assert rolled_pods - first_pods <= set(prober.first_seen)
     assert set(await resolve(kube, namespace, status["endpoint"])) == set(pods)
-    assert prober.bootstraps > len(first_pods) * 20, prober.bootstraps
+    # The prober kept probing throughout: a round (resolve, then six or more cluster clients, each
+    # parsing COMMAND) takes 0.3 s on an idle machine and 1.2 s on CI's loaded 2 cores; a round
+    # every 2 s on average is what makes the checks above mean something.
+    assert prober.rounds >= (rolled_in + scaled_in) / 2, (prober.rounds, rolled_in, scaled_in)
     delays = _joined_after_ready({name: pods[name] for name in added}, prober.first_seen)
     print(f"[endpoint] new pods handed to clients this long after their container was Ready (s): {delays}")
 
