@@ -16,18 +16,23 @@ A pass of a backup that is not finished:
 4. the slot layout is read again: if a shard's slots moved meanwhile, its keys
    could be in two files or in none, and the backup fails rather than lie;
 5. the manifest is written last: without it there is no backup.
+A OneInstant backup (spec.consistency) runs step 3 for every shard at once, its
+forks inside one write pause on every primary (instant.py), and never resumes
+an interrupted pass's shards: they were not taken at its instant.
 Completed and Failed are final: a backup is one-shot, a schedule makes the next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
 import attrs
 import structlog
 
+from controllers.backup import instant
 from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
 from controllers.options import ControllerOptions
@@ -39,7 +44,7 @@ from controllers.shared.probe import observe, owned_pods
 from controllers.shared.storage import AccessProblem, StorageAccess, storage_access
 from controllers.shared.tls import TlsMaterial, read_tls_secret
 from controllers.status import status_patch
-from valkey_operator.api.backup import BackupPhase
+from valkey_operator.api.backup import BackupConsistency, BackupPhase
 from valkey_operator.api.cluster import ClientAuth
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
@@ -54,7 +59,7 @@ from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.resource import PODS, SECRETS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import ObjectStore, StorageError, open_store
-from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError
+from valkey_operator.valkey.admin import AdminClient, Credentials, NodeConnection, ValkeyAdminError
 from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
 
 log = structlog.get_logger(__name__)
@@ -184,30 +189,18 @@ class BackupReconciler:
         namespace, name = meta["namespace"], meta["name"]
         cluster_name = target.cluster["metadata"]["name"]
         prefix = (namespace, cluster_name, name)
+        one_instant = (obj.get("spec") or {}).get("consistency") == BackupConsistency.ONE_INSTANT
         status = {**status, "phase": RUNNING, "message": f"backing up {len(found)} shards"}
         status.setdefault("startedAt", rfc3339(started))
         status.pop("reason", None)
-        done = {entry.index: entry for entry in _recorded_shards(status, found)}
+        status["consistency"] = str(
+            BackupConsistency.ONE_INSTANT if one_instant else BackupConsistency.PER_SHARD
+        )
+        done = {} if one_instant else {entry.index: entry for entry in _recorded_shards(status, found)}
         status = await self._write(obj, status, done)
-        writing = asyncio.Lock()
-        slots = asyncio.Semaphore(PARALLEL_SHARDS)
-
-        async def one(source: ShardSource) -> None:
-            nonlocal status
-            async with slots:
-                key = store.key(*prefix, shard_object_name(source.index))
-                entry = await self._shard(target.admin, store, key, source)
-            async with writing:
-                done[source.index] = entry
-                status = await self._write(obj, status, done)
-
-        try:
-            async with asyncio.TaskGroup() as group:  # a shard's failure stops (and aborts) the others
-                for source in found:
-                    if source.index not in done:
-                        group.create_task(one(source))
-        except ExceptionGroup as failed:
-            raise first_failure(failed) from None
+        status, pause = await self._stream_shards(
+            obj, status, target, found, store, prefix, done, one_instant
+        )
         await self._check_layout(target, found)
         finished = time.time()
         manifest = Manifest(
@@ -218,6 +211,8 @@ class BackupReconciler:
             completed_at=rfc3339(finished),
             valkey_version=found[0].version if found else "",
             shards=tuple(done[index] for index in sorted(done)),
+            consistency=str(status["consistency"]),
+            write_pause_seconds=pause,
         )
         manifest_key = store.key(*prefix, MANIFEST_NAME)
         await store.put_json(manifest_key, manifest.to_dict())
@@ -231,16 +226,158 @@ class BackupReconciler:
             "totalKeys": manifest.total_keys,
             "size": human_size(manifest.total_bytes),
             "message": f"{len(done)} shards, {manifest.total_keys} keys, {human_size(manifest.total_bytes)}"
-            f" in s3 bucket {access.destination.bucket}",
+            f" in s3 bucket {access.destination.bucket}"
+            + ("" if pause is None else f", at one instant (writes paused {pause * 1000:.0f} ms)"),
         }
+        if pause is not None:
+            status["writePauseMilliseconds"] = round(pause * 1000)
         await self._write(obj, status, done)
         self.metrics.completed(namespace, cluster_name, manifest.total_bytes, finished - started, finished)
+        if pause is not None:
+            self.metrics.write_pause(pause)
         await self.events.event(obj, NORMAL, "BackupCompleted", status["message"])
         log.info("backup completed", backup=f"{namespace}/{name}", bytes=manifest.total_bytes)
         return Result()
 
+    async def _stream_shards(
+        self,
+        obj: Obj,
+        status: Obj,
+        target: Target,
+        found: tuple[ShardSource, ...],
+        store: ObjectStore,
+        prefix: tuple[str, str, str],
+        done: dict[int, ShardEntry],
+        one_instant: bool,
+    ) -> tuple[Obj, float | None]:
+        """Every shard not done yet streamed to the store, each recorded in status as it ends;
+        OneInstant: all at once, forked inside one write pause (the pause returned), else
+        PARALLEL_SHARDS at a time."""
+        writing = asyncio.Lock()
+        slots = asyncio.Semaphore(max(len(found), 1) if one_instant else PARALLEL_SHARDS)
+        forked = {source.index: asyncio.Event() for source in found}
+        go = asyncio.Event()  # OneInstant: every primary paused and every replica source caught up
+        if not one_instant:
+            go.set()
+
+        async def one(source: ShardSource) -> None:
+            nonlocal status
+            async with slots:
+                await go.wait()
+                key = store.key(*prefix, shard_object_name(source.index))
+                entry = await self._shard(target.admin, store, key, source, forked[source.index].set)
+            async with writing:
+                done[source.index] = entry
+                status = await self._write(obj, status, done)
+
+        pause: float | None = None
+
+        async def coordinate() -> None:
+            nonlocal pause
+            pause = await self._one_instant(target.admin, found, go, forked)
+
+        try:
+            async with asyncio.TaskGroup() as group:  # a shard's failure stops (and aborts) the others
+                if one_instant:
+                    group.create_task(coordinate())
+                for source in found:
+                    if source.index not in done:
+                        group.create_task(one(source))
+        except ExceptionGroup as failed:
+            raise first_failure(failed) from None
+        return status, pause
+
+    async def _one_instant(
+        self,
+        admin: AdminClient,
+        found: tuple[ShardSource, ...],
+        go: asyncio.Event,
+        forked: dict[int, asyncio.Event],
+    ) -> float:
+        """Pause every primary's writes, let the sources fork (go), release the primaries; the
+        longest pause a client saw. InstantNotReached if a fork may have come after a pause ended."""
+        timeout = instant.PAUSE_TIMEOUT_MS / 1000.0
+        sent: dict[str, float] = {}
+        answered: dict[str, float] = {}
+        async with contextlib.AsyncExitStack() as stack:
+            connections: dict[str, NodeConnection] = {}
+            try:
+                for ip in instant.primaries(found):
+                    connections[ip] = await stack.enter_async_context(admin.connect(ip))
+                    # every connection opened before the first pause: the pause then costs round trips only
+                first = time.monotonic()
+                try:
+                    await self._pause(connections, sent)
+                    async with asyncio.timeout(timeout):
+                        await self._catch_up(admin, found, connections)
+                        go.set()
+                        for event in forked.values():
+                            await event.wait()
+                    every_fork = time.monotonic()
+                except TimeoutError:
+                    every_fork = None
+                finally:
+                    await self._unpause(connections, answered)
+            except ValkeyAdminError as exc:
+                raise BackupFailed("WritePauseFailed", f"the write pause: {exc}") from None
+        pause = instant.pause_seconds(sent, answered)
+        if not instant.instant_reached(first, every_fork, instant.PAUSE_TIMEOUT_MS):
+            raise BackupFailed(
+                instant.INSTANT_NOT_REACHED,
+                f"not every shard's source forked within the {instant.PAUSE_TIMEOUT_MS} ms write pause: "
+                "the shards would not be one instant",
+            )
+        log.info("every shard forked inside one write pause", pause_ms=round(pause * 1000))
+        return pause
+
+    @staticmethod
+    async def _pause(connections: dict[str, NodeConnection], sent: dict[str, float]) -> None:
+        async def one(ip: str, connection: NodeConnection) -> None:
+            sent[ip] = time.monotonic()
+            await connection.client_pause_write(instant.PAUSE_TIMEOUT_MS)
+
+        await asyncio.gather(*(one(ip, connection) for ip, connection in connections.items()))
+
+    @staticmethod
+    async def _unpause(connections: dict[str, NodeConnection], answered: dict[str, float]) -> None:
+        """CLIENT UNPAUSE everywhere a pause may have run; a failure is logged (the pause's own
+        timeout ends it)."""
+
+        async def one(ip: str, connection: NodeConnection) -> None:
+            try:
+                await connection.client_unpause()
+            except ValkeyAdminError as exc:
+                log.warning("CLIENT UNPAUSE failed: the pause ends by its timeout", node=ip, error=str(exc))
+                return
+            answered[ip] = time.monotonic()
+
+        await asyncio.gather(*(one(ip, connection) for ip, connection in connections.items()))
+
+    @staticmethod
+    async def _catch_up(
+        admin: AdminClient, found: tuple[ShardSource, ...], connections: dict[str, NodeConnection]
+    ) -> None:
+        """Each replica source reaches its paused primary's offset (the caller bounds the wait)."""
+
+        async def one(source: ShardSource) -> None:
+            info = await connections[source.primary_ip].info("replication")
+            target = _offset(info.get("master_repl_offset"))
+            async with admin.connect(source.ip) as replica:
+                while True:
+                    offset = _offset((await replica.info("replication")).get("slave_repl_offset"))
+                    if instant.caught_up(offset, target):
+                        return
+                    await asyncio.sleep(instant.CATCH_UP_POLL)
+
+        await asyncio.gather(*(one(source) for source in instant.replica_sources(found)))
+
     async def _shard(
-        self, admin: AdminClient, store: ObjectStore, key: str, source: ShardSource
+        self,
+        admin: AdminClient,
+        store: ObjectStore,
+        key: str,
+        source: ShardSource,
+        announced: Callable[[], None] | None = None,
     ) -> ShardEntry:
         try:
             async with open_rdb_stream(
@@ -251,6 +388,7 @@ class BackupReconciler:
                 identity_pem=admin.identity_pem,
                 allowed_networks=admin.allowed_networks,
                 sync_delay=OPERATOR_RUNTIME[SYNC_DELAY],
+                announced=announced,
             ) as stream:
                 uploaded = await store.upload(key, stream.chunks())
                 keys, version = stream.keys, stream.version
@@ -355,6 +493,13 @@ class BackupReconciler:
         if status.get("phase") in FINAL:
             self.finished.add(obj["metadata"].get("uid", ""))
         return status
+
+
+def _offset(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def first_failure(group: BaseExceptionGroup[Exception]) -> Exception:
