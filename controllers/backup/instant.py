@@ -11,7 +11,7 @@ A OneInstant backup (spec.consistency) takes every shard's snapshot at one momen
    announcement (`$EOF:<mark>` or `$<len>`) says the fork ran;
 4. `CLIENT UNPAUSE` on every primary (also when anything failed);
 5. the instant held only if every fork came before the first pause could have ended by
-   itself (instant_reached): else the backup fails with INSTANT_NOT_REACHED rather than
+   itself (instant_reached): else the backup fails with reason InstantNotReached rather than
    claim one instant.
 The reconciler does the I/O (reconciler.py `_one_instant`); times here are the
 operator's monotonic clock, passed in.
@@ -29,8 +29,6 @@ PAUSE_TIMEOUT_MS = 2000
 every source's fork: a fork copies the page tables, about 10 ms per GB of data on common hardware,
 and the operator's round trips; 2 s is far above that and still below the usual client timeouts
 (valkey-py and most clients: seconds), so a paused write is late, not failed."""
-INSTANT_NOT_REACHED = "InstantNotReached"
-"""The Failed reason of a OneInstant backup whose forks did not all happen inside the pause."""
 CATCH_UP_POLL = 0.005
 """Seconds between two reads of a replica's offset while it catches up with its paused primary."""
 

@@ -323,7 +323,7 @@ class BackupReconciler:
         pause = instant.pause_seconds(sent, answered)
         if not instant.instant_reached(first, every_fork, instant.PAUSE_TIMEOUT_MS):
             raise BackupFailed(
-                instant.INSTANT_NOT_REACHED,
+                "InstantNotReached",
                 f"not every shard's source forked within the {instant.PAUSE_TIMEOUT_MS} ms write pause: "
                 "the shards would not be one instant",
             )
