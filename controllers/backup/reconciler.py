@@ -302,9 +302,9 @@ class BackupReconciler:
         async with contextlib.AsyncExitStack() as stack:
             connections: dict[str, NodeConnection] = {}
             try:
+                # every connection opened before the first pause: the pause then costs round trips only
                 for ip in instant.primaries(found):
                     connections[ip] = await stack.enter_async_context(admin.connect(ip))
-                    # every connection opened before the first pause: the pause then costs round trips only
                 first = time.monotonic()
                 try:
                     await self._pause(connections, sent)
@@ -322,10 +322,11 @@ class BackupReconciler:
                 raise BackupFailed("WritePauseFailed", f"the write pause: {exc}") from None
         pause = instant.pause_seconds(sent, answered)
         if not instant.instant_reached(first, every_fork, instant.PAUSE_TIMEOUT_MS):
+            late = "every source forked" if go.is_set() else "every replica source reached its primary"
             raise BackupFailed(
                 "InstantNotReached",
-                f"not every shard's source forked within the {instant.PAUSE_TIMEOUT_MS} ms write pause: "
-                "the shards would not be one instant",
+                f"not {late} within the {instant.PAUSE_TIMEOUT_MS} ms write pause: the shards would not "
+                "be one instant",
             )
         log.info("every shard forked inside one write pause", pause_ms=round(pause * 1000))
         return pause
@@ -336,7 +337,13 @@ class BackupReconciler:
             sent[ip] = time.monotonic()
             await connection.client_pause_write(instant.PAUSE_TIMEOUT_MS)
 
-        await asyncio.gather(*(one(ip, connection) for ip, connection in connections.items()))
+        # every PAUSE answered (or failed) before any UNPAUSE shares its connection
+        results = await asyncio.gather(
+            *(one(ip, connection) for ip, connection in connections.items()), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     @staticmethod
     async def _unpause(connections: dict[str, NodeConnection], answered: dict[str, float]) -> None:
