@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from controllers.backup.sources import ShardSource
+from valkey_operator.objectstore.transfer import MIB, PART_SIZE
 
 PAUSE_TIMEOUT_MS = 2000
 """CLIENT PAUSE's own timeout. The node ends the pause by itself after it, so an operator that dies
@@ -29,6 +30,11 @@ PAUSE_TIMEOUT_MS = 2000
 every source's fork: a fork copies the page tables, about 10 ms per GB of data on common hardware,
 and the operator's round trips; 2 s is far above that and still below the usual client timeouts
 (valkey-py and most clients: seconds), so a paused write is late, not failed."""
+STREAM_MEMORY = PART_SIZE + MIB
+"""What one shard's stream holds in the operator: an upload part and the chunk being read."""
+MEMORY_SHARE = 0.5
+"""The part of the operator's memory limit a OneInstant backup's streams may take together: the
+rest is its cache of the cluster's objects and everything else it runs meanwhile."""
 CATCH_UP_POLL = 0.005
 """Seconds between two reads of a replica's offset while it catches up with its paused primary."""
 
@@ -69,3 +75,28 @@ def pause_seconds(sent: Mapping[str, float], answered: Mapping[str, float]) -> f
         return 0.0
     last = max(answered.values(), default=max(sent.values()))
     return max(answered.get(ip, last) - at for ip, at in sent.items())
+
+
+def parse_memory_max(text: str) -> int | None:
+    """A cgroup v2 memory.max: bytes, or None for `max` (no limit)."""
+    text = text.strip()
+    return None if text == "max" else int(text)
+
+
+def streams_over_budget(shards: int, memory_limit: int | None) -> str | None:
+    """Why the operator cannot hold every shard's stream at once (a OneInstant backup must: every
+    source forks inside one pause and streams until its last byte), or None when it can.
+
+    Forking every shard at once and reading a few at a time would not do: a source whose stream
+    is not read stalls its fork, and the node drops the stream after its repl-timeout.
+    """
+    needed = shards * STREAM_MEMORY
+    if memory_limit is None or needed <= memory_limit * MEMORY_SHARE:
+        return None
+    return (
+        f"a OneInstant backup reads all {shards} shards at once, {STREAM_MEMORY // MIB} MiB each in "
+        f"the operator ({needed // MIB} MiB), over {MEMORY_SHARE:.0%} of its memory limit "
+        f"({memory_limit // MIB} MiB): raise the operator's memory limit (the chart's "
+        f"resources.limits.memory) to {int(needed / MEMORY_SHARE) // MIB + 1}Mi or more, or take "
+        "PerShard backups"
+    )

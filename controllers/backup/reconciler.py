@@ -25,7 +25,6 @@ Completed and Failed are final: a backup is one-shot, a schedule makes the next.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 
@@ -33,8 +32,10 @@ import attrs
 import structlog
 
 from controllers.backup import instant
+from controllers.backup.failed import BackupFailed
 from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
+from controllers.backup.write_pause import hold_writes, operator_memory_limit
 from controllers.options import ControllerOptions
 from controllers.shared import names
 from controllers.shared.credentials import InternalCredentials, read_credentials
@@ -59,7 +60,7 @@ from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.resource import PODS, SECRETS, Resource
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import ObjectStore, StorageError, open_store
-from valkey_operator.valkey.admin import AdminClient, Credentials, NodeConnection, ValkeyAdminError
+from valkey_operator.valkey.admin import AdminClient, Credentials, ValkeyAdminError
 from valkey_operator.valkey.rdb_stream import SYNC_DELAY, open_rdb_stream
 
 log = structlog.get_logger(__name__)
@@ -80,13 +81,6 @@ PARALLEL_SHARDS = 2
 (8 MiB) in the operator; two at once let one shard's upload run while another's RDB is read,
 which one stream alone does in turns: a 1 GB 3-shard backup went from 0.77-0.81x to 0.91x of the
 delay-free valkey-cli + upload floor on the 2-core test machine (the record in docs/performance.md)."""
-
-
-class BackupFailed(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 def human_size(size: int) -> str:
@@ -253,6 +247,8 @@ class BackupReconciler:
         """Every shard not done yet streamed to the store, each recorded in status as it ends;
         OneInstant: all at once, forked inside one write pause (the pause returned), else
         PARALLEL_SHARDS at a time."""
+        if one_instant and (too_big := instant.streams_over_budget(len(found), operator_memory_limit())):
+            raise BackupFailed("OperatorMemoryTooSmall", too_big)
         writing = asyncio.Lock()
         slots = asyncio.Semaphore(max(len(found), 1) if one_instant else PARALLEL_SHARDS)
         forked = {source.index: asyncio.Event() for source in found}
@@ -274,7 +270,7 @@ class BackupReconciler:
 
         async def coordinate() -> None:
             nonlocal pause
-            pause = await self._one_instant(target.admin, found, go, forked)
+            pause = await hold_writes(target.admin, found, go, forked)
 
         try:
             async with asyncio.TaskGroup() as group:  # a shard's failure stops (and aborts) the others
@@ -286,97 +282,6 @@ class BackupReconciler:
         except ExceptionGroup as failed:
             raise first_failure(failed) from None
         return status, pause
-
-    async def _one_instant(
-        self,
-        admin: AdminClient,
-        found: tuple[ShardSource, ...],
-        go: asyncio.Event,
-        forked: dict[int, asyncio.Event],
-    ) -> float:
-        """Pause every primary's writes, let the sources fork (go), release the primaries; the
-        longest pause a client saw. InstantNotReached if a fork may have come after a pause ended."""
-        timeout = instant.PAUSE_TIMEOUT_MS / 1000.0
-        sent: dict[str, float] = {}
-        answered: dict[str, float] = {}
-        async with contextlib.AsyncExitStack() as stack:
-            connections: dict[str, NodeConnection] = {}
-            try:
-                # every connection opened before the first pause: the pause then costs round trips only
-                for ip in instant.primaries(found):
-                    connections[ip] = await stack.enter_async_context(admin.connect(ip))
-                first = time.monotonic()
-                try:
-                    await self._pause(connections, sent)
-                    async with asyncio.timeout(timeout):
-                        await self._catch_up(admin, found, connections)
-                        go.set()
-                        for event in forked.values():
-                            await event.wait()
-                    every_fork = time.monotonic()
-                except TimeoutError:
-                    every_fork = None
-                finally:
-                    await self._unpause(connections, answered)
-            except ValkeyAdminError as exc:
-                raise BackupFailed("WritePauseFailed", f"the write pause: {exc}") from None
-        pause = instant.pause_seconds(sent, answered)
-        if not instant.instant_reached(first, every_fork, instant.PAUSE_TIMEOUT_MS):
-            late = "every source forked" if go.is_set() else "every replica source reached its primary"
-            raise BackupFailed(
-                "InstantNotReached",
-                f"not {late} within the {instant.PAUSE_TIMEOUT_MS} ms write pause: the shards would not "
-                "be one instant",
-            )
-        log.info("every shard forked inside one write pause", pause_ms=round(pause * 1000))
-        return pause
-
-    @staticmethod
-    async def _pause(connections: dict[str, NodeConnection], sent: dict[str, float]) -> None:
-        async def one(ip: str, connection: NodeConnection) -> None:
-            sent[ip] = time.monotonic()
-            await connection.client_pause_write(instant.PAUSE_TIMEOUT_MS)
-
-        # every PAUSE answered (or failed) before any UNPAUSE shares its connection
-        results = await asyncio.gather(
-            *(one(ip, connection) for ip, connection in connections.items()), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-
-    @staticmethod
-    async def _unpause(connections: dict[str, NodeConnection], answered: dict[str, float]) -> None:
-        """CLIENT UNPAUSE everywhere a pause may have run; a failure is logged (the pause's own
-        timeout ends it)."""
-
-        async def one(ip: str, connection: NodeConnection) -> None:
-            try:
-                await connection.client_unpause()
-            except ValkeyAdminError as exc:
-                log.warning("CLIENT UNPAUSE failed: the pause ends by its timeout", node=ip, error=str(exc))
-                return
-            answered[ip] = time.monotonic()
-
-        await asyncio.gather(*(one(ip, connection) for ip, connection in connections.items()))
-
-    @staticmethod
-    async def _catch_up(
-        admin: AdminClient, found: tuple[ShardSource, ...], connections: dict[str, NodeConnection]
-    ) -> None:
-        """Each replica source reaches its paused primary's offset (the caller bounds the wait)."""
-
-        async def one(source: ShardSource) -> None:
-            info = await connections[source.primary_ip].info("replication")
-            target = _offset(info.get("master_repl_offset"))
-            async with admin.connect(source.ip) as replica:
-                while True:
-                    offset = _offset((await replica.info("replication")).get("slave_repl_offset"))
-                    if instant.caught_up(offset, target):
-                        return
-                    await asyncio.sleep(instant.CATCH_UP_POLL)
-
-        await asyncio.gather(*(one(source) for source in instant.replica_sources(found)))
 
     async def _shard(
         self,
@@ -500,13 +405,6 @@ class BackupReconciler:
         if status.get("phase") in FINAL:
             self.finished.add(obj["metadata"].get("uid", ""))
         return status
-
-
-def _offset(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def first_failure(group: BaseExceptionGroup[Exception]) -> Exception:

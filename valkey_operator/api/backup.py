@@ -69,10 +69,12 @@ CONSISTENCY_DESCRIPTION = (
     "PerShard (the default): each shard's snapshot is consistent on its own, but shards are "
     "snapshotted one after another, so keys that depend on each other across shards may not match. "
     "OneInstant: every shard's snapshot is taken at one moment; the cost is a write pause: every "
-    "primary refuses to run writes (CLIENT PAUSE WRITE; reads go on) while every source node forks, "
+    "primary holds writes (CLIENT PAUSE WRITE: a write waits, reads go on) while every source forks, "
     "usually tens of milliseconds, bounded by 2 s even if the operator stops (the pause's own "
     "timeout); a backup that cannot fork every source within it fails with reason "
-    "InstantNotReached. The pause is recorded in status.writePauseMilliseconds."
+    "InstantNotReached. The pause is recorded in status.writePauseMilliseconds. Every shard is "
+    "streamed at once, 9 MiB each in the operator: over half its memory limit, the backup fails "
+    "with reason OperatorMemoryTooSmall."
 )
 
 

@@ -8,14 +8,18 @@ from test_sources import cluster, primary, replica
 
 from controllers.backup.instant import (
     PAUSE_TIMEOUT_MS,
+    STREAM_MEMORY,
     caught_up,
     instant_reached,
+    parse_memory_max,
     pause_seconds,
     primaries,
     replica_sources,
+    streams_over_budget,
 )
 from controllers.backup.sources import NotSettled, sources
 from valkey_operator.api.cluster import NodeRole
+from valkey_operator.objectstore.transfer import MIB
 
 
 def test_every_shards_primary_is_paused_and_only_replica_sources_wait_to_catch_up() -> None:
@@ -69,3 +73,20 @@ def test_the_pause_reported_is_the_longest_a_primary_held_writes() -> None:
 
 def test_the_pause_bound_holds_writes_less_than_client_timeouts() -> None:
     assert 500 <= PAUSE_TIMEOUT_MS <= 2000
+
+
+def test_a_cgroup_memory_max_is_bytes_or_no_limit() -> None:
+    assert parse_memory_max("536870912\n") == 512 * MIB
+    assert parse_memory_max("max\n") is None
+
+
+def test_every_shards_stream_must_fit_in_half_the_operators_memory_limit() -> None:
+    assert STREAM_MEMORY == 9 * MIB
+    assert streams_over_budget(28, 512 * MIB) is None  # the chart's limit: 28 x 9 MiB = 252 MiB
+    assert streams_over_budget(1000, None) is None  # no limit known: nothing to refuse on
+    refused = streams_over_budget(29, 512 * MIB)
+    assert refused == (
+        "a OneInstant backup reads all 29 shards at once, 9 MiB each in the operator (261 MiB), over 50% "
+        "of its memory limit (512 MiB): raise the operator's memory limit (the chart's "
+        "resources.limits.memory) to 523Mi or more, or take PerShard backups"
+    )
