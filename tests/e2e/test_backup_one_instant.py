@@ -2,7 +2,7 @@
 
 An application on the valkey-py cluster client writes pairs in sequence, key
 `a:<i>` then key `b:<i>`, the a's in shard 0 and the b's in shard 2 (hash tags
-pick the slots), about 100 pairs a second, bounded. Under that load
+pick the slots), back to back (thousands of pairs a second), bounded. Under that load
 OneInstant ValkeyBackups of the 3x1 cluster are taken one after another
 (every primary's writes paused while every shard's source forks). Each must
 hold one moment of the writer: each shard's snapshot is a prefix of its own
@@ -37,9 +37,9 @@ from valkey_testbed.objectstore import ObjectStoreServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("valkey_crds")]
 
-PAIR_INTERVAL = 0.01
-"""The writer's sleep between pairs: about 100 pairs a second beside the cluster on 2 cores."""
-MAX_PAIRS = 20000
+MAX_PAIRS = 100_000
+"""Bounds the writer, which writes pairs back to back (3,500 a second on the 2-core machine: a
+pair every 0.3 ms, far closer than the forks of shards streamed at once without a pause land)."""
 LEAD = 3.0
 """Seconds of pairs written before the backup starts, so that every shard holds some."""
 RESTORED = 300.0
@@ -79,7 +79,6 @@ async def writing_pairs(status: Obj) -> AsyncIterator[list[int]]:
             begun[0] = index + 1
             await client.set(a_key(index), b"a")
             await client.set(b_key(index), b"b")
-            await asyncio.sleep(PAIR_INTERVAL)
 
     task = asyncio.create_task(run())
     try:
