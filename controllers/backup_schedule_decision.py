@@ -70,6 +70,8 @@ class ScheduleSpec:
     keep: int | None
     """None (absent): retention deletes nothing; the API requires keep >= 1, below is read as 1."""
     destination: Mapping[str, Any]
+    consistency: str | None = None
+    """spec.backup.consistency, passed to each ValkeyBackup as it is (None: the backup's default)."""
 
     @classmethod
     def read(cls, raw: Obj | None) -> ScheduleSpec | None:
@@ -80,6 +82,7 @@ class ScheduleSpec:
             schedule=str(raw.get("schedule") or ""),
             keep=max(int(keep), 1) if keep is not None else None,
             destination=raw.get("destination") or {},
+            consistency=str(raw["consistency"]) if raw.get("consistency") else None,
         )
 
 
@@ -218,7 +221,11 @@ def backup_object(cluster: ClusterFacts, spec: ScheduleSpec, fire_time: float) -
             "labels": {CLUSTER_LABEL: cluster.name, SCHEDULED_LABEL: SCHEDULED},
             "annotations": {SCHEDULED_AT_ANNOTATION: rfc3339(fire_time)},
         },
-        "spec": {"clusterName": cluster.name, "destination": dict(spec.destination)},
+        "spec": {
+            "clusterName": cluster.name,
+            "destination": dict(spec.destination),
+            **({"consistency": spec.consistency} if spec.consistency else {}),
+        },
     }
 
 

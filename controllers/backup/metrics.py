@@ -4,7 +4,9 @@
 - `valkey_operator_backup_bytes_total{namespace,cluster}`: RDB bytes written to storage;
 - `valkey_operator_backup_duration_seconds`: start to manifest, completed backups only;
 - `valkey_operator_backup_last_success_timestamp_seconds{namespace,cluster}`: when the newest
-  completed backup finished, for an alert on backups that stopped happening.
+  completed backup finished, for an alert on backups that stopped happening;
+- `valkey_operator_backup_write_pause_seconds`: the write pause of each completed OneInstant backup
+  (the longest a client saw on a primary).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 COMPLETED = "completed"
 FAILED = "failed"
+PAUSE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 
 
@@ -38,12 +41,21 @@ class BackupMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
+        self.pause = Histogram(
+            "valkey_operator_backup_write_pause_seconds",
+            "Seconds writes were paused on the primaries for a OneInstant backup",
+            buckets=PAUSE_BUCKETS,
+            registry=registry,
+        )
         self.last_success = Gauge(
             "valkey_operator_backup_last_success_timestamp_seconds",
             "Unix time the newest completed backup of the cluster finished",
             ["namespace", "cluster"],
             registry=registry,
         )
+
+    def write_pause(self, seconds: float) -> None:
+        self.pause.observe(seconds)
 
     def completed(self, namespace: str, cluster: str, size: int, seconds: float, at: float) -> None:
         self.backups.labels(namespace, cluster, COMPLETED).inc()

@@ -16,6 +16,9 @@ A pass of a backup that is not finished:
 4. the slot layout is read again: if a shard's slots moved meanwhile, its keys
    could be in two files or in none, and the backup fails rather than lie;
 5. the manifest is written last: without it there is no backup.
+A OneInstant backup (spec.consistency) runs step 3 for every shard at once, its
+forks inside one write pause on every primary (instant.py), and never resumes
+an interrupted pass's shards: they were not taken at its instant.
 Completed and Failed are final: a backup is one-shot, a schedule makes the next.
 """
 
@@ -28,8 +31,11 @@ from collections.abc import Callable
 import attrs
 import structlog
 
+from controllers.backup import instant
+from controllers.backup.failed import BackupFailed
 from controllers.backup.metrics import BackupMetrics, backup_metrics
 from controllers.backup.sources import NotSettled, ShardSource, sources
+from controllers.backup.write_pause import hold_writes, operator_memory_limit
 from controllers.options import ControllerOptions
 from controllers.shared import names
 from controllers.shared.credentials import InternalCredentials, read_credentials
@@ -39,7 +45,7 @@ from controllers.shared.probe import observe, owned_pods
 from controllers.shared.storage import AccessProblem, StorageAccess, storage_access
 from controllers.shared.tls import TlsMaterial, read_tls_secret
 from controllers.status import status_patch
-from valkey_operator.api.backup import BackupPhase
+from valkey_operator.api.backup import BackupConsistency, BackupPhase
 from valkey_operator.api.cluster import ClientAuth
 from valkey_operator.api.resources import ADMIN_USER, VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.api.tunables import OPERATOR_RUNTIME
@@ -75,13 +81,6 @@ PARALLEL_SHARDS = 2
 (8 MiB) in the operator; two at once let one shard's upload run while another's RDB is read,
 which one stream alone does in turns: a 1 GB 3-shard backup went from 0.77-0.81x to 0.91x of the
 delay-free valkey-cli + upload floor on the 2-core test machine (the record in docs/performance.md)."""
-
-
-class BackupFailed(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 def human_size(size: int) -> str:
@@ -184,30 +183,18 @@ class BackupReconciler:
         namespace, name = meta["namespace"], meta["name"]
         cluster_name = target.cluster["metadata"]["name"]
         prefix = (namespace, cluster_name, name)
+        one_instant = (obj.get("spec") or {}).get("consistency") == BackupConsistency.ONE_INSTANT
         status = {**status, "phase": RUNNING, "message": f"backing up {len(found)} shards"}
         status.setdefault("startedAt", rfc3339(started))
         status.pop("reason", None)
-        done = {entry.index: entry for entry in _recorded_shards(status, found)}
+        status["consistency"] = str(
+            BackupConsistency.ONE_INSTANT if one_instant else BackupConsistency.PER_SHARD
+        )
+        done = {} if one_instant else {entry.index: entry for entry in _recorded_shards(status, found)}
         status = await self._write(obj, status, done)
-        writing = asyncio.Lock()
-        slots = asyncio.Semaphore(PARALLEL_SHARDS)
-
-        async def one(source: ShardSource) -> None:
-            nonlocal status
-            async with slots:
-                key = store.key(*prefix, shard_object_name(source.index))
-                entry = await self._shard(target.admin, store, key, source)
-            async with writing:
-                done[source.index] = entry
-                status = await self._write(obj, status, done)
-
-        try:
-            async with asyncio.TaskGroup() as group:  # a shard's failure stops (and aborts) the others
-                for source in found:
-                    if source.index not in done:
-                        group.create_task(one(source))
-        except ExceptionGroup as failed:
-            raise first_failure(failed) from None
+        status, pause = await self._stream_shards(
+            obj, status, target, found, store, prefix, done, one_instant
+        )
         await self._check_layout(target, found)
         finished = time.time()
         manifest = Manifest(
@@ -218,6 +205,8 @@ class BackupReconciler:
             completed_at=rfc3339(finished),
             valkey_version=found[0].version if found else "",
             shards=tuple(done[index] for index in sorted(done)),
+            consistency=str(status["consistency"]),
+            write_pause_seconds=pause,
         )
         manifest_key = store.key(*prefix, MANIFEST_NAME)
         await store.put_json(manifest_key, manifest.to_dict())
@@ -231,16 +220,76 @@ class BackupReconciler:
             "totalKeys": manifest.total_keys,
             "size": human_size(manifest.total_bytes),
             "message": f"{len(done)} shards, {manifest.total_keys} keys, {human_size(manifest.total_bytes)}"
-            f" in s3 bucket {access.destination.bucket}",
+            f" in s3 bucket {access.destination.bucket}"
+            + ("" if pause is None else f", at one instant (writes paused {pause * 1000:.0f} ms)"),
         }
+        if pause is not None:
+            status["writePauseMilliseconds"] = round(pause * 1000)
         await self._write(obj, status, done)
         self.metrics.completed(namespace, cluster_name, manifest.total_bytes, finished - started, finished)
+        if pause is not None:
+            self.metrics.write_pause(pause)
         await self.events.event(obj, NORMAL, "BackupCompleted", status["message"])
         log.info("backup completed", backup=f"{namespace}/{name}", bytes=manifest.total_bytes)
         return Result()
 
+    async def _stream_shards(
+        self,
+        obj: Obj,
+        status: Obj,
+        target: Target,
+        found: tuple[ShardSource, ...],
+        store: ObjectStore,
+        prefix: tuple[str, str, str],
+        done: dict[int, ShardEntry],
+        one_instant: bool,
+    ) -> tuple[Obj, float | None]:
+        """Every shard not done yet streamed to the store, each recorded in status as it ends;
+        OneInstant: all at once, forked inside one write pause (the pause returned), else
+        PARALLEL_SHARDS at a time."""
+        if one_instant and (too_big := instant.streams_over_budget(len(found), operator_memory_limit())):
+            raise BackupFailed("OperatorMemoryTooSmall", too_big)
+        writing = asyncio.Lock()
+        slots = asyncio.Semaphore(max(len(found), 1) if one_instant else PARALLEL_SHARDS)
+        forked = {source.index: asyncio.Event() for source in found}
+        go = asyncio.Event()  # OneInstant: every primary paused and every replica source caught up
+        if not one_instant:
+            go.set()
+
+        async def one(source: ShardSource) -> None:
+            nonlocal status
+            async with slots:
+                await go.wait()
+                key = store.key(*prefix, shard_object_name(source.index))
+                entry = await self._shard(target.admin, store, key, source, forked[source.index].set)
+            async with writing:
+                done[source.index] = entry
+                status = await self._write(obj, status, done)
+
+        pause: float | None = None
+
+        async def coordinate() -> None:
+            nonlocal pause
+            pause = await hold_writes(target.admin, found, go, forked)
+
+        try:
+            async with asyncio.TaskGroup() as group:  # a shard's failure stops (and aborts) the others
+                if one_instant:
+                    group.create_task(coordinate())
+                for source in found:
+                    if source.index not in done:
+                        group.create_task(one(source))
+        except ExceptionGroup as failed:
+            raise first_failure(failed) from None
+        return status, pause
+
     async def _shard(
-        self, admin: AdminClient, store: ObjectStore, key: str, source: ShardSource
+        self,
+        admin: AdminClient,
+        store: ObjectStore,
+        key: str,
+        source: ShardSource,
+        announced: Callable[[], None] | None = None,
     ) -> ShardEntry:
         try:
             async with open_rdb_stream(
@@ -251,6 +300,7 @@ class BackupReconciler:
                 identity_pem=admin.identity_pem,
                 allowed_networks=admin.allowed_networks,
                 sync_delay=OPERATOR_RUNTIME[SYNC_DELAY],
+                announced=announced,
             ) as stream:
                 uploaded = await store.upload(key, stream.chunks())
                 keys, version = stream.keys, stream.version

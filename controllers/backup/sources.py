@@ -30,6 +30,9 @@ class ShardSource:
     role: NodeRole
     slots: SlotRanges
     version: str
+    primary_pod: str
+    primary_ip: str
+    """The shard's primary (the source itself when role is primary): a OneInstant backup pauses it."""
 
     @property
     def slots_text(self) -> str:
@@ -70,6 +73,8 @@ def sources(observation: Observation) -> tuple[ShardSource, ...] | NotSettled:
                 role=role,
                 slots=node.slots,
                 version=str(source_node.version_text or ""),
+                primary_pod=pod.name,
+                primary_ip=pod.ip or "",
             )
         )
     found.sort(key=lambda source: source.index)

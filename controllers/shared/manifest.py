@@ -91,6 +91,10 @@ class Manifest:
     completed_at: str
     valkey_version: str
     shards: tuple[ShardEntry, ...]
+    consistency: str = "PerShard"
+    """PerShard or OneInstant (ValkeyBackup spec.consistency); older manifests: PerShard."""
+    write_pause_seconds: float | None = None
+    """OneInstant: the longest write pause a client saw on a primary."""
 
     @property
     def total_bytes(self) -> int:
@@ -111,6 +115,8 @@ class Manifest:
             "valkeyVersion": self.valkey_version,
             "totalBytes": self.total_bytes,
             "totalKeys": self.total_keys,
+            "consistency": self.consistency,
+            **({} if self.write_pause_seconds is None else {"writePauseSeconds": self.write_pause_seconds}),
             "shards": [shard.to_dict() for shard in self.shards],
         }
 
@@ -141,6 +147,12 @@ def parse_manifest(document: Any) -> Manifest:
             completed_at=str(document["completedAt"]),
             valkey_version=str(document.get("valkeyVersion", "")),
             shards=shards,
+            consistency=str(document.get("consistency") or "PerShard"),
+            write_pause_seconds=_seconds(document.get("writePauseSeconds")),
         )
     except KeyError as exc:
         raise ManifestError(f"the manifest has no {exc.args[0]}") from None
+
+
+def _seconds(raw: Any) -> float | None:
+    return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None

@@ -43,12 +43,14 @@ def destination(store: ObjectStoreServer, bucket: str, secret: str = "s3", **ext
     return {"endpoint": store.endpoint, "bucket": bucket, "credentialsSecretName": secret, **extra}
 
 
-async def start_backup(kube: Client, namespace: str, name: str, cluster: str, where: Obj) -> None:
+async def start_backup(
+    kube: Client, namespace: str, name: str, cluster: str, where: Obj, **spec: str
+) -> None:
     body = {
         "apiVersion": VALKEY_BACKUPS.api_version,
         "kind": VALKEY_BACKUPS.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"clusterName": cluster, "destination": where},
+        "spec": {"clusterName": cluster, "destination": where, **spec},
     }
     await kube.create(VALKEY_BACKUPS, body)
 

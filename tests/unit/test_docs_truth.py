@@ -116,16 +116,6 @@ NOT_YET: tuple[NotYet, ...] = (
         built_if=(("controllers/cluster/decision/*.py", r"(?i)reclaim"),),
     ),
     NotYet(
-        "a backup that snapshots every shard at one instant",
-        (
-            r"\bsnapshot\w* of every shard at one instant\b",
-            r"\bshards? (?:are )?snapshotted at one instant\b",
-        ),
-        ("A backup holds a snapshot of every shard at one instant.",),
-        issue=41,
-        built_if=(("controllers/backup/**/*.py", r"(?i)one.?instant|pause_?writes|CLIENT PAUSE"),),
-    ),
-    NotYet(
         "the chaos run verifying valkey-benchmark's own keys",
         (r"\bvalkey-benchmark's own keys verified\b",),
         ("The chaos run has a load of valkey-benchmark's own keys verified.",),

@@ -58,6 +58,26 @@ class BackupPhase(enum.StrEnum):
     FAILED = "Failed"
 
 
+class BackupConsistency(enum.StrEnum):
+    """Whether every shard's snapshot is taken at one instant (controllers/backup/instant.py)."""
+
+    PER_SHARD = "PerShard"
+    ONE_INSTANT = "OneInstant"
+
+
+CONSISTENCY_DESCRIPTION = (
+    "PerShard (the default): each shard's snapshot is consistent on its own, but shards are "
+    "snapshotted one after another, so keys that depend on each other across shards may not match. "
+    "OneInstant: every shard's snapshot is taken at one moment; the cost is a write pause: every "
+    "primary holds writes (CLIENT PAUSE WRITE: a write waits, reads go on) while every source forks, "
+    "usually tens of milliseconds, bounded by 2 s even if the operator stops (the pause's own "
+    "timeout); a backup that cannot fork every source within it fails with reason "
+    "InstantNotReached. The pause is recorded in status.writePauseMilliseconds. Every shard is "
+    "streamed at once, 9 MiB each in the operator: over half its memory limit, the backup fails "
+    "with reason OperatorMemoryTooSmall."
+)
+
+
 class SourceRole(enum.StrEnum):
     """The role of the node a shard's snapshot was taken from."""
 
@@ -224,6 +244,9 @@ class ValkeyBackupSpec(Model):
             "Where the backup is written: one object per shard, then a manifest object, written last."
         )
     )
+    consistency: BackupConsistency | None = attrs.field(
+        default=None, metadata=schema(CONSISTENCY_DESCRIPTION, max_length=16)
+    )
 
 
 @described("One shard's snapshot: an RDB file stored as one object.")
@@ -286,10 +309,26 @@ class ValkeyBackupStatus(Model):
     total_bytes: int | None = _total("Bytes of every shard's object together.")
     total_keys: int | None = _total("Keys of every shard together.")
     size: str | None = _optional("totalBytes for people, for example 1.2 GiB: the Size printer column.", 32)
+    consistency: BackupConsistency | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "How the shards were snapshotted, as spec.consistency asked: PerShard or OneInstant.",
+            max_length=16,
+        ),
+    )
+    write_pause_milliseconds: int | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "OneInstant only: the longest write pause a client could see on a primary, from the "
+            "first CLIENT PAUSE sent to the last CLIENT UNPAUSE answered.",
+            minimum=0,
+        ),
+    )
     shards: tuple[BackupShard, ...] = attrs.field(
         default=(),
         metadata=schema(
-            "One entry per shard. Shards are snapshotted one after another, not at one instant.",
+            "One entry per shard. PerShard backups snapshot the shards one after another, "
+            "OneInstant ones all at one instant (spec.consistency).",
             max_items=MAX_SHARDS,
         ),
     )
@@ -302,7 +341,8 @@ class ValkeyBackupStatus(Model):
     "ValkeyBackup is one backup of a ValkeyCluster to S3-compatible object storage: one RDB "
     "snapshot per shard, taken from an in-sync replica where the shard has one (the primary "
     "otherwise), streamed to the bucket with its SHA-256, then a manifest written last. Shards are "
-    "snapshotted one after another, not at one instant. Restore it into a new cluster with "
+    "snapshotted one after another, not at one instant, unless spec.consistency is OneInstant (a "
+    "short write pause while every source forks). Restore it into a new cluster with "
     "ValkeyCluster spec.restore.backupName."
 )
 @attrs.frozen(kw_only=True)
@@ -333,6 +373,12 @@ class BackupSchedule(Model):
     )
     destination: BackupDestination = attrs.field(
         metadata=schema("Where each scheduled backup is written (as a ValkeyBackup's spec.destination).")
+    )
+    consistency: BackupConsistency | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "Each scheduled backup's spec.consistency. " + CONSISTENCY_DESCRIPTION, max_length=16
+        ),
     )
     keep: int = attrs.field(
         metadata=schema(

@@ -285,6 +285,14 @@ class NodeConnection:
         reply = await self.command("ACL", "DELUSER", *usernames)
         return int(reply)
 
+    async def client_pause_write(self, milliseconds: int) -> None:
+        """Hold every client's writes (reads go on) for at most milliseconds: the node ends the
+        pause by itself then, whatever happens to this connection."""
+        await self.command("CLIENT", "PAUSE", milliseconds, "WRITE")
+
+    async def client_unpause(self) -> None:
+        await self.command("CLIENT", "UNPAUSE")
+
     async def config_set(self, settings: Mapping[str, str]) -> None:
         args: list[str | int] = []
         for key, value in settings.items():

@@ -264,6 +264,7 @@ async def _start_sync(
     timeout: float,
     diskless: bool,
     delay: _Delay | None,
+    announced_at: Callable[[], None] | None = None,
 ) -> RdbStream:
     await _ask(reader, writer, where, timeout, "AUTH", credentials.username, credentials.password)
     version = await _server_version(reader, writer, where, timeout)
@@ -292,6 +293,8 @@ async def _start_sync(
             raise ValkeyAdminError(f"{where}: SYNC announced {size} bytes, too few for an RDB")
     else:
         raise ValkeyAdminError(f"{where}: SYNC: unexpected reply {announced[:60]!r}")
+    if announced_at is not None:
+        announced_at()  # the snapshot exists: the fork ran (diskless) or the file is written
     try:
         async with asyncio.timeout(timeout):
             magic = await reader.readexactly(MAGIC_SIZE)
@@ -382,6 +385,7 @@ async def open_rdb_stream(
     timeout: float = 30.0,
     diskless: bool = True,
     sync_delay: str | None = None,
+    announced: Callable[[], None] | None = None,
 ) -> AsyncIterator[RdbStream]:
     """Ask the node at host:port for an RDB snapshot; the stream is open inside the with-block.
 
@@ -393,6 +397,9 @@ async def open_rdb_stream(
     sync_delay (diskless only): the `repl-diskless-sync-delay` the node should run; the stream
     sets it to 0 just before SYNC and back to this as soon as the node answers (or the sync fails),
     so the RDB starts at once instead of after the delay. None leaves the setting alone.
+    announced is called once the node announced the RDB (`$EOF:<mark>` or `$<len>`), before any of
+    its bytes are read: the node's snapshot is then fixed (its fork ran, or its file is written),
+    which a one-instant backup waits for on every shard (controllers/backup/instant.py).
     Every failure is a ValkeyAdminError naming the node and the step, never the password.
     """
     check_address(host, allowed_networks)
@@ -408,7 +415,7 @@ async def open_rdb_stream(
         else None
     )
     try:
-        started = await _start_sync(reader, writer, where, credentials, timeout, diskless, delay)
+        started = await _start_sync(reader, writer, where, credentials, timeout, diskless, delay, announced)
     except BaseException:
         await _close(writer)
         if delay is not None:

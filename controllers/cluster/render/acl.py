@@ -130,6 +130,10 @@ ADMIN_COMMANDS: tuple[str, ...] = (
     # eof/version, then SYNC
     "+replconf",
     "+sync",
+    # a OneInstant backup (controllers/backup/instant.py): every primary's writes held while every
+    # shard's source forks, bounded by the pause's own timeout, then released
+    "+client|pause",
+    "+client|unpause",
 )
 """Every command the operator sends as its admin user, and nothing else: no keys, no channels.
 

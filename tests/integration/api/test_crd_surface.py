@@ -373,7 +373,9 @@ async def test_kubectl_explain_teaches_the_api(api: Client, kubectl: Any) -> Non
     out = await explain(kubectl, "valkeybackup.spec", "Immutable after creation")
     for field_name in ("clusterName", "destination"):
         assert re.search(rf"^\s+{field_name}\s+<\w+> -required-", out, re.MULTILINE), out
-    out = await explain(kubectl, "valkeybackup.status.shards", "snapshotted one after another, not at one")
+    out = await explain(
+        kubectl, "valkeybackup.status.shards", "PerShard backups snapshot the shards one after"
+    )
     for field_name in ("index", "slots", "sourcePod", "sourceRole", "objectKey", "bytes", "keys", "sha256"):
         assert re.search(rf"^\s+{field_name}\s+<", out, re.MULTILINE), out
     await explain(kubectl, "valkeycluster.spec.restore", "creates the cluster at the backup's shard count")

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from valkey_operator.api.backup import (
+    BackupConsistency,
     BackupDestination,
     BackupPhase,
     BackupSchedule,
@@ -284,7 +285,12 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             ),
             image_pull_secrets=("registry",),
             metrics=Metrics(exporter=Exporter(enabled=False)),  # enabled is refused with tls
-            backup=BackupSchedule(schedule="0 3 * * *", destination=DESTINATION, keep=7),
+            backup=BackupSchedule(
+                schedule="0 3 * * *",
+                destination=DESTINATION,
+                keep=7,
+                consistency=BackupConsistency.ONE_INSTANT,
+            ),
             restore=Restore(backup_name=f"nightly-{suffix}"),
         ),
         status=ValkeyClusterStatus(
@@ -345,7 +351,9 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
     )
     backup = ValkeyBackup(
         metadata=meta(f"nightly-{suffix}", namespace),
-        spec=ValkeyBackupSpec(cluster_name="cache", destination=DESTINATION),
+        spec=ValkeyBackupSpec(
+            cluster_name="cache", destination=DESTINATION, consistency=BackupConsistency.ONE_INSTANT
+        ),
         status=ValkeyBackupStatus(
             phase=BackupPhase.COMPLETED,
             reason="ManifestWritten",
@@ -358,6 +366,8 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
             total_bytes=3 * 2**32,
             total_keys=3000,
             size="12 GiB",
+            consistency=BackupConsistency.ONE_INSTANT,
+            write_pause_milliseconds=21,
             shards=(
                 BackupShard(
                     index=0,

@@ -16,6 +16,7 @@ The harness itself talks as `default`, with a password (the operator's file disa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -337,6 +338,29 @@ async def test_every_admin_path_runs_as_the_admin_user(nodes: list[ValkeyServer]
         assert size > 0
         async with admin.connect(node.host) as connection:
             assert await connection.config_get(SYNC_DELAY) == {SYNC_DELAY: OPERATOR_RUNTIME[SYNC_DELAY]}
+
+    # A OneInstant backup: the primary's writes paused, then both streams opened under the pause
+    # (CONFIG SET of the sync delay and SYNC are not writes: the pause holds neither), each
+    # announcing its RDB before a byte of it is read, then the pause lifted.
+    primary = next(node for node in nodes if node.host == a.host)
+    async with admin.connect(primary.host) as paused:
+        await paused.client_pause_write(2000)
+        try:
+            for node in (a, c):
+                seen: list[str] = []
+                async with open_rdb_stream(
+                    node.host,
+                    node.port,
+                    admin.credentials,
+                    ca_pem=tls.ca.read_text(),
+                    allowed_networks=LOOPBACK_NETWORKS,
+                    sync_delay=OPERATOR_RUNTIME[SYNC_DELAY],
+                    announced=functools.partial(seen.append, "announced"),
+                ) as stream:
+                    assert seen == ["announced"]
+                    assert sum([len(chunk) async for chunk in stream.chunks()]) > 0
+        finally:
+            await paused.client_unpause()
 
     for node in nodes:
         assert denials(node) == [], f"{node.host} refused the admin user: {denials(node)}"

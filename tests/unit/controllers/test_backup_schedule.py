@@ -108,6 +108,22 @@ def test_a_due_backup_is_created_with_labels_and_annotation_and_no_owner() -> No
     assert decision.requeue_after == pytest.approx(at("2026-12-03 03:00:00") - at("2026-12-02 03:00:20"))
 
 
+def test_a_scheduled_backup_takes_the_schedules_consistency() -> None:
+    facts = attrs.evolve(
+        cluster(),
+        backup=ScheduleSpec.read(
+            {"schedule": DAILY, "keep": 3, "destination": DESTINATION, "consistency": "OneInstant"}
+        ),
+    )
+    decision = decide(facts, [], at("2026-12-02 03:00:20"))
+    assert decision.create is not None
+    assert decision.create["spec"] == {
+        "clusterName": "cache",
+        "destination": DESTINATION,
+        "consistency": "OneInstant",
+    }
+
+
 def test_nothing_is_owed_for_fire_times_before_the_cluster_existed() -> None:
     decision = decide(cluster(created="2026-12-01 10:00:00"), [], at("2026-12-01 10:05:00"))
     assert decision.create is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from controllers.shared.manifest import FORMAT, Manifest, ManifestError, ShardEntry, parse_manifest
@@ -35,6 +36,16 @@ def test_round_trip_and_totals() -> None:
     document = written.to_dict()
     assert document["format"] == FORMAT and document["totalBytes"] == 33 and document["totalKeys"] == 3
     assert parse_manifest(document) == written
+
+
+def test_a_one_instant_manifest_records_its_pause_and_an_older_one_reads_as_per_shard() -> None:
+    written = attrs.evolve(manifest(), consistency="OneInstant", write_pause_seconds=0.042)
+    document = written.to_dict()
+    assert document["consistency"] == "OneInstant" and document["writePauseSeconds"] == 0.042
+    assert parse_manifest(document) == written
+    older = {k: v for k, v in manifest().to_dict().items() if k != "consistency"}
+    assert parse_manifest(older).consistency == "PerShard"
+    assert parse_manifest(older).write_pause_seconds is None
 
 
 @pytest.mark.parametrize(
