@@ -208,6 +208,8 @@ class ContainerRunner:
                 self.process = await self._start_oci(self.image, command)
             else:
                 argv = runtime.resolve_command(command, self.env.get("PATH", runtime.DEFAULT_PATH))
+                host_files = [Path(argv[0]), *([self.image.bin_dir] if self.image is not None else [])]
+                runtime.check_mounts_keep(host_files, self.mounts)
                 full = runtime.launch_argv(
                     argv,
                     self.identity,

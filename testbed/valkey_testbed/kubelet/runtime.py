@@ -161,6 +161,25 @@ def resolve_command(argv: Sequence[str], path: str) -> list[str]:
     raise StartError(f'exec: "{executable}": executable file not found in $PATH')
 
 
+def check_mounts_keep(files: Sequence[Path], mounts: Sequence[Mount]) -> None:
+    """StartError when a volume would be mounted over files the container runs from the host.
+
+    A container of an image that is not OCI runs this machine's files (its bin_dir, under the
+    image prefix) in a mount namespace of the host's own tree: a volume mounted at /work hides
+    everything under /work, the image's executables included when the prefix is there. A real
+    kubelet mounts into the image's own root and has no such clash; here it is refused by name
+    rather than left to fail as an executable not found.
+    """
+    for mount in mounts:
+        target = Path(mount.target)
+        for path in files:
+            if path == target or target in path.parents:
+                raise StartError(
+                    f"the volume mounted at {mount.target} would hide {path}, which this container runs "
+                    "from the host (the test bed's process runtime): mount it at another path"
+                )
+
+
 def launch_argv(
     command: Sequence[str],
     who: Identity,

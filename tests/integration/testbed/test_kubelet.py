@@ -197,18 +197,17 @@ async def test_exec_readiness_probe_fails_then_recovers(
     pods: Pods, kubelet: KubeletControl, namespace: str
 ) -> None:
     # Each run of the probe leaves a line behind, so the test knows it ran (and failed: no file yet).
-    check = "echo run >> /work/probes; test -f /work/ready"
+    check = "echo run >> /probe-state/runs; test -f /probe-state/ready"
     probe = {"exec": {"command": ["sh", "-c", check]}, "periodSeconds": 1, "failureThreshold": 1}
-    container = busybox(
-        "exec sleep 3600", readinessProbe=probe, volumeMounts=[{"name": "work", "mountPath": "/work"}]
-    )
-    await pods.create(pod_body("probed", container, volumes=[{"name": "work", "emptyDir": {}}]))
+    mounts = [{"name": "state", "mountPath": "/probe-state"}]
+    container = busybox("exec sleep 3600", readinessProbe=probe, volumeMounts=mounts)
+    await pods.create(pod_body("probed", container, volumes=[{"name": "state", "emptyDir": {}}]))
     await pods.wait(
         "probed", lambda p: "running" in container_status(p).get("state", {}), what="probed running"
     )
 
     async def probed_twice() -> bool | NotYet:
-        result = await kubelet.exec(namespace, "probed", "main", ["cat", "/work/probes"])
+        result = await kubelet.exec(namespace, "probed", "main", ["cat", "/probe-state/runs"])
         runs = result.output.decode().count("run") if result.exit_code == 0 else 0
         return runs >= 2 or NotYet(f"{runs} probe runs")
 
@@ -216,18 +215,18 @@ async def test_exec_readiness_probe_fails_then_recovers(
     pod = await pods.get("probed")
     assert condition(pod, "Ready") == "False" and container_status(pod)["ready"] is False
 
-    result = await kubelet.exec(namespace, "probed", "main", ["touch", "/work/ready"])
+    result = await kubelet.exec(namespace, "probed", "main", ["touch", "/probe-state/ready"])
     assert result.exit_code == 0, result.output
     await pods.ready("probed", timeout=30)
 
-    await kubelet.exec(namespace, "probed", "main", ["rm", "/work/ready"])
+    await kubelet.exec(namespace, "probed", "main", ["rm", "/probe-state/ready"])
     await pods.wait("probed", lambda p: condition(p, "Ready") == "False", 30, "probed not Ready")
 
-    await kubelet.exec(namespace, "probed", "main", ["touch", "/work/ready"])
+    await kubelet.exec(namespace, "probed", "main", ["touch", "/probe-state/ready"])
     pod = await pods.ready("probed", timeout=30)
     assert container_status(pod)["restartCount"] == 0, "a readiness probe never restarts a container"
     # The probe ran in the container's own mount namespace: the file is not on the host.
-    assert not read_text(Path("/work/ready"))
+    assert not read_text(Path("/probe-state/ready"))
 
 
 async def test_a_ready_condition_another_writer_clears_is_set_back(

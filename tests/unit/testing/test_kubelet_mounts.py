@@ -49,3 +49,19 @@ def test_a_mount_point_that_cannot_be_made_is_a_config_error(tmp_path: Path) -> 
         runtime.make_nested_mount_points(
             [runtime.Mount(config, "/config"), runtime.Mount(tmp_path, "/config/users/x")]
         )
+
+
+def test_a_volume_over_the_hosts_files_the_container_runs_is_refused_by_name() -> None:
+    """The cold CI script's image prefix under /work/tmp met a test's emptyDir at /work: the
+    busybox pod never ran and the wait said only `last value: None`."""
+    bin_dir = Path("/work/tmp/cold.x/images/busybox/bin")
+    files = [bin_dir, bin_dir / "sh"]
+    runtime.check_mounts_keep(
+        files, [runtime.Mount(Path("/v"), "/probe-state"), runtime.Mount(Path("/v"), "/wor")]
+    )
+    with pytest.raises(runtime.StartError) as refused:
+        runtime.check_mounts_keep(files, [runtime.Mount(Path("/v"), "/work")])
+    assert str(refused.value) == (
+        "the volume mounted at /work would hide /work/tmp/cold.x/images/busybox/bin, which this container "
+        "runs from the host (the test bed's process runtime): mount it at another path"
+    )
