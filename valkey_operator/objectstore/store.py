@@ -136,6 +136,23 @@ class ObjectStore:
         )
         return any(item["Key"] == key for item in page.get("Contents", []))
 
+    async def list_objects(self, prefix: str) -> list[tuple[str, int]]:
+        """Every object under prefix, taken as a folder as delete_prefix takes it: (key, size), in
+        the store's key order."""
+        folder = prefix.strip("/") + "/"
+        found: list[tuple[str, int]] = []
+        token: dict[str, str] = {}
+        while True:
+            page = await self._call(
+                f"ListObjectsV2 {self.bucket}/{folder}",
+                functools.partial(self._client.list_objects_v2, Bucket=self.bucket, Prefix=folder, **token),
+                bucket_operation=True,
+            )
+            found += [(item["Key"], int(item["Size"])) for item in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return found
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
     async def delete_prefix(self, prefix: str) -> int:
         """Delete every object under prefix, taken as a folder ("a/b" deletes "a/b/..." but not
         "a/bc"), and return how many; an empty prefix is refused (it would empty the bucket)."""

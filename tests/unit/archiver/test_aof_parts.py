@@ -1,0 +1,102 @@
+"""The archiver's pure parts: the AOF manifest, its timestamp annotations, the bucket's names."""
+
+from __future__ import annotations
+
+import pytest
+
+from valkey_operator.archiver import layout
+from valkey_operator.archiver.manifest import (
+    AofFile,
+    FileKind,
+    ManifestError,
+    current,
+    parse_manifest,
+    render_manifest,
+)
+from valkey_operator.archiver.resume import Resume, resume_from
+from valkey_operator.archiver.timestamps import AofFormatError, TimestampScanner
+
+# A manifest as valkey-server 9.1.2 wrote it during a rewrite (both incremental files listed).
+DURING_REWRITE = (
+    "file appendonly.aof.1.base.rdb seq 1 type b\n"
+    "file appendonly.aof.1.incr.aof seq 1 type i\n"
+    "file appendonly.aof.2.incr.aof seq 2 type i\n"
+)
+
+
+def test_a_manifest_is_read_and_written_back_unchanged() -> None:
+    files = parse_manifest(DURING_REWRITE)
+    assert files[0] == AofFile("appendonly.aof.1.base.rdb", 1, FileKind.BASE)
+    assert render_manifest(files) == DURING_REWRITE
+    base, incr = current(files)
+    assert base is not None and base.seq == 1
+    assert incr is not None and incr.seq == 2, "the node writes to the newest incremental file"
+
+
+def test_a_damaged_manifest_line_is_named() -> None:
+    with pytest.raises(ManifestError, match=r"manifest line 2: 'file x seq two type i'"):
+        parse_manifest("file a seq 1 type b\nfile x seq two type i\n")
+
+
+# valkey-server 9.1.2's incremental file with aof-timestamp-enabled (captured by hand).
+INCR = (
+    b"#TS:1796524157\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$2\r\nk0\r\n$1\r\n0\r\n"
+    b"#TS:1796524158\r\n*3\r\n$3\r\nSET\r\n$2\r\nk2\r\n$1\r\n2\r\n"
+)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 16, len(INCR)])
+def test_annotations_are_found_however_the_stream_is_cut(size: int) -> None:
+    scanner = TimestampScanner()
+    seen = []
+    for start in range(0, len(INCR), size):
+        scanner.feed(INCR[start : start + size])
+        seen.append(scanner.last)
+    assert scanner.last == 1796524158
+    assert 1796524157 in seen or size >= len(INCR)
+
+
+def test_a_value_that_reads_like_an_annotation_is_a_value() -> None:
+    value = b"\r\n#TS:9999999999\r\n"
+    scanner = TimestampScanner()
+    scanner.feed(b"#TS:100\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n" % (len(value), value))
+    assert scanner.last == 100
+
+
+def test_bytes_that_are_no_aof_are_refused() -> None:
+    with pytest.raises(AofFormatError, match="expected a command or an annotation"):
+        TimestampScanner().feed(b"hello\r\n")
+
+
+def test_object_names_sort_in_replay_order_and_read_back() -> None:
+    names = ["/".join(layout.segment_name(seq, start)) for seq, start in [(2, 0), (1, 900), (1, 10_000)]]
+    names.append("/".join(layout.base_name(1)))
+    assert [layout.parse_name(name) for name in sorted(names)] == [
+        layout.Archived(1, None),
+        layout.Archived(1, 900),
+        layout.Archived(1, 10_000),
+        layout.Archived(2, 0),
+    ]
+    assert layout.parse_name("0000000001/incr/notanumber") is None
+
+
+def test_a_restarted_archiver_goes_on_where_each_file_is_stored_without_a_hole() -> None:
+    node = "p/ns/c/archive/n"
+
+    def key(*parts: str) -> str:
+        return "/".join((node, *parts))
+
+    listing = [
+        (key(*layout.base_name(1)), 89),
+        (key(*layout.segment_name(1, 0)), 100),
+        (key(*layout.segment_name(1, 100)), 50),
+        (key(*layout.segment_name(1, 120)), 10),  # begins inside the one before: stale
+        (key(*layout.segment_name(2, 0)), 30),
+        (key(*layout.segment_name(2, 40)), 5),  # after a hole: shipped again
+        ("p/ns/c/archive/n/progress.json", 2),
+        ("p/ns/c/archive/other/0000000001/base", 1),
+    ]
+    resume = resume_from(listing, node)
+    assert resume == Resume(frozenset({1}), {1: 150, 2: 30})
+    assert resume.newest_incr == 2
+    assert resume_from([], node).newest_incr is None

@@ -1,0 +1,46 @@
+"""Where a node's archived history lives in the bucket.
+
+<path>/<namespace>/<cluster>/archive/<node>/<seq>/base        the base file of that sequence
+<path>/<namespace>/<cluster>/archive/<node>/<seq>/incr/<from>  bytes [from, from + size) of its
+                                                               incremental file
+Numbers are zero-padded so that the store's lexical listing is their order; a restore
+concatenates a sequence's segments in that order.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+SEQ_DIGITS = 10
+OFFSET_DIGITS = 16
+
+
+def node_prefix(namespace: str, cluster: str, node: str) -> tuple[str, ...]:
+    return (namespace, cluster, "archive", node)
+
+
+def base_name(seq: int) -> tuple[str, ...]:
+    return (f"{seq:0{SEQ_DIGITS}d}", "base")
+
+
+def segment_name(seq: int, start: int) -> tuple[str, ...]:
+    return (f"{seq:0{SEQ_DIGITS}d}", "incr", f"{start:0{OFFSET_DIGITS}d}")
+
+
+@attrs.frozen
+class Archived:
+    """One object of a node's archive, from its key below the node's prefix."""
+
+    seq: int
+    start: int | None
+    """None: the base."""
+
+
+def parse_name(relative: str) -> Archived | None:
+    """The object a key below a node's prefix names; None for anything else."""
+    parts = relative.split("/")
+    if len(parts) == 2 and parts[1] == "base" and parts[0].isdigit():
+        return Archived(int(parts[0]), None)
+    if len(parts) == 3 and parts[1] == "incr" and parts[0].isdigit() and parts[2].isdigit():
+        return Archived(int(parts[0]), int(parts[2]))
+    return None

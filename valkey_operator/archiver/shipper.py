@@ -1,0 +1,77 @@
+"""Ships what the follower hands out to the bucket, one poll after another.
+
+A poll that read every followed file to its end and stored every piece it got means that every
+write the node acknowledged before the poll began is archived: the node writes a command to its
+AOF before it replies to the client (in the same event-loop turn, ahead of the replies), and a
+read sees what was written even before an fsync. `archived_until` is that moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import BinaryIO
+
+import structlog
+
+from valkey_operator.archiver import layout
+from valkey_operator.archiver.follower import AofFollower, Base, Gap, Segment
+from valkey_operator.objectstore import ObjectStore
+
+log = structlog.get_logger(__name__)
+
+READ_CHUNK = 1024 * 1024
+
+
+class Shipper:
+    def __init__(
+        self,
+        follower: AofFollower,
+        store: ObjectStore,
+        prefix: tuple[str, ...],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.follower = follower
+        self.store = store
+        self.prefix = prefix
+        self.clock = clock
+        self.archived_until: float | None = None
+        """Every write acknowledged before this (Unix seconds) is in the bucket."""
+        self.gaps: list[int] = []
+
+    async def ship_once(self) -> None:
+        began = self.clock()
+        for piece in self.follower.poll():
+            match piece:
+                case Base(seq=seq, file=file):
+                    with file:
+                        await self.store.upload(
+                            self.store.key(*self.prefix, *layout.base_name(seq)), _chunks(file)
+                        )
+                case Segment(seq=seq, start=start, data=data):
+                    await self.store.upload(
+                        self.store.key(*self.prefix, *layout.segment_name(seq, start)), _once(data)
+                    )
+                case Gap(seq=seq):
+                    log.warning("incremental AOF file deleted before it was archived", seq=seq)
+                    self.gaps.append(seq)
+        self.archived_until = began
+
+    async def run(self, interval: float, stop: asyncio.Event) -> None:
+        """Ship every interval seconds until stop is set, then once more."""
+        while not stop.is_set():
+            await self.ship_once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+        await self.ship_once()
+
+
+async def _chunks(file: BinaryIO) -> AsyncIterator[bytes]:
+    while chunk := file.read(READ_CHUNK):
+        yield chunk
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
