@@ -9,6 +9,7 @@ end, and drops it once a newer one exists and it was read to the end after that 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -67,39 +68,38 @@ class AofFollower:
             file.close()
         self._held.clear()
 
-    def poll(self) -> list[Piece]:
-        """Everything new since the last poll, in the order a restore replays it."""
+    def poll(self) -> Iterator[Piece]:
+        """Everything new since the last poll, in the order a restore replays it: a segment is read
+        only when the one before was taken, so a long backlog is never held whole."""
         files = parse_manifest((self.directory / self.manifest_name).read_text())
         bases = {f.seq: f.name for f in files if f.kind is FileKind.BASE}
         incrs = {f.seq: f.name for f in files if f.kind is FileKind.INCR}
-        pieces: list[Piece] = []
         if self._resume is not None:
-            pieces += self._go_on(self._resume, incrs)
+            yield from self._go_on(self._resume, incrs)
             self._resume = None
         for seq in sorted(bases):
             if seq > max(self._base if self._base is not None else -1, self._after_gap):
                 base = self._open(bases[seq])
                 if base is None:
                     continue
-                pieces.append(Base(seq, base))
+                yield Base(seq, base)
                 if self._base is None:
                     self._next_incr = seq
                 self._base = seq
         if self._base is None:
-            return pieces  # no base yet: nothing to replay increments onto
+            return  # no base yet: nothing to replay increments onto
         while self._next_incr in incrs and (incr := self._open(incrs[self._next_incr])) is not None:
             self._held[self._next_incr] = (incr, 0)
             self._next_incr += 1
         newest = max(self._held, default=None)
         for seq in sorted(self._held):
-            pieces += self._read(seq)
+            yield from self._read(seq)
             if newest is not None and seq < newest:
                 self._held.pop(seq)[0].close()  # a newer file existed before this read: finished
         if any(seq > self._next_incr for seq in incrs):
-            pieces.append(Gap(self._next_incr))
+            yield Gap(self._next_incr)
             self.close()
             self._after_gap, self._base = self._next_incr, None
-        return pieces
 
     def _go_on(self, resume: Resume, incrs: dict[int, str]) -> list[Piece]:
         """Continue the chain the bucket holds: its newest incremental file from where it ends.
@@ -119,14 +119,12 @@ class AofFollower:
         self._next_incr = newest + 1
         return []
 
-    def _read(self, seq: int) -> list[Piece]:
+    def _read(self, seq: int) -> Iterator[Piece]:
         file, done = self._held[seq]
-        pieces: list[Piece] = []
         while data := file.read(SEGMENT_MAX):
-            pieces.append(Segment(seq, done, data))
+            yield Segment(seq, done, data)
             done += len(data)
-        self._held[seq] = (file, done)
-        return pieces
+            self._held[seq] = (file, done)
 
     def _open(self, name: str) -> BinaryIO | None:
         with contextlib.suppress(FileNotFoundError):
