@@ -1,7 +1,8 @@
 """The operator process: `python -m valkey_operator` (console script `valkey-operator`).
 
 `valkey-operator selftest ...` runs the chart's `helm test` check instead (valkey_operator.selftest);
-`valkey-operator restore-fetch ...` a restoring pod's init container (valkey_operator.restore_fetch).
+`valkey-operator restore-fetch ...` a restoring pod's init container (valkey_operator.restore_fetch);
+`valkey-operator archive ...` a Valkey pod's archiver (valkey_operator.archiver.command).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-SELFTEST, RESTORE_FETCH = "selftest", "restore-fetch"
+SELFTEST, RESTORE_FETCH, ARCHIVE = "selftest", "restore-fetch", "archive"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from valkey_operator import restore_fetch
 
         return restore_fetch.main(args[1:])
+    if args[:1] == [ARCHIVE]:
+        from valkey_operator.archiver import command
+
+        return command.main(args[1:])
     import asyncio
 
     from valkey_operator import operator, settings

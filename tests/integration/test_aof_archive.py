@@ -11,9 +11,12 @@ valkey-server: every key acknowledged before that second ended is there, none wr
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,7 +38,7 @@ from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_serve
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 PASSWORD = "archive-password"
-HOST, RESTORED_HOST = "127.0.93.31", "127.0.93.32"
+HOST, RESTORED_HOST, COMMAND_HOST = "127.0.93.31", "127.0.93.32", "127.0.93.33"
 WRITES = 100_000
 """Bounds the writer; it stops sooner, after WRITING seconds."""
 WRITING = 5.0
@@ -228,3 +231,51 @@ async def test_an_archived_history_replays_to_a_chosen_second(object_store: Obje
     assert before, "the cut is after some writes"
     assert before <= present, f"{len(before - present)} writes acknowledged before the cut are missing"
     assert not present & after, f"{len(present & after)} writes sent after the cut are present"
+
+
+async def test_the_archive_command_ships_until_sigterm_and_records_its_progress(
+    object_store: ObjectStoreServer,
+) -> None:
+    """`valkey-operator archive` as a pod would run it: credentials from the environment, the node
+    named by --node (a standalone server has no nodes.conf), SIGTERM ships once more and exits 0."""
+    entry = images.resolve_image(images.newest_image())
+    assert entry is not None
+    config = {"appendonly": "yes", "aof-timestamp-enabled": "yes"}
+    source = start_server(entry, COMMAND_HOST, base_dir=server_base_dir(), password=PASSWORD, config=config)
+    bucket = object_store.create_bucket()
+    data_dir = aof_dir(source).parent
+    argv = [
+        sys.executable, "-m", "valkey_operator", "archive", "--dir", str(data_dir), "--node", "node-0",
+        "--endpoint", object_store.endpoint, "--bucket", bucket, "--path", "archive-test",
+        "--namespace", "ns", "--cluster", "cache", "--interval", "0.2", "--progress-every", "60",
+        "--endpoint-allowed-networks", "127.0.0.0/8",
+    ]  # fmt: skip
+    environ = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": object_store.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": object_store.secret_access_key,
+    }
+    archiver = await asyncio.create_subprocess_exec(
+        *argv, env=environ, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        client = valkey.asyncio.Valkey(host=COMMAND_HOST, port=source.port, password=PASSWORD)
+        for index in range(200):
+            await client.set(f"key:{index}", index)
+        last_ack = time.time()
+        await client.aclose()
+        await asyncio.sleep(0.5)  # a look or two while the archiver runs
+    finally:
+        archiver.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            output = (await archiver.communicate())[0].decode()
+        stop_servers([source])
+    assert archiver.returncode == 0, output
+    s3 = object_store.client()
+    prefix = "archive-test/ns/cache/archive/node-0/"
+    progress = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "progress.json")["Body"].read())
+    assert progress["archivedUntil"] >= last_ack and progress["gaps"] == [], progress
+    keys = {
+        item["Key"][len(prefix) :] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]
+    }
+    assert "0000000001/base" in keys and "0000000001/incr/0000000000000000" in keys, keys

@@ -121,6 +121,7 @@ class AofFollower:
 
     def _read(self, seq: int) -> Iterator[Piece]:
         file, done = self._held[seq]
+        file.seek(done)  # a segment the shipper could not store is read again
         while data := file.read(SEGMENT_MAX):
             yield Segment(seq, done, data)
             done += len(data)

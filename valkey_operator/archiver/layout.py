@@ -1,5 +1,6 @@
 """Where a node's archived history lives in the bucket.
 
+<path>/<namespace>/<cluster>/archive/<node>/progress.json     how far it is archived
 <path>/<namespace>/<cluster>/archive/<node>/<seq>/base        the base file of that sequence
 <path>/<namespace>/<cluster>/archive/<node>/<seq>/incr/<from>  bytes [from, from + size) of its
                                                                incremental file
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import attrs
 
+PROGRESS_NAME = "progress.json"
+"""Beside a node's sequences: how far the history is archived (shipper.py)."""
 SEQ_DIGITS = 10
 OFFSET_DIGITS = 16
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import BinaryIO
@@ -18,7 +19,7 @@ import structlog
 
 from valkey_operator.archiver import layout
 from valkey_operator.archiver.follower import AofFollower, Base, Gap, Segment
-from valkey_operator.objectstore import ObjectStore
+from valkey_operator.objectstore import ObjectStore, StorageError
 
 log = structlog.get_logger(__name__)
 
@@ -59,13 +60,31 @@ class Shipper:
                     self.gaps.append(seq)
         self.archived_until = began
 
-    async def run(self, interval: float, stop: asyncio.Event) -> None:
-        """Ship every interval seconds until stop is set, then once more."""
-        while not stop.is_set():
-            await self.ship_once()
+    async def run(self, interval: float, stop: asyncio.Event, progress_every: float | None = None) -> None:
+        """Ship every interval seconds until stop is set, then once more; with progress_every, write
+        the progress object that often (and after the last ship)."""
+        written = -math.inf
+        while True:
+            stopping = stop.is_set()
+            try:
+                await self.ship_once()
+                if progress_every is not None and (stopping or self.clock() - written >= progress_every):
+                    await self.write_progress()
+                    written = self.clock()
+            except StorageError as exc:  # the next look tries again; archived_until stands still
+                log.warning("archiving failed", reason=exc.reason, error=str(exc))
+            if stopping:
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
-        await self.ship_once()
+
+    async def write_progress(self) -> None:
+        """progress.json beside the node's history: how far it is archived, for the operator to
+        report without reading the history itself."""
+        await self.store.put_json(
+            self.store.key(*self.prefix, layout.PROGRESS_NAME),
+            {"archivedUntil": self.archived_until, "gaps": self.gaps},
+        )
 
 
 async def _chunks(file: BinaryIO) -> AsyncIterator[bytes]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from valkey_operator.archiver import layout
+from valkey_operator.archiver.command import node_id
 from valkey_operator.archiver.manifest import (
     AofFile,
     FileKind,
@@ -100,3 +103,14 @@ def test_a_restarted_archiver_goes_on_where_each_file_is_stored_without_a_hole()
     assert resume == Resume(frozenset({1}), {1: 150, 2: 30})
     assert resume.newest_incr == 2
     assert resume_from([], node).newest_incr is None
+
+
+def test_the_node_is_named_by_the_myself_line_of_nodes_conf(tmp_path: Path) -> None:
+    conf = tmp_path / "nodes.conf"
+    assert node_id(conf) is None, "not written yet: the archiver waits"
+    conf.write_text(
+        "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:7001@17001 master - 0 0 1 connected 0-8191\n"
+        "07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:7000@17000 myself,master - 0 0 2 connected\n"
+        "vars currentEpoch 2 lastVoteEpoch 0\n"
+    )
+    assert node_id(conf) == "07c37dfeb235213a872192d90877d0cd55635b91"
