@@ -85,6 +85,17 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
+        "point-in-time recovery: archiving each node's history and restoring a cluster to a second",
+        (
+            r"\bpoint-in-time recovery\b",
+            r"\brestor\w* a cluster to any second\b",
+            r"\bpointInTime\b",
+        ),
+        ("Point-in-time recovery restores a cluster to any second.", "Set spec.restore.pointInTime."),
+        issue=41,
+        built_if=(("valkey_operator/api/*.py", r"pointInTime|point_in_time"),),
+    ),
+    NotYet(
         "restoring a backup into an existing cluster, and incremental backups",
         (r"\brestor\w* (?:a backup )?into an existing\s+cluster\b", r"\bincremental backups?\b"),
         ("Restore a backup into an existing cluster.", "Incremental backups save space."),
