@@ -3,7 +3,9 @@
 A poll that read every followed file to its end and stored every piece it got means that every
 write the node acknowledged before the poll began is archived: the node writes a command to its
 AOF before it replies to the client (in the same event-loop turn, ahead of the replies), and a
-read sees what was written even before an fsync. `archived_until` is that moment.
+read sees what was written even before an fsync. `archived_until` is that moment. One exception:
+with `appendfsync everysec`, a node whose previous fsync is still running may postpone its write
+for up to 2 s while replying (a disk too slow for the write rate); the bound is then that late.
 """
 
 from __future__ import annotations
