@@ -25,7 +25,7 @@ from valkey_operator.archiver import layout
 from valkey_operator.archiver.follower import AofFollower
 from valkey_operator.archiver.resume import resume_from
 from valkey_operator.archiver.shipper import Shipper
-from valkey_operator.objectstore import Destination, EndpointPolicy, S3Credentials, open_store
+from valkey_operator.objectstore import Destination, EndpointPolicy, S3Credentials, StorageError, open_store
 
 COMMAND = "archive"
 AOF_DIR = "appendonlydir"
@@ -118,5 +118,8 @@ def main(argv: Sequence[str]) -> int:
         asyncio.run(run())
     except ArchiveFailed as exc:
         print(str(exc), file=sys.stderr)
+        return 1
+    except StorageError as exc:  # before the first look: where to go on from is unknown
+        print(f"{exc.reason}: {exc}", file=sys.stderr)
         return 1
     return 0
