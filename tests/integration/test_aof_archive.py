@@ -26,6 +26,7 @@ import valkey.asyncio
 from valkey_operator.archiver import layout
 from valkey_operator.archiver.follower import AofFollower
 from valkey_operator.archiver.manifest import AofFile, FileKind, render_manifest
+from valkey_operator.archiver.replay import replay_chain
 from valkey_operator.archiver.resume import Resume, resume_from
 from valkey_operator.archiver.shipper import Shipper
 from valkey_operator.archiver.timestamps import TimestampScanner
@@ -96,36 +97,26 @@ async def ship_with_a_restart(
 
 
 def fetch_history(server: ObjectStoreServer, bucket: str, target: Path) -> tuple[int, list[int]]:
-    """The archived history rebuilt as a multi-part AOF directory: the first base and every
-    incremental file, each the concatenation of its segments; (base seq, incr seqs)."""
+    """The archived history the replay chain names (replay.py), rebuilt as a multi-part AOF
+    directory: its base and each incremental file, the concatenation of its segments."""
     client = server.client()
-    prefix = "/".join(("archive-test", *PREFIX)) + "/"
-    keys = [
-        item["Key"]
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    prefix = "/".join(("archive-test", *PREFIX))
+    listing = [
+        (item["Key"], int(item["Size"]))
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
         for item in page.get("Contents", [])
     ]
-    named = sorted(
-        ((parsed, key) for key in keys if (parsed := layout.parse_name(key[len(prefix) :])) is not None),
-        key=lambda pair: (pair[0].seq, pair[0].start is not None, pair[0].start or 0),
-    )
-    bases = [parsed.seq for parsed, _ in named if parsed.start is None]
-    first = min(bases)
-    incrs: dict[int, bytearray] = {}
-    for parsed, key in named:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        if parsed.start is None:
-            if parsed.seq == first:
-                (target / f"appendonly.aof.{first}.base.rdb").write_bytes(body)
-            continue
-        data = incrs.setdefault(parsed.seq, bytearray())
-        assert parsed.start == len(data), (
-            f"incr {parsed.seq}: a segment at {parsed.start}, {len(data)} before it"
-        )
-        data += body
-    for seq, data in incrs.items():
-        (target / f"appendonly.aof.{seq}.incr.aof").write_bytes(bytes(data))
-    return first, sorted(incrs)
+    chain = replay_chain(listing, prefix)
+    assert chain is not None, listing
+
+    def body(key: str) -> bytes:
+        data: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return data
+
+    (target / f"appendonly.aof.{chain.base_seq}.base.rdb").write_bytes(body(chain.base_key))
+    for seq, keys in chain.incrs:
+        (target / f"appendonly.aof.{seq}.incr.aof").write_bytes(b"".join(body(key) for key in keys))
+    return chain.base_seq, [seq for seq, _ in chain.incrs]
 
 
 def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:

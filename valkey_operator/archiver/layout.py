@@ -10,6 +10,8 @@ concatenates a sequence's segments in that order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
 PROGRESS_NAME = "progress.json"
@@ -47,3 +49,19 @@ def parse_name(relative: str) -> Archived | None:
     if len(parts) == 3 and parts[1] == "incr" and parts[0].isdigit() and parts[2].isdigit():
         return Archived(int(parts[0]), int(parts[2]))
     return None
+
+
+def contiguous(spans: Iterable[tuple[int, int, str]]) -> tuple[tuple[str, ...], int]:
+    """Of a file's segments ((start, size, key), any order): the keys of those that follow each
+    other from byte 0, and where they end. One after a hole is left out (the archiver ships again
+    from the hole), and so is one beginning inside another (left before such a hole)."""
+    keys: list[str] = []
+    end = 0
+    for start, size, key in sorted(spans):
+        if start < end:
+            continue
+        if start > end:
+            break
+        keys.append(key)
+        end += size
+    return tuple(keys), end

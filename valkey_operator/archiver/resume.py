@@ -22,27 +22,16 @@ class Resume:
 
 def resume_from(listing: Iterable[tuple[str, int]], prefix: str) -> Resume:
     """The objects listed under a node's prefix ((key, size), any order) as a Resume: each
-    incremental file's segments from its start, each beginning where the one before ends. A
-    segment after a hole is not counted (it is shipped again, from the hole on), nor one that
-    begins inside another (left by an earlier archiver before such a hole)."""
+    incremental file as far as its segments follow each other (layout.contiguous)."""
     folder = prefix.strip("/") + "/"
     bases: set[int] = set()
-    segments: dict[int, list[tuple[int, int]]] = {}
+    segments: dict[int, list[tuple[int, int, str]]] = {}
     for key, size in listing:
         if not key.startswith(folder) or (archived := layout.parse_name(key[len(folder) :])) is None:
             continue
         if archived.start is None:
             bases.add(archived.seq)
         else:
-            segments.setdefault(archived.seq, []).append((archived.start, size))
-    shipped = {}
-    for seq, spans in segments.items():
-        end = 0
-        for start, size in sorted(spans):
-            if start < end:
-                continue  # a stale segment inside one shipped again after a hole
-            if start > end:
-                break
-            end += size
-        shipped[seq] = end
+            segments.setdefault(archived.seq, []).append((archived.start, size, key))
+    shipped = {seq: layout.contiguous(spans)[1] for seq, spans in segments.items()}
     return Resume(frozenset(bases), shipped)

@@ -16,6 +16,7 @@ from valkey_operator.archiver.manifest import (
     parse_manifest,
     render_manifest,
 )
+from valkey_operator.archiver.replay import replay_chain
 from valkey_operator.archiver.resume import Resume, resume_from
 from valkey_operator.archiver.timestamps import AofFormatError, TimestampScanner
 
@@ -114,3 +115,31 @@ def test_the_node_is_named_by_the_myself_line_of_nodes_conf(tmp_path: Path) -> N
         "vars currentEpoch 2 lastVoteEpoch 0\n"
     )
     assert node_id(conf) == "07c37dfeb235213a872192d90877d0cd55635b91"
+
+
+def test_a_replay_starts_at_the_oldest_base_after_the_newest_gap() -> None:
+    node = "p/ns/c/archive/n"
+
+    def key(*parts: str) -> str:
+        return "/".join((node, *parts))
+
+    listing = [
+        (key(*layout.segment_name(2, 100)), 5),
+        (key(*layout.segment_name(2, 0)), 100),
+        (key(*layout.base_name(1)), 89),
+        (key(*layout.base_name(2)), 90),
+        (key(*layout.base_name(4)), 95),
+        (key(*layout.segment_name(1, 0)), 10),
+        (key(*layout.segment_name(4, 0)), 7),
+    ]
+    chain = replay_chain(listing, node)
+    assert chain is not None and (chain.base_seq, chain.base_key) == (1, key("0000000001", "base"))
+    assert chain.incrs == (
+        (1, (key(*layout.segment_name(1, 0)),)),
+        (2, (key(*layout.segment_name(2, 0)), key(*layout.segment_name(2, 100)))),
+        (3, ()),  # never written to
+        (4, (key(*layout.segment_name(4, 0)),)),
+    )
+    after_gap = replay_chain(listing, node, gaps=[2])
+    assert after_gap is not None and after_gap.base_seq == 4 and [seq for seq, _ in after_gap.incrs] == [4]
+    assert replay_chain(listing, node, gaps=[4]) is None
