@@ -77,10 +77,17 @@ def pause_seconds(sent: Mapping[str, float], answered: Mapping[str, float]) -> f
     return max(answered.get(ip, last) - at for ip, at in sent.items())
 
 
+NO_V1_LIMIT = 1 << 62
+"""cgroup v1 states no limit as a page-rounded 2^63 - 1; anything this large is none."""
+
+
 def parse_memory_max(text: str) -> int | None:
-    """A cgroup v2 memory.max: bytes, or None for `max` (no limit)."""
+    """A cgroup memory limit: bytes, or None for none (v2's `max`, v1's near 2^63)."""
     text = text.strip()
-    return None if text == "max" else int(text)
+    if text == "max":
+        return None
+    value = int(text)
+    return None if value >= NO_V1_LIMIT else value
 
 
 def streams_over_budget(shards: int, memory_limit: int | None) -> str | None:

@@ -21,16 +21,21 @@ from valkey_operator.valkey.admin import AdminClient, NodeConnection, ValkeyAdmi
 
 log = structlog.get_logger(__name__)
 
-CGROUP_MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
+CGROUP_MEMORY_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2: the container's own cgroup at the root
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1 nodes
+)
 
 
-def operator_memory_limit(path: Path = CGROUP_MEMORY_MAX) -> int | None:
-    """This process's memory limit (its cgroup's memory.max); None when it has none or it is
-    unknown (no cgroup v2 there)."""
-    try:
-        return instant.parse_memory_max(path.read_text())
-    except OSError:
-        return None
+def operator_memory_limit(paths: tuple[Path, ...] = CGROUP_MEMORY_LIMITS) -> int | None:
+    """This process's memory limit as its cgroup states it (v2, else v1); None when it has none
+    or none is readable."""
+    for path in paths:
+        try:
+            return instant.parse_memory_max(path.read_text())
+        except OSError:
+            continue
+    return None
 
 
 async def hold_writes(

@@ -78,6 +78,7 @@ def test_the_pause_bound_holds_writes_less_than_client_timeouts() -> None:
 def test_a_cgroup_memory_max_is_bytes_or_no_limit() -> None:
     assert parse_memory_max("536870912\n") == 512 * MIB
     assert parse_memory_max("max\n") is None
+    assert parse_memory_max("9223372036854771712\n") is None, "cgroup v1's no limit"
 
 
 def test_every_shards_stream_must_fit_in_half_the_operators_memory_limit() -> None:
