@@ -15,34 +15,37 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 import valkey.asyncio
 
 from valkey_operator.archiver import layout
+from valkey_operator.archiver.cut import cut
 from valkey_operator.archiver.follower import AofFollower
-from valkey_operator.archiver.manifest import AofFile, FileKind, render_manifest
 from valkey_operator.archiver.replay import replay_chain
 from valkey_operator.archiver.resume import Resume, resume_from
 from valkey_operator.archiver.shipper import Shipper
-from valkey_operator.archiver.timestamps import TimestampScanner
 from valkey_operator.objectstore import Destination, ObjectStore, S3Credentials, open_store
 from valkey_testbed import images
+from valkey_testbed.images import ImageEntry
 from valkey_testbed.objectstore import ObjectStoreServer
 from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
 from valkey_testbed.valkeyproc import ValkeyServer, server_base_dir, start_server, stop_servers
+from valkey_testbed.wait import NotYet, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 PASSWORD = "archive-password"
-HOST, RESTORED_HOST, COMMAND_HOST = "127.0.93.31", "127.0.93.32", "127.0.93.33"
-WRITES = 100_000
-"""Bounds the writer; it stops sooner, after WRITING seconds."""
-WRITING = 5.0
+HOST, RESTORED_HOST, COMMAND_HOST, GAP_HOST = "127.0.93.31", "127.0.93.32", "127.0.93.33", "127.0.93.34"
+WRITES = 200_000
+"""Bounds the writer; it stops sooner, when the archiving steps are done (about 5 s)."""
+PHASE = 1.0
+"""Seconds of writes between two steps of the archiving."""
 SHIP_INTERVAL = 0.5
 RESTART_PAUSE = 0.7
 """Writes go on this long with no archiver, as while its container restarts."""
@@ -54,49 +57,79 @@ def aof_dir(server: ValkeyServer) -> Path:
     return Path(directory) / "appendonlydir"
 
 
-async def write_numbered(client: valkey.asyncio.Valkey) -> list[tuple[float, float]]:
-    """(sent, acknowledged) Unix times of key:<i>, for i in order, for WRITING seconds."""
+async def write_numbered(client: valkey.asyncio.Valkey, done: asyncio.Event) -> list[tuple[float, float]]:
+    """(sent, acknowledged) Unix times of key:<i>, for i in order, until done (or WRITES)."""
     times: list[tuple[float, float]] = []
-    stop = time.time() + WRITING
-    rewrites = {int(WRITING * 0.3): False, int(WRITING * 0.6): False}
     for index in range(WRITES):
-        sent = time.time()
-        if sent >= stop:
+        if done.is_set():
             break
+        sent = time.time()
         await client.set(f"key:{index}", index)
         times.append((sent, time.time()))
-        elapsed = int(sent - (stop - WRITING))
-        if elapsed in rewrites and not rewrites[elapsed]:
-            rewrites[elapsed] = True
-            await client.execute_command("BGREWRITEAOF")  # type: ignore[no-untyped-call]
         if index % 50 == 0:
-            await asyncio.sleep(0.001)  # the shipper shares this loop
+            await asyncio.sleep(0.001)  # the archiver shares this loop
     return times
 
 
-async def ship_with_a_restart(
-    store: ObjectStore, directory: Path, written: asyncio.Event
-) -> tuple[Shipper, Shipper, Resume]:
-    """Ship for part of the writes, stop (a sidecar's restart) while writes go on, then go on
-    from what the bucket holds until the writes are done (and a last poll after)."""
-    first = Shipper(AofFollower(directory), store, PREFIX)
-    stop = asyncio.Event()
-    running = asyncio.create_task(first.run(SHIP_INTERVAL, stop))
-    await asyncio.sleep(WRITING * 0.4)
-    stop.set()
-    await running
-    first.follower.close()
-    await asyncio.sleep(RESTART_PAUSE)
-    node = store.key(*PREFIX)
-    resume = resume_from(await store.list_objects(node), node)
-    second = Shipper(AofFollower(directory, resume=resume), store, PREFIX)
-    running = asyncio.create_task(second.run(SHIP_INTERVAL, written))
+async def rewrite(client: valkey.asyncio.Valkey, directory: Path, seq: int) -> None:
+    """BGREWRITEAOF, until the manifest names its new base (the rewrite finished and the node
+    deleted the files it made obsolete)."""
+    await client.execute_command("BGREWRITEAOF")  # type: ignore[no-untyped-call]
+
+    def finished() -> bool | NotYet:
+        manifest = (directory / "appendonly.aof.manifest").read_text()
+        return f"appendonly.aof.{seq}.base.rdb" in manifest or NotYet(manifest)
+
+    await eventually(finished, f"rewrite {seq} finished", 30, interval=0.05)
+
+
+@attrs.frozen
+class Archived:
+    times: list[tuple[float, float]]
+    first: Shipper
+    second: Shipper
+    resume: Resume
+
+
+async def archive_through_a_restart(
+    store: ObjectStore, client: valkey.asyncio.Valkey, directory: Path
+) -> Archived:
+    """Under numbered writes: an archiver, a rewrite, the archiver stopped for RESTART_PAUSE (as
+    while its container restarts) and started again from what the bucket holds, another rewrite;
+    the writes end, and the archiver ships once more. Each step is waited for, not timed."""
+    done = asyncio.Event()
+    writing = asyncio.create_task(write_numbered(client, done))
+    try:
+        first = Shipper(AofFollower(directory), store, PREFIX)
+        stop_first = asyncio.Event()
+        running = asyncio.create_task(first.run(SHIP_INTERVAL, stop_first))
+        await asyncio.sleep(PHASE)
+        await rewrite(client, directory, 2)
+        await asyncio.sleep(PHASE)
+        stop_first.set()
+        await running
+        first.follower.close()
+        await asyncio.sleep(RESTART_PAUSE)
+        node = store.key(*PREFIX)
+        resume = resume_from(await store.list_objects(node), node)
+        second = Shipper(AofFollower(directory, resume=resume), store, PREFIX)
+        stop_second = asyncio.Event()
+        running = asyncio.create_task(second.run(SHIP_INTERVAL, stop_second))
+        await asyncio.sleep(PHASE)
+        await rewrite(client, directory, 3)
+        await asyncio.sleep(PHASE)
+    finally:
+        done.set()
+        times = await writing
+    stop_second.set()
     await running
     second.follower.close()
-    return first, second, resume
+    return Archived(times, first, second, resume)
 
 
-def fetch_history(server: ObjectStoreServer, bucket: str, target: Path) -> tuple[int, list[int]]:
+def fetch_history(
+    server: ObjectStoreServer, bucket: str, target: Path, gaps: list[int]
+) -> tuple[int, list[int]]:
     """The archived history the replay chain names (replay.py), rebuilt as a multi-part AOF
     directory: its base and each incremental file, the concatenation of its segments."""
     client = server.client()
@@ -106,7 +139,7 @@ def fetch_history(server: ObjectStoreServer, bucket: str, target: Path) -> tuple
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
         for item in page.get("Contents", [])
     ]
-    chain = replay_chain(listing, prefix)
+    chain = replay_chain(listing, prefix, gaps)
     assert chain is not None, listing
 
     def body(key: str) -> bytes:
@@ -120,41 +153,43 @@ def fetch_history(server: ObjectStoreServer, bucket: str, target: Path) -> tuple
 
 
 def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:
-    """Keep the incremental files up to the one holding the first annotation after `second`
-    (valkey-check-aof truncates only the last file), write their manifest, and cut it there."""
-    kept = []
-    for seq in incrs:
-        kept.append(seq)
-        scanner = TimestampScanner()
-        scanner.feed((directory / f"appendonly.aof.{seq}.incr.aof").read_bytes())
-        if scanner.last is not None and scanner.last > second:
-            break
-    for seq in set(incrs) - set(kept):
-        (directory / f"appendonly.aof.{seq}.incr.aof").unlink()
-    files = (
-        AofFile(f"appendonly.aof.{base}.base.rdb", base, FileKind.BASE),
-        *(AofFile(f"appendonly.aof.{seq}.incr.aof", seq, FileKind.INCR) for seq in kept),
-    )
-    (directory / "appendonly.aof.manifest").write_text(render_manifest(files))
+    """cut.py with the test bed's valkey-server as valkey-check-aof (the binary is the tool when
+    it runs by that name; the image has no link)."""
     entry = images.resolve_image(images.newest_image())
     assert entry is not None
-    check_aof = directory.parent / "valkey-check-aof"  # the server binary runs as the tool by this name
+    check_aof = directory.parent / "valkey-check-aof"
     shutil.copy(entry.executable("valkey-server"), check_aof)
-    # The last kept file alone: in a manifest's mode valkey-check-aof 9.1.2 checks the base first,
-    # and takes an RDB preamble for RESP unless it begins with REDIS (9.x writes VALKEY080).
-    result = subprocess.run(
-        [
-            str(check_aof),
-            "--truncate-to-timestamp",
-            str(second),
-            str(directory / f"appendonly.aof.{kept[-1]}.incr.aof"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    try:
+        cut(directory, base, incrs, second, check_aof)
+    finally:
+        check_aof.unlink()
+
+
+def replayed(
+    entry: ImageEntry, server: ObjectStoreServer, bucket: str, gaps: list[int], cut: int
+) -> tuple[set[int], tuple[int, list[int]]]:
+    """The indexes of the keys a fresh server holds once it loaded the history fetched from the
+    bucket (the chain after gaps) and cut at second cut; and the chain's base and files."""
+    restored_dir = server_base_dir() / "restore"
+    history = restored_dir / "appendonlydir"
+    history.mkdir(parents=True)
+    base, incrs = fetch_history(server, bucket, history, gaps)
+    cut_at(history, base, incrs, cut)
+    shutil.chown(restored_dir, entry.user, entry.group)
+    for path in restored_dir.rglob("*"):
+        shutil.chown(path, entry.user, entry.group)
+    restored = start_server(
+        entry,
+        RESTORED_HOST,
+        base_dir=restored_dir.parent,
+        password=PASSWORD,
+        config={"appendonly": "yes", "dir": str(restored_dir)},
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    check_aof.unlink()
+    try:
+        keys = restored.command("KEYS", "key:*")
+    finally:
+        stop_servers([restored])
+    return {int(key.decode().split(":")[1]) for key in keys}, (base, incrs)  # type: ignore[union-attr]
 
 
 async def test_an_archived_history_replays_to_a_chosen_second(object_store: ObjectStoreServer) -> None:
@@ -173,45 +208,20 @@ async def test_an_archived_history_replays_to_a_chosen_second(object_store: Obje
             creds,
             endpoints=TEST_BED_ENDPOINTS,
         ) as store:
-            written = asyncio.Event()
-            shipping = asyncio.create_task(ship_with_a_restart(store, aof_dir(source), written))
-            try:
-                times = await write_numbered(client)
-                last_ack = times[-1][1]
-            finally:
-                written.set()
-                first, second, resume = await shipping
+            archived = await archive_through_a_restart(store, client, aof_dir(source))
         await client.aclose()
+        times, first, second, resume = archived.times, archived.first, archived.second, archived.resume
         assert first.gaps == [] and second.gaps == []
-        assert resume.newest_incr is not None and resume.shipped[resume.newest_incr] > 0, resume
-        assert second.archived_until is not None and second.archived_until >= last_ack
+        assert resume.newest_incr == 2 and resume.shipped[2] > 0, resume
+        assert second.archived_until is not None and second.archived_until >= times[-1][1]
         manifest = (aof_dir(source) / "appendonly.aof.manifest").read_text()
         assert "appendonly.aof.3.incr.aof" in manifest, f"two rewrites rotated the files: {manifest}"
     finally:
         stop_servers([source])
 
-    restored_dir = server_base_dir() / "restore"
-    history = restored_dir / "appendonlydir"
-    history.mkdir(parents=True)
-    base, incrs = fetch_history(object_store, bucket, history)
-    assert base == 1 and incrs == [1, 2, 3], (base, incrs)
     cut = int(times[len(times) // 2][0])
-    cut_at(history, base, incrs, cut)
-    os.chmod(restored_dir.parent, 0o711)
-    shutil.chown(restored_dir, entry.user, entry.group)
-    for path in restored_dir.rglob("*"):
-        shutil.chown(path, entry.user, entry.group)
-    restored = start_server(
-        entry,
-        RESTORED_HOST,
-        base_dir=restored_dir.parent,
-        password=PASSWORD,
-        config={"appendonly": "yes", "dir": str(restored_dir)},
-    )
-    try:
-        present = {int(key.decode().split(":")[1]) for key in restored.command("KEYS", "key:*")}  # type: ignore[union-attr]
-    finally:
-        stop_servers([restored])
+    present, chain = replayed(entry, object_store, bucket, [], cut)
+    assert chain == (1, [1, 2, 3]), chain
     before = {index for index, (_, acked) in enumerate(times) if acked < cut + 1}
     after = {index for index, (sent, _) in enumerate(times) if sent >= cut + 1}
     print(
@@ -249,7 +259,19 @@ async def test_the_archive_command_ships_until_sigterm_and_records_its_progress(
     archiver = await asyncio.create_subprocess_exec(
         *argv, env=environ, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
+    s3 = object_store.client()
+    prefix = "archive-test/ns/cache/archive/node-0/"
+
+    def progress() -> dict[str, Any] | NotYet:
+        try:
+            body = s3.get_object(Bucket=bucket, Key=prefix + "progress.json")["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            return NotYet("no progress.json yet")
+        found: dict[str, Any] = json.loads(body)
+        return found
+
     try:
+        await eventually(progress, "the archiver's first progress", 60)  # started, its signals handled
         client = valkey.asyncio.Valkey(host=COMMAND_HOST, port=source.port, password=PASSWORD)
         for index in range(200):
             await client.set(f"key:{index}", index)
@@ -262,11 +284,72 @@ async def test_the_archive_command_ships_until_sigterm_and_records_its_progress(
             output = (await archiver.communicate())[0].decode()
         stop_servers([source])
     assert archiver.returncode == 0, output
-    s3 = object_store.client()
-    prefix = "archive-test/ns/cache/archive/node-0/"
-    progress = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "progress.json")["Body"].read())
-    assert progress["archivedUntil"] >= last_ack and progress["gaps"] == [], progress
+    final = progress()
+    assert not isinstance(final, NotYet)
+    assert final["archivedUntil"] >= last_ack and final["gaps"] == [], final
     keys = {
         item["Key"][len(prefix) :] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]
     }
     assert "0000000001/base" in keys and "0000000001/incr/0000000000000000" in keys, keys
+
+
+async def test_a_rewrite_while_the_archiver_is_down_is_a_gap_and_the_history_goes_on_from_its_base(
+    object_store: ObjectStoreServer,
+) -> None:
+    """A rewrite that finishes while the archiver is down deletes the file it was reading: the
+    tail after what was stored is gone. The restarted archiver says so (a gap at that file, in
+    progress.json) and ships the new base; a replay then starts there and is whole after it."""
+    entry = images.resolve_image(images.newest_image())
+    assert entry is not None
+    config = {"appendonly": "yes", "aof-timestamp-enabled": "yes", "appendfsync": "everysec"}
+    source = start_server(entry, GAP_HOST, base_dir=server_base_dir(), password=PASSWORD, config=config)
+    bucket = object_store.create_bucket()
+    creds = S3Credentials(
+        access_key_id=object_store.access_key_id, secret_access_key=object_store.secret_access_key
+    )
+    directory = aof_dir(source)
+    try:
+        client = valkey.asyncio.Valkey(host=GAP_HOST, port=source.port, password=PASSWORD)
+        async with open_store(
+            Destination(endpoint=object_store.endpoint, bucket=bucket, path="archive-test"),
+            creds,
+            endpoints=TEST_BED_ENDPOINTS,
+        ) as store:
+            done = asyncio.Event()
+            writing = asyncio.create_task(write_numbered(client, done))
+            try:
+                first = Shipper(AofFollower(directory), store, PREFIX)
+                await first.ship_once()
+                first.follower.close()
+                await asyncio.sleep(PHASE)
+                await rewrite(client, directory, 2)  # the archiver is down
+                rewritten = time.time()
+                node = store.key(*PREFIX)
+                second = Shipper(
+                    AofFollower(directory, resume=resume_from(await store.list_objects(node), node)),
+                    store,
+                    PREFIX,
+                )
+                await second.ship_once()
+                await asyncio.sleep(PHASE * 2)
+            finally:
+                done.set()
+                times = await writing
+            await second.ship_once()
+            second.follower.close()
+        await client.aclose()
+    finally:
+        stop_servers([source])
+    assert second.gaps == [1], second.gaps
+    after_rewrite = [sent for sent, _ in times if sent > rewritten + 1]
+    cut = int(after_rewrite[len(after_rewrite) // 2])
+    present, chain = replayed(entry, object_store, bucket, second.gaps, cut)
+    assert chain == (2, [2]), chain
+    before = {index for index, (_, acked) in enumerate(times) if acked < cut + 1}
+    after = {index for index, (sent, _) in enumerate(times) if sent >= cut + 1}
+    print(
+        f"[archive] gap at incr 1; chain from base 2; cut at {cut}: {len(before)} before, "
+        f"{len(present)} restored"
+    )
+    assert before <= present, f"{len(before - present)} writes acknowledged before the cut are missing"
+    assert not present & after, f"{len(present & after)} writes sent after the cut are present"
