@@ -9,7 +9,10 @@ cache (the `backups-by-valkeycluster` index, never a list call), decide
    storage failure keeps the object (a RetentionFailed Event, retried soon);
    a pass interrupted between the two finds no objects the next time and
    deletes the ValkeyBackup then;
-3. record the decided Events on the cluster and requeue at the next fire time.
+3. with spec.backup.pointInTime.retention, about every ARCHIVE_RETENTION_EVERY_S: delete what of
+   the cluster's archive no restore inside the window needs (valkey_operator/archiver/retention.py),
+   an ArchiveRetentionFailed Event when storage refuses;
+4. record the decided Events on the cluster and requeue at the next fire time (or retention run).
 It never writes the ValkeyCluster (the operator may only patch its status): when a cluster's
 schedule began is remembered in memory (see decision.schedule_began for a restart).
 The backup itself is taken by the ValkeyBackup controller; this one only
@@ -19,6 +22,7 @@ decides when, and cleans up.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 
 import attrs
@@ -29,7 +33,10 @@ from controllers.indexes import ReferenceIndex, backup_cluster
 from controllers.options import ControllerOptions
 from controllers.shared.backups import BackupFacts
 from controllers.shared.storage import AccessProblem, storage_access
+from valkey_operator.api.backup import retention_seconds
 from valkey_operator.api.resources import API_VERSION, VALKEY_BACKUPS, VALKEY_CLUSTERS
+from valkey_operator.archiver.layout import archive_prefix
+from valkey_operator.archiver.retention import expired
 from valkey_operator.core.builder import build_controller
 from valkey_operator.core.client import ApiError, Client
 from valkey_operator.core.controller import Controller
@@ -46,6 +53,9 @@ STORE_TIMEOUT_SECONDS = 60.0
 """One backup's objects must be gone within this; otherwise it is kept and tried again."""
 RETRY_SECONDS = 30.0
 """After a retention failure, the next try (sooner when the next fire time is sooner)."""
+ARCHIVE_RETENTION_EVERY_S = 600.0
+"""How often a cluster's archive is pruned to its retention."""
+ARCHIVE_RETENTION_FAILED = "ArchiveRetentionFailed"
 
 
 def schedule_changed(old: Obj, new: Obj) -> bool:
@@ -80,6 +90,8 @@ class BackupScheduleReconciler:
         self.since: dict[str, float | None] = {}
         """namespace/name -> when this process first saw the cluster's schedule (None: it saw the
         cluster without one)."""
+        self.pruned: dict[str, float] = {}
+        """namespace/name -> when this process last pruned the cluster's archive."""
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.cached(request.namespace, request.name)
@@ -114,7 +126,66 @@ class BackupScheduleReconciler:
         wake = decision.requeue_after
         if failures:
             wake = min(wake, RETRY_SECONDS) if wake is not None else RETRY_SECONDS
+        prune_in = await self._keep_archive(obj, key)
+        if prune_in is not None:
+            wake = min(wake, prune_in) if wake is not None else prune_in
         return Result(requeue_after=wake or 0.0)
+
+    async def _keep_archive(self, obj: Obj, key: str) -> float | None:
+        """Prune the archive to spec.backup.pointInTime.retention when due; seconds until the next
+        run (None: the cluster keeps everything)."""
+        spec = obj.get("spec") or {}
+        backup = spec.get("backup") or {}
+        retention = (backup.get("pointInTime") or {}).get("retention")
+        if not retention:
+            self.pruned.pop(key, None)
+            return None
+        now = self.now()
+        due = self.pruned.get(key, -math.inf) + ARCHIVE_RETENTION_EVERY_S
+        if now < due:
+            return due - now
+        current = {
+            str(node["nodeId"]) for node in (obj.get("status") or {}).get("nodes") or [] if node.get("nodeId")
+        }
+        if not current:
+            return RETRY_SECONDS  # which nodes are in the cluster is not known yet: nothing is pruned
+        self.pruned[key] = now
+        problem = await self._prune(
+            obj, backup.get("destination") or {}, now - retention_seconds(retention), current
+        )
+        if problem is not None:
+            log.warning("archive retention", cluster=key, problem=problem)
+            await self.events.event(obj, WARNING, ARCHIVE_RETENTION_FAILED, problem)
+            self.pruned[key] = now - ARCHIVE_RETENTION_EVERY_S + RETRY_SECONDS
+            return RETRY_SECONDS
+        return ARCHIVE_RETENTION_EVERY_S
+
+    async def _prune(self, obj: Obj, destination: Obj, horizon: float, current: set[str]) -> str | None:
+        """Delete what of the cluster's archive only moments before horizon need; why not, when not."""
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        access = await storage_access(self.client, namespace, destination)
+        if isinstance(access, AccessProblem):
+            return f"{access.reason}: {access.message}"
+        try:
+            async with (
+                asyncio.timeout(STORE_TIMEOUT_SECONDS),
+                open_store(
+                    access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
+                ) as store,
+            ):
+                folder = store.key(*archive_prefix(namespace, name))
+                doomed = expired(await store.list_dated(folder), folder, horizon, current)
+                deleted = 0
+                for each in doomed:
+                    deleted += await store.delete_prefix(each)
+        except TimeoutError:
+            return f"object storage did not answer within {STORE_TIMEOUT_SECONDS:.0f} s"
+        except Exception as exc:  # the store's StorageError and whatever its client raises
+            return storage_reason(exc)
+        if doomed:
+            log.info("archive retention", cluster=f"{namespace}/{name}", folders=len(doomed), objects=deleted)
+        return None
 
     async def _create(self, backup: Obj) -> bool:
         """Create the scheduled backup; False when it exists already (its name is its fire time)."""

@@ -14,8 +14,8 @@ reconciler's pass and nothing of it is copied:
    missing; the users' password Secrets, a password drawn for each generated
    one that is missing; the ValkeyRoles spec.acl names;
 4. the observation (owned pods and objects, each Ready node probed), the
-   restore source while restoring, the backups, the rollout slots held, a seed
-   for pod names.
+   restore source while restoring, the archivers' progress while archiving, the
+   backups, the rollout slots held, a seed for pod names.
 Gathering stops at the first fact that blocks the cluster (`gathering_stops`:
 without it nothing can be rendered or connected to); decide() says why.
 """
@@ -27,6 +27,7 @@ from typing import Protocol
 
 import attrs
 
+from controllers.cluster.decision.archive import ArchiveProgress
 from controllers.cluster.decision.decide import Facts, RolloutSlots, commands_to_probe, gathering_stops
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.render.user_passwords import missing_generated
@@ -76,6 +77,10 @@ class FactSource(Protocol):
 
     async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld: ...
 
+    async def archive(self, facts: Facts) -> ArchiveProgress:
+        """The archivers' progress for the nodes facts.observation found (spec.backup.pointInTime)."""
+        ...
+
     def backups(self, facts: Facts) -> tuple[bool, str | None]:
         """Whether a backup of the cluster is Running, and the newest Completed one's name."""
         ...
@@ -118,9 +123,12 @@ async def gather(source: FactSource) -> Facts:
     observation = await source.observe(facts, known, commands)
     restore = cluster.spec.restore
     running, last = source.backups(facts)
+    backup = cluster.spec.backup
+    archiving = backup is not None and backup.point_in_time is not None
+    facts = attrs.evolve(facts, observation=observation)
     return attrs.evolve(
         facts,
-        observation=observation,
+        archive=await source.archive(facts) if archiving else None,
         restore=await source.restore(facts, restore.backup_name)
         if restore is not None and facts.restoring
         else None,

@@ -19,6 +19,10 @@
 - `valkey_operator_slot_migration_failures_total{namespace,cluster}`: atomic slot migration jobs
   that ended failed or cancelled, each job once; `valkey_operator_slot_migrations_active`: jobs
   under way;
+- `valkey_operator_cluster_archived_until_timestamp_seconds{namespace,cluster}`: with
+  spec.backup.pointInTime, the moment before which every acknowledged write of every shard is
+  archived (status.pointInTime.archivedUntil); absent while there is none, so
+  `time() - ...` is the archive's lag;
 - `valkey_operator_tls_expiry_warning_seconds`: the configured tlsExpiryWarningDays, so the
   certificate alert compares each node's expiry with the window of the operator that reports it.
 A cluster's counters (and the rollout histogram) start at 0 when the operator first sees it, so
@@ -155,6 +159,13 @@ class ClusterMetrics:
             cluster_labels,
             registry=registry,
         )
+        self.archived_until = Gauge(
+            "valkey_operator_cluster_archived_until_timestamp_seconds",
+            "spec.backup.pointInTime: every write a primary acknowledged before this moment (Unix "
+            "seconds) is archived, for every shard (status.pointInTime.archivedUntil)",
+            cluster_labels,
+            registry=registry,
+        )
         self.tls_expiry_warning = Gauge(
             "valkey_operator_tls_expiry_warning_seconds",
             "A certificate a node presents that expires sooner is reported (tlsExpiryWarningDays)",
@@ -243,6 +254,11 @@ class ClusterMetrics:
             self.migration_failures.labels(**labels).inc(changes.migration_failures)
         if changes.migrations_active is not None:
             self.migrations_active.labels(**labels).set(changes.migrations_active)
+        if changes.archived_until is not None:
+            self.archived_until.labels(**labels).set(changes.archived_until)
+        else:
+            with contextlib.suppress(KeyError):
+                self.archived_until.remove(namespace, cluster)
 
     def record_rejection(self, namespace: str, cluster: str) -> None:
         self.version_floor_rejections.labels(namespace=namespace, cluster=cluster).inc()
@@ -293,6 +309,7 @@ class ClusterMetrics:
             self.migrations_active,
             self.rollout_seconds,
             self.max_primaries_per_node,
+            self.archived_until,
         ):
             with contextlib.suppress(KeyError):
                 family.remove(namespace, cluster)

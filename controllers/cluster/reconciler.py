@@ -34,6 +34,8 @@ import attrs
 import structlog
 
 from controllers.cluster.actor import Actor
+from controllers.cluster.archive_progress import ArchiveProgressReader
+from controllers.cluster.decision.archive import ArchiveProgress
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, run_pass
 from controllers.cluster.decision.desired import object_key
 from controllers.cluster.decision.memory import Memory, recorded_status, slot_holders
@@ -176,6 +178,8 @@ class ClusterReconciler:
         )
         self.exporter = exporter
         """Reads the redis_* series of the nodes each pass found (valkey_exporter.py), on scrape."""
+        self.archives = ArchiveProgressReader(client, options.backup_endpoints)
+        """Reads the archivers' progress of clusters with spec.backup.pointInTime (archive_progress.py)."""
         self.memory: dict[str, Memory] = {}
         """Each cluster's Memory (decision/memory.py) as its last pass returned it: the only state
         the reconciler keeps between passes."""
@@ -190,6 +194,7 @@ class ClusterReconciler:
             if self.exporter is not None:
                 self.exporter.forget(request.namespace, request.name)
             self.memory.pop(str(request), None)
+            self.archives.forget(request.namespace, request.name)
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
             return Result()  # garbage collection removes what it owns
@@ -445,6 +450,13 @@ class _PassSource:
 
     async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld:
         return await self.r.restores.source(self.namespace, backup_name)
+
+    async def archive(self, facts: Facts) -> ArchiveProgress:
+        backup = self.cluster.spec.backup
+        if backup is None or facts.observation is None:
+            raise ValueError(f"{self.key}: asked for the archive progress of a cluster that does not archive")
+        found = (node.node_id for node in facts.observation.nodes.values() if node.node_id is not None)
+        return await self.r.archives.progress(self.namespace, self.name, backup.destination.to_dict(), found)
 
     def backups(self, facts: Facts) -> tuple[bool, str | None]:
         backups = [BackupFacts.read(backup) for backup in self.r.index.backups_of(self.namespace, self.name)]

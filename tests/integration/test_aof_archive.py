@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -23,11 +22,10 @@ from typing import Any
 import attrs
 import pytest
 import valkey.asyncio
+from archive_support import cut_at, fetch_history, loaded
 
 from valkey_operator.archiver import layout
-from valkey_operator.archiver.cut import cut
 from valkey_operator.archiver.follower import AofFollower
-from valkey_operator.archiver.replay import replay_chain
 from valkey_operator.archiver.resume import Resume, resume_from
 from valkey_operator.archiver.shipper import Shipper
 from valkey_operator.objectstore import Destination, ObjectStore, S3Credentials, open_store
@@ -127,44 +125,6 @@ async def archive_through_a_restart(
     return Archived(times, first, second, resume)
 
 
-def fetch_history(
-    server: ObjectStoreServer, bucket: str, target: Path, gaps: list[int]
-) -> tuple[int, list[int]]:
-    """The archived history the replay chain names (replay.py), rebuilt as a multi-part AOF
-    directory: its base and each incremental file, the concatenation of its segments."""
-    client = server.client()
-    prefix = "/".join(("archive-test", *PREFIX))
-    listing = [
-        (item["Key"], int(item["Size"]))
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
-        for item in page.get("Contents", [])
-    ]
-    chain = replay_chain(listing, prefix, gaps)
-    assert chain is not None, listing
-
-    def body(key: str) -> bytes:
-        data: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        return data
-
-    (target / f"appendonly.aof.{chain.base_seq}.base.rdb").write_bytes(body(chain.base_key))
-    for seq, keys in chain.incrs:
-        (target / f"appendonly.aof.{seq}.incr.aof").write_bytes(b"".join(body(key) for key in keys))
-    return chain.base_seq, [seq for seq, _ in chain.incrs]
-
-
-def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:
-    """cut.py with the test bed's valkey-server as valkey-check-aof (the binary is the tool when
-    it runs by that name; the image has no link)."""
-    entry = images.resolve_image(images.newest_image())
-    assert entry is not None
-    check_aof = directory.parent / "valkey-check-aof"
-    shutil.copy(entry.executable("valkey-server"), check_aof)
-    try:
-        cut(directory, base, incrs, second, check_aof)
-    finally:
-        check_aof.unlink()
-
-
 def replayed(
     entry: ImageEntry, server: ObjectStoreServer, bucket: str, gaps: list[int], cut: int
 ) -> tuple[set[int], tuple[int, list[int]]]:
@@ -172,23 +132,10 @@ def replayed(
     bucket (the chain after gaps) and cut at second cut; and the chain's base and files."""
     restored_dir = server_base_dir() / "restore"
     history = restored_dir / "appendonlydir"
-    history.mkdir(parents=True)
-    base, incrs = fetch_history(server, bucket, history, gaps)
+    base, incrs = fetch_history(server.client(), bucket, "/".join(("archive-test", *PREFIX)), history, gaps)
     cut_at(history, base, incrs, cut)
-    shutil.chown(restored_dir, entry.user, entry.group)
-    for path in restored_dir.rglob("*"):
-        shutil.chown(path, entry.user, entry.group)
-    restored = start_server(
-        entry,
-        RESTORED_HOST,
-        base_dir=restored_dir.parent,
-        password=PASSWORD,
-        config={"appendonly": "yes", "dir": str(restored_dir)},
-    )
-    try:
+    with loaded(entry, restored_dir, RESTORED_HOST, PASSWORD) as restored:
         keys = restored.command("KEYS", "key:*")
-    finally:
-        stop_servers([restored])
     return {int(key.decode().split(":")[1]) for key in keys}, (base, incrs)  # type: ignore[union-attr]
 
 

@@ -85,15 +85,15 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "point-in-time recovery: archiving each node's history and restoring a cluster to a second",
+        "point-in-time restore: a cluster restored to a second",
         (
-            r"\bpoint-in-time recovery\b",
-            r"\brestor\w* a cluster to any second\b",
-            r"\bpointInTime\b",
+            r"\bpoint-in-time restores?\b",
+            r"\brestor\w* (?:a cluster )?to (?:any|a) (?:second|time)\b",
+            r"\brestore\.pointInTime\b",
         ),
-        ("Point-in-time recovery restores a cluster to any second.", "Set spec.restore.pointInTime."),
+        ("A point-in-time restore restores a cluster to any second.", "Set spec.restore.pointInTime."),
         issue=41,
-        built_if=(("valkey_operator/api/*.py", r"pointInTime|point_in_time"),),
+        built_if=(("valkey_operator/api/*.py", r"point_in_time: str"),),
     ),
     NotYet(
         "restoring a backup into an existing cluster, and incremental backups",

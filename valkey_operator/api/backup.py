@@ -357,6 +357,43 @@ class ValkeyBackup(Model):
 # ---- the backup fields of a ValkeyCluster --------------------------------------------------------
 _CRON_MESSAGE = "must be a cron expression of 5 fields (minute hour day-of-month month day-of-week)"
 
+POINT_IN_TIME_DESCRIPTION = (
+    "Continuous archiving of every node's history, the first part of point-in-time recovery: "
+    "each Valkey pod runs an archiver container (the operator's image, `valkey-operator archive`) "
+    "that ships its node's append-only file, written with aof-timestamp-enabled yes, to "
+    "<path>/<namespace>/<cluster>/archive/<node ID>/ in destination, every second; "
+    "status.pointInTime.archivedUntil says up to when every acknowledged write is stored. Needs "
+    "persistence mode aof (the ValkeyConfig's spec.persistence); otherwise nothing is archived and "
+    "status.pointInTime says why. Adding or removing it rolls every pod. Not yet built: "
+    "restoring a cluster to a second (spec.restore.pointInTime)."
+)
+RETENTION = r"^[1-9][0-9]{0,3}[hd]$"
+_RETENTION_MESSAGE = "a retention is a whole number of hours or days, for example 72h or 7d"
+_RETENTION_UNITS = {"h": 3600, "d": 86400}
+
+
+def retention_seconds(retention: str) -> int:
+    """72h, 7d, ... in seconds (the CRD's pattern admits nothing else)."""
+    return int(retention[:-1]) * _RETENTION_UNITS[retention[-1]]
+
+
+@attrs.frozen(kw_only=True)
+class PointInTime(Model):
+    """Archiving on (its presence), and how long its history is kept."""
+
+    retention: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "How long history is kept, in whole hours or days (for example 72h or 7d): every moment "
+            "of that window stays restorable, and what only older moments need (each node's "
+            "sequences before its newest base stored at or before the window's start; the whole "
+            "history of a node that left the cluster before it) is deleted, about every 10 minutes. "
+            "Unset: nothing archived is deleted.",
+            max_length=5,
+            rules=[matches(RETENTION, _RETENTION_MESSAGE, got=_RETENTION_MESSAGE + "; got ")],
+        ),
+    )
+
 
 @attrs.frozen(kw_only=True)
 class BackupSchedule(Model):
@@ -380,6 +417,7 @@ class BackupSchedule(Model):
             "Each scheduled backup's spec.consistency. " + CONSISTENCY_DESCRIPTION, max_length=16
         ),
     )
+    point_in_time: PointInTime | None = attrs.field(default=None, metadata=schema(POINT_IN_TIME_DESCRIPTION))
     keep: int = attrs.field(
         metadata=schema(
             f"How many completed scheduled backups to keep, 1 to {MAX_KEEP}: the oldest beyond it are "
@@ -421,3 +459,21 @@ class RestoreStatus(Model):
     )
     keys: int | None = _total("Keys the manifest records for the whole backup.")
     loaded_keys: int | None = _total("Keys the cluster's shards hold after loading.")
+
+
+@attrs.frozen(kw_only=True)
+class PointInTimeStatus(Model):
+    """How far every node's history is archived (spec.backup.pointInTime)."""
+
+    archived_until: str | None = _optional(
+        "Every write a shard's primary acknowledged before this moment (RFC 3339) is stored in the "
+        "bucket, for every shard: the oldest of the primaries' archivers' own marks, read from the "
+        "bucket about every 15 seconds, so it trails the present by up to about 25 seconds.",
+        64,
+        fmt="date-time",
+    )
+    reason: str | None = _reason(
+        "Why archiving is not whole, one CamelCase word: NeedsAppendOnly, OperatorImageUnknown, "
+        "ArchiveNotStarted, ArchiveGap or a storage reason such as CredentialsInvalid."
+    )
+    message: str | None = _optional("Human-readable explanation of the reason.", MAX_MESSAGE)

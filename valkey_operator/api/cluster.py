@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from valkey_operator.api.backup import BackupSchedule, Restore, RestoreStatus
+from valkey_operator.api.backup import BackupSchedule, PointInTimeStatus, Restore, RestoreStatus
 from valkey_operator.api.convert import Model, empty_to_none
 from valkey_operator.api.external import ExternalAccess, ExternalEndpoint
 from valkey_operator.api.fields import (
@@ -902,6 +902,14 @@ class ValkeyClusterStatus(Model):
     )
     last_backup: str | None = _status(
         "Name of the newest Completed ValkeyBackup the schedule in spec.backup created.", MAX_NAME
+    )
+    point_in_time: PointInTimeStatus | None = attrs.field(
+        default=None,
+        converter=empty_to_none,
+        metadata=schema(
+            "spec.backup.pointInTime only: how far every node's history is archived.",
+            empty_is_none=True,
+        ),
     )
     switchover: SwitchoverStatus | None = attrs.field(
         default=None,

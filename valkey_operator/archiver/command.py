@@ -1,5 +1,5 @@
-"""`valkey-operator archive`: a Valkey pod's archiver, beside valkey-server (issue 41; not yet run
-by the operator).
+"""`valkey-operator archive`: a Valkey pod's archiver, beside valkey-server (spec.backup.pointInTime;
+the container controllers/cluster/render/archiver.py renders).
 
 Follows the node's multi-part AOF in its data directory and ships it to
 <path>/<namespace>/<cluster>/archive/<node>/ in the bucket, every --interval seconds, with
@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--ca-file", type=Path, help="PEM CA bundle that signs the endpoint's certificate")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between two looks at the AOF")
-    parser.add_argument("--progress-every", type=float, default=10.0, help="seconds between progress writes")
+    parser.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress writes")
     parser.add_argument(
         "--endpoint-allowed-networks",
         default="",

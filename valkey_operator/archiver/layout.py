@@ -20,16 +20,26 @@ SEQ_DIGITS = 10
 OFFSET_DIGITS = 16
 
 
+def archive_prefix(namespace: str, cluster: str) -> tuple[str, ...]:
+    """Every node's history of one cluster."""
+    return (namespace, cluster, "archive")
+
+
 def node_prefix(namespace: str, cluster: str, node: str) -> tuple[str, ...]:
-    return (namespace, cluster, "archive", node)
+    return (*archive_prefix(namespace, cluster), node)
+
+
+def seq_name(seq: int) -> str:
+    """The folder of one sequence (its base and its incremental file's segments)."""
+    return f"{seq:0{SEQ_DIGITS}d}"
 
 
 def base_name(seq: int) -> tuple[str, ...]:
-    return (f"{seq:0{SEQ_DIGITS}d}", "base")
+    return (seq_name(seq), "base")
 
 
 def segment_name(seq: int, start: int) -> tuple[str, ...]:
-    return (f"{seq:0{SEQ_DIGITS}d}", "incr", f"{start:0{OFFSET_DIGITS}d}")
+    return (seq_name(seq), "incr", f"{start:0{OFFSET_DIGITS}d}")
 
 
 @attrs.frozen

@@ -139,8 +139,12 @@ class ObjectStore:
     async def list_objects(self, prefix: str) -> list[tuple[str, int]]:
         """Every object under prefix, taken as a folder as delete_prefix takes it: (key, size), in
         the store's key order."""
+        return [(key, size) for key, size, _ in await self.list_dated(prefix)]
+
+    async def list_dated(self, prefix: str) -> list[tuple[str, int, float]]:
+        """list_objects with each object's LastModified (Unix seconds): when it was written."""
         folder = prefix.strip("/") + "/"
-        found: list[tuple[str, int]] = []
+        found: list[tuple[str, int, float]] = []
         token: dict[str, str] = {}
         while True:
             page = await self._call(
@@ -148,7 +152,10 @@ class ObjectStore:
                 functools.partial(self._client.list_objects_v2, Bucket=self.bucket, Prefix=folder, **token),
                 bucket_operation=True,
             )
-            found += [(item["Key"], int(item["Size"])) for item in page.get("Contents", [])]
+            found += [
+                (item["Key"], int(item["Size"]), item["LastModified"].timestamp())
+                for item in page.get("Contents", [])
+            ]
             if not page.get("IsTruncated"):
                 return found
             token = {"ContinuationToken": page["NextContinuationToken"]}

@@ -60,6 +60,7 @@ from controllers.cluster.decision.actions import (
     Promote,
     ResizePod,
 )
+from controllers.cluster.decision.archive import STATUS_REFRESH_S, ArchiveProgress, archive_report
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
 from controllers.cluster.decision.conflicts import conflict_message, conflicts
 from controllers.cluster.decision.context import Context
@@ -235,6 +236,8 @@ class Facts:
     """A ValkeyBackup of this cluster is Running (no slot moves meanwhile)."""
     last_backup: str | None = None
     """The newest Completed backup spec.backup's schedule made: status.lastBackup."""
+    archive: ArchiveProgress | None = None
+    """spec.backup.pointInTime: the archivers' progress as read (archive.py; None: not read)."""
     memory: Memory = attrs.field(factory=Memory)
     """What the cluster's earlier passes remembered (memory.py); the next one leaves in Decision."""
     named: Mapping[str, Obj | None] = attrs.field(factory=dict)
@@ -274,6 +277,8 @@ class MetricChanges:
     """Failed slot migration jobs not counted before (migration_counts.py)."""
     migrations_active: int | None = None
     """Slot migration export jobs under way (None: not observed this pass)."""
+    archived_until: float | None = None
+    """spec.backup.pointInTime: the cluster's archive mark (Unix seconds; None removes the series)."""
     stalled: str | None = None
     """The reason of the Stalled=True condition the pass stores; None when it stores Stalled=False
     (every pass stores a whole status, so None also removes a series an earlier pass set)."""
@@ -374,6 +379,8 @@ def decide(facts: Facts, now: float) -> Decision:
         operator_peer=operator_peer(
             facts.options.operator_namespace, dict(facts.options.operator_pod_labels)
         ),
+        operator_image=facts.options.operator_image,
+        endpoint_networks=tuple(str(net) for net in facts.options.backup_endpoints.allowed),
     )
     if isinstance(facts.tls, TlsProblem):
         return _blocked(facts, now, TLS_SECRET_INVALID, facts.tls.message, ctx)
@@ -632,6 +639,9 @@ def _conclude(
         last_backup=facts.last_backup or None,
         switchover=switch.status if switch is not None else None,
     )
+    archived = archive_report(ctx, facts.archive, facts.observation) if ctx is not None else None
+    if archived is not None:
+        status = attrs.evolve(status, point_in_time=archived.status)
     switch_events = switch.events if switch else ()
     transition, rejected = _transition(current, status, planned.status)
     rollout_events, rollout_metrics = _rollout(current, status, now)
@@ -645,8 +655,11 @@ def _conclude(
         failover_timeouts=sum(1 for event in problems if event.reason == Reason.FAILOVER_FAILED),
         failovers=failover_counts(actions, failures),
         stalled=stalled_reason(status),
+        archived_until=archived.archived_until if archived is not None else None,
     )
     quiet = _quiet(facts, planned, actions, failures)
+    if quiet is not None and archived is not None and archived.status is not None:
+        quiet = attrs.evolve(quiet, interval=min(quiet.interval, STATUS_REFRESH_S))
     memory = _remembered(facts, now, slot, quiet)
     if facts.observation is not None:
         counted = migration_counts(facts.observation, memory.failed_jobs)

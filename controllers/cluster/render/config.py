@@ -203,13 +203,21 @@ def _lines(directives: list[tuple[str, str]] | Mapping[str, str]) -> list[str]:
     return [f"{key} {quote(value)}" for key, value in items]
 
 
-def render_valkey_conf(config: ResolvedConfig, *, tls: bool, client_certificates: bool = False) -> str:
-    """The whole file; deterministic (tunables sorted by name), so its hash is stable."""
+def render_valkey_conf(
+    config: ResolvedConfig,
+    *,
+    tls: bool,
+    client_certificates: bool = False,
+    archived: tuple[str, str] | None = None,
+) -> str:
+    """The whole file; deterministic (tunables sorted by name), so its hash is stable. `archived`:
+    the directive the archiver needs (render/archiver.py TIMESTAMPS) when the pods carry it."""
     lines = [
         "# Rendered by valkey-operator; edits are overwritten.",
         "# bind and cluster-announce-ip are passed on the command line ($(POD_IP)).",
         "# Owned by the operator:",
         *_lines(owned_directives(tls, config.persistence, client_certificates)),
+        *(_lines([archived]) if archived else []),
         "# Startup-only tunables (operator defaults, overridden by the ValkeyConfig chain);",
         "# runtime tunables are applied by the operator with CONFIG SET:",
         *_lines(startup_settings(config)),

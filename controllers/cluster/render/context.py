@@ -25,6 +25,11 @@ class RenderContext:
     """The operator's --exporter-image: the metrics sidecar's image (render/exporter.py)."""
     operator_peer: Obj | None = None
     """The operator's pods as a NetworkPolicy peer (render/network_policy.py; None: unknown)."""
+    operator_image: str = ""
+    """The operator's --operator-image: the archiver sidecar's image (render/archiver.py; empty:
+    unknown, and no pod archives)."""
+    endpoint_networks: tuple[str, ...] = ()
+    """The operator's --backup-endpoint-allowed-networks, passed on to the archiver."""
 
     def __attrs_post_init__(self) -> None:
         meta = self.cluster.metadata

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 
-from controllers.cluster.render import exporter
+from controllers.cluster.render import archiver, exporter
 from controllers.cluster.render.acl import RenderedAcl
 from controllers.cluster.render.config import render_valkey_conf, replication_auth_conf
 from controllers.cluster.render.context import RenderContext
@@ -60,6 +60,7 @@ def render_config_map(ctx: RenderContext) -> Obj:
         ctx.config,
         tls=ctx.tls_secret is not None,
         client_certificates=tls is not None and tls.clients_need_certificates,
+        archived=archiver.TIMESTAMPS if archiver.enabled(ctx) else None,
     )
     return {
         "apiVersion": "v1",

@@ -33,11 +33,11 @@ Choices, and why:
 
 from __future__ import annotations
 
-from controllers.cluster.render import exporter
+from controllers.cluster.render import archiver, exporter
 from controllers.cluster.render.claims import claim_volume
 from controllers.cluster.render.context import RenderContext
 from controllers.cluster.render.placement import scheduling
-from controllers.cluster.render.security import container_security_context
+from controllers.cluster.render.security import READ_ONLY_MODE, container_security_context
 from controllers.cluster.render.template import restarted_at, shape_hash, template_hash
 from controllers.shared import layout, names
 from controllers.shared.names import DATA_VOLUME
@@ -50,8 +50,6 @@ CLUSTER_STATE_SIZE_LIMIT = "4Mi"
 """Cap of the tmpfs holding nodes.conf. It holds a few KiB (a few hundred KiB for the largest
 cluster with fragmented slots, twice that while Valkey rewrites it); tmpfs uses memory only for
 what is written, and it counts against the pod's memory limit."""
-READ_ONLY_MODE = 0o440
-"""Secrets and config readable by the pod's user and fsGroup, by nobody else."""
 
 
 def command() -> list[str]:
@@ -228,4 +226,4 @@ def render_pod(ctx: RenderContext, shard: int, name: str, claim: str | None = No
             **scheduling(ctx, shard),
         },
     }
-    return exporter.with_sidecar(ctx, pod)
+    return archiver.with_sidecar(ctx, exporter.with_sidecar(ctx, pod))

@@ -16,8 +16,7 @@ from __future__ import annotations
 import attrs
 
 from controllers.cluster.render.context import RenderContext
-from controllers.cluster.render.pods import READ_ONLY_MODE
-from controllers.cluster.render.security import container_security_context
+from controllers.cluster.render.security import READ_ONLY_MODE, container_security_context
 from controllers.shared import layout
 from controllers.shared.names import DATA_VOLUME
 from valkey_operator.api.config import PersistenceMode

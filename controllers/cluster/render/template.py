@@ -13,9 +13,11 @@ live pod that cannot change in place), persistence when it is on (its mode,
 appendfsync and storageClassName: a mode change changes valkey.conf and the
 pod's volumes, and a claim's class cannot change, so a new class needs new
 claims), the metrics sidecar when it is on (its image: a sidecar cannot be added to or removed from a live
-pod; render/exporter.py), the cluster's `valkey.gomomento.com/restartedAt` annotation when it is set (a
-new value rolls every pod, as `kubectl rollout restart` does; absent, the inputs are what they were
-before it existed, so no cluster rolls when the operator is upgraded), and TEMPLATE_VERSION.
+pod; render/exporter.py), the archiver when it runs (where it ships; not its image, the operator's:
+an operator upgrade rolls nothing; render/archiver.py), the cluster's
+`valkey.gomomento.com/restartedAt` annotation when it is set (a new value rolls every pod, as
+`kubectl rollout restart` does; absent, the inputs are what they were before it existed, so no
+cluster rolls when the operator is upgraded), and TEMPLATE_VERSION.
 
 Not in the hash: runtime tunables (CONFIG SET on live nodes, SPEC 1.2; removing
 one sets it back to its default the same way),
@@ -37,8 +39,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from controllers.cluster.render import archiver, exporter
 from controllers.cluster.render import config as conf
-from controllers.cluster.render import exporter
 from controllers.cluster.render.context import RenderContext
 from valkey_operator.api.resources import RESTARTED_AT_ANNOTATION
 from valkey_operator.core.rest import Obj
@@ -78,6 +80,7 @@ def template_inputs(ctx: RenderContext) -> Obj:
     return {
         **persistence_inputs(ctx),
         **exporter.template_inputs(ctx),
+        **archiver.template_inputs(ctx),
         **({"restartedAt": restart} if restart is not None else {}),
         "version": TEMPLATE_VERSION,
         "image": {"reference": image.reference, "version": image.version},

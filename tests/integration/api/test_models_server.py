@@ -20,6 +20,8 @@ from valkey_operator.api.backup import (
     BackupPhase,
     BackupSchedule,
     BackupShard,
+    PointInTime,
+    PointInTimeStatus,
     Restore,
     RestorePhase,
     RestoreStatus,
@@ -290,6 +292,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 destination=DESTINATION,
                 keep=7,
                 consistency=BackupConsistency.ONE_INSTANT,
+                point_in_time=PointInTime(),
             ),
             restore=Restore(backup_name=f"nightly-{suffix}"),
         ),
@@ -338,6 +341,9 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 loaded_keys=3000,
             ),
             last_backup=f"nightly-{suffix}-2",
+            point_in_time=PointInTimeStatus(
+                archived_until="2026-12-01T10:00:00Z", reason="ArchiveGap", message="history lost"
+            ),
             switchover=SwitchoverStatus(
                 request="0/cache-0-fghij@20261201T100000Z",
                 phase=SwitchoverPhase.SUCCEEDED,

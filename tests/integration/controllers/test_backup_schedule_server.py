@@ -19,7 +19,12 @@ import pytest_asyncio
 from kubernetes_asyncio import client as k8s
 from prometheus_client import CollectorRegistry
 
-from controllers.backup_schedule import setup
+from controllers.backup_schedule import (
+    ARCHIVE_RETENTION_EVERY_S,
+    RETRY_SECONDS,
+    BackupScheduleReconciler,
+    setup,
+)
 from controllers.backup_schedule_decision import backup_name
 from controllers.indexes import ReferenceIndex
 from controllers.options import ControllerOptions
@@ -28,7 +33,9 @@ from controllers.shared.names import CLUSTER_LABEL
 from valkey_operator.api.resources import VALKEY_BACKUPS, VALKEY_CLUSTERS
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import rfc3339
+from valkey_operator.core.events import EventRecorder
 from valkey_operator.core.manager import Manager
+from valkey_operator.core.reconcile import Request
 from valkey_operator.core.resource import EVENTS, SECRETS
 from valkey_operator.core.rest import Obj
 from valkey_testbed import objectstore as testbed_store
@@ -65,6 +72,12 @@ def destination(server: ObjectStoreServer, bucket: str) -> Obj:
 
 
 async def credentials_secret(kube: Client, namespace: str, server: ObjectStoreServer, secret: str) -> None:
+    await credentials_secret_named(kube, namespace, server, "s3", secret)
+
+
+async def credentials_secret_named(
+    kube: Client, namespace: str, server: ObjectStoreServer, name: str, secret: str
+) -> None:
     data = {"AWS_ACCESS_KEY_ID": server.access_key_id, "AWS_SECRET_ACCESS_KEY": secret}
     encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
     await kube.create(
@@ -72,7 +85,7 @@ async def credentials_secret(kube: Client, namespace: str, server: ObjectStoreSe
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "s3", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "data": encoded,
         },
     )
@@ -219,3 +232,67 @@ async def test_a_store_refusing_the_credentials_keeps_the_backup_and_says_why(
     assert "not-the-secret" not in failed["note"]
     assert await backup_names(kube, namespace) == sorted([old, new])
     assert objects(object_store, bucket, namespace, old) == ["manifest.json", "shard-0.rdb"]
+
+
+async def test_archive_retention_keeps_what_the_window_needs_and_drops_departed_nodes(
+    kube: Client, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    """The reconciler itself with a clock 48 h ahead of the bucket's: everything stored so far is
+    older than a 24h window. A node in the cluster keeps its newest sequence (the base a restore at
+    the window's start replays from) and loses the older ones; a node gone from the cluster goes
+    whole; a node that is back in the cluster is never dropped whole. Storage that refuses the
+    credentials is an ArchiveRetentionFailed Event, and nothing is deleted."""
+    bucket = object_store.create_bucket()
+    await credentials_secret(kube, namespace, object_store, object_store.secret_access_key)
+    s3 = object_store.client()
+    folder = f"nightly/{namespace}/{CLUSTER}/archive"
+    live, gone = "a" * 40, "b" * 40
+    for node in (live, gone):
+        for seq in (1, 2, 3):
+            for part in (f"{seq:010d}/base", f"{seq:010d}/incr/{0:016d}"):
+                s3.put_object(Bucket=bucket, Key=f"{folder}/{node}/{part}", Body=b"x")
+        s3.put_object(Bucket=bucket, Key=f"{folder}/{node}/progress.json", Body=b"{}")
+    backup = {
+        "schedule": "0 3 * * *",
+        "keep": 1,
+        "destination": destination(object_store, bucket),
+        "pointInTime": {"retention": "24h"},
+    }
+    await kube.create(VALKEY_CLUSTERS, cluster(namespace, backup))
+    nodes = {"status": {"nodes": [{"pod": "cache-0-abcde", "shard": 0, "nodeId": live}]}}
+    stored = await kube.patch_status(VALKEY_CLUSTERS, CLUSTER, nodes, namespace)
+    recorder = EventRecorder(kube, "test", "test")
+
+    def reconciler(obj: Obj) -> BackupScheduleReconciler:
+        return BackupScheduleReconciler(
+            kube,
+            recorder,
+            lambda _namespace, _name: obj,
+            lambda _namespace, _cluster: [],
+            lambda _namespace, _backup: False,
+            lambda: time.time() + 48 * 3600,
+            TEST_BED_ENDPOINTS,
+        )
+
+    def left() -> list[str]:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=folder + "/").get("Contents", [])
+        return sorted(item["Key"][len(folder) + 1 :] for item in listed)
+
+    before = left()
+    await credentials_secret_named(kube, namespace, object_store, "wrong", "not-the-secret")
+    wrong = {**destination(object_store, bucket), "credentialsSecretName": "wrong"}
+    refused = {**backup, "destination": wrong}
+    result = await reconciler({**stored, "spec": {**stored["spec"], "backup": refused}}).reconcile(
+        Request(CLUSTER, namespace)
+    )
+    assert 0 < (result.requeue_after or 0) <= RETRY_SECONDS
+    assert (await event(kube, namespace, "ArchiveRetentionFailed"))["note"].startswith("object storage: ")
+    assert left() == before, "a refused store deletes nothing"
+
+    result = await reconciler(stored).reconcile(Request(CLUSTER, namespace))
+    assert result.requeue_after is not None and result.requeue_after <= ARCHIVE_RETENTION_EVERY_S
+    assert left() == [
+        f"{live}/0000000003/base",
+        f"{live}/0000000003/incr/{0:016d}",
+        f"{live}/progress.json",
+    ]

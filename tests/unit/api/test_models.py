@@ -15,6 +15,8 @@ from valkey_operator.api.backup import (
     BackupPhase,
     BackupSchedule,
     BackupShard,
+    PointInTime,
+    PointInTimeStatus,
     Restore,
     RestorePhase,
     RestoreStatus,
@@ -519,7 +521,13 @@ cluster_specs = st.builds(
     pod_annotations=maps,
     image_pull_secrets=small_tuples(text),
     backup=st.none()
-    | st.builds(BackupSchedule, schedule=text, destination=destinations, keep=st.integers(1, 1000)),
+    | st.builds(
+        BackupSchedule,
+        schedule=text,
+        destination=destinations,
+        keep=st.integers(1, 1000),
+        point_in_time=st.none() | st.just(PointInTime()),
+    ),
     restore=st.none() | st.builds(Restore, backup_name=text),
 )
 node_statuses = st.builds(
@@ -587,6 +595,13 @@ cluster_statuses = st.builds(
         loaded_keys=st.none() | st.integers(min_value=0),
     ),
     last_backup=st.none() | text,
+    point_in_time=st.none()
+    | st.builds(
+        PointInTimeStatus,
+        archived_until=st.none() | text,
+        reason=st.none() | text,
+        message=st.none() | text,
+    ),
     conditions=small_tuples(conditions),
 )
 metadata = st.builds(

@@ -29,6 +29,7 @@ from controllers.cluster.decision.actions import (
     SyncAcl,
     skipped,
 )
+from controllers.cluster.decision.archive import ArchiveProgress
 from controllers.cluster.decision.decide import Decision, Facts, RolloutSlots, run_pass
 from controllers.cluster.decision.desired import object_key
 from controllers.cluster.decision.memory import Memory
@@ -102,6 +103,8 @@ class World:
     """What the gatherer reads for spec.restore (the backup's manifest, or why not)."""
     last_backup: str | None = None
     backup_running: bool = False
+    archive: ArchiveProgress = attrs.field(factory=ArchiveProgress)
+    """What the gatherer reads of the archivers (spec.backup.pointInTime): node ID -> progress."""
     memory: Memory = attrs.field(factory=Memory)
     """What the last pass returned for the next one, as the reconciler keeps it."""
 
@@ -186,6 +189,9 @@ class WorldSource:
 
     async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld:
         return self.world.restore or RestoreHeld("RestoreSourceUnknown", "the test world has no backup")
+
+    async def archive(self, facts: Facts) -> ArchiveProgress:
+        return self.world.archive
 
     def backups(self, facts: Facts) -> tuple[bool, str | None]:
         return self.world.backup_running, self.world.last_backup

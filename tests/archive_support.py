@@ -1,0 +1,72 @@
+"""A node's archived history as a restore will use it: fetched from the bucket alone, cut at a second,
+loaded by a fresh valkey-server. Shared by the archiver's integration test and the end-to-end test
+of a cluster that archives."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from valkey_operator.archiver.cut import cut
+from valkey_operator.archiver.replay import replay_chain
+from valkey_testbed import images
+from valkey_testbed.images import ImageEntry
+from valkey_testbed.valkeyproc import ValkeyServer, start_server, stop_servers
+
+
+def fetch_history(s3: Any, bucket: str, prefix: str, target: Path, gaps: list[int]) -> tuple[int, list[int]]:
+    """The archived history under prefix (a node's folder) that the replay chain names (replay.py),
+    rebuilt in target as a multi-part AOF directory: its base and each incremental file, the
+    concatenation of its segments. s3 is a boto3 client of the test bed's S3 server."""
+    listing = [
+        (item["Key"], int(item["Size"]))
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+        for item in page.get("Contents", [])
+    ]
+    chain = replay_chain(listing, prefix, gaps)
+    assert chain is not None, listing
+
+    def body(key: str) -> bytes:
+        data: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return data
+
+    target.mkdir(parents=True, exist_ok=True)
+    (target / f"appendonly.aof.{chain.base_seq}.base.rdb").write_bytes(body(chain.base_key))
+    for seq, keys in chain.incrs:
+        (target / f"appendonly.aof.{seq}.incr.aof").write_bytes(b"".join(body(key) for key in keys))
+    return chain.base_seq, [seq for seq, _ in chain.incrs]
+
+
+def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:
+    """cut.py with the test bed's valkey-server as valkey-check-aof (the binary is the tool when
+    it runs by that name; the image has no link)."""
+    entry = images.resolve_image(images.newest_image())
+    assert entry is not None
+    check_aof = directory.parent / "valkey-check-aof"
+    shutil.copy(entry.executable("valkey-server"), check_aof)
+    try:
+        cut(directory, base, incrs, second, check_aof)
+    finally:
+        check_aof.unlink()
+
+
+@contextlib.contextmanager
+def loaded(entry: ImageEntry, data_dir: Path, host: str, password: str) -> Iterator[ValkeyServer]:
+    """A fresh standalone valkey-server on data_dir (holding appendonlydir/), stopped on exit."""
+    shutil.chown(data_dir, entry.user, entry.group)
+    for path in data_dir.rglob("*"):
+        shutil.chown(path, entry.user, entry.group)
+    server = start_server(
+        entry,
+        host,
+        base_dir=data_dir.parent,
+        password=password,
+        config={"appendonly": "yes", "dir": str(data_dir)},
+    )
+    try:
+        yield server
+    finally:
+        stop_servers([server])

@@ -1,0 +1,91 @@
+"""The operator reads each archiver's progress.json, and nothing else of the history (ArchiveProgressReader
+on the real API server and the test bed's S3 server): a node without one is absent, a document that
+is not an archiver's is ignored, a read is kept REFRESH_S, a missing Secret or a refused endpoint
+is a reason."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from controllers.cluster import archive_progress
+from controllers.cluster.archive_progress import ArchiveProgressReader
+from controllers.cluster.decision.archive import NodeProgress
+from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
+from valkey_operator.archiver import layout
+from valkey_operator.core.client import Client
+from valkey_operator.core.resource import SECRETS
+from valkey_operator.objectstore import REFUSE_LOCAL
+from valkey_testbed.objectstore import ObjectStoreServer
+from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+PATH = "team-a"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_progress_is_read_per_node_and_kept_for_its_refresh(
+    kube: Client, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    bucket = object_store.create_bucket()
+    s3 = object_store.client()
+    values = (object_store.access_key_id, object_store.secret_access_key)
+    data = {
+        key: base64.b64encode(value.encode()).decode()
+        for key, value in zip(CREDENTIAL_KEYS, values, strict=True)
+    }
+    await kube.create(
+        SECRETS,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s3", "namespace": namespace},
+            "data": data,
+        },
+    )
+    destination = {
+        "endpoint": object_store.endpoint,
+        "bucket": bucket,
+        "path": PATH,
+        "credentialsSecretName": "s3",
+    }
+
+    def put(node: str, document: object) -> None:
+        key = "/".join((PATH, *layout.node_prefix(namespace, "cache", node), layout.PROGRESS_NAME))
+        s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(document).encode())
+
+    put("a" * 40, {"archivedUntil": 1790000000.5, "gaps": []})
+    put("b" * 40, {"archivedUntil": 1790000003.0, "gaps": [2]})
+    put("c" * 40, {"archivedUntil": "yesterday"})
+    clock = Clock()
+    reader = ArchiveProgressReader(kube, TEST_BED_ENDPOINTS, clock)
+    nodes = ["a" * 40, "b" * 40, "c" * 40, "d" * 40]
+    read = await reader.progress(namespace, "cache", destination, nodes)
+    assert read.reason is None, read.message
+    assert dict(read.nodes) == {
+        "a" * 40: NodeProgress(1790000000.5),
+        "b" * 40: NodeProgress(1790000003.0, (2,)),
+    }
+
+    put("d" * 40, {"archivedUntil": 1790000009.0, "gaps": []})
+    assert (await reader.progress(namespace, "cache", destination, nodes)) is read, "kept within REFRESH_S"
+    clock.now += archive_progress.REFRESH_S
+    again = await reader.progress(namespace, "cache", destination, nodes)
+    assert again.nodes["d" * 40] == NodeProgress(1790000009.0)
+
+    missing = await ArchiveProgressReader(kube, TEST_BED_ENDPOINTS).progress(
+        namespace, "cache", {**destination, "credentialsSecretName": "nope"}, nodes
+    )
+    assert missing.reason == "CredentialsMissing" and not missing.nodes
+    refused = await ArchiveProgressReader(kube, REFUSE_LOCAL).progress(namespace, "cache", destination, nodes)
+    assert refused.reason == "EndpointRefused" and not refused.nodes, refused

@@ -1,0 +1,56 @@
+"""What of a cluster's archive its retention lets go: nothing a restore inside the window needs.
+
+A node's history is sequences: base k (the node's data when incremental file k began) and the
+incremental files from k on. A restore to a moment T replays from a base stored at or before T
+(replay.py), so for the window [horizon, now] the newest base stored at or before the horizon is
+the oldest one needed, and every sequence before it can go. A base's time is when its object was
+stored, after the rewrite that made it began (its data is older still), so the rule never takes a
+base that is needed. A node that left the cluster and whose newest object is older than the
+horizon (a running archiver rewrites progress.json every few seconds) holds nothing inside the
+window: all of it can go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from valkey_operator.archiver import layout
+
+
+def expired(
+    listing: Iterable[tuple[str, int, float]], folder: str, horizon: float, current: Collection[str]
+) -> list[str]:
+    """The folders under folder (a cluster's archive) to delete: `<node>` for a departed node whose
+    history ends before horizon, `<node>/<seq>` for each sequence before the oldest one a restore
+    after horizon needs. listing: (key, size, stored at) of every object under folder; current:
+    the IDs of the nodes in the cluster now."""
+    folder = folder.strip("/") + "/"
+    newest: dict[str, float] = {}
+    bases: dict[str, dict[int, float]] = {}
+    seqs: dict[str, set[int]] = {}
+    for key, _, stored in listing:
+        if not key.startswith(folder):
+            continue
+        node, _, rest = key[len(folder) :].partition("/")
+        if not node or not rest:
+            continue
+        newest[node] = max(newest.get(node, stored), stored)
+        archived = layout.parse_name(rest)
+        if archived is None:
+            continue
+        seqs.setdefault(node, set()).add(archived.seq)
+        if archived.start is None:
+            bases.setdefault(node, {})[archived.seq] = stored
+    doomed: list[str] = []
+    for node in sorted(newest):
+        if node not in current and newest[node] < horizon:
+            doomed.append(folder + node)
+            continue
+        old = [seq for seq, stored in bases.get(node, {}).items() if stored <= horizon]
+        if not old:
+            continue
+        oldest_needed = max(old)
+        doomed += [
+            f"{folder}{node}/{layout.seq_name(seq)}" for seq in sorted(seqs[node]) if seq < oldest_needed
+        ]
+    return doomed
