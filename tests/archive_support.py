@@ -10,17 +10,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from valkey_operator.archiver.cut import cut
+from valkey_operator.archiver.cut import base_name, cut, incr_name, write_manifest
 from valkey_operator.archiver.replay import replay_chain
 from valkey_testbed import images
 from valkey_testbed.images import ImageEntry
 from valkey_testbed.valkeyproc import ValkeyServer, start_server, stop_servers
+from valkey_testbed.wait import NotYet, eventually_blocking
 
 
 def fetch_history(s3: Any, bucket: str, prefix: str, target: Path, gaps: list[int]) -> tuple[int, list[int]]:
     """The archived history under prefix (a node's folder) that the replay chain names (replay.py),
-    rebuilt in target as a multi-part AOF directory: its base and each incremental file, the
-    concatenation of its segments. s3 is a boto3 client of the test bed's S3 server."""
+    rebuilt in target as the multi-part AOF directory valkey-server loads: its base, each
+    incremental file (the concatenation of its segments) and the manifest naming them. s3 is a
+    boto3 client of the test bed's S3 server."""
     listing = [
         (item["Key"], int(item["Size"]))
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
@@ -34,10 +36,12 @@ def fetch_history(s3: Any, bucket: str, prefix: str, target: Path, gaps: list[in
         return data
 
     target.mkdir(parents=True, exist_ok=True)
-    (target / f"appendonly.aof.{chain.base_seq}.base.rdb").write_bytes(body(chain.base_key))
+    (target / base_name(chain.base_seq)).write_bytes(body(chain.base_key))
     for seq, keys in chain.incrs:
-        (target / f"appendonly.aof.{seq}.incr.aof").write_bytes(b"".join(body(key) for key in keys))
-    return chain.base_seq, [seq for seq, _ in chain.incrs]
+        (target / incr_name(seq)).write_bytes(b"".join(body(key) for key in keys))
+    incrs = [seq for seq, _ in chain.incrs]
+    write_manifest(target, chain.base_seq, incrs)
+    return chain.base_seq, incrs
 
 
 def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:
@@ -55,18 +59,17 @@ def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:
 
 @contextlib.contextmanager
 def loaded(entry: ImageEntry, data_dir: Path, host: str, password: str) -> Iterator[ValkeyServer]:
-    """A fresh standalone valkey-server on data_dir (holding appendonlydir/), stopped on exit."""
+    """A fresh standalone valkey-server on data_dir (holding appendonlydir/), once it has loaded it;
+    stopped on exit."""
     shutil.chown(data_dir, entry.user, entry.group)
     for path in data_dir.rglob("*"):
         shutil.chown(path, entry.user, entry.group)
-    server = start_server(
-        entry,
-        host,
-        base_dir=data_dir.parent,
-        password=password,
-        config={"appendonly": "yes", "dir": str(data_dir)},
-    )
+    config = {"appendonly": "yes", "dir": str(data_dir)}
+    server = start_server(entry, host, base_dir=data_dir.parent, password=password, config=config)
     try:
+        # start_server returns once the server answers, LOADING included: a long history may still
+        # be replaying then, and a KEYS would get -LOADING (a cold CI met it).
+        eventually_blocking(lambda: server.command("PING") == b"PONG" or NotYet("loading"), "loaded", 60)
         yield server
     finally:
         stop_servers([server])

@@ -31,6 +31,15 @@ def base_name(seq: int) -> str:
     return f"appendonly.aof.{seq}.base.rdb"
 
 
+def write_manifest(directory: Path, base_seq: int, incrs: list[int]) -> None:
+    """The manifest naming base base_seq and incrs: what valkey-server loads from directory."""
+    files = (
+        AofFile(base_name(base_seq), base_seq, FileKind.BASE),
+        *(AofFile(incr_name(seq), seq, FileKind.INCR) for seq in incrs),
+    )
+    (directory / MANIFEST).write_text(render_manifest(files))
+
+
 def passes(path: Path, second: int) -> bool:
     """Whether the file holds an annotation after second (read until the first one)."""
     scanner = TimestampScanner()
@@ -55,11 +64,7 @@ def cut(directory: Path, base_seq: int, incrs: list[int], second: int, check_aof
             break
     for seq in incrs[len(kept) :]:
         (directory / incr_name(seq)).unlink()
-    files = (
-        AofFile(base_name(base_seq), base_seq, FileKind.BASE),
-        *(AofFile(incr_name(seq), seq, FileKind.INCR) for seq in kept),
-    )
-    (directory / MANIFEST).write_text(render_manifest(files))
+    write_manifest(directory, base_seq, kept)
     if kept:
         argv = [str(check_aof), "--truncate-to-timestamp", str(second), str(directory / incr_name(kept[-1]))]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=CHECK_TIMEOUT, check=False)

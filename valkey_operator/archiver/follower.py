@@ -71,7 +71,10 @@ class AofFollower:
     def poll(self) -> Iterator[Piece]:
         """Everything new since the last poll, in the order a restore replays it: a segment is read
         only when the one before was taken, so a long backlog is never held whole."""
-        files = parse_manifest((self.directory / self.manifest_name).read_text())
+        try:
+            files = parse_manifest((self.directory / self.manifest_name).read_text())
+        except FileNotFoundError:
+            return  # valkey-server writes nodes.conf before it opens its AOF: nothing to follow yet
         bases = {f.seq: f.name for f in files if f.kind is FileKind.BASE}
         incrs = {f.seq: f.name for f in files if f.kind is FileKind.INCR}
         if self._resume is not None:

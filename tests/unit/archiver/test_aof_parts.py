@@ -8,6 +8,7 @@ import pytest
 
 from valkey_operator.archiver import layout
 from valkey_operator.archiver.command import node_id
+from valkey_operator.archiver.follower import AofFollower
 from valkey_operator.archiver.manifest import (
     AofFile,
     FileKind,
@@ -143,3 +144,11 @@ def test_a_replay_starts_at_the_oldest_base_after_the_newest_gap() -> None:
     after_gap = replay_chain(listing, node, gaps=[2])
     assert after_gap is not None and after_gap.base_seq == 4 and [seq for seq, _ in after_gap.incrs] == [4]
     assert replay_chain(listing, node, gaps=[4]) is None
+
+
+def test_a_directory_without_its_manifest_yet_hands_out_nothing(tmp_path: Path) -> None:
+    """valkey-server writes nodes.conf (what the archiver waits for) before it opens its AOF."""
+    follower = AofFollower(tmp_path / "appendonlydir")
+    assert list(follower.poll()) == []
+    (tmp_path / "appendonlydir").mkdir()
+    assert list(follower.poll()) == []
