@@ -135,6 +135,7 @@ def summarize(cluster: Obj, pods: Sequence[Obj], now: datetime.datetime) -> Obj:
         ],
         "rollout": status.get("rollout") or None,
         "switchover": status.get("switchover") or None,
+        "pointInTime": status.get("pointInTime") or None,
     }
 
 
@@ -221,8 +222,19 @@ def switchover_line(switchover: Obj | None, now: datetime.datetime) -> str | Non
     return line + (f" (finished {finished} ago)" if finished else "")
 
 
+def archive_line(point_in_time: Obj | None, now: datetime.datetime) -> str | None:
+    """spec.backup.pointInTime's archive in one line: how far behind, and why not whole."""
+    if not point_in_time:
+        return None
+    until = point_in_time.get("archivedUntil")
+    line = f"Archived until: {until} ({age(until, now)} behind)" if until else "Archived until: -"
+    if point_in_time.get("reason"):
+        line += f"; {point_in_time['reason']}: {_text(point_in_time.get('message'))}"
+    return line
+
+
 def render(document: Obj, now: datetime.datetime) -> str:
-    """The status table: cluster line, nodes per shard, conditions, rollout, switchover."""
+    """The status table: cluster line, nodes per shard, conditions, rollout, switchover, archive."""
     cluster = document["cluster"]
     lines = [cluster_line(cluster)]
     if cluster["endpoint"]:
@@ -252,4 +264,7 @@ def render(document: Obj, now: datetime.datetime) -> str:
     switchover = switchover_line(document["switchover"], now)
     if switchover:
         lines.append(switchover)
+    archive = archive_line(document.get("pointInTime"), now)
+    if archive:
+        lines.append(archive)
     return "\n".join(lines)

@@ -154,6 +154,22 @@ def test_the_table_reads_at_a_glance() -> None:
     ]
 
 
+def test_an_archiving_cluster_says_how_far_behind_its_archive_is_and_why_it_is_not_whole() -> None:
+    behind = {"archivedUntil": "2026-12-03T13:19:35Z"}
+    doc = view.summarize(cluster(pointInTime=behind), PODS, NOW)
+    assert doc["pointInTime"] == behind
+    assert view.render(doc, NOW).splitlines()[-1] == "Archived until: 2026-12-03T13:19:35Z (25s behind)"
+    gap = {**behind, "reason": "ArchiveGap", "message": "history lost"}
+    assert view.render(view.summarize(cluster(pointInTime=gap), PODS, NOW), NOW).splitlines()[-1] == (
+        "Archived until: 2026-12-03T13:19:35Z (25s behind); ArchiveGap: history lost"
+    )
+    none = {"reason": "NeedsAppendOnly", "message": "persistence is rdb"}
+    assert view.render(view.summarize(cluster(pointInTime=none), PODS, NOW), NOW).splitlines()[-1] == (
+        "Archived until: -; NeedsAppendOnly: persistence is rdb"
+    )
+    assert "Archived" not in view.render(view.summarize(cluster(), PODS, NOW), NOW)
+
+
 def test_a_paused_cluster_and_an_unobserved_generation_say_so() -> None:
     body = cluster(observedGeneration=2)
     body["metadata"]["annotations"]["valkey.gomomento.com/paused"] = "true"
