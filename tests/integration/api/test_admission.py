@@ -1325,6 +1325,21 @@ BACKUP_SCHEDULE_CASES = [
         ("spec.backup", {**SCHEDULE, "keep": 1001}),
     ),
     ok("cluster", "keep 1000", ("spec.backup", {**SCHEDULE, "keep": 1000})),
+    ok("cluster", "point in time, no retention", ("spec.backup", {**SCHEDULE, "pointInTime": {}})),
+    *[
+        ok("cluster", f"retention {text}", ("spec.backup", {**SCHEDULE, "pointInTime": {"retention": text}}))
+        for text in ("72h", "7d", "9999d")
+    ],
+    *[
+        bad(
+            "cluster",
+            f"retention {text!r}",
+            "spec.backup.pointInTime.retention",
+            ("a retention is a whole number of hours or days, for example 72h or 7d", f"got {text}"),
+            ("spec.backup", {**SCHEDULE, "pointInTime": {"retention": text}}),
+        )
+        for text in ("7w", "0d", "1.5d", "d")
+    ],
     bad(
         "cluster",
         "keep required",

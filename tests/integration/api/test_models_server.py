@@ -292,7 +292,7 @@ def full_models(suffix: str, namespace: str, owner: OwnerReference) -> list[Mode
                 destination=DESTINATION,
                 keep=7,
                 consistency=BackupConsistency.ONE_INSTANT,
-                point_in_time=PointInTime(),
+                point_in_time=PointInTime(retention="7d"),
             ),
             restore=Restore(backup_name=f"nightly-{suffix}"),
         ),
