@@ -35,6 +35,7 @@ from controllers.shared.backups import BackupFacts
 from controllers.shared.storage import AccessProblem, storage_access
 from valkey_operator.api.backup import retention_seconds
 from valkey_operator.api.resources import API_VERSION, VALKEY_BACKUPS, VALKEY_CLUSTERS
+from valkey_operator.archiver import layout
 from valkey_operator.archiver.layout import archive_prefix
 from valkey_operator.archiver.retention import expired
 from valkey_operator.core.builder import build_controller
@@ -178,7 +179,11 @@ class BackupScheduleReconciler:
                 doomed = expired(await store.list_dated(folder), folder, horizon, current)
                 deleted = 0
                 for each in doomed:
-                    deleted += await store.delete_prefix(each)
+                    if layout.topology_time(each.rsplit("/", 1)[-1]) is not None:
+                        await store.delete(each)  # a topology record: one object
+                        deleted += 1
+                    else:
+                        deleted += await store.delete_prefix(each)
         except TimeoutError:
             return f"object storage did not answer within {STORE_TIMEOUT_SECONDS:.0f} s"
         except Exception as exc:  # the store's StorageError and whatever its client raises

@@ -227,6 +227,7 @@ class ClusterReconciler:
                 annotated=outcome.annotated,
             )
         self.memory[key] = await self._record(obj, stored, decision)
+        await self._record_topology(cluster, decision, now)
         if facts.observation is not None:
             self.metrics.record_nodes(
                 cluster.metadata.namespace or "",
@@ -243,6 +244,15 @@ class ClusterReconciler:
                     export_targets(facts.observation),
                 )
         return Result(requeue_after=decision.requeue_after)
+
+    async def _record_topology(self, cluster: ValkeyCluster, decision: Decision, now: float) -> None:
+        """spec.backup.pointInTime: the slot map beside the archive when it changed (archive_progress.py)."""
+        backup = cluster.spec.backup
+        if backup is not None and decision.topology is not None:
+            meta = cluster.metadata
+            await self.archives.record_topology(
+                meta.namespace or "", meta.name, backup.destination.to_dict(), decision.topology, now
+            )
 
     # --- gathering ---
 

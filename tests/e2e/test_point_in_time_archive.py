@@ -6,7 +6,8 @@ every shard, each acknowledgement timed, and goes on writing. As soon as
 status.pointInTime.archivedUntil covers its first seconds, each primary's history is fetched from
 the bucket alone (the operator never reads it) and loaded by a fresh valkey-server: every key
 acknowledged before archivedUntil must be there with its value, what the mark promises. The
-writes go on meanwhile, so a mark ahead of what is stored fails it. The mark trails the present
+writes go on meanwhile, so a mark ahead of what is stored fails it. The slot map is recorded
+beside the histories (the primaries and their slots). The mark trails the present
 by less than ARCHIVED_WITHIN, and the metric says the same.
 
 Lines starting with `[archive]` report what was measured (run with -s or -rP).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -175,6 +177,14 @@ async def test_every_acknowledged_write_is_in_the_bucket_by_archived_until(
     assert seen - until < ARCHIVED_WITHIN, "the mark trails the present by what the docs promise"
     metric = await operator.sample(METRIC, {"namespace": namespace, "cluster": "pitr"})
     assert metric is not None and metric >= until, metric
+
+    s3 = object_store.client()
+    folder = "/".join(("vk", *layout.archive_prefix(namespace, "pitr"), layout.TOPOLOGY))
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=folder + "/").get("Contents", [])
+    assert listed, "the slot map is recorded beside the histories"
+    record = json.loads(s3.get_object(Bucket=bucket, Key=max(item["Key"] for item in listed))["Body"].read())
+    serving = {node["nodeId"]: node["slots"] for node in status["nodes"] if node.get("role") == "primary"}
+    assert {shard["primary"]: shard["slots"] for shard in record["shards"]} == serving, record
 
     peaks = archiver_peaks(namespace, "pitr")
     assert len(peaks) == 6, peaks

@@ -4,6 +4,8 @@
 <path>/<namespace>/<cluster>/archive/<node>/<seq>/base        the base file of that sequence
 <path>/<namespace>/<cluster>/archive/<node>/<seq>/incr/<from>  bytes [from, from + size) of its
                                                                incremental file
+<path>/<namespace>/<cluster>/archive/topology/<unix>.json     which node served which slots, as
+                                                               the operator saw it then
 Numbers are zero-padded so that the store's lexical listing is their order; a restore
 concatenates a sequence's segments in that order.
 """
@@ -14,6 +16,8 @@ from collections.abc import Iterable
 
 import attrs
 
+TOPOLOGY = "topology"
+"""Beside the nodes' folders: the operator's records of which node served which slots."""
 PROGRESS_NAME = "progress.json"
 """Beside a node's sequences: how far the history is archived (shipper.py)."""
 SEQ_DIGITS = 10
@@ -27,6 +31,17 @@ def archive_prefix(namespace: str, cluster: str) -> tuple[str, ...]:
 
 def node_prefix(namespace: str, cluster: str, node: str) -> tuple[str, ...]:
     return (*archive_prefix(namespace, cluster), node)
+
+
+def topology_name(when: float) -> str:
+    """A topology record's name: the Unix second it was recorded, zero-padded to sort in order."""
+    return f"{int(when):012d}.json"
+
+
+def topology_time(name: str) -> int | None:
+    """The Unix second a topology record's name says; None for another name."""
+    stem, dot, suffix = name.partition(".")
+    return int(stem) if dot and suffix == "json" and stem.isdigit() else None
 
 
 def seq_name(seq: int) -> str:

@@ -7,7 +7,8 @@ the oldest one needed, and every sequence before it can go. A base's time is whe
 stored, after the rewrite that made it began (its data is older still), so the rule never takes a
 base that is needed. A node that left the cluster and whose newest object is older than the
 horizon (a running archiver rewrites progress.json every few seconds) holds nothing inside the
-window: all of it can go.
+window: all of it can go. Of the topology records, the newest one at or before the horizon (the
+map at the window's start) and every later one stay.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from valkey_operator.archiver import layout
 def expired(
     listing: Iterable[tuple[str, int, float]], folder: str, horizon: float, current: Collection[str]
 ) -> list[str]:
-    """The folders under folder (a cluster's archive) to delete: `<node>` for a departed node whose
-    history ends before horizon, `<node>/<seq>` for each sequence before the oldest one a restore
-    after horizon needs. listing: (key, size, stored at) of every object under folder; current:
-    the IDs of the nodes in the cluster now."""
+    """What under folder (a cluster's archive) to delete, each a prefix taken as a folder or a
+    topology record's key: `<node>` for a departed node whose history ends before horizon,
+    `<node>/<seq>` for each sequence before the oldest one a restore after horizon needs,
+    `topology/<record>` for each record before the one in force at horizon. listing: (key, size,
+    stored at) of every object under folder; current: the IDs of the nodes in the cluster now."""
     folder = folder.strip("/") + "/"
+    records: list[str] = []
     newest: dict[str, float] = {}
     bases: dict[str, dict[int, float]] = {}
     seqs: dict[str, set[int]] = {}
@@ -34,6 +37,10 @@ def expired(
         node, _, rest = key[len(folder) :].partition("/")
         if not node or not rest:
             continue
+        if node == layout.TOPOLOGY:
+            if "/" not in rest and layout.topology_time(rest) is not None:
+                records.append(rest)
+            continue
         newest[node] = max(newest.get(node, stored), stored)
         archived = layout.parse_name(rest)
         if archived is None:
@@ -42,6 +49,10 @@ def expired(
         if archived.start is None:
             bases.setdefault(node, {})[archived.seq] = stored
     doomed: list[str] = []
+    at_start = [name for name in records if (layout.topology_time(name) or 0) <= horizon]
+    if at_start:
+        kept_from = max(at_start)
+        doomed += [f"{folder}{layout.TOPOLOGY}/{name}" for name in sorted(records) if name < kept_from]
     for node in sorted(newest):
         if node not in current and newest[node] < horizon:
             doomed.append(folder + node)

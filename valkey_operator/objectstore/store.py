@@ -160,6 +160,13 @@ class ObjectStore:
                 return found
             token = {"ContinuationToken": page["NextContinuationToken"]}
 
+    async def delete(self, key: str) -> None:
+        """Delete one object (absent already: nothing to do, as S3 answers)."""
+        await self._call(
+            f"DeleteObject {self.bucket}/{key}",
+            functools.partial(self._client.delete_object, Bucket=self.bucket, Key=key),
+        )
+
     async def delete_prefix(self, prefix: str) -> int:
         """Delete every object under prefix, taken as a folder ("a/b" deletes "a/b/..." but not
         "a/bc"), and return how many; an empty prefix is refused (it would empty the bucket)."""

@@ -22,6 +22,8 @@ from valkey_operator.api.backup import PointInTimeStatus
 from valkey_operator.api.cluster import NodeRole
 from valkey_operator.api.config import PersistenceMode
 from valkey_operator.core.clock import rfc3339
+from valkey_operator.core.rest import Obj
+from valkey_operator.valkey.slots import coverage, format_slot_ranges
 
 STATUS_REFRESH_S = 30.0
 """The longest a quiet archiving cluster waits for its next pass: status and metric follow the
@@ -112,6 +114,35 @@ def archive_report(
             PointInTimeStatus(archived_until=rfc3339(until), reason="ArchiveGap", message=message), until
         )
     return ArchiveReport(PointInTimeStatus(archived_until=rfc3339(until)), until)
+
+
+def topology(ctx: RenderContext, observation: Observation | None) -> Obj | None:
+    """Which node served which slots, with its replicas, for the archive's topology record
+    (archive_progress.py): a restore to a moment replays the history of each slot range's primary
+    at that moment. None unless the archivers run and every slot is served once by a primary whose
+    node ID is known (a map caught in the middle of a change is not recorded)."""
+    if not archiver.enabled(ctx) or observation is None:
+        return None
+    primaries = {
+        node.node_id: node
+        for node in observation.nodes.values()
+        if node.role is NodeRole.PRIMARY and node.slots and node.node_id is not None
+    }
+    if not coverage(node.slots for node in primaries.values()).complete:
+        return None
+    replicas: dict[str, list[str]] = {}
+    for node in observation.nodes.values():
+        if node.role is NodeRole.REPLICA and node.node_id and node.primary_id in primaries:
+            replicas.setdefault(node.primary_id, []).append(node.node_id)
+    shards = [
+        {
+            "slots": format_slot_ranges(node.slots),
+            "primary": node_id,
+            "replicas": sorted(replicas.get(node_id, [])),
+        }
+        for node_id, node in sorted(primaries.items(), key=lambda item: item[1].slots[0].start)
+    ]
+    return {"shards": shards}
 
 
 def _problem(reason: str, message: str) -> ArchiveReport:

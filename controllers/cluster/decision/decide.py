@@ -60,7 +60,7 @@ from controllers.cluster.decision.actions import (
     Promote,
     ResizePod,
 )
-from controllers.cluster.decision.archive import STATUS_REFRESH_S, ArchiveProgress, archive_report
+from controllers.cluster.decision.archive import STATUS_REFRESH_S, ArchiveProgress, archive_report, topology
 from controllers.cluster.decision.cadence import Quiet, next_quiet, signature
 from controllers.cluster.decision.conflicts import conflict_message, conflicts
 from controllers.cluster.decision.context import Context
@@ -299,6 +299,9 @@ class Decision:
     """The rendering inputs, for the actor's names (None when blocked before resolving)."""
     switchover: Outcome | None = attrs.field(default=None, eq=False, repr=False)
     plan: Plan | None = attrs.field(default=None, eq=False, repr=False)
+    topology: Obj | None = None
+    """spec.backup.pointInTime: the slot map to record beside the archive (archive.topology; None:
+    none to record this pass)."""
     facts: Facts | None = attrs.field(default=None, eq=False, repr=False)
     now: float = attrs.field(default=0.0, eq=False, repr=False)
 
@@ -677,6 +680,7 @@ def _conclude(
         memory=memory,
         context=ctx,
         plan=planned,
+        topology=topology(ctx, facts.observation) if ctx is not None else None,
         facts=facts,
         now=now,
         switchover=switch,

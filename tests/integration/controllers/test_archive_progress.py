@@ -89,3 +89,53 @@ async def test_progress_is_read_per_node_and_kept_for_its_refresh(
     assert missing.reason == "CredentialsMissing" and not missing.nodes
     refused = await ArchiveProgressReader(kube, REFUSE_LOCAL).progress(namespace, "cache", destination, nodes)
     assert refused.reason == "EndpointRefused" and not refused.nodes, refused
+
+
+async def test_a_topology_is_recorded_once_per_change_even_across_a_restart(
+    kube: Client, namespace: str, object_store: ObjectStoreServer
+) -> None:
+    bucket = object_store.create_bucket()
+    s3 = object_store.client()
+    values = (object_store.access_key_id, object_store.secret_access_key)
+    data = {
+        key: base64.b64encode(value.encode()).decode()
+        for key, value in zip(CREDENTIAL_KEYS, values, strict=True)
+    }
+    await kube.create(
+        SECRETS,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s3", "namespace": namespace},
+            "data": data,
+        },
+    )
+    destination = {
+        "endpoint": object_store.endpoint,
+        "bucket": bucket,
+        "path": PATH,
+        "credentialsSecretName": "s3",
+    }
+    folder = "/".join((PATH, *layout.archive_prefix(namespace, "cache"), layout.TOPOLOGY))
+    one = {"shards": [{"slots": "0-16383", "primary": "a" * 40, "replicas": ["b" * 40]}]}
+    failed_over = {"shards": [{"slots": "0-16383", "primary": "b" * 40, "replicas": ["a" * 40]}]}
+
+    def records() -> list[tuple[str, object]]:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=folder + "/").get("Contents", [])
+        return [
+            (
+                item["Key"].rsplit("/", 1)[1],
+                json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()),
+            )
+            for item in listed
+        ]
+
+    reader = ArchiveProgressReader(kube, TEST_BED_ENDPOINTS)
+    await reader.record_topology(namespace, "cache", destination, one, 1_790_000_000.0)
+    await reader.record_topology(namespace, "cache", destination, one, 1_790_000_010.0)
+    restarted = ArchiveProgressReader(kube, TEST_BED_ENDPOINTS)
+    await restarted.record_topology(namespace, "cache", destination, one, 1_790_000_020.0)
+    assert records() == [("001790000000.json", {"recordedAt": 1_790_000_000.0, **one})]
+    await restarted.record_topology(namespace, "cache", destination, failed_over, 1_790_000_030.0)
+    assert [name for name, _ in records()] == ["001790000000.json", "001790000030.json"]
+    assert records()[-1][1] == {"recordedAt": 1_790_000_030.0, **failed_over}

@@ -240,7 +240,8 @@ async def test_archive_retention_keeps_what_the_window_needs_and_drops_departed_
     """The reconciler itself with a clock 48 h ahead of the bucket's: everything stored so far is
     older than a 24h window. A node in the cluster keeps its newest sequence (the base a restore at
     the window's start replays from) and loses the older ones; a node gone from the cluster goes
-    whole; a node that is back in the cluster is never dropped whole. Storage that refuses the
+    whole; a node that is back in the cluster is never dropped whole; of the topology records, the
+    one in force at the window's start stays. Storage that refuses the
     credentials is an ArchiveRetentionFailed Event, and nothing is deleted."""
     bucket = object_store.create_bucket()
     await credentials_secret(kube, namespace, object_store, object_store.secret_access_key)
@@ -252,6 +253,8 @@ async def test_archive_retention_keeps_what_the_window_needs_and_drops_departed_
             for part in (f"{seq:010d}/base", f"{seq:010d}/incr/{0:016d}"):
                 s3.put_object(Bucket=bucket, Key=f"{folder}/{node}/{part}", Body=b"x")
         s3.put_object(Bucket=bucket, Key=f"{folder}/{node}/progress.json", Body=b"{}")
+    for record in ("001790000000.json", "001790000030.json"):  # both stored before the window
+        s3.put_object(Bucket=bucket, Key=f"{folder}/topology/{record}", Body=b"{}")
     backup = {
         "schedule": "0 3 * * *",
         "keep": 1,
@@ -295,4 +298,5 @@ async def test_archive_retention_keeps_what_the_window_needs_and_drops_departed_
         f"{live}/0000000003/base",
         f"{live}/0000000003/incr/{0:016d}",
         f"{live}/progress.json",
+        "topology/001790000030.json",
     ]

@@ -49,3 +49,15 @@ def test_objects_outside_the_folder_or_not_an_archivers_are_left_alone() -> None
         *node("a", {5: 20_000.0}, 20_001.0),
     ]
     assert expired(listing, FOLDER, HORIZON, {"a"}) == []
+
+
+def test_topology_records_before_the_one_in_force_at_the_horizon_go() -> None:
+    records = [
+        (f"{FOLDER}/topology/{layout.topology_name(at)}", 100, at) for at in (100, 5_000, 9_000, 12_000)
+    ]
+    doomed = expired([*records, *node("a", {1: 100.0}, 13_000.0)], FOLDER, HORIZON, {"a"})
+    assert doomed == [
+        f"{FOLDER}/topology/{layout.topology_name(100)}",
+        f"{FOLDER}/topology/{layout.topology_name(5_000)}",
+    ]
+    assert expired(records[-1:], FOLDER, HORIZON, set()) == [], "no record at or before the horizon: all stay"

@@ -9,7 +9,7 @@ from decide_harness import OPTIONS, World, config, run, world
 from simulate import SimSettings
 
 from controllers.cluster.decision.actions import CreatePod
-from controllers.cluster.decision.archive import STATUS_REFRESH_S, ArchiveProgress, NodeProgress
+from controllers.cluster.decision.archive import STATUS_REFRESH_S, ArchiveProgress, NodeProgress, topology
 from controllers.cluster.render import archiver
 from valkey_operator.api.cluster import ClusterState, NodeRole
 from valkey_operator.core.clock import rfc3339
@@ -103,3 +103,25 @@ def test_a_cluster_that_does_not_archive_has_no_point_in_time_status() -> None:
     run(found, passes=60)
     assert "pointInTime" not in found.status
     assert found.last.metrics.archived_until is None
+
+
+def test_the_topology_record_names_each_slot_ranges_primary_and_its_replicas() -> None:
+    found = archiving()
+    run(found, passes=1, until=lambda w: False)
+    decision = found.last
+    assert decision.context is not None and decision.facts is not None
+    shape = topology(decision.context, decision.facts.observation)
+    assert shape is not None and decision.topology == shape, "the pass hands the map to the reconciler"
+    shards = shape["shards"]
+    assert [s["slots"] for s in shards] == ["0-8191", "8192-16383"]
+    for shard in shards:
+        primary = found.sim.nodes[shard["primary"]]
+        assert primary.role is NodeRole.PRIMARY
+        assert [found.sim.nodes[r].primary_id for r in shard["replicas"]] == [shard["primary"]]
+    observation = decision.facts.observation
+    assert observation is not None
+    half = {pod: node for pod, node in observation.nodes.items() if node.slots and node.slots[0].start == 0}
+    assert topology(decision.context, attrs.evolve(observation, nodes=half)) is None, "half the slots: no map"
+    off = archiving("rdb")
+    run(off, passes=1, until=lambda w: False)
+    assert off.last.context is not None and topology(off.last.context, off.last.facts.observation) is None  # type: ignore[union-attr]
