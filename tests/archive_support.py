@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,16 +46,28 @@ def fetch_history(s3: Any, bucket: str, prefix: str, target: Path, gaps: list[in
 
 
 def cut_at(directory: Path, base: int, incrs: list[int], second: int) -> None:
-    """cut.py with the test bed's valkey-server as valkey-check-aof (the binary is the tool when
-    it runs by that name; the image has no link)."""
+    """cut.py on the fetched history, checked against `valkey-check-aof --truncate-to-timestamp`
+    on a copy of the file it truncated (the test bed's valkey-server is the tool when it runs by
+    that name): the same bytes, so a restore needs no Valkey binary to cut."""
+    reference = directory.parent / "checked-by-valkey-check-aof"
+    shutil.copytree(directory, reference)
+    kept = cut(directory, base, incrs, second)
     entry = images.resolve_image(images.newest_image())
     assert entry is not None
     check_aof = directory.parent / "valkey-check-aof"
     shutil.copy(entry.executable("valkey-server"), check_aof)
+    last = incr_name(kept[-1])
     try:
-        cut(directory, base, incrs, second, check_aof)
+        argv = [str(check_aof), "--truncate-to-timestamp", str(second), str(reference / last)]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     finally:
         check_aof.unlink()
+    if result.returncode != 0:  # the tool refuses a file with nothing before the second
+        assert "has nothing before timestamp" in result.stdout + result.stderr, result
+        assert (directory / last).stat().st_size == 0
+    else:
+        assert (directory / last).read_bytes() == (reference / last).read_bytes(), result.stdout
+    shutil.rmtree(reference)
 
 
 @contextlib.contextmanager

@@ -2,13 +2,15 @@
 
 The history is base k and incremental files k, k+1, ... (replay.py). Commands after a
 `#TS:<t>` annotation ran in second t, so cutting at second s keeps everything before the first
-annotation past s: the files after the one holding it go, that one is truncated there by
-valkey-check-aof, and the manifest names what is left.
+annotation past s: the files after the one holding it go, that one is truncated there, and the
+manifest names what is left. The truncation is `valkey-check-aof --truncate-to-timestamp`'s rule
+(the file ends where that annotation's line begins), done here so that a restore needs no Valkey
+binary beside it; tests/integration/test_aof_archive.py checks it against the tool byte for byte.
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
 from pathlib import Path
 
 from valkey_operator.archiver.manifest import AofFile, FileKind, render_manifest
@@ -16,11 +18,6 @@ from valkey_operator.archiver.timestamps import TimestampScanner
 
 MANIFEST = "appendonly.aof.manifest"
 READ = 1024 * 1024
-CHECK_TIMEOUT = 600.0
-
-
-class CutFailed(Exception):
-    pass
 
 
 def incr_name(seq: int) -> str:
@@ -40,34 +37,27 @@ def write_manifest(directory: Path, base_seq: int, incrs: list[int]) -> None:
     (directory / MANIFEST).write_text(render_manifest(files))
 
 
-def passes(path: Path, second: int) -> bool:
-    """Whether the file holds an annotation after second (read until the first one)."""
-    scanner = TimestampScanner()
+def truncate_after(path: Path, second: int) -> int | None:
+    """Cut the file where its first annotation later than second begins; the new size, or None
+    when no annotation is later (the file is left whole)."""
+    scanner = TimestampScanner(after=second)
     with path.open("rb") as file:
-        while chunk := file.read(READ):
+        while scanner.cut_at is None and (chunk := file.read(READ)):
             scanner.feed(chunk)
-            if scanner.last is not None and scanner.last > second:
-                return True
-    return False
+    if scanner.cut_at is not None:
+        os.truncate(path, scanner.cut_at)
+    return scanner.cut_at
 
 
-def cut(directory: Path, base_seq: int, incrs: list[int], second: int, check_aof: Path) -> list[int]:
-    """Cut the history in directory at second; the incremental files kept.
-
-    Only the last kept file is given to valkey-check-aof: given a manifest, 9.1.2 checks the base
-    first and takes an RDB preamble for RESP unless it begins with REDIS (9.x writes VALKEY080).
-    """
+def cut(directory: Path, base_seq: int, incrs: list[int], second: int) -> list[int]:
+    """Cut the history in directory at second; the incremental files kept (the last one truncated
+    at the first annotation past second, the ones after it deleted)."""
     kept: list[int] = []
     for seq in incrs:
         kept.append(seq)
-        if passes(directory / incr_name(seq), second):
+        if truncate_after(directory / incr_name(seq), second) is not None:
             break
     for seq in incrs[len(kept) :]:
         (directory / incr_name(seq)).unlink()
     write_manifest(directory, base_seq, kept)
-    if kept:
-        argv = [str(check_aof), "--truncate-to-timestamp", str(second), str(directory / incr_name(kept[-1]))]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=CHECK_TIMEOUT, check=False)
-        if result.returncode != 0:
-            raise CutFailed(f"valkey-check-aof: {(result.stdout + result.stderr).strip()[-500:]}")
     return kept

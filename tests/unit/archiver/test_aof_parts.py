@@ -8,6 +8,7 @@ import pytest
 
 from valkey_operator.archiver import layout
 from valkey_operator.archiver.command import node_id
+from valkey_operator.archiver.cut import truncate_after
 from valkey_operator.archiver.follower import AofFollower
 from valkey_operator.archiver.manifest import (
     AofFile,
@@ -152,3 +153,21 @@ def test_a_directory_without_its_manifest_yet_hands_out_nothing(tmp_path: Path) 
     assert list(follower.poll()) == []
     (tmp_path / "appendonlydir").mkdir()
     assert list(follower.poll()) == []
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, len(INCR)])
+def test_the_cut_is_where_the_first_later_annotation_begins_however_the_stream_is_cut(size: int) -> None:
+    second = INCR.index(b"#TS:1796524158")
+    for after, expected in ((1796524156, 0), (1796524157, second), (1796524158, None)):
+        scanner = TimestampScanner(after=after)
+        for start in range(0, len(INCR), size):
+            scanner.feed(INCR[start : start + size])
+        assert scanner.cut_at == expected, (after, size)
+
+
+def test_truncating_keeps_every_command_of_the_seconds_up_to_the_cut(tmp_path: Path) -> None:
+    path = tmp_path / "appendonly.aof.1.incr.aof"
+    path.write_bytes(INCR)
+    assert truncate_after(path, 1796524158) is None and path.read_bytes() == INCR
+    assert truncate_after(path, 1796524157) == INCR.index(b"#TS:1796524158")
+    assert path.read_bytes().endswith(b"SET\r\n$2\r\nk0\r\n$1\r\n0\r\n")
