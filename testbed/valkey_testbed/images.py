@@ -103,6 +103,18 @@ def image_prefix() -> Path:
     return Path(os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX)
 
 
+def check_reachable(prefix: Path) -> None:
+    """Refuse a prefix the images' non-root users cannot reach: their containers (a probe's
+    valkey-cli, busybox's sh) would fail to start with no word of why."""
+    closed = [parent for parent in [prefix, *prefix.parents] if not os.stat(parent).st_mode & 0o001]
+    if closed:
+        names = ", ".join(str(parent) for parent in closed)
+        raise ImageError(
+            f"the image prefix {prefix} is out of the images' users' reach: {names} let no other user "
+            f"through (chmod o+x, or set {PREFIX_ENV} elsewhere)"
+        )
+
+
 def _checkout() -> Path:
     """The source tree this module runs from: what the operator image runs."""
     return Path(__file__).resolve().parents[2]
@@ -369,6 +381,7 @@ def install_images(progress: Progress = print) -> None:
         _mkdirs(prefix)
     except OSError as exc:
         raise ImageError(f"cannot create the image prefix {prefix} ({exc}); set {PREFIX_ENV}") from exc
+    check_reachable(prefix)
     started = time.monotonic()
     with _locked(prefix / ".lock", progress), tempfile.TemporaryDirectory(prefix="valkey-apt-") as apt:
         archive = debian.SourceArchive(Path(apt))
