@@ -2,7 +2,9 @@
 
 Downloads one shard's RDB from S3-compatible storage into the pod's data
 volume, checks its sha256 against the manifest's, and puts it where
-valkey-server loads it at start (valkey_operator.valkey.rdb_layout). The
+valkey-server loads it at start (valkey_operator.valkey.rdb_layout). With
+--archive (a restore to a moment) it fetches one node's archived history
+instead and cuts it at --until (valkey_operator.archiver.fetch). The
 credentials come from the environment (AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY, from the backup's Secret), never from arguments. A
 failure exits 1 with one line on stderr naming the reason (ChecksumMismatch,
@@ -15,6 +17,7 @@ container run again after a node reboot finds its own earlier result.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -41,8 +44,11 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--region", default=DEFAULT_REGION)
-    parser.add_argument("--key", required=True, help="the shard's object key")
-    parser.add_argument("--sha256", required=True, help="the checksum the manifest records")
+    parser.add_argument("--key", help="the shard's object key (a backup)")
+    parser.add_argument("--sha256", help="the checksum the manifest records (a backup)")
+    parser.add_argument("--archive", help="the folder of the node whose history to restore (a moment)")
+    parser.add_argument("--base-seq", type=int, help="with --archive: the sequence whose base to start from")
+    parser.add_argument("--until", type=int, help="with --archive: the last second kept (Unix seconds)")
     parser.add_argument("--layout", choices=("rdb", "aof"), default="rdb")
     parser.add_argument("--dir", required=True, type=Path, help="the data directory valkey-server uses")
     parser.add_argument("--ca-file", type=Path, help="PEM CA bundle that signs the endpoint's certificate")
@@ -57,6 +63,8 @@ def fetch(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Path]:
     missing = [name for name in (ACCESS_KEY_ID, SECRET_ACCESS_KEY) if not environ.get(name)]
     if missing:
         raise FetchFailed("CredentialsMissing", f"no {' or '.join(missing)} in the environment")
+    if args.archive is not None:
+        return _fetch_history(args, environ)
     target = data_dir / DOWNLOAD_NAME
     partial = target.with_name(target.name + ".partial")
     try:
@@ -86,6 +94,36 @@ def fetch(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Path]:
     return placed
 
 
+def _fetch_history(args: argparse.Namespace, environ: Mapping[str, str]) -> list[Path]:
+    """The node's history under --archive from base --base-seq, cut at --until, as appendonlydir
+    (botocore is imported here only: a backup's restore does without it)."""
+    from valkey_operator.archiver import fetch as history
+    from valkey_operator.objectstore import ANY_ADDRESS, Destination, S3Credentials, StorageError, open_store
+
+    if args.layout != "aof":
+        raise FetchFailed("NeedsAppendOnly", "a history loads only as an append-only file (--layout aof)")
+
+    async def run() -> list[Path]:
+        destination = Destination(endpoint=args.endpoint, bucket=args.bucket, path="", region=args.region)
+        credentials = S3Credentials(
+            access_key_id=environ[ACCESS_KEY_ID], secret_access_key=environ[SECRET_ACCESS_KEY]
+        )
+        ca_pem = args.ca_file.read_text() if args.ca_file else None
+        # Any address, as for a backup: the operator refused the endpoint before it rendered this pod.
+        async with open_store(destination, credentials, ca_pem, endpoints=ANY_ADDRESS) as store:
+            found = await history.plan(store, args.archive, args.base_seq, args.until)
+            return await history.fetch(store, found, args.dir, args.until)
+
+    try:
+        placed = asyncio.run(run())
+    except history.HistoryMissing as exc:
+        raise FetchFailed("ObjectMissing", str(exc)) from None
+    except StorageError as exc:
+        raise FetchFailed(exc.reason, str(exc)) from None
+    _hand_over(args.dir, [args.dir / history.AOF_DIR])
+    return placed
+
+
 def _hand_over(data_dir: Path, placed: Sequence[Path]) -> None:
     """Files written as root (a runtime that cannot run as the pod's user) go to the directory's owner."""
     if os.geteuid() != 0:
@@ -97,7 +135,11 @@ def _hand_over(data_dir: Path, placed: Sequence[Path]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
+    backup, archive = (args.key, args.sha256), (args.archive, args.base_seq, args.until)
+    if any(value is None for value in backup) == any(value is None for value in archive):
+        cli.error("give --key and --sha256 (a backup), or --archive, --base-seq and --until (a moment)")
     try:
         placed = fetch(args, os.environ)
     except FetchFailed as exc:
@@ -107,5 +149,5 @@ def main(argv: Sequence[str]) -> int:
         print(f"RestoreFailed: {exc}", file=sys.stderr)
         return 1
     where = ", ".join(str(path) for path in placed) or f"nothing: {args.dir} already holds data"
-    print(f"restore of {args.key}: {where}")
+    print(f"restore of {args.key or args.archive}: {where}")
     return 0

@@ -107,13 +107,16 @@ class ArchiveProgressReader:
             async with open_store(
                 access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
             ) as store:
-                found = await asyncio.gather(*(_node(store, namespace, cluster, node) for node in nodes))
+                found = await asyncio.gather(
+                    *(read_progress(store, namespace, cluster, node) for node in nodes)
+                )
         except StorageError as exc:
             return ArchiveProgress(reason=exc.reason, message=str(exc))
         return ArchiveProgress(nodes={node: got for node, got in zip(nodes, found, strict=True) if got})
 
 
-async def _node(store: ObjectStore, namespace: str, cluster: str, node: str) -> NodeProgress | None:
+async def read_progress(store: ObjectStore, namespace: str, cluster: str, node: str) -> NodeProgress | None:
+    """A node's progress.json; None when it has none (or not one the archiver wrote)."""
     key = store.key(*layout.node_prefix(namespace, cluster, node), layout.PROGRESS_NAME)
     try:
         document = await store.get_json(key, MAX_PROGRESS_BYTES)

@@ -34,6 +34,7 @@ from controllers.cluster.render.user_passwords import missing_generated
 from controllers.shared.credentials import DamagedSecret, InternalCredentials
 from controllers.shared.observation import Observation
 from controllers.shared.tls import TlsMaterial, TlsProblem
+from valkey_operator.api.backup import Restore
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.rest import Obj
 
@@ -75,7 +76,7 @@ class FactSource(Protocol):
         """The owned pods and objects, each Ready node probed (with the admin credentials)."""
         ...
 
-    async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld: ...
+    async def restore(self, facts: Facts, restore: Restore) -> RestoreSource | RestoreHeld: ...
 
     async def archive(self, facts: Facts) -> ArchiveProgress:
         """The archivers' progress for the nodes facts.observation found (spec.backup.pointInTime)."""
@@ -129,9 +130,7 @@ async def gather(source: FactSource) -> Facts:
     return attrs.evolve(
         facts,
         archive=await source.archive(facts) if archiving else None,
-        restore=await source.restore(facts, restore.backup_name)
-        if restore is not None and facts.restoring
-        else None,
+        restore=await source.restore(facts, restore) if restore is not None and facts.restoring else None,
         backup_running=running,
         last_backup=last,
         rollout_slots=source.rollout_slots(facts),

@@ -65,7 +65,7 @@ from controllers.shared.pod_index import PODS_BY_CLUSTER, CachedLookup, pod_clus
 from controllers.shared.probe import NodeExtras, observe, owned_pods, should_probe
 from controllers.shared.tls import TlsMaterial, TlsProblem, read_tls_secret
 from controllers.status import status_patch
-from valkey_operator.api.backup import BackupPhase
+from valkey_operator.api.backup import BackupPhase, Restore
 from valkey_operator.api.cluster import ValkeyCluster, ValkeyClusterStatus, presents_certificate
 from valkey_operator.api.resources import (
     ADMIN_USER,
@@ -458,8 +458,8 @@ class _PassSource:
             },
         )
 
-    async def restore(self, facts: Facts, backup_name: str) -> RestoreSource | RestoreHeld:
-        return await self.r.restores.source(self.namespace, backup_name)
+    async def restore(self, facts: Facts, restore: Restore) -> RestoreSource | RestoreHeld:
+        return await self.r.restores.source(self.namespace, restore)
 
     async def archive(self, facts: Facts) -> ArchiveProgress:
         backup = self.cluster.spec.backup

@@ -1,4 +1,5 @@
-"""What a restoring cluster loads: its backup's manifest, read from storage once (SPEC 1.7).
+"""What a restoring cluster loads: its backup's manifest, read from storage once (SPEC 1.7), or the
+archived histories of a restore to a moment (archive_source.py).
 
 The cluster reconciler asks for the source on each pass of a restore that is
 not verified yet. The ValkeyBackup comes from the shared cache (named index);
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from controllers.cluster.archive_source import ArchiveSources
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.render.restore import RestoreFetch, RestoreShard
 from controllers.shared.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
 from controllers.shared.manifest_trust import backup_prefix, disagreements, key_problem
 from controllers.shared.storage import AccessProblem, destination_of, storage_access
-from valkey_operator.api.backup import BackupPhase
+from valkey_operator.api.backup import BackupPhase, Restore
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectTooLarge, StorageError, open_store
@@ -43,8 +45,15 @@ class RestoreSources:
         self.image = image
         self.endpoints = endpoints
         self._manifests: dict[tuple[str, str], Manifest] = {}
+        self.archives = ArchiveSources(client, image, endpoints)
 
-    async def source(self, namespace: str, backup_name: str) -> RestoreSource | RestoreHeld:
+    async def source(self, namespace: str, restore: Restore) -> RestoreSource | RestoreHeld:
+        """A backup's shards, or (pointInTime) the archived histories that replay the moment."""
+        if restore.backup_name is None:
+            return await self.archives.source(namespace, restore)
+        return await self._backup(namespace, restore.backup_name)
+
+    async def _backup(self, namespace: str, backup_name: str) -> RestoreSource | RestoreHeld:
         backup = self.backup(namespace, backup_name)
         if backup is None:
             return RestoreHeld("BackupNotFound", f"ValkeyBackup {namespace}/{backup_name} not found")
@@ -68,7 +77,7 @@ class RestoreSources:
         if isinstance(manifest, RestoreHeld):
             return manifest
         return RestoreSource(
-            backup=backup_name,
+            label=f"backup {backup_name}",
             shards=tuple(
                 RestoreShard(
                     index=shard.index,

@@ -97,6 +97,9 @@ class NodeObservation:
     loaded_keys: int | None = None
     """Keys the server read from its RDB at start (loaded plus already expired, INFO persistence);
     None while it is still loading or when not read. A restore compares it with the manifest."""
+    keys: int | None = None
+    """Keys the server holds (INFO keyspace, db0); None while it is still loading or when not read.
+    A restore to a moment reports it per shard."""
     loading: bool = False
     """INFO persistence `loading:1`: still reading its RDB or AOF (a restored node does for seconds).
     It answers INFO and CLUSTER NODES but refuses CLUSTER MEET and most commands until it is done."""

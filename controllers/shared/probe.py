@@ -156,7 +156,7 @@ def node_from_replies(
     )
 
 
-PROBE_INFO = ("INFO", "server", "replication", "memory", "persistence")
+PROBE_INFO = ("INFO", "server", "replication", "memory", "persistence", "keyspace")
 
 
 def _required(reply: Any) -> Any:
@@ -217,6 +217,7 @@ async def probe_connection(
         else {},
         served=served,
         loaded_keys=_loaded_keys(info),
+        keys=_keys(info),
         loading=info.get("loading") == "1",
     ), extras
 
@@ -258,6 +259,14 @@ async def observe(
         observation=Observation(pods=pod_observations, nodes=nodes),
         extras=extras,
     )
+
+
+def _keys(info: Mapping[str, str]) -> int | None:
+    """db0's keys (INFO keyspace `db0:keys=N,expires=...`; no line: none); None while loading."""
+    if info.get("loading") != "0":
+        return None
+    fields = dict(field.partition("=")[::2] for field in info.get("db0", "").split(",") if field)
+    return _int(fields.get("keys")) or 0
 
 
 def _loaded_keys(info: Mapping[str, str]) -> int | None:

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 PASSWORD = "archive-password"
 HOST, RESTORED_HOST, COMMAND_HOST, GAP_HOST = "127.0.93.31", "127.0.93.32", "127.0.93.33", "127.0.93.34"
+FETCHED_HOST = "127.0.93.35"
 WRITES = 200_000
 """Bounds the writer; it stops sooner, when the archiving steps are done (about 5 s)."""
 PHASE = 1.0
@@ -179,6 +181,34 @@ async def test_an_archived_history_replays_to_a_chosen_second(object_store: Obje
     assert before, "the cut is after some writes"
     assert before <= present, f"{len(before - present)} writes acknowledged before the cut are missing"
     assert not present & after, f"{len(present & after)} writes sent after the cut are present"
+    fetched = restore_fetched(entry, object_store, bucket, chain[0], cut)
+    assert fetched == present, (
+        f"restore-fetch --archive: {len(fetched - present)} keys more, {len(present - fetched)} fewer"
+    )
+
+
+def restore_fetched(
+    entry: ImageEntry, server: ObjectStoreServer, bucket: str, base: int, cut: int
+) -> set[int]:
+    """The indexes of the keys a fresh server holds once `valkey-operator restore-fetch --archive`
+    (a restoring pod's init container, run as its own process) put the history cut at cut in place."""
+    data_dir = server_base_dir() / "restore-fetch"
+    data_dir.mkdir()
+    argv = [
+        *(sys.executable, "-m", "valkey_operator", "restore-fetch"),
+        *("--endpoint", server.endpoint, "--bucket", bucket, "--layout", "aof", "--dir", str(data_dir)),
+        *("--archive", "/".join(("archive-test", *PREFIX)), "--base-seq", str(base), "--until", str(cut)),
+    ]
+    environ = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": server.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": server.secret_access_key,
+    }
+    result = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    with loaded(entry, data_dir, FETCHED_HOST, PASSWORD) as restored:
+        keys = restored.command("KEYS", "key:*")
+    return {int(key.decode().split(":")[1]) for key in keys}  # type: ignore[union-attr]
 
 
 async def test_the_archive_command_ships_until_sigterm_and_records_its_progress(

@@ -85,17 +85,6 @@ class NotYet:
 
 NOT_YET: tuple[NotYet, ...] = (
     NotYet(
-        "point-in-time restore: a cluster restored to a second",
-        (
-            r"\bpoint-in-time restores?\b",
-            r"\brestor\w* (?:a cluster )?to (?:any|a) (?:second|time)\b",
-            r"\brestore\.pointInTime\b",
-        ),
-        ("A point-in-time restore restores a cluster to any second.", "Set spec.restore.pointInTime."),
-        issue=41,
-        built_if=(("valkey_operator/api/*.py", r"point_in_time: str"),),
-    ),
-    NotYet(
         "restoring a backup into an existing cluster, and incremental backups",
         (r"\brestor\w* (?:a backup )?into an existing\s+cluster\b", r"\bincremental backups?\b"),
         ("Restore a backup into an existing cluster.", "Incremental backups save space."),

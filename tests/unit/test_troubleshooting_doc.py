@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from controllers.cluster.decision import decide
+from controllers.cluster.decision import decide, stalled
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.render.acl import AclErrorReason
 from controllers.shared.config_resolve import FailureReason
@@ -79,6 +79,7 @@ def condition_reasons() -> set[str]:
         decide.PASSWORD_SECRET_INVALID,
         decide.NAME_CONFLICT,
     }
+    reasons |= set(stalled.BLOCKED)
     for literal in (FailureReason, AclErrorReason, StorageReason):
         reasons |= set(typing.get_args(literal))
     # A backup's conditions carry its phase as the reason until it fails (reconciler._conditions).

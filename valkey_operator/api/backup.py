@@ -48,6 +48,7 @@ from valkey_operator.api.limits import (
 )
 from valkey_operator.api.meta import Condition, ObjectMeta
 from valkey_operator.api.resources import VALKEY_BACKUPS
+from valkey_operator.core.clock import parse_rfc3339
 from valkey_operator.core.resource import Resource
 
 
@@ -105,6 +106,27 @@ def _total(description: str) -> Any:
 def _reason(description: str) -> Any:
     message = "a reason is one CamelCase word, for example CredentialsInvalid"
     return _optional(description, MAX_REASON, rules=[matches(CAMEL_CASE, message, got=message + "; got ")])
+
+
+def _cluster_name(description: str) -> Any:
+    """A ValkeyCluster's name (a DNS label: the name of its Services)."""
+    return schema(
+        description,
+        min_length=1,
+        max_length=MAX_DNS_LABEL,
+        rules=[
+            rule(
+                f"self.matches({raw(DNS_LABEL_1123)})",
+                "must be the name of a ValkeyCluster: lowercase letters, digits and '-', starting "
+                "and ending with a letter or digit",
+                message_expression=lit(
+                    "must be the name of a ValkeyCluster (lowercase letters, digits and '-', "
+                    "starting and ending with a letter or digit); got "
+                )
+                + " + self",
+            )
+        ],
+    )
 
 
 _BUCKET_MESSAGE = (
@@ -221,23 +243,7 @@ _IMMUTABLE = (
 @attrs.frozen(kw_only=True)
 class ValkeyBackupSpec(Model):
     cluster_name: str = attrs.field(
-        metadata=schema(
-            "Name of the ValkeyCluster, in the backup's namespace, to back up.",
-            min_length=1,
-            max_length=MAX_DNS_LABEL,
-            rules=[
-                rule(
-                    f"self.matches({raw(DNS_LABEL_1123)})",
-                    "must be the name of a ValkeyCluster: lowercase letters, digits and '-', starting "
-                    "and ending with a letter or digit",
-                    message_expression=lit(
-                        "must be the name of a ValkeyCluster (lowercase letters, digits and '-', "
-                        "starting and ending with a letter or digit); got "
-                    )
-                    + " + self",
-                )
-            ],
-        )
+        metadata=_cluster_name("Name of the ValkeyCluster, in the backup's namespace, to back up.")
     )
     destination: BackupDestination = attrs.field(
         metadata=schema(
@@ -364,8 +370,8 @@ POINT_IN_TIME_DESCRIPTION = (
     "<path>/<namespace>/<cluster>/archive/<node ID>/ in destination, every second; "
     "status.pointInTime.archivedUntil says up to when every acknowledged write is stored. Needs "
     "persistence mode aof (the ValkeyConfig's spec.persistence); otherwise nothing is archived and "
-    "status.pointInTime says why. Adding or removing it rolls every pod. Not yet built: "
-    "restoring a cluster to a second (spec.restore.pointInTime)."
+    "status.pointInTime says why. Adding or removing it rolls every pod. A new cluster restores "
+    "the history at a second with spec.restore.pointInTime."
 )
 RETENTION = r"^[1-9][0-9]{0,3}[hd]$"
 _RETENTION_MESSAGE = "a retention is a whole number of hours or days, for example 72h or 7d"
@@ -429,13 +435,63 @@ class BackupSchedule(Model):
     )
 
 
+_ONE_SOURCE = (
+    "a restore names one source: backupName (a ValkeyBackup), or pointInTime with clusterName and "
+    "destination (an archived cluster's history)"
+)
+_ARCHIVE_NEEDS = (
+    "pointInTime needs clusterName and destination (whose archive, and the bucket it is in); "
+    "backupName takes neither"
+)
+
+
+@described(
+    "Where a new cluster's data comes from: a Completed ValkeyBackup, or an archived cluster's "
+    "history cut at a second (point-in-time recovery).",
+    rules=[
+        rule("has(self.backupName) != has(self.pointInTime)", _ONE_SOURCE, reason="FieldValueInvalid"),
+        rule(
+            "has(self.pointInTime) == has(self.clusterName) && "
+            "has(self.pointInTime) == has(self.destination)",
+            _ARCHIVE_NEEDS,
+            reason="FieldValueInvalid",
+        ),
+    ],
+)
 @attrs.frozen(kw_only=True)
 class Restore(Model):
-    backup_name: str = attrs.field(
+    backup_name: str | None = attrs.field(
+        default=None,
         metadata=name_ref(
             "Name of a Completed ValkeyBackup in the cluster's namespace to restore.", "ValkeyBackup"
-        )
+        ),
     )
+    point_in_time: str | None = attrs.field(
+        default=None,
+        metadata=schema(
+            "The moment to restore to (RFC 3339, for example 2026-12-06T07:00:00Z; whole seconds): "
+            "every write the source's primaries acknowledged in an earlier second is restored, and "
+            "none from a later one. The archive must reach it (the source's "
+            "status.pointInTime.archivedUntil at or after it) and hold a base stored at or before it.",
+            max_length=64,
+            fmt="date-time",
+        ),
+    )
+    cluster_name: str | None = attrs.field(
+        default=None,
+        metadata=_cluster_name(
+            "With pointInTime: the archived ValkeyCluster, in this namespace (it may be deleted: its "
+            "archive stays in the bucket)."
+        ),
+    )
+    destination: BackupDestination | None = attrs.field(
+        default=None,
+        metadata=schema("With pointInTime: the bucket the source archived to (its spec.backup.destination)."),
+    )
+
+    def moment(self) -> float | None:
+        """pointInTime as Unix seconds (None without one)."""
+        return parse_rfc3339(self.point_in_time)
 
 
 @attrs.frozen(kw_only=True)
@@ -443,6 +499,9 @@ class RestoreStatus(Model):
     """How far the restore of spec.restore has come."""
 
     backup_name: str | None = _optional("The ValkeyBackup being restored.", MAX_NAME)
+    point_in_time: str | None = _optional(
+        "The moment an archived cluster's history is restored to (spec.restore.pointInTime).", 64
+    )
     phase: RestorePhase | None = attrs.field(
         default=None,
         metadata=schema(
@@ -455,9 +514,16 @@ class RestoreStatus(Model):
     message: str | None = _optional("Human-readable explanation of the phase.", MAX_MESSAGE)
     shards: int | None = attrs.field(
         default=None,
-        metadata=schema("The backup's shard count: the cluster is created with it.", fmt="int32", minimum=0),
+        metadata=schema(
+            "The source's shard count (the backup's, or the archived cluster's at the moment): the "
+            "cluster is created with it.",
+            fmt="int32",
+            minimum=0,
+        ),
     )
-    keys: int | None = _total("Keys the manifest records for the whole backup.")
+    keys: int | None = _total(
+        "Keys the manifest records for the whole backup (a point-in-time restore has no manifest: unset)."
+    )
     loaded_keys: int | None = _total("Keys the cluster's shards hold after loading.")
 
 

@@ -563,13 +563,10 @@ _PREFIX = RESERVED_ANNOTATION_PREFIX
         ),
         rule(
             "!has(self.restore) || !has(oldSelf.restore) || self.restore == oldSelf.restore",
-            "restore.backupName cannot change after the cluster is created; create a new cluster to "
-            "restore another backup",
-            message_expression=lit("restore.backupName cannot change after the cluster is created (it was ")
-            + " + oldSelf.restore.backupName + "
-            + lit("); create a new cluster to restore another backup"),
+            "restore cannot change after the cluster is created; create a new cluster to restore "
+            "another source",
             reason="FieldValueForbidden",
-            field_path=".restore.backupName",
+            field_path=".restore",
         ),
         rule(
             "!has(self.tls) || !has(self.metrics) || !has(self.metrics.exporter) || "
@@ -707,12 +704,15 @@ class ValkeyClusterSpec(Model):
     restore: Restore | None = attrs.field(
         default=None,
         metadata=schema(
-            "Create the cluster from a Completed ValkeyBackup. Set at creation only: it cannot be added, "
-            "removed or changed later. The restore creates the cluster at the backup's shard count, "
-            "loads each shard's object (checked against its SHA-256), verifies every shard's key count "
-            "against the manifest, then scales to spec.shards with atomic slot migration. Until "
-            "verified the cluster is not reported Active; a missing or corrupt object holds it, with "
-            "the reason in status.restore."
+            "Create the cluster from a Completed ValkeyBackup (backupName) or from an archived "
+            "cluster's history at a second (pointInTime). Set at creation only: it cannot be added, "
+            "removed or changed later. From a backup, the cluster is created at the backup's shard "
+            "count, each shard loads its object (checked against its SHA-256) and its key count is "
+            "verified against the manifest. From an archive (needs persistence mode aof), it is "
+            "created at the source's shard count at that moment, each shard loads its primary's "
+            "history cut at the second and reports its keys. Then it scales to spec.shards with atomic "
+            "slot migration. Until then the cluster is not reported Active; a source that cannot be "
+            "used holds it, with the reason in status.restore."
         ),
     )
 

@@ -127,14 +127,38 @@ class ObjectStore:
             raise StorageError("StorageFailed", f"{operation}: not a JSON document: {exc}") from exc
 
     async def exists(self, key: str) -> bool:
-        """Whether key exists: the first key listed from key on is key itself. A listing, not a
-        HeadObject, whose body-less 404 would turn an unknown access key into "absent" (see check)."""
+        return await self.stored_at(key) is not None
+
+    async def stored_at(self, key: str) -> float | None:
+        """When key was written (Unix seconds), None when it does not exist: the first key listed
+        from key on is key itself. A listing, not a HeadObject, whose body-less 404 would turn an
+        unknown access key into "absent" (see check)."""
         page = await self._call(
             f"ListObjectsV2 {self.bucket}/{key}",
             lambda: self._client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1),
             bucket_operation=True,
         )
-        return any(item["Key"] == key for item in page.get("Contents", []))
+        found = [item for item in page.get("Contents", []) if item["Key"] == key]
+        return found[0]["LastModified"].timestamp() if found else None
+
+    async def list_folders(self, prefix: str) -> list[str]:
+        """The names of the folders right under prefix (taken as a folder), in the store's order:
+        one listing page per thousand folders, however many objects they hold."""
+        folder = prefix.strip("/") + "/"
+        names: list[str] = []
+        token: dict[str, str] = {}
+        while True:
+            page = await self._call(
+                f"ListObjectsV2 {self.bucket}/{folder}",
+                functools.partial(
+                    self._client.list_objects_v2, Bucket=self.bucket, Prefix=folder, Delimiter="/", **token
+                ),
+                bucket_operation=True,
+            )
+            names += [item["Prefix"][len(folder) :].rstrip("/") for item in page.get("CommonPrefixes", [])]
+            if not page.get("IsTruncated"):
+                return names
+            token = {"ContinuationToken": page["NextContinuationToken"]}
 
     async def list_objects(self, prefix: str) -> list[tuple[str, int]]:
         """Every object under prefix, taken as a folder as delete_prefix takes it: (key, size), in

@@ -9,8 +9,8 @@ Every choice is made here, in this order:
    blocks the cluster (`NameConflict`, conflicts.py): it is never taken over;
 1. blocked, by the first of: a config that does not resolve
    (`ResolutionFailure`, with its reason), a TLS Secret that fails its checks
-   (`TlsSecretInvalid`), a restore whose source cannot be used yet
-   (`RestoreHeld`, with its reason), a damaged internal Secret
+   (`TlsSecretInvalid`), a restore whose source cannot be used yet or
+   does not fit the cluster (`_restore_held`, with its reason), a damaged internal Secret
    (`InternalSecretDamaged`), a user's password Secret that cannot be read
    (`PasswordSecretInvalid`), an ACL that does not render (`AclError`, with
    its reason). The status says why (blocked_status), one Warning Event when
@@ -134,6 +134,7 @@ from valkey_operator.api.cluster import (
     ValkeyCluster,
     ValkeyClusterStatus,
 )
+from valkey_operator.api.config import PersistenceMode
 from valkey_operator.api.meta import ConditionStatus, find_condition
 from valkey_operator.api.resources import PAUSED_ANNOTATION, SWITCHOVER_ANNOTATION
 from valkey_operator.api.role import ValkeyRole
@@ -388,8 +389,8 @@ def decide(facts: Facts, now: float) -> Decision:
     if isinstance(facts.tls, TlsProblem):
         return _blocked(facts, now, TLS_SECRET_INVALID, facts.tls.message, ctx)
     restore = facts.restore if facts.restoring else None
-    if facts.restoring and not isinstance(restore, RestoreSource):
-        held = restore or RestoreHeld("RestoreSourceUnknown", "the backup to restore was not read")
+    held = _restore_held(restore, ctx) if facts.restoring else None
+    if held is not None:
         return _blocked(facts, now, held.reason, held.message, ctx)
     credentials = facts.credentials
     if isinstance(credentials, DamagedSecret):
@@ -599,7 +600,7 @@ def _blocked(
     )
     restore = facts.cluster.spec.restore
     if restore is not None:
-        held = restore_status(restore.backup_name, RestorePhase.HELD, None, None, reason, message)
+        held = restore_status(restore, RestorePhase.HELD, None, None, reason, message)
         status = attrs.evolve(status, restore=held if facts.restoring else current.restore)
     if facts.last_backup:
         status = attrs.evolve(status, last_backup=facts.last_backup)
@@ -721,6 +722,20 @@ def _quiet(
     return next_quiet(facts.memory.quiet, observed, facts.options.steady_probe_max_seconds)
 
 
+def _restore_held(restore: RestoreSource | RestoreHeld | None, ctx: RenderContext) -> RestoreHeld | None:
+    """Why a restore cannot go on this pass: its source not read or not usable, or a restore to a
+    moment into a cluster that does not run append-only files (histories load only as those)."""
+    if not isinstance(restore, RestoreSource):
+        return restore or RestoreHeld("RestoreSourceUnknown", "the backup to restore was not read")
+    if restore.fetch.until is not None and ctx.persistence.mode is not PersistenceMode.AOF:
+        return RestoreHeld(
+            stalled.NEEDS_APPEND_ONLY,
+            "a restore to a moment loads append-only histories: it needs persistence mode aof; the "
+            f"config runs {ctx.persistence.mode}",
+        )
+    return None
+
+
 def _restore_status(facts: Facts, planned: Plan) -> RestoreStatus | None:
     """status.restore: Loading until every shard loaded its count and nothing else keeps the cluster
     from Active, then Verified (and kept as recorded afterwards); Held when a count differs or the
@@ -728,24 +743,26 @@ def _restore_status(facts: Facts, planned: Plan) -> RestoreStatus | None:
     if not facts.restoring:
         return facts.recorded.restore
     progress = planned.view.restore_progress
-    backup = facts.cluster.spec.restore.backup_name if facts.cluster.spec.restore else ""
-    if progress is None:
+    spec = facts.cluster.spec.restore
+    if progress is None or spec is None:
         return None
     findings = planned.status.findings
     blocked = planned.view.crash_loops.blocked
     if progress.mismatches() or blocked:
         reason = findings[0].reason if findings else Reason.PODS_FAILING
         message = "; ".join(progress.mismatches()) or planned.status.message
-        return restore_status(backup, RestorePhase.HELD, progress.source, progress, reason, message)
+        return restore_status(spec, RestorePhase.HELD, progress.source, progress, reason, message)
     # Slot moves toward each shard's quota wait for Verified (a restore moves nothing before it).
     others = [f for f in findings if f.reason not in {Reason.RESTORING, Reason.REBALANCING_SLOTS}]
     if progress.all_loaded and not others:
-        message = f"every shard loaded its keys from backup {backup} and every slot is served"
+        message = f"every shard loaded {progress.source.label} and every slot is served"
+        if progress.source.keys is None:
+            message += f" (keys loaded: {progress.per_shard()})"
         return restore_status(
-            backup, RestorePhase.VERIFIED, progress.source, progress, "RestoreVerified", message
+            spec, RestorePhase.VERIFIED, progress.source, progress, "RestoreVerified", message
         )
     return restore_status(
-        backup, RestorePhase.LOADING, progress.source, progress, Reason.RESTORING, progress.message()
+        spec, RestorePhase.LOADING, progress.source, progress, Reason.RESTORING, progress.message()
     )
 
 

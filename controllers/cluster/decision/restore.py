@@ -19,6 +19,12 @@ replicas syncing from their primaries):
 A restore that cannot start (no such backup, not Completed, credentials,
 storage, a manifest of another format) is held: nothing is created and the
 status says why. A count that does not match holds it too, with the shard.
+
+A restore to a moment (spec.restore.pointInTime) runs the same way at the
+source's shard count then (archive_restore.py): each new primary's init
+container fetches one node's archived history and cuts it at the second; a
+history counts nothing ahead, so each shard's load is reported (its keys once
+the server has loaded) rather than compared.
 """
 
 from __future__ import annotations
@@ -27,19 +33,22 @@ from collections.abc import Mapping
 
 import attrs
 
-from controllers.cluster.render.restore import RestoreFetch, RestoreShard
-from valkey_operator.api.backup import RestorePhase, RestoreStatus
+from controllers.cluster.render.restore import ArchiveShard, RestoreFetch, RestoreShard
+from valkey_operator.api.backup import Restore, RestorePhase, RestoreStatus
 
 
 @attrs.frozen(kw_only=True)
 class RestoreSource:
-    backup: str
-    shards: tuple[RestoreShard, ...]
+    label: str
+    """What is restored, for messages: `backup nightly` or `cluster shop at 2026-12-06T07:00:00Z`."""
+    shards: tuple[RestoreShard, ...] | tuple[ArchiveShard, ...]
     fetch: RestoreFetch
 
     @property
-    def keys(self) -> int:
-        return sum(shard.keys for shard in self.shards)
+    def keys(self) -> int | None:
+        """The keys the source holds, when it counts them (a backup's manifest does)."""
+        counts = [shard.keys for shard in self.shards]
+        return None if None in counts else sum(count or 0 for count in counts)
 
 
 @attrs.frozen
@@ -65,7 +74,11 @@ class Progress:
 
     @property
     def all_loaded(self) -> bool:
-        return all(self.loaded.get(shard.index) == shard.keys for shard in self.source.shards)
+        return all(self._done(shard) for shard in self.source.shards)
+
+    def _done(self, shard: RestoreShard | ArchiveShard) -> bool:
+        loaded = self.loaded.get(shard.index)
+        return loaded is not None and (shard.keys is None or loaded == shard.keys)
 
     @property
     def loaded_keys(self) -> int:
@@ -75,28 +88,36 @@ class Progress:
         return [
             f"shard {shard.index} loaded {self.loaded[shard.index]} keys, the backup holds {shard.keys}"
             for shard in self.source.shards
-            if self.loaded.get(shard.index) is not None and self.loaded[shard.index] != shard.keys
+            if shard.keys is not None
+            and self.loaded.get(shard.index) is not None
+            and self.loaded[shard.index] != shard.keys
         ]
 
     def message(self) -> str:
-        done = sum(1 for shard in self.source.shards if self.loaded.get(shard.index) == shard.keys)
+        done = sum(1 for shard in self.source.shards if self._done(shard))
+        of = f" of {self.source.keys}" if self.source.keys is not None else ""
         return (
-            f"restoring backup {self.source.backup}: {done} of {len(self.source.shards)} shard(s) loaded, "
-            f"{self.loaded_keys} of {self.source.keys} keys"
+            f"restoring {self.source.label}: {done} of {len(self.source.shards)} shard(s) loaded, "
+            f"{self.loaded_keys}{of} keys"
         )
+
+    def per_shard(self) -> str:
+        """Each shard's loaded keys, for the message that reports a restore verified."""
+        return ", ".join(f"shard {index} {self.loaded.get(index)}" for index in sorted(self.loaded))
 
 
 def restore_status(
-    backup: str,
+    spec: Restore,
     phase: RestorePhase,
     source: RestoreSource | None,
     progress: Progress | None,
     reason: str,
     message: str,
 ) -> RestoreStatus:
-    """status.restore: the phase and why, with the backup's layout and the keys loaded once known."""
+    """status.restore: the phase and why, with the source's layout and the keys loaded once known."""
     return RestoreStatus(
-        backup_name=backup,
+        backup_name=spec.backup_name,
+        point_in_time=spec.point_in_time,
         phase=phase,
         reason=str(reason),
         message=message,

@@ -17,7 +17,8 @@ Human-only, by where it is seen:
   again), a Completed backup that names no manifest, a manifest format this operator version
   cannot read, an internal Secret someone damaged (never regenerated: live nodes know the old
   passwords), an object of one of the cluster's names that someone else controls (NameConflict:
-  never taken over, conflicts.py);
+  never taken over, conflicts.py), a restore to a moment the archive does not hold (it begins
+  later, or no base is that old) or into a cluster without append-only files;
 - findings of a planning pass (FINDINGS): the API server's authorizer refused an action (RBAC:
   only a change of the operator's Role can allow it), and a pod's image that the kubelet cannot
   pull for IMAGE_PULL_BOUND seconds or cannot even parse.
@@ -39,8 +40,18 @@ ENDPOINT_REFUSED = "EndpointRefused"
 FORBIDDEN = "Forbidden"
 IMAGE_PULL_FAILED = "ImagePullFailed"
 NAME_CONFLICT = "NameConflict"
+NO_ARCHIVE_AT_MOMENT = "NoArchiveAtMoment"
+NO_BASE_BEFORE_MOMENT = "NoBaseBeforeMoment"
+NEEDS_APPEND_ONLY = "NeedsAppendOnly"
 
 BLOCKED: Mapping[str, str] = {
+    NO_ARCHIVE_AT_MOMENT: "the archive begins after spec.restore.pointInTime and never will before "
+    "it: delete this cluster and create it again with a later moment",
+    NO_BASE_BEFORE_MOMENT: "no history in the archive starts at or before spec.restore.pointInTime "
+    "(retention deleted it, or the moment precedes archiving): delete this cluster and create it "
+    "again with a later moment",
+    NEEDS_APPEND_ONLY: "a restore to a moment loads append-only files: give the cluster a "
+    "ValkeyConfig with spec.persistence.mode aof",
     RESTORE_IMAGE_UNKNOWN: "restart the operator with --operator-image set to its own image "
     "(the Helm chart sets it; VALKEY_OPERATOR_IMAGE in its environment works too)",
     BACKUP_FAILED: "a Failed backup never completes: delete this cluster and create it again with "

@@ -157,17 +157,19 @@ class View:
 
     @functools.cached_property
     def restore_progress(self) -> Progress | None:
-        """A restore under way: the keys each shard's server reports it loaded (restore.py)."""
+        """A restore under way: the keys each shard's server reports it loaded (restore.py): read
+        from its RDB for a backup, held once its history is loaded for a moment."""
         source = self.desired.restore
         if source is None:
             return None
         expected = {shard.index: shard.keys for shard in source.shards}
+        counted = source.keys is not None
         loaded: dict[int, int | None] = {}
         for node in self.nodes.values():
-            shard, count = node.pod.shard, node.obs.loaded_keys
+            shard, count = node.pod.shard, node.obs.loaded_keys if counted else node.obs.keys
             if shard is None or count is None or node.pod.deleting:
                 continue
-            if loaded.get(shard) != expected.get(shard):
+            if expected.get(shard) is None or loaded.get(shard) != expected[shard]:
                 loaded[shard] = count
         return Progress(source=source, loaded=loaded)
 

@@ -1,4 +1,5 @@
-"""The init container of a restoring pod (spec.restore, SPEC 1.7): its shard's RDB, checked, in place.
+"""The init container of a restoring pod (spec.restore, SPEC 1.7): its shard's RDB, checked, in place;
+or, restoring to a moment, its shard's archived history cut at the second.
 
 It runs the operator's own image (`valkey-operator restore-fetch`): the Valkey
 image has no S3 client, and the operator never execs into pods. The object is
@@ -43,6 +44,20 @@ class RestoreShard:
 
 
 @attrs.frozen(kw_only=True)
+class ArchiveShard:
+    """A shard restored to a moment: one node's history, from base base_seq on (its folder is the
+    node's prefix in the bucket), cut at the second."""
+
+    index: int
+    node: str
+    folder: str
+    base_seq: int
+    slots: str
+    keys: None = None
+    """A history counts nothing ahead: its load is reported, not compared."""
+
+
+@attrs.frozen(kw_only=True)
 class RestoreFetch:
     """What a restoring pod's init container needs: the image and where the objects are."""
 
@@ -52,6 +67,8 @@ class RestoreFetch:
     region: str
     credentials_secret: str
     ca_secret: str | None = None
+    until: int | None = None
+    """A restore to a moment: the last second kept of each history."""
 
 
 def restore_layout(ctx: RenderContext) -> str:
@@ -59,8 +76,23 @@ def restore_layout(ctx: RenderContext) -> str:
     return "aof" if ctx.persistence.mode is PersistenceMode.AOF else "rdb"
 
 
-def with_restore(ctx: RenderContext, pod: Obj, fetch: RestoreFetch, shard: RestoreShard) -> Obj:
-    """pod with the init container that loads shard's RDB (and the CA volume it reads)."""
+def _source_args(fetch: RestoreFetch, shard: RestoreShard | ArchiveShard) -> list[str]:
+    if isinstance(shard, RestoreShard):
+        return ["--key", shard.object_key, "--sha256", shard.sha256]
+    return [
+        "--archive",
+        shard.folder,
+        "--base-seq",
+        str(shard.base_seq),
+        "--until",
+        str(fetch.until),
+    ]
+
+
+def with_restore(
+    ctx: RenderContext, pod: Obj, fetch: RestoreFetch, shard: RestoreShard | ArchiveShard
+) -> Obj:
+    """pod with the init container that loads shard's RDB or history (and the CA volume it reads)."""
     args = [
         COMMAND,
         "--endpoint",
@@ -69,10 +101,7 @@ def with_restore(ctx: RenderContext, pod: Obj, fetch: RestoreFetch, shard: Resto
         fetch.bucket,
         "--region",
         fetch.region,
-        "--key",
-        shard.object_key,
-        "--sha256",
-        shard.sha256,
+        *_source_args(fetch, shard),
         "--layout",
         restore_layout(ctx),
         "--dir",

@@ -1276,6 +1276,7 @@ BACKUP_CASES = [
 ]
 
 SCHEDULE = {"schedule": "0 3 * * *", "destination": DESTINATION, "keep": 7}
+ARCHIVE_RESTORE = {"pointInTime": "2026-12-06T07:00:00Z", "clusterName": "cache", "destination": DESTINATION}
 CRON = "must be a cron expression of 5 fields"
 BACKUP_SCHEDULE_CASES = [
     ok("cluster", "a backup schedule", ("spec.backup", SCHEDULE)),
@@ -1354,7 +1355,42 @@ BACKUP_SCHEDULE_CASES = [
         "Required value",
         ("spec.backup", without(SCHEDULE, "destination")),
     ),
-    bad("cluster", "backupName required", "spec.restore.backupName", "Required value", ("spec.restore", {})),
+    bad(
+        "cluster",
+        "a restore names a source",
+        "spec.restore",
+        "a restore names one source",
+        ("spec.restore", {}),
+    ),
+    ok("cluster", "a restore to a second", ("spec.restore", ARCHIVE_RESTORE)),
+    bad(
+        "cluster",
+        "a backup and a second",
+        "spec.restore",
+        "a restore names one source",
+        ("spec.restore", {**ARCHIVE_RESTORE, "backupName": "nightly"}),
+    ),
+    bad(
+        "cluster",
+        "a second without its cluster",
+        "spec.restore",
+        "pointInTime needs clusterName and destination",
+        ("spec.restore", without(ARCHIVE_RESTORE, "clusterName")),
+    ),
+    bad(
+        "cluster",
+        "a backup with a destination",
+        "spec.restore",
+        "backupName takes neither",
+        ("spec.restore", {"backupName": "nightly", "destination": DESTINATION}),
+    ),
+    bad(
+        "cluster",
+        "a second that is not a time",
+        "spec.restore.pointInTime",
+        "date-time",
+        ("spec.restore", {**ARCHIVE_RESTORE, "pointInTime": "yesterday"}),
+    ),
     bad(
         "cluster",
         "backupName not a name",
@@ -1706,11 +1742,7 @@ async def test_restore_cannot_be_removed_or_changed(api: Client, namespace: str)
             VALKEY_CLUSTERS, "restored", {"spec": {"restore": {"backupName": "nightly-2"}}}, namespace
         )
     assert error.value.status == 422
-    assert_cause(
-        causes(error.value),
-        "spec.restore.backupName",
-        "restore.backupName cannot change after the cluster is created (it was nightly-1)",
-    )
+    assert_cause(causes(error.value), "spec.restore", "restore cannot change after the cluster is created")
     current = await api.get(VALKEY_CLUSTERS, "restored", namespace)
     assert current["spec"]["restore"] == {"backupName": "nightly-1"}
     # Every other edit passes: scaling a restored cluster, adding, changing and removing a schedule.

@@ -215,7 +215,7 @@ def test_fixed_at_creation_rules_are_on_spec() -> None:
         "has(self.restore) == has(oldSelf.restore)",
         "!has(self.restore) || !has(oldSelf.restore) || self.restore == oldSelf.restore",
     ]
-    assert [entry["fieldPath"] for entry in restore_rules] == [".restore", ".restore.backupName"]
+    assert [entry["fieldPath"] for entry in restore_rules] == [".restore", ".restore"]
     assert not list(rules_under("valkeyclusters.yaml", "spec.restore", "oldSelf"))
     backup_spec = [entry["rule"] for path, entry in rules("valkeybackups.yaml") if path == "spec"]
     assert backup_spec == ["self == oldSelf"]

@@ -378,7 +378,7 @@ async def test_kubectl_explain_teaches_the_api(api: Client, kubectl: Any) -> Non
     )
     for field_name in ("index", "slots", "sourcePod", "sourceRole", "objectKey", "bytes", "keys", "sha256"):
         assert re.search(rf"^\s+{field_name}\s+<", out, re.MULTILINE), out
-    await explain(kubectl, "valkeycluster.spec.restore", "creates the cluster at the backup's shard count")
+    await explain(kubectl, "valkeycluster.spec.restore", "created at the backup's shard count")
     await explain(kubectl, "valkeycluster.spec.backup.keep", "How many completed scheduled backups to keep")
 
 

@@ -21,6 +21,7 @@ from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.restore_source import RestoreSources
 from controllers.shared.manifest import MANIFEST_NAME, Manifest, ShardEntry, shard_object_name
 from controllers.shared.manifest_trust import backup_prefix
+from valkey_operator.api.backup import Restore
 from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
 from valkey_operator.api.resources import VALKEY_BACKUPS
 from valkey_operator.core.client import Client
@@ -133,7 +134,7 @@ class Bed:
     ) -> RestoreSource | RestoreHeld:
         stored = await self.kube.get(VALKEY_BACKUPS, backup, self.namespace)
         sources = RestoreSources(self.kube, lambda namespace, name: stored, "operator:test", endpoints)
-        return await sources.source(self.namespace, backup)
+        return await sources.source(self.namespace, Restore(backup_name=backup))
 
 
 def held(found: RestoreSource | RestoreHeld, reason: str, words: str) -> RestoreHeld:

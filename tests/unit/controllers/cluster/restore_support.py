@@ -30,7 +30,7 @@ def backup(layout: tuple[SlotRanges, ...], keys: int = 1000) -> dict[int, tuple[
 
 def source(shards: dict[int, tuple[int, SlotRanges]]) -> RestoreSource:
     return RestoreSource(
-        backup="nightly",
+        label="backup nightly",
         shards=tuple(
             RestoreShard(
                 index=index,

@@ -400,6 +400,7 @@ class SimulatedCluster:
             acl=dict(node.acl),
             commands={command: command not in self.settings.unknown_commands for command in commands},
             loaded_keys=node.loaded_keys,
+            keys=node.loaded_keys,
         )
 
     def _link_down(self, node: SimNode) -> int | None:

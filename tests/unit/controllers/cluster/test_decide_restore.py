@@ -12,16 +12,25 @@ with nothing created; a failed download or a count that differs holds it too.
 
 from __future__ import annotations
 
+import attrs
 import pytest
-from decide_harness import World, run, world
-from restore_support import backup, source
+from decide_harness import World, config, run, world
+from restore_support import FETCH, backup, source
 from simulate import SimSettings
 
 from controllers.cluster.decision.actions import AssignSlots, CreatePod, MigrateSlots
-from controllers.cluster.decision.restore import RestoreHeld
+from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
+from controllers.cluster.render.restore import ArchiveShard
 from valkey_operator.api.backup import RestorePhase, RestoreStatus
 from valkey_operator.api.cluster import ClusterState
-from valkey_operator.valkey.slots import SlotRange, SlotRanges, even_split, subtract, union
+from valkey_operator.valkey.slots import (
+    SlotRange,
+    SlotRanges,
+    even_split,
+    format_slot_ranges,
+    subtract,
+    union,
+)
 
 ACTIVE = ClusterState.ACTIVE
 
@@ -180,3 +189,75 @@ def test_no_slot_moves_while_a_backup_of_the_cluster_runs() -> None:
     found.backup_running = False
     run(found, passes=200)
     assert found.state == ACTIVE and len(found.sim.served()) == 3
+
+
+MOMENT = "2026-12-06T07:00:00Z"
+ARCHIVE = {
+    "pointInTime": MOMENT,
+    "clusterName": "old",
+    "destination": {"endpoint": "http://127.0.0.1:7070", "bucket": "backups", "credentialsSecretName": "s3"},
+}
+
+
+def to_a_moment(shards: int, replicas: int, layout: tuple[SlotRanges, ...], mode: str = "aof") -> World:
+    """A cluster restoring the archive of a len(layout)-shard cluster to MOMENT; each history loads
+    the keys backup(layout) gives its shard (the simulator's server counts them as it holds them)."""
+    saved = backup(layout)
+    found = world(shards, replicas, SimSettings(cluster="vk", backup=saved), restore=ARCHIVE)
+    found.configs["cfg"] = config(persistence={"mode": mode, "size": "1Gi"})
+    found.restore = RestoreSource(
+        label=f"cluster old at {MOMENT}",
+        shards=tuple(
+            ArchiveShard(
+                index=index,
+                node=f"node-{index}",
+                folder=f"vk/ns/old/archive/node-{index}",
+                base_seq=3,
+                slots=format_slot_ranges(slots),
+            )
+            for index, slots in enumerate(layout)
+        ),
+        fetch=attrs.evolve(FETCH, until=1_796_540_400),
+    )
+    return found
+
+
+def test_a_restore_to_a_moment_loads_each_history_reports_its_keys_then_becomes_the_spec() -> None:
+    layout = even_split(3)
+    found = to_a_moment(2, 1, layout)
+    run(found, passes=300)
+    assert found.state == ACTIVE, found.status.get("message")
+    restore = found.status["restore"]
+    assert (restore["phase"], restore["pointInTime"], restore["shards"]) == ("Verified", MOMENT, 3), restore
+    assert "keys" not in restore, "a history counts nothing ahead"
+    assert restore["loadedKeys"] == sum(keys for keys, _ in backup(layout).values())
+    assert "(keys loaded: shard 0 1000, shard 1 1001, shard 2 1002)" in restore["message"], restore
+    loading = set()
+    for decision in found.decisions:
+        for action in decision.actions:
+            if isinstance(action, CreatePod) and action.body and action.shard < 3:
+                init = action.body["spec"].get("initContainers", [])
+                if init and init[0]["name"] == "restore":
+                    args = init[0]["args"]
+                    assert args[args.index("--archive") + 1] == f"vk/ns/old/archive/node-{action.shard}"
+                    assert (args[args.index("--base-seq") + 1], args[args.index("--until") + 1]) == (
+                        "3",
+                        "1796540400",
+                    )
+                    assert "--key" not in args and args[args.index("--layout") + 1] == "aof"
+                    loading.add(action.shard)
+    assert loading == {0, 1, 2}, "every shard's first pod loads its history"
+    assert len(found.sim.served()) == 2 and len(found.sim.pods) == 4
+
+
+def test_a_restore_to_a_moment_into_a_cluster_without_append_only_files_is_held() -> None:
+    found = to_a_moment(2, 0, even_split(2), mode="rdb")
+    run(found, passes=5, until=lambda w: False)
+    assert all(not d.actions for d in found.decisions)
+    restore = found.status["restore"]
+    assert (restore["phase"], restore["reason"], restore["pointInTime"]) == (
+        "Held",
+        "NeedsAppendOnly",
+        MOMENT,
+    )
+    assert "needs persistence mode aof; the config runs rdb" in restore["message"]

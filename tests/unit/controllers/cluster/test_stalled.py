@@ -18,6 +18,7 @@ from controllers.cluster.decision.report import PlannedStatus, Reason
 from controllers.cluster.decision.restore import RestoreHeld
 from controllers.cluster.restore_source import RestoreSources
 from controllers.shared.observation import Observation, PodObservation
+from valkey_operator.api.backup import Restore
 from valkey_operator.core.resource import SERVICES
 from valkey_operator.core.rest import Obj
 
@@ -161,7 +162,7 @@ def test_a_block_that_may_lift_by_itself_is_not_stalled(reason: str) -> None:
 def held(image: str, phase: str) -> RestoreHeld | object:
     backup = {"metadata": {"name": "nightly", "uid": "u"}, "status": {"phase": phase, "message": "m"}}
     sources = RestoreSources(None, lambda namespace, name: backup, image)  # type: ignore[arg-type]
-    return asyncio.run(sources.source("shop", "nightly"))
+    return asyncio.run(sources.source("shop", Restore(backup_name="nightly")))
 
 
 def test_the_restore_reasons_the_gatherer_words_are_the_ones_stalled_names() -> None:
