@@ -112,7 +112,12 @@ def _fetch_history(args: argparse.Namespace, environ: Mapping[str, str]) -> list
         # Any address, as for a backup: the operator refused the endpoint before it rendered this pod.
         async with open_store(destination, credentials, ca_pem, endpoints=ANY_ADDRESS) as store:
             found = await history.plan(store, args.archive, args.base_seq, args.until)
-            return await history.fetch(store, found, args.dir, args.until)
+            fetched = await history.fetch(store, found, args.dir, args.until)
+        for start, end in fetched.dropped:
+            print(
+                f"slots {start}-{end}: an import in flight at the second, dropped (the source's copy stays)"
+            )
+        return fetched.files
 
     try:
         placed = asyncio.run(run())

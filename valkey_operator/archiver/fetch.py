@@ -4,10 +4,11 @@
 From the base the operator chose (stored at or before the moment, archive_source.py) it fetches
 that sequence's base and every sequence's incremental file after it, each from its segments in
 byte order (layout.contiguous), into a staging directory; cuts the history at the second
-(cut.py); and renames the directory to appendonlydir, where valkey-server loads it at start. A
-segment stored more than STORED_SLACK_S after the moment, and every sequence after it, holds only
-later writes and is not fetched: each segment is stored after the writes it holds, so that holds
-while the bucket's clock and the node's are within that slack of each other.
+(cut.py); drops a slot import the cut fell inside of (imports.py); and renames the directory to
+appendonlydir, where valkey-server loads it at start. A segment stored more than STORED_SLACK_S
+after the moment, and every sequence after it, holds only later writes and is not fetched: each
+segment is stored after the writes it holds, so that holds while the bucket's clock and the
+node's are within that slack of each other.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import attrs
 
 from valkey_operator.archiver import layout
 from valkey_operator.archiver.cut import base_name, cut, incr_name
+from valkey_operator.archiver.imports import flush_commands, unfinished_imports
 from valkey_operator.objectstore import ObjectStore
 
 STORED_SLACK_S = 300
@@ -67,13 +69,34 @@ async def plan(store: ObjectStore, folder: str, base_seq: int, until: int) -> Pl
     return Plan(base_seq, base_key, tuple(incrs))
 
 
-async def fetch(store: ObjectStore, history: Plan, data_dir: Path, until: int) -> list[Path]:
-    """Fetch history, cut it at until, and put it in data_dir/appendonlydir; the files written."""
+@attrs.frozen
+class Fetched:
+    files: list[Path]
+    dropped: list[tuple[int, int]]
+    """Slot ranges of imports the cut fell inside of, flushed as the history loads (imports.py)."""
+
+
+async def fetch(store: ObjectStore, history: Plan, data_dir: Path, until: int) -> Fetched:
+    """Fetch history, cut it at until, drop the imports it cut in the middle of, and put it in
+    data_dir/appendonlydir."""
     staging = data_dir / STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    base_seq = history.base_seq
-    await store.download(history.base_key, staging / base_name(base_seq), None)
+    await download(store, history, staging)
+    kept = cut(staging, history.base_seq, [seq for seq, _ in history.incrs], until)
+    dropped = unfinished_imports(staging / incr_name(seq) for seq in kept)
+    if dropped and kept:
+        with (staging / incr_name(kept[-1])).open("ab") as last:
+            last.write(flush_commands(dropped))
+    aof_dir = staging.rename(data_dir / AOF_DIR)
+    files = [aof_dir / base_name(history.base_seq), *(aof_dir / incr_name(seq) for seq in kept)]
+    return Fetched(files, dropped)
+
+
+async def download(store: ObjectStore, history: Plan, directory: Path) -> None:
+    """The base and each incremental file (its segments concatenated in order) into directory,
+    under the names a multi-part AOF gives them."""
+    await store.download(history.base_key, directory / base_name(history.base_seq), None)
     gate = asyncio.Semaphore(PARALLEL)
 
     async def segment(key: str, target: Path) -> None:
@@ -81,14 +104,10 @@ async def fetch(store: ObjectStore, history: Plan, data_dir: Path, until: int) -
             await store.download(key, target, None)
 
     for seq, keys in history.incrs:
-        parts = [staging / f"{seq}.{index}.part" for index in range(len(keys))]
+        parts = [directory / f"{seq}.{index}.part" for index in range(len(keys))]
         await asyncio.gather(*(segment(key, part) for key, part in zip(keys, parts, strict=True)))
-        with (staging / incr_name(seq)).open("wb") as incr:
+        with (directory / incr_name(seq)).open("wb") as incr:
             for part in parts:
                 with part.open("rb") as piece:
                     shutil.copyfileobj(piece, incr)
                 part.unlink()
-    kept = cut(staging, base_seq, [seq for seq, _ in history.incrs], until)
-    staging.rename(data_dir / AOF_DIR)
-    aof_dir = data_dir / AOF_DIR
-    return [aof_dir / base_name(base_seq), *(aof_dir / incr_name(seq) for seq in kept)]
