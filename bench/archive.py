@@ -51,14 +51,19 @@ BUCKET_PATH = "bench"
 Obj = dict[str, Any]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ops", type=int, default=1_000_000)
-    parser.add_argument("--keyspace", type=int, default=100_000)
+def add_load_arguments(parser: argparse.ArgumentParser, ops: int, keyspace: int, value_size: int) -> None:
+    """The SET load's knobs (persistence.py's client reads them), with these defaults."""
+    parser.add_argument("--ops", type=int, default=ops)
+    parser.add_argument("--keyspace", type=int, default=keyspace)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--pipeline", type=int, default=16)
-    parser.add_argument("--value-size", type=int, default=1024)
+    parser.add_argument("--value-size", type=int, default=value_size)
     parser.add_argument("--rounds", type=int, default=3)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_load_arguments(parser, ops=1_000_000, keyspace=100_000, value_size=1024)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
@@ -161,10 +166,9 @@ def run(args: argparse.Namespace) -> Obj:
     }
 
 
-def main() -> None:
-    args = parse_args()
-    results = run(args)
-    record = {
+def recorded(args: argparse.Namespace, results: Obj) -> Obj:
+    """results with when, where and how they were measured, as bench/results/ keeps them."""
+    return {
         "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpus": os.cpu_count(),
         "load_average": list(os.getloadavg()),
@@ -172,6 +176,12 @@ def main() -> None:
         "args": vars(args) | {"output": str(args.output) if args.output else None},
         "results": results,
     }
+
+
+def main() -> None:
+    args = parse_args()
+    results = run(args)
+    record = recorded(args, results)
     if args.output:
         args.output.write_text(json.dumps(record, indent=2) + "\n")
     if args.json:
