@@ -22,8 +22,9 @@ decides when, and cleans up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import attrs
 import structlog
@@ -32,10 +33,9 @@ from controllers.backup_schedule_decision import ClusterFacts, decide
 from controllers.indexes import ReferenceIndex, backup_cluster
 from controllers.options import ControllerOptions
 from controllers.shared.backups import BackupFacts
-from controllers.shared.storage import AccessProblem, storage_access
+from controllers.shared.storage import StoreUnavailable, destination_store
 from valkey_operator.api.backup import retention_seconds
 from valkey_operator.api.resources import API_VERSION, VALKEY_BACKUPS, VALKEY_CLUSTERS
-from valkey_operator.archiver import layout
 from valkey_operator.archiver.layout import archive_prefix
 from valkey_operator.archiver.retention import expired
 from valkey_operator.core.builder import build_controller
@@ -45,7 +45,7 @@ from valkey_operator.core.events import WARNING, EventRecorder
 from valkey_operator.core.manager import Manager
 from valkey_operator.core.reconcile import Request, Result
 from valkey_operator.core.rest import Obj
-from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectStore
 
 log = structlog.get_logger(__name__)
 
@@ -165,32 +165,29 @@ class BackupScheduleReconciler:
         """Delete what of the cluster's archive only moments before horizon need; why not, when not."""
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        access = await storage_access(self.client, namespace, destination)
-        if isinstance(access, AccessProblem):
-            return f"{access.reason}: {access.message}"
         try:
-            async with (
-                asyncio.timeout(STORE_TIMEOUT_SECONDS),
-                open_store(
-                    access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
-                ) as store,
-            ):
+            async with self._store(namespace, destination) as store:
                 folder = store.key(*archive_prefix(namespace, name))
                 doomed = expired(await store.list_dated(folder), folder, horizon, current)
-                deleted = 0
-                for each in doomed:
-                    if layout.topology_time(each.rsplit("/", 1)[-1]) is not None:
-                        await store.delete(each)  # a topology record: one object
-                        deleted += 1
-                    else:
-                        deleted += await store.delete_prefix(each)
-        except TimeoutError:
-            return f"object storage did not answer within {STORE_TIMEOUT_SECONDS:.0f} s"
-        except Exception as exc:  # the store's StorageError and whatever its client raises
+                for record in doomed.records:
+                    await store.delete(record)
+                deleted = len(doomed.records)
+                for each in doomed.folders:
+                    deleted += await store.delete_prefix(each)
+        except Exception as exc:  # the store's refusal, a timeout, whatever its client raises
             return storage_reason(exc)
         if doomed:
             log.info("archive retention", cluster=f"{namespace}/{name}", folders=len(doomed), objects=deleted)
         return None
+
+    @contextlib.asynccontextmanager
+    async def _store(self, namespace: str, destination: Obj) -> AsyncIterator[ObjectStore]:
+        """The destination's store, for at most STORE_TIMEOUT_SECONDS (TimeoutError past it)."""
+        async with (
+            asyncio.timeout(STORE_TIMEOUT_SECONDS),
+            destination_store(self.client, namespace, destination, self.endpoints) as store,
+        ):
+            yield store
 
     async def _create(self, backup: Obj) -> bool:
         """Create the scheduled backup; False when it exists already (its name is its fire time)."""
@@ -207,22 +204,10 @@ class BackupScheduleReconciler:
         meta = backup["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
         cluster = (backup.get("spec") or {}).get("clusterName", "")
-        access = await storage_access(
-            self.client, namespace, (backup.get("spec") or {}).get("destination") or {}
-        )
-        if isinstance(access, AccessProblem):
-            return f"{access.reason}: {access.message}"
         try:
-            async with (
-                asyncio.timeout(STORE_TIMEOUT_SECONDS),
-                open_store(
-                    access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
-                ) as store,
-            ):
+            async with self._store(namespace, (backup.get("spec") or {}).get("destination") or {}) as store:
                 deleted = await store.delete_prefix(store.key(namespace, cluster, name) + "/")
-        except TimeoutError:
-            return f"object storage did not answer within {STORE_TIMEOUT_SECONDS:.0f} s"
-        except Exception as exc:  # the store's StorageError and whatever its client raises
+        except Exception as exc:  # the store's refusal, a timeout, whatever its client raises
             return storage_reason(exc)
         try:
             await self.client.delete(VALKEY_BACKUPS, name, namespace, uid=meta.get("uid"))
@@ -235,11 +220,13 @@ class BackupScheduleReconciler:
 
 
 def storage_reason(exc: BaseException) -> str:
-    """The store's StorageError as it says itself (its reason and a message it keeps free of
-    secrets); any other error by its type only: an HTTP client's message may quote a signed URL."""
-    reason = getattr(exc, "reason", None)
-    if isinstance(reason, str) and reason:
-        return f"object storage: {reason}: {exc}"
+    """The store's refusal as it says itself (its reason and a message kept free of secrets); a
+    timeout as such; any other error by its type only: an HTTP client's message may quote a signed
+    URL."""
+    if isinstance(exc, StoreUnavailable):
+        return f"object storage: {exc.reason}: {exc}"
+    if isinstance(exc, TimeoutError):
+        return f"object storage did not answer within {STORE_TIMEOUT_SECONDS:.0f} s"
     return f"object storage: {type(exc).__name__}"
 
 

@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from controllers.cluster.decision.archive import ArchiveProgress, NodeProgress
-from controllers.shared.storage import AccessProblem, storage_access
+from controllers.shared.storage import StoreUnavailable, destination_store
 from valkey_operator.archiver import layout
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectStore, StorageError, open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectStore, StorageError
 
 log = structlog.get_logger(__name__)
 
@@ -73,13 +73,8 @@ class ArchiveProgressReader:
         failure is logged and the next pass tries again."""
         if self._recorded.get((namespace, cluster)) == shape:
             return
-        access = await storage_access(self.client, namespace, destination)
-        if isinstance(access, AccessProblem):
-            return  # the progress read says why
         try:
-            async with open_store(
-                access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
-            ) as store:
+            async with destination_store(self.client, namespace, destination, self.endpoints) as store:
                 folder = store.key(*layout.archive_prefix(namespace, cluster), layout.TOPOLOGY)
                 if (namespace, cluster) not in self._recorded:
                     listed = await store.list_objects(folder)
@@ -90,8 +85,8 @@ class ArchiveProgressReader:
                             self._recorded[(namespace, cluster)] = shape
                             return
                 await store.put_json(f"{folder}/{layout.topology_name(now)}", {"recordedAt": now, **shape})
-        except StorageError as exc:
-            log.warning(
+        except StoreUnavailable as exc:  # the progress read says why in the status
+            log.info(
                 "topology not recorded", cluster=f"{namespace}/{cluster}", reason=exc.reason, error=str(exc)
             )
             return
@@ -100,17 +95,12 @@ class ArchiveProgressReader:
     async def _read_all(
         self, namespace: str, cluster: str, destination: Obj, nodes: list[str]
     ) -> ArchiveProgress:
-        access = await storage_access(self.client, namespace, destination)
-        if isinstance(access, AccessProblem):
-            return ArchiveProgress(reason=access.reason, message=access.message)
         try:
-            async with open_store(
-                access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
-            ) as store:
+            async with destination_store(self.client, namespace, destination, self.endpoints) as store:
                 found = await asyncio.gather(
                     *(read_progress(store, namespace, cluster, node) for node in nodes)
                 )
-        except StorageError as exc:
+        except StoreUnavailable as exc:
             return ArchiveProgress(reason=exc.reason, message=str(exc))
         return ArchiveProgress(nodes={node: got for node, got in zip(nodes, found, strict=True) if got})
 

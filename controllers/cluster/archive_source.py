@@ -23,12 +23,12 @@ from controllers.cluster.decision.archive_restore import (
 )
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.render.restore import ArchiveShard, RestoreFetch
-from controllers.shared.storage import AccessProblem, destination_of, storage_access
+from controllers.shared.storage import StoreUnavailable, destination_of, destination_store
 from valkey_operator.api.backup import Restore
 from valkey_operator.archiver import layout
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import rfc3339
-from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectStore, StorageError, open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectStore
 
 MAX_RECORD_BYTES = MAX_PROGRESS_BYTES * 16
 """A topology record lists every shard's slots and nodes: a few KiB for hundreds of shards."""
@@ -52,15 +52,10 @@ class ArchiveSources:
         if (namespace, restore) in self._found:
             return self._found[(namespace, restore)]
         destination = restore.destination.to_dict()
-        access = await storage_access(self.client, namespace, destination)
-        if isinstance(access, AccessProblem):
-            return RestoreHeld(access.reason, access.message)
         try:
-            async with open_store(
-                access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
-            ) as store:
+            async with destination_store(self.client, namespace, destination, self.endpoints) as store:
                 found = await _read(store, namespace, restore.cluster_name, moment)
-        except StorageError as exc:
+        except StoreUnavailable as exc:
             return RestoreHeld(exc.reason, str(exc))
         if isinstance(found, RestoreHeld):
             return found

@@ -23,11 +23,11 @@ from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.render.restore import RestoreFetch, RestoreShard
 from controllers.shared.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
 from controllers.shared.manifest_trust import backup_prefix, disagreements, key_problem
-from controllers.shared.storage import AccessProblem, destination_of, storage_access
+from controllers.shared.storage import StoreUnavailable, destination_of, destination_store
 from valkey_operator.api.backup import BackupPhase, Restore
 from valkey_operator.core.client import Client
 from valkey_operator.core.rest import Obj
-from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectTooLarge, StorageError, open_store
+from valkey_operator.objectstore import REFUSE_LOCAL, EndpointPolicy, ObjectTooLarge
 
 WAITING = frozenset({"", BackupPhase.PENDING, BackupPhase.RUNNING})
 
@@ -117,17 +117,13 @@ class RestoreSources:
         )
         if problem := key_problem(key, prefix):
             return RestoreHeld("ManifestUnsupported", f"manifest: {problem}")
-        access = await storage_access(self.client, namespace, destination)
-        if isinstance(access, AccessProblem):
-            return RestoreHeld(access.reason, access.message)
         try:
-            async with open_store(
-                access.destination, access.credentials, access.ca_pem, endpoints=self.endpoints
-            ) as store:
-                manifest = parse_manifest(await store.get_json(key, MAX_MANIFEST_BYTES))
-        except ObjectTooLarge as exc:
-            return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
-        except StorageError as exc:
+            async with destination_store(self.client, namespace, destination, self.endpoints) as store:
+                try:
+                    manifest = parse_manifest(await store.get_json(key, MAX_MANIFEST_BYTES))
+                except ObjectTooLarge as exc:
+                    return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")
+        except StoreUnavailable as exc:
             return RestoreHeld(exc.reason, f"manifest {key}: {exc}")
         except ManifestError as exc:
             return RestoreHeld("ManifestUnsupported", f"manifest {key}: {exc}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+from collections.abc import AsyncIterator
 
 import attrs
 
@@ -17,7 +19,14 @@ from valkey_operator.api.destination_keys import CA_KEY, CREDENTIAL_KEYS, DEFAUL
 from valkey_operator.core.client import Client
 from valkey_operator.core.resource import SECRETS
 from valkey_operator.core.rest import Obj
-from valkey_operator.objectstore import Destination, S3Credentials
+from valkey_operator.objectstore import (
+    Destination,
+    EndpointPolicy,
+    ObjectStore,
+    S3Credentials,
+    StorageError,
+    open_store,
+)
 
 ACCESS_KEY_ID, SECRET_ACCESS_KEY = CREDENTIAL_KEYS
 
@@ -85,3 +94,31 @@ def _decoded(secret: Obj) -> dict[str, str]:
     for key, value in (secret.get("stringData") or {}).items():
         found[key] = str(value).strip()
     return found
+
+
+class StoreUnavailable(Exception):
+    """A destination that cannot be used as written, or what its store refused: a reason word
+    (CredentialsMissing, CaMissing, or a StorageError's) and a message without secrets."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@contextlib.asynccontextmanager
+async def destination_store(
+    client: Client, namespace: str, spec: Obj, endpoints: EndpointPolicy
+) -> AsyncIterator[ObjectStore]:
+    """spec's store (a destination), opened with its Secrets' credentials and CA, dialled only where
+    endpoints allow; StoreUnavailable for a destination that cannot be used and for a StorageError
+    raised in the block."""
+    access = await storage_access(client, namespace, spec)
+    if isinstance(access, AccessProblem):
+        raise StoreUnavailable(access.reason, access.message)
+    try:
+        async with open_store(
+            access.destination, access.credentials, access.ca_pem, endpoints=endpoints
+        ) as store:
+            yield store
+    except StorageError as exc:
+        raise StoreUnavailable(exc.reason, str(exc)) from exc

@@ -15,17 +15,31 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+import attrs
+
 from valkey_operator.archiver import layout
+
+
+@attrs.frozen
+class Expired:
+    """What retention deletes: folders (each a prefix, deleted with all under it) and records (each
+    one topology record's key)."""
+
+    folders: list[str] = attrs.field(factory=list)
+    records: list[str] = attrs.field(factory=list)
+
+    def __len__(self) -> int:
+        return len(self.folders) + len(self.records)
 
 
 def expired(
     listing: Iterable[tuple[str, int, float]], folder: str, horizon: float, current: Collection[str]
-) -> list[str]:
-    """What under folder (a cluster's archive) to delete, each a prefix taken as a folder or a
-    topology record's key: `<node>` for a departed node whose history ends before horizon,
-    `<node>/<seq>` for each sequence before the oldest one a restore after horizon needs,
-    `topology/<record>` for each record before the one in force at horizon. listing: (key, size,
-    stored at) of every object under folder; current: the IDs of the nodes in the cluster now."""
+) -> Expired:
+    """What under folder (a cluster's archive) to delete: the folders `<node>` of a departed node
+    whose history ends before horizon and `<node>/<seq>` of each sequence before the oldest one a
+    restore after horizon needs; the records `topology/<record>` before the one in force at
+    horizon. listing: (key, size, stored at) of every object under folder; current: the IDs of the
+    nodes in the cluster now."""
     folder = folder.strip("/") + "/"
     records: list[str] = []
     newest: dict[str, float] = {}
@@ -48,20 +62,22 @@ def expired(
         seqs.setdefault(node, set()).add(archived.seq)
         if archived.start is None:
             bases.setdefault(node, {})[archived.seq] = stored
-    doomed: list[str] = []
+    doomed = Expired()
     at_start = [name for name in records if (layout.topology_time(name) or 0) <= horizon]
     if at_start:
         kept_from = max(at_start)
-        doomed += [f"{folder}{layout.TOPOLOGY}/{name}" for name in sorted(records) if name < kept_from]
+        doomed.records.extend(
+            f"{folder}{layout.TOPOLOGY}/{name}" for name in sorted(records) if name < kept_from
+        )
     for node in sorted(newest):
         if node not in current and newest[node] < horizon:
-            doomed.append(folder + node)
+            doomed.folders.append(folder + node)
             continue
         old = [seq for seq, stored in bases.get(node, {}).items() if stored <= horizon]
         if not old:
             continue
         oldest_needed = max(old)
-        doomed += [
+        doomed.folders.extend(
             f"{folder}{node}/{layout.seq_name(seq)}" for seq in sorted(seqs[node]) if seq < oldest_needed
-        ]
+        )
     return doomed

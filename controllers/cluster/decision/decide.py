@@ -609,7 +609,14 @@ def _blocked(
     return Decision(
         status=status,
         events=(Event(WARNING, reason, message),) if changed else (),
-        metrics=MetricChanges(state=status.state, stalled=stalled_reason(status)),
+        # The archivers run on while the cluster is blocked: the recorded mark stays the metric's.
+        metrics=MetricChanges(
+            state=status.state,
+            stalled=stalled_reason(status),
+            archived_until=parse_rfc3339(status.point_in_time.archived_until)
+            if status.point_in_time
+            else None,
+        ),
         requeue_after=REQUEUE_BLOCKED,
         memory=attrs.evolve(_seen(facts, now), quiet=None),
         context=ctx,

@@ -5,18 +5,17 @@ is a reason."""
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
+from storage_support import storage_secret
 
 from controllers.cluster import archive_progress
 from controllers.cluster.archive_progress import ArchiveProgressReader
 from controllers.cluster.decision.archive import NodeProgress
-from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
 from valkey_operator.archiver import layout
 from valkey_operator.core.client import Client
-from valkey_operator.core.resource import SECRETS
+from valkey_operator.core.rest import Obj
 from valkey_operator.objectstore import REFUSE_LOCAL
 from valkey_testbed.objectstore import ObjectStoreServer
 from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
@@ -34,31 +33,24 @@ class Clock:
         return self.now
 
 
-async def test_progress_is_read_per_node_and_kept_for_its_refresh(
-    kube: Client, namespace: str, object_store: ObjectStoreServer
-) -> None:
+@pytest.fixture
+async def destination(kube: Client, namespace: str, object_store: ObjectStoreServer) -> Obj:
+    """A new bucket under PATH, opened by a Secret in namespace."""
+    secret = await storage_secret(kube, namespace, object_store)
     bucket = object_store.create_bucket()
-    s3 = object_store.client()
-    values = (object_store.access_key_id, object_store.secret_access_key)
-    data = {
-        key: base64.b64encode(value.encode()).decode()
-        for key, value in zip(CREDENTIAL_KEYS, values, strict=True)
-    }
-    await kube.create(
-        SECRETS,
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "s3", "namespace": namespace},
-            "data": data,
-        },
-    )
-    destination = {
+    return {
         "endpoint": object_store.endpoint,
         "bucket": bucket,
         "path": PATH,
-        "credentialsSecretName": "s3",
+        "credentialsSecretName": secret,
     }
+
+
+async def test_progress_is_read_per_node_and_kept_for_its_refresh(
+    kube: Client, namespace: str, object_store: ObjectStoreServer, destination: Obj
+) -> None:
+    s3 = object_store.client()
+    bucket = destination["bucket"]
 
     def put(node: str, document: object) -> None:
         key = "/".join((PATH, *layout.node_prefix(namespace, "cache", node), layout.PROGRESS_NAME))
@@ -92,30 +84,10 @@ async def test_progress_is_read_per_node_and_kept_for_its_refresh(
 
 
 async def test_a_topology_is_recorded_once_per_change_even_across_a_restart(
-    kube: Client, namespace: str, object_store: ObjectStoreServer
+    kube: Client, namespace: str, object_store: ObjectStoreServer, destination: Obj
 ) -> None:
-    bucket = object_store.create_bucket()
     s3 = object_store.client()
-    values = (object_store.access_key_id, object_store.secret_access_key)
-    data = {
-        key: base64.b64encode(value.encode()).decode()
-        for key, value in zip(CREDENTIAL_KEYS, values, strict=True)
-    }
-    await kube.create(
-        SECRETS,
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "s3", "namespace": namespace},
-            "data": data,
-        },
-    )
-    destination = {
-        "endpoint": object_store.endpoint,
-        "bucket": bucket,
-        "path": PATH,
-        "credentialsSecretName": "s3",
-    }
+    bucket = destination["bucket"]
     folder = "/".join((PATH, *layout.archive_prefix(namespace, "cache"), layout.TOPOLOGY))
     one = {"shards": [{"slots": "0-16383", "primary": "a" * 40, "replicas": ["b" * 40]}]}
     failed_over = {"shards": [{"slots": "0-16383", "primary": "b" * 40, "replicas": ["a" * 40]}]}

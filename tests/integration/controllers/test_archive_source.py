@@ -10,21 +10,19 @@ the S3 server's own (LastModified), so the moments are chosen around the time th
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 
 import pytest
+from storage_support import storage_secret
 
 from controllers.cluster.archive_source import ArchiveSources
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
 from controllers.cluster.render.restore import ArchiveShard
 from valkey_operator.api.backup import BackupDestination, Restore
-from valkey_operator.api.destination_keys import CREDENTIAL_KEYS
 from valkey_operator.archiver import layout
 from valkey_operator.core.client import Client
 from valkey_operator.core.clock import rfc3339
-from valkey_operator.core.resource import SECRETS
 from valkey_testbed.objectstore import ObjectStoreServer
 from valkey_testbed.operatorproc import TEST_BED_ENDPOINTS
 
@@ -41,16 +39,7 @@ SHARDS = [
 @pytest.fixture
 async def bucket(kube: Client, namespace: str, object_store: ObjectStoreServer) -> str:
     """A bucket and the Secret that opens it, in namespace."""
-    values = zip(CREDENTIAL_KEYS, (object_store.access_key_id, object_store.secret_access_key), strict=True)
-    await kube.create(
-        SECRETS,
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "s3", "namespace": namespace},
-            "data": {key: base64.b64encode(value.encode()).decode() for key, value in values},
-        },
-    )
+    await storage_secret(kube, namespace, object_store)
     return object_store.create_bucket()
 
 

@@ -31,6 +31,7 @@ from controllers.backup_schedule_decision import (
 )
 from controllers.shared.backups import SCHEDULED_AT_ANNOTATION, SCHEDULED_LABEL, BackupFacts, newest_completed
 from controllers.shared.names import CLUSTER_LABEL
+from controllers.shared.storage import StoreUnavailable
 from valkey_operator.core.events import WARNING
 
 DESTINATION = {"endpoint": "https://127.0.0.1:9000", "bucket": "backups", "credentialsSecretName": "s3"}
@@ -371,13 +372,11 @@ def test_the_last_backup_is_the_newest_completed_scheduled_one() -> None:
 
 
 def test_storage_problems_are_named_by_the_store_never_by_a_signed_url() -> None:
-    class StorageError(Exception):
-        reason = "NoSuchBucket"
-
     assert (
-        storage_reason(StorageError("bucket b is missing"))
-        == "object storage: NoSuchBucket: bucket b is missing"
+        storage_reason(StoreUnavailable("BucketMissing", "bucket b is missing"))
+        == "object storage: BucketMissing: bucket b is missing"
     )
+    assert storage_reason(TimeoutError()) == "object storage did not answer within 60 s"
     assert "secret" not in storage_reason(OSError("https://x/?X-Amz-Signature=secret"))
 
 

@@ -61,6 +61,18 @@ def test_the_mark_is_the_oldest_primarys_and_replicas_do_not_count() -> None:
         assert archiver.CONTAINER_NAME in {c["name"] for c in body["spec"].get("initContainers", [])}
 
 
+def test_a_blocked_cluster_keeps_its_recorded_mark_as_the_metric() -> None:
+    found = archiving()
+    found.archive = ArchiveProgress(
+        nodes={node: NodeProgress(T + 7.9) for node in nodes(found, NodeRole.PRIMARY)}
+    )
+    assert point_in_time(found) == {"archivedUntil": rfc3339(T + 7)}
+    del found.configs["cfg"]  # blocked: nothing is observed, the archivers run on
+    run(found, passes=1, until=lambda w: False)
+    assert found.last.status.message.startswith("ConfigNotFound"), found.last.status.message
+    assert found.last.metrics.archived_until == T + 7, "the series stays while the cluster is blocked"
+
+
 def test_a_primary_without_a_mark_means_no_mark_and_names_its_pod() -> None:
     found = archiving()
     first, second = nodes(found, NodeRole.PRIMARY)
