@@ -30,11 +30,14 @@ import attrs
 from controllers.cluster.decision.archive import ArchiveProgress
 from controllers.cluster.decision.decide import Facts, RolloutSlots, commands_to_probe, gathering_stops
 from controllers.cluster.decision.restore import RestoreHeld, RestoreSource
+from controllers.cluster.render import archiver
 from controllers.cluster.render.user_passwords import missing_generated
+from controllers.shared.config_resolve import ResolvedConfig
 from controllers.shared.credentials import DamagedSecret, InternalCredentials
 from controllers.shared.observation import Observation
 from controllers.shared.tls import TlsMaterial, TlsProblem
 from valkey_operator.api.backup import Restore
+from valkey_operator.api.config import PersistenceMode
 from valkey_operator.api.role import ValkeyRole
 from valkey_operator.core.rest import Obj
 
@@ -124,8 +127,9 @@ async def gather(source: FactSource) -> Facts:
     observation = await source.observe(facts, known, commands)
     restore = cluster.spec.restore
     running, last = source.backups(facts)
-    backup = cluster.spec.backup
-    archiving = backup is not None and backup.point_in_time is not None
+    resolved = facts.resolved
+    mode = resolved.persistence.mode if isinstance(resolved, ResolvedConfig) else PersistenceMode.NONE
+    archiving = archiver.runs(cluster, mode, facts.options.operator_image)  # else nothing to read
     facts = attrs.evolve(facts, observation=observation)
     return attrs.evolve(
         facts,

@@ -28,6 +28,7 @@ from controllers.shared import layout
 from controllers.shared.names import DATA_VOLUME
 from controllers.shared.storage import destination_of
 from valkey_operator.api.backup import BackupDestination
+from valkey_operator.api.cluster import ValkeyCluster
 from valkey_operator.api.config import PersistenceMode
 from valkey_operator.api.destination_keys import CA_KEY, CREDENTIAL_KEYS
 from valkey_operator.core.rest import Obj
@@ -53,7 +54,14 @@ def asked(ctx: RenderContext) -> bool:
 
 def enabled(ctx: RenderContext) -> bool:
     """Whether the pods carry the archiver: asked for, on an AOF, with the operator's image known."""
-    return asked(ctx) and ctx.persistence.mode is PersistenceMode.AOF and bool(ctx.operator_image)
+    return runs(ctx.cluster, ctx.persistence.mode, ctx.operator_image)
+
+
+def runs(cluster: ValkeyCluster, mode: PersistenceMode, operator_image: str) -> bool:
+    """enabled() before a RenderContext exists (the gatherer: no archive to read otherwise)."""
+    backup = cluster.spec.backup
+    asked_for = backup is not None and backup.point_in_time is not None
+    return asked_for and mode is PersistenceMode.AOF and bool(operator_image)
 
 
 def _destination(ctx: RenderContext) -> BackupDestination:
