@@ -1,12 +1,16 @@
 """Archiving: what shipping a node's AOF to the bucket costs in SET throughput, and its lag.
 
-Three sides in one run, each a fresh cluster-enabled valkey-server owning every slot, with the
+Four sides in one run, each a fresh cluster-enabled valkey-server owning every slot, with the
 directives the operator renders for persistence aof everysec (bench/persistence.py's modes),
 loaded by persistence.py's pipelined client (--ops SETs of --value-size bytes over --keyspace
 keys from --clients connections, --pipeline commands in flight each):
 
   aof          aof everysec
-  aof+ts       the same with aof-timestamp-enabled yes (what point-in-time recovery needs)
+  aof+backup   aof with an RDB backup of the node running the whole time: `valkey-cli --rdb`
+               (the node forks and streams its RDB, as for a ValkeyBackup; written to the data
+               directory's disk) one after another until the load ends, the worst case of
+               scheduled backups
+  aof+ts       aof with aof-timestamp-enabled yes (what point-in-time recovery needs)
   aof+archive  aof+ts with `valkey-operator archive` beside it (a process, as in a pod), shipping
                the AOF every second to the test bed's S3 server (versitygw) on this machine
 
@@ -45,7 +49,7 @@ from valkey_testbed.datachecker import SLOTS
 from valkey_testbed.images import ImageEntry
 from valkey_testbed.wait import NotYet, eventually_blocking
 
-SIDES = ("aof", "aof+ts", "aof+archive")
+SIDES = ("aof", "aof+backup", "aof+ts", "aof+archive")
 LAG_TIMEOUT = 60.0
 BUCKET_PATH = "bench"
 Obj = dict[str, Any]
@@ -74,9 +78,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config(side: str) -> dict[str, str]:
     settings = persistence.server_config("aof-everysec")
-    if side != "aof":
+    if side in {"aof+ts", "aof+archive"}:
         settings["aof-timestamp-enabled"] = "yes"
     return settings
+
+
+async def load_under_backups(
+    server: valkeyproc.ValkeyServer, image: ImageEntry, args: argparse.Namespace, target: Path
+) -> tuple[float, int]:
+    """The load's SET/s while `valkey-cli --rdb` backs the node up again and again; and how many
+    backups finished meanwhile."""
+    done = asyncio.Event()
+    finished = 0
+
+    async def backups() -> None:
+        nonlocal finished
+        host, port = server.address
+        while not done.is_set():
+            cli = await asyncio.create_subprocess_exec(
+                str(image.executable("valkey-cli")), "-h", host, "-p", str(port), "--rdb", str(target),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            if await cli.wait() == 0:
+                finished += 1
+
+    running = asyncio.create_task(backups())
+    try:
+        ops = await persistence.throughput_once(server.address, args)
+    finally:
+        done.set()
+        await running
+    return ops, finished
 
 
 def start_archiver(server: valkeyproc.ValkeyServer, store: objectstore.ObjectStoreServer, bucket: str) -> Any:
@@ -118,9 +150,15 @@ def measure(
             bucket = store.create_bucket()
             if side == "aof+archive":
                 archiver = start_archiver(server, store, bucket)
-            ops = asyncio.run(persistence.throughput_once(server.address, args))
+            result: Obj = {}
+            if side == "aof+backup":
+                ops, result["backups"] = asyncio.run(
+                    load_under_backups(server, image, args, base / "backup.rdb")
+                )
+            else:
+                ops = asyncio.run(persistence.throughput_once(server.address, args))
             loaded = time.time()
-            result: Obj = {"ops_per_s": ops}
+            result["ops_per_s"] = ops
             if archiver is not None:
 
                 def covered() -> float | NotYet:
@@ -153,6 +191,7 @@ def run(args: argparse.Namespace) -> Obj:
                 rounds[side].append(result)
                 if not args.json:
                     lag = f", archive lag {result['lag_s']:.2f} s" if "lag_s" in result else ""
+                    lag += f", {result['backups']} backups" if "backups" in result else ""
                     print(f"round {index + 1} {side:12}: {result['ops_per_s']:9,.0f} SET/s{lag}", flush=True)
     finally:
         store.stop()
