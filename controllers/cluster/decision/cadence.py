@@ -47,10 +47,11 @@ def next_quiet(previous: Quiet | None, signature: str, maximum: float) -> Quiet:
 
 def _node_part(node: NodeObservation) -> str:
     """A node's observation without what moves while nothing changes (offsets, PONG times, how long
-    a replica's link has been down)."""
+    a replica's link has been down, how many keys the clients' writes left)."""
     steady = attrs.evolve(
         node,
         repl_offset=0,
+        keys=None,
         link_down_seconds=None,
         known_nodes=tuple(
             sorted((attrs.evolve(known, pong_received_ms=0) for known in node.known_nodes), key=repr)

@@ -50,9 +50,10 @@ def _signature(node: NodeObservation, version: str = "1") -> str:
     return signature(Observation(pods=(), nodes={"vk-0": node}), version)
 
 
-def test_offsets_and_pong_times_are_not_changes() -> None:
+def test_offsets_pong_times_and_key_counts_are_not_changes() -> None:
     moved = _node(
         repl_offset=5000,
+        keys=12_345,
         known_nodes=(KnownNode(node_id="b" * 40, ip="127.0.0.9", pong_received_ms=99_000),),
     )
     assert _signature(moved) == _signature(_node())
