@@ -87,7 +87,7 @@ async def _read(
         first = min((record.recorded_at for record in records), default=None)
         since = f"its first record is from {rfc3339(first)}" if first is not None else "it holds no record"
         return RestoreHeld(
-            "NoArchiveAtMoment",
+            stalled.NO_ARCHIVE_AT_MOMENT,
             f"the archive of cluster {cluster} does not reach back to the moment: {since}",
         )
     shards: list[ArchiveShard] = []
@@ -97,8 +97,7 @@ async def _read(
             if group.optional:
                 continue
             return chosen
-        node, base = chosen
-        folder = store.key(*layout.node_prefix(namespace, cluster, node))
+        node, folder, base = chosen
         shards.append(
             ArchiveShard(index=len(shards), node=node, folder=folder, base_seq=base, slots=group.slots)
         )
@@ -119,22 +118,23 @@ async def _records(store: ObjectStore, folder: str) -> list[Record]:
 
 async def _choose(
     store: ObjectStore, namespace: str, cluster: str, group: Group, moment: float
-) -> tuple[str, int] | RestoreHeld:
-    """The node whose history replays group at moment and the base it starts from."""
+) -> tuple[str, str, int] | RestoreHeld:
+    """The node whose history replays group at moment, its folder, and the base it starts from."""
     progress = {
         node: found
         for node in group.nodes
         if (found := await read_progress(store, namespace, cluster, node)) is not None
     }
-    for node in candidates(group, progress, moment):
+    nodes = candidates(group, progress, moment)
+    if not nodes:
+        return RestoreHeld("ArchiveBehindMoment", behind(group, progress, moment))
+    for node in nodes:
         folder = store.key(*layout.node_prefix(namespace, cluster, node))
         seqs = [int(name) for name in await store.list_folders(folder) if name.isdigit()]
         for seq in usable_bases(seqs, progress[node].gaps):
             stored = await store.stored_at("/".join((folder, *layout.base_name(seq))))
             if stored is not None and stored <= moment:
-                return node, seq
-    if not candidates(group, progress, moment):
-        return RestoreHeld("ArchiveBehindMoment", behind(group, progress, moment))
+                return node, folder, seq
     return RestoreHeld(
         stalled.NO_BASE_BEFORE_MOMENT,
         f"slots {group.slots}: no node's archive holds a base stored at or before the moment (a "
