@@ -1,7 +1,7 @@
 """Command line for the local test bed: build, up, env, down, demo, compat, fuzz.
 
 python -m valkey_testbed build [--kubernetes MINOR]
-python -m valkey_testbed up --state-dir DIR [--nodes N] [--kubernetes MINOR]
+python -m valkey_testbed up --state-dir DIR [--nodes N] [--nodes-runtime containerd] [--kubernetes MINOR]
 python -m valkey_testbed env --state-dir DIR
 python -m valkey_testbed down --state-dir DIR
 python -m valkey_testbed compat [--minors 1.36,1.37]
@@ -151,6 +151,13 @@ def command_line() -> argparse.ArgumentParser:
             command.add_argument(
                 "--nodes", type=int, default=3, help="nodes of the process kubelet (0: no kubelet, no pods)"
             )
+            command.add_argument(
+                "--nodes-runtime",
+                choices=("process", "containerd"),
+                default="process",
+                help="process: the test bed's own kubelet (default); containerd: real kubelets on "
+                "containerd, runc, a CNI bridge and CoreDNS (realnodes/; root, one bed per machine)",
+            )
         if name in ("up", "demo"):
             command.add_argument("--kubernetes", help=kube_help)
     return parser
@@ -223,6 +230,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.state_dir.resolve())
     from valkey_testbed.controlplane import ControlPlane, ControlPlaneError
 
+    if args.command in ("up", "down") and _real_nodes(args):
+        return _real_nodes_command(args)
     plane = ControlPlane(args.state_dir.resolve(), nodes=getattr(args, "nodes", 0))
     if args.command == "up":
         started = time.monotonic()
@@ -240,6 +249,34 @@ def _run(args: argparse.Namespace) -> int:
         print(f'export PATH={shlex.quote(str(plane.recorded_bin_dir() or plane.bins.bin_dir))}:"$PATH"')
     elif args.command == "down":
         plane.down()
+    return 0
+
+
+def _real_nodes(args: argparse.Namespace) -> bool:
+    """up with --nodes-runtime containerd, or down of a state dir real nodes run from."""
+    if args.command == "up":
+        return bool(args.nodes_runtime == "containerd")
+    from valkey_testbed.realnodes.bed import STATE_FILE
+
+    return Path(args.state_dir, STATE_FILE).exists()
+
+
+def _real_nodes_command(args: argparse.Namespace) -> int:
+    from valkey_testbed.realnodes.bed import RealNodesBed, RealNodesError
+
+    state_dir = args.state_dir.resolve()
+    if args.command == "down":
+        RealNodesBed(state_dir).down()
+        return 0
+    started = time.monotonic()
+    bed = RealNodesBed(state_dir, nodes=args.nodes)
+    try:
+        bed.up(lambda line: print(line, flush=True))
+    except RealNodesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    elapsed = time.monotonic() - started
+    print(f"control plane and {args.nodes} real nodes ready in {elapsed:.1f}s; kubeconfig: {bed.kubeconfig}")
     return 0
 
 

@@ -98,6 +98,9 @@ class ControlPlane:
     `nodes` > 0 also runs the process kubelet with that many nodes
     (valkey_testbed.kubelet), passing it `kubelet_args`.
 
+    `controller_manager_args` are appended to kube-controller-manager's command line in the same way
+    (real nodes turn the EndpointSlice controller on: their pod addresses are not loopback).
+
     `bins` defaults to the selected Kubernetes release's binaries (kubeversion.selected());
     `state.json` records their directory, and `up` refuses to reuse a running plane of another.
     """
@@ -107,6 +110,9 @@ class ControlPlane:
     apiserver_args: tuple[str, ...] = ()
     nodes: int = 0
     kubelet_args: tuple[str, ...] = ()
+    controller_manager_args: tuple[str, ...] = ()
+    authorization_mode: str = "RBAC"
+    """kube-apiserver's --authorization-mode (a list flag: apiserver_args would add to it, not replace it)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -240,7 +246,7 @@ class ControlPlane:
             self._wait_component_healthy(endpoints.controller_manager_port, records, timeout)
             self._wait_component_healthy(endpoints.scheduler_port, records, timeout)
             if self.nodes:
-                records.append(self._start_provisioner(endpoints))
+                records.append(self._start_provisioner(endpoints, node_names(self.nodes)))
                 self._save(endpoints, records)
             self._ensure_kubelet(timeout)
         except BaseException:
@@ -285,7 +291,7 @@ class ControlPlane:
         endpoints = self.endpoints()
         records = self.records()
         if self.nodes and endpoints and not any(r.name == localpath.BINARY for r in records):
-            self._save(endpoints, [*records, self._start_provisioner(endpoints)])
+            self._save(endpoints, [*records, self._start_provisioner(endpoints, node_names(self.nodes))])
 
     def _ensure_kubelet(self, timeout: float) -> None:
         """Start the kubelet if nodes are wanted and it is not running; wait for its nodes."""
@@ -467,7 +473,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki.service_account_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 *([f"--service-node-port-range={node_ports}"] if node_ports else []),
-                "--authorization-mode=RBAC",
+                f"--authorization-mode={self.authorization_mode}",
                 "--endpoint-reconciler-type=none",
                 # Logs, exec and port-forward go to a node's InternalIP (127.0.100.N), never to a
                 # lookup of its name (the default tries Hostname first: a DNS query off loopback).
@@ -501,13 +507,21 @@ class ControlPlane:
                 "--node-monitor-period=2s",
                 "--profiling=false",
                 "--v=0",
+                *self.controller_manager_args,
             ],
             self.logs / "kube-controller-manager.log",
         )
 
-    def _start_provisioner(self, endpoints: Endpoints) -> processes.ProcessRecord:
+    def start_provisioner(self, nodes: list[str]) -> None:
+        """Start the local-path-provisioner for nodes another runtime runs (real nodes), recorded as
+        part of this plane, so `down` stops it."""
+        endpoints = self.endpoints()
+        assert endpoints is not None, "the control plane is not up"
+        self._save(endpoints, [*self.records(), self._start_provisioner(endpoints, nodes)])
+
+    def _start_provisioner(self, endpoints: Endpoints, nodes: list[str]) -> processes.ProcessRecord:
         """The local-path-provisioner, its RBAC, ConfigMap and the default StorageClass."""
-        for obj in localpath.manifests(self.state_dir, node_names(self.nodes)):
+        for obj in localpath.manifests(self.state_dir, nodes):
             self.create(obj, localpath.api_path(obj))
         path, body = localpath.token_request()
         status, reply = self._request("POST", path, json.dumps(body).encode(), 5.0)

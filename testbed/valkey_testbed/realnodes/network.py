@@ -1,0 +1,141 @@
+"""The real nodes' pod network: one bridge with no uplink, its ranges blackholed on the host.
+
+Every pod's network namespace (made by containerd through the CNI bridge
+plugin) has one veth on the bridge `BRIDGE` and routes only to the pod range
+and, through the host, to the Service range: no default route, so a pod has
+nowhere to send a packet for any other address. On the host:
+
+- the pod and Service ranges are blackholed first (`BLACKHOLE_METRIC`), so a
+  packet for a test-bed address that no better route claims (the bridge gone)
+  is dropped, never handed to the default route; while the bridge is up both
+  ranges are routed onto it (a ClusterIP kube-proxy has no rule for is asked
+  for on the bridge, where nothing answers);
+- forwarding is on for the bridge alone (`net.ipv4.conf.<bridge>.forwarding`;
+  the machine's `ip_forward` is left as it is), and the mangle table's FORWARD
+  drops whatever would leave through another interface: pod-to-Service traffic
+  is forwarded back onto the bridge and nowhere else;
+- no NAT of ours, no masquerade: kube-proxy's own rules only rewrite a Service
+  address into a pod or host address on the bridge.
+
+The host reaches pods over the bridge, which holds the gateway and each node's
+address. `check` reads the routes back, so a test can prove the guarantee.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from collections.abc import Sequence
+
+import attrs
+
+BRIDGE = "vkn0"
+POD_CIDR = "10.244.0.0/16"
+GATEWAY = "10.244.0.1"
+SERVICE_CIDR = "10.96.0.0/16"
+BLACKHOLE_METRIC = 4242
+"""Above the bridge's connected route (metric 0), so the blackhole only takes what nothing else does."""
+_FORWARD_RULE = ("-i", BRIDGE, "!", "-o", BRIDGE, "-j", "DROP")
+
+
+class NetworkError(RuntimeError):
+    """The host refused a step of the network set-up; the message carries the command's output."""
+
+
+def node_address(index: int) -> str:
+    """Node index (0, 1, ...)'s address on the bridge: 10.244.0.11, .12, ..."""
+    return str(ipaddress.ip_address(GATEWAY) + 10 + index)
+
+
+def node_range(index: int) -> tuple[str, str]:
+    """The first and last pod address a node hands out: 10.244.<index+1>.2 - .254."""
+    return f"10.244.{index + 1}.2", f"10.244.{index + 1}.254"
+
+
+def _ip(*args: str, check: bool = True) -> str:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _sysctl(key: str, value: str) -> None:
+    with open(f"/proc/sys/{key.replace('.', '/')}", "w") as handle:
+        handle.write(value)
+
+
+def _iptables(action: str) -> int:
+    return subprocess.run(
+        ["iptables", "-w", "-t", "mangle", action, "FORWARD", *_FORWARD_RULE],
+        capture_output=True,
+        check=False,
+    ).returncode
+
+
+def up(nodes: int) -> None:
+    """Blackholes first, then the bridge and its addresses, then forwarding (idempotent)."""
+    for cidr in (POD_CIDR, SERVICE_CIDR):
+        _ip("route", "replace", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC))
+    if not _ip("-j", "link", "show", BRIDGE, check=False).strip():
+        _ip("link", "add", BRIDGE, "type", "bridge")
+    prefix = ipaddress.ip_network(POD_CIDR).prefixlen
+    present = set(addresses())
+    for address in (GATEWAY, *(node_address(i) for i in range(nodes))):
+        if address not in present:
+            _ip("addr", "add", f"{address}/{prefix}", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+    # The Service range is on the bridge too, above the blackhole: a connection the host opens to a
+    # ClusterIP gets a route (a blackholed one fails at connect, before kube-proxy's OUTPUT rewrite
+    # can act); one no rule rewrites goes out on the bridge, where nothing answers it.
+    _ip("route", "replace", SERVICE_CIDR, "dev", BRIDGE, "src", GATEWAY, "metric", "100")
+    if _iptables("-C") != 0 and _iptables("-I") != 0:
+        raise NetworkError("iptables -t mangle -I FORWARD " + " ".join(_FORWARD_RULE) + " failed")
+    _sysctl(f"net.ipv4.conf.{BRIDGE}.forwarding", "1")
+    # Traffic between two pods on the bridge passes iptables, so kube-proxy's rewrite of a Service
+    # address is undone on the reply (what kubeadm's preflight asks of every node).
+    _sysctl("net.bridge.bridge-nf-call-iptables", "1")
+
+
+def down() -> None:
+    """Remove the bridge, the forward rule and the blackholes (after every pod is gone)."""
+    _ip("link", "del", BRIDGE, check=False)
+    while _iptables("-C") == 0:
+        _iptables("-D")
+    for cidr in (POD_CIDR, SERVICE_CIDR):
+        _ip("route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC), check=False)
+
+
+def addresses() -> list[str]:
+    shown = json.loads(_ip("-j", "addr", "show", "dev", BRIDGE, check=False) or "[]")
+    return [
+        info["local"] for link in shown for info in link.get("addr_info", []) if info.get("family") == "inet"
+    ]
+
+
+@attrs.frozen
+class RouteCheck:
+    """What the host does with a destination: the route `ip route get` picks."""
+
+    destination: str
+    kind: str
+    """'bridge' (through BRIDGE), 'blackhole', 'unreachable', or the device it would leave by."""
+
+
+def route_of(destination: str) -> RouteCheck:
+    done = subprocess.run(
+        ["ip", "-j", "route", "get", destination], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return RouteCheck(destination, "blackhole" if "Invalid argument" in done.stderr else "unreachable")
+    route = json.loads(done.stdout)[0]
+    if route.get("type") in ("blackhole", "unreachable", "prohibit"):
+        return RouteCheck(destination, "blackhole")
+    dev = route.get("dev", "")
+    return RouteCheck(destination, "bridge" if dev == BRIDGE else dev)
+
+
+def leaks(destinations: Sequence[str]) -> list[RouteCheck]:
+    """Of destinations in the test bed's ranges, those the host would send anywhere but the bridge
+    or a blackhole (empty when the guarantee holds)."""
+    return [check for check in map(route_of, destinations) if check.kind not in ("bridge", "blackhole")]
