@@ -1,6 +1,6 @@
 """Command line for the local test bed: build, up, env, down, demo, compat, fuzz.
 
-python -m valkey_testbed build [--kubernetes MINOR]
+python -m valkey_testbed build [--kubernetes MINOR] [--nodes-runtime containerd]
 python -m valkey_testbed up --state-dir DIR [--nodes N] [--nodes-runtime containerd] [--kubernetes MINOR]
 python -m valkey_testbed env --state-dir DIR
 python -m valkey_testbed down --state-dir DIR
@@ -80,6 +80,12 @@ def command_line() -> argparse.ArgumentParser:
     testing = "valkey_testbed"
     built = _command(commands, "build", "build (or reuse) the control-plane binaries", f"{testing}.build")
     built.add_argument("--kubernetes", help=kube_help)
+    built.add_argument(
+        "--nodes-runtime",
+        choices=("process", "containerd"),
+        default="process",
+        help="containerd: also the real nodes' binaries and images (realnodes/; the suite's real-node tests)",
+    )
     _command(
         commands,
         "build-image",
@@ -195,7 +201,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "build":
         from valkey_testbed import build
 
-        return build.main(kubeversion.selected())
+        built = build.main(kubeversion.selected())
+        if built != 0 or args.nodes_runtime != "containerd":
+            return built
+        from valkey_testbed.realnodes import prepare
+
+        return prepare.main()
     if args.command == "build-image":
         from valkey_testbed import operatorimage
 

@@ -38,7 +38,7 @@ from valkey_testbed.resp import Arg, ProtocolError, Reply, ReplyError, encode_co
 SLOTS = 16384
 Address: TypeAlias = tuple[str, int]
 
-_LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+_LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
 _NETWORK_ERRORS = (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError)
 REFRESH_STAGGER = 0.25
 """Seconds a slot-map refresh waits for a node that has not answered before it asks the next too."""
@@ -48,14 +48,18 @@ class NonLoopbackError(ValueError):
     """An address outside 127.0.0.0/8: the test bed never connects there."""
 
 
-def check_loopback(host: str) -> None:
-    """Refuse any address that is not an IP literal in 127.0.0.0/8."""
+def check_loopback(host: str, networks: Sequence[ipaddress.IPv4Network] = (_LOOPBACK,)) -> None:
+    """Refuse any address that is not an IP literal in networks (default 127.0.0.0/8; a real-nodes
+    bed adds its bridge's pod range)."""
+    allowed = ", ".join(map(str, networks))
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        raise NonLoopbackError(f"{host!r} is not an IP address; the data checker dials 127.x only") from None
-    if address not in _LOOPBACK:
-        raise NonLoopbackError(f"{host} is outside 127.0.0.0/8; the data checker dials 127.x only")
+        raise NonLoopbackError(
+            f"{host!r} is not an IP address; the data checker dials {allowed} only"
+        ) from None
+    if not any(address in network for network in networks):
+        raise NonLoopbackError(f"{host} is outside {allowed}; the data checker dials there only")
 
 
 # --- hash slots ----------------------------------------------------------------------------------
@@ -195,10 +199,12 @@ class DataChecker:
         value_size: int = 32,
         connect_timeout: float = 5.0,
         command_timeout: float = 5.0,
+        networks: Sequence[ipaddress.IPv4Network] = (_LOOPBACK,),
     ) -> None:
+        self.networks = tuple(networks)
         self.seeds = [(host, int(port)) for host, port in seeds]
         for host, _ in self.seeds:
-            check_loopback(host)
+            check_loopback(host, self.networks)
         self.replicas = replicas
         self.wait_timeout_ms = wait_timeout_ms
         self.username = username
@@ -332,7 +338,7 @@ class DataChecker:
             start, end, node, *replicas = entry
             if not (isinstance(start, int) and isinstance(end, int) and isinstance(node, list)):
                 continue
-            address = _node_address(node, asked)
+            address = _node_address(node, asked, self.networks)
             for slot in range(start, end + 1):
                 slots[slot] = address
             replica_counts[address] = len(replicas)
@@ -345,7 +351,7 @@ class DataChecker:
 
     async def _open(self, address: Address) -> _Connection:
         host, port = address
-        check_loopback(host)
+        check_loopback(host, self.networks)
         async with asyncio.timeout(self.connect_timeout):
             reader, writer = await asyncio.open_connection(
                 host,
@@ -433,7 +439,7 @@ class DataChecker:
             self._stale = True
             return
         address = (host, int(port))
-        check_loopback(host)
+        check_loopback(host, self.networks)
         if error.kind == "MOVED":
             self._slots[int(words[1])] = address
             self._stale = True
@@ -717,7 +723,7 @@ class _CommandError(ConnectionError):
     """A command the checker needs (AUTH, CLUSTER SLOTS) failed on an otherwise working connection."""
 
 
-def _node_address(node: list[Reply], asked: Address) -> Address:
+def _node_address(node: list[Reply], asked: Address, networks: Sequence[ipaddress.IPv4Network]) -> Address:
     host = node[0]
     port = node[1]
     if not isinstance(port, int):
@@ -725,7 +731,7 @@ def _node_address(node: list[Reply], asked: Address) -> Address:
     name = host.decode() if isinstance(host, bytes) else ""
     if name in ("", "?"):
         name = asked[0]  # the node we asked does not know its own endpoint: it is that one
-    check_loopback(name)
+    check_loopback(name, networks)
     return name, port
 
 

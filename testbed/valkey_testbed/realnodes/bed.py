@@ -230,7 +230,8 @@ class RealNodesBed:
     def _await_containerd(self, node: Node, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not _socket_answers(node):
-            self._check_alive()
+            if not self.records()[f"containerd-{node.name}"].alive():
+                raise RealNodesError(f"{node.name}: containerd exited; see {self.logs}")
             if time.monotonic() > deadline:
                 raise RealNodesError(
                     f"{node.name}: containerd does not answer after {timeout:.0f}s; see {self.logs}"
