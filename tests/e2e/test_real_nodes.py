@@ -35,13 +35,14 @@ from valkey_operator.core.client import Client
 from valkey_operator.core.resource import PODS, SECRETS, SERVICES, Resource
 from valkey_operator.core.rest import Obj
 from valkey_testbed import certs
+from valkey_testbed.controlplane import ControlPlane
 from valkey_testbed.datachecker import DataChecker
 from valkey_testbed.realnodes import network
 from valkey_testbed.realnodes.bed import RealNodesBed
 from valkey_testbed.superuser import SUPERUSER, SUPERUSER_PASSWORD
 from valkey_testbed.wait import NotYet, eventually
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.testbed_exclusive]
 
 NETWORKS = (ipaddress.IPv4Network("127.0.0.0/8"), ipaddress.IPv4Network(network.POD_CIDR))
 """Where the data checker may dial here: loopback and the bed's own bridge."""
@@ -51,27 +52,31 @@ SAMPLES = ("10.244.0.1", "10.244.1.2", "10.244.3.200", "10.244.250.9", "10.96.0.
 
 
 @pytest.fixture(scope="module")
-def real_nodes() -> Iterator[RealNodesBed]:
+def kube_control_plane() -> Iterator[ControlPlane]:
+    """The module's bed of three real nodes (its control plane is what the plugin's fixtures use).
+    Every test of the module asks for it, so the plugin's lock sees them all: the module is
+    testbed_exclusive, as three kubelets and their containerds would slow the timed tests of
+    modules running beside it on two cores."""
     state_dir = Path(tempfile.mkdtemp(prefix="valkey-operator-real-nodes-"))
     bed = RealNodesBed(state_dir)
     started = time.monotonic()
     try:
         bed.up(progress=lambda line: None)
         print(f"3 real nodes Ready in {time.monotonic() - started:.1f}s")
-        yield bed
+        yield bed.plane
     finally:
         bed.down()
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def kube_control_plane(real_nodes: RealNodesBed) -> object:
-    return real_nodes.plane
+def real_nodes(kube_control_plane: ControlPlane) -> RealNodesBed:
+    return RealNodesBed(kube_control_plane.state_dir)
 
 
 @pytest.fixture(scope="module")
-def kubeconfig_path(real_nodes: RealNodesBed) -> Path:
-    return real_nodes.kubeconfig
+def kubeconfig_path(kube_control_plane: ControlPlane) -> Path:
+    return kube_control_plane.kubeconfig
 
 
 def _pod(name: str, namespace: str, command: list[str], memory: str = "64Mi") -> Obj:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -136,11 +137,24 @@ class RealNodesBed:
                 if time.monotonic() > deadline:
                     raise RealNodesError(f"nodes {names} not Ready in {timeout:.0f}s; see {self.logs}")
                 time.sleep(0.5)
+            self._await_dns(deadline)
             self.plane.start_provisioner(names)
             progress(f"real nodes ready: {', '.join(names)} (kubeconfig {self.kubeconfig})")
         except BaseException:
             self.down()
             raise
+
+    def _await_dns(self, deadline: float) -> None:
+        """CoreDNS answers once its kubernetes plugin has read Services and EndpointSlices."""
+        url = f"http://127.0.0.1:{self._state()['coredns_ready']}/ready"
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise RealNodesError(f"CoreDNS not ready; see {self.logs / 'coredns.log'}")
+            time.sleep(0.2)
 
     def _take_lock(self) -> None:
         LOCK.parent.mkdir(parents=True, exist_ok=True)
