@@ -220,7 +220,12 @@ def _start_once(
     timeout: float,
 ) -> ValkeyServer:
     directory = base_dir / f"{host}-{port}"
-    directory.mkdir(parents=True)
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        # An earlier server of this base dir had the port (a random pick may repeat): its files are
+        # not this one's, so the port counts as taken and another is picked.
+        raise _PortTaken(f"{directory} holds an earlier server's files") from None
     settings: dict[str, ConfigValue] = {
         "bind": host,
         "port": port,
