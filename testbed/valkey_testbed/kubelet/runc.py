@@ -346,11 +346,12 @@ def sweep(state: Path, *, mounts_under: Path) -> None:
                     check=False,
                 )
         shutil.rmtree(state, ignore_errors=True)
-    for mount_point in sorted(_mount_points_under(mounts_under), reverse=True):
+    for mount_point in sorted(mount_points_under(mounts_under), reverse=True):
         subprocess.run(["umount", "-l", mount_point], capture_output=True, check=False)
 
 
-def _mount_points_under(directory: Path) -> list[str]:
+def mount_points_under(directory: Path) -> list[str]:
+    """Every mount point below directory (from /proc/self/mountinfo), for a lazy unmount."""
     prefix = str(directory.resolve()).rstrip("/") + "/"
     points = []
     with contextlib.suppress(OSError):

@@ -32,6 +32,7 @@ import attrs
 from valkey_testbed import processes
 from valkey_testbed.controlplane import CONTROLLERS, ControlPlane
 from valkey_testbed.kubelet.launch import nodes_ready
+from valkey_testbed.kubelet.runc import mount_points_under
 from valkey_testbed.realnodes import build, images, network
 from valkey_testbed.realnodes.node import Node
 
@@ -263,7 +264,9 @@ class RealNodesBed:
         if "kube-proxy" in records and self.bins.path("kube-proxy").exists():
             subprocess.run([self.bins.path("kube-proxy"), "--cleanup"], capture_output=True, check=False)
         self.plane.down()
-        _unmount_under(self.state_dir / "nodes")
+        # Deepest first: kubelet tmpfs volumes, container overlays, pods' netns files.
+        for point in sorted(mount_points_under(self.state_dir / "nodes"), reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
         shutil.rmtree(self.state_dir / "nodes", ignore_errors=True)
         network.down()
         for node in nodes:
@@ -315,16 +318,3 @@ def _corefile(kubeconfig: Path, ready_port: int) -> str:
     loop
 }}
 """
-
-
-def _unmount_under(root: Path) -> None:
-    """Lazily unmount every mount under root, deepest first (kubelet tmpfs, overlays, netns files)."""
-    prefix = str(root.resolve()) + "/"
-    mounts = []
-    with contextlib.suppress(FileNotFoundError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            point = line.split()[4].replace("\\040", " ")
-            if point.startswith(prefix):
-                mounts.append(point)
-    for point in sorted(set(mounts), key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)

@@ -251,12 +251,12 @@ def build(progress: Progress = print, release: KubeRelease | None = None) -> Nod
     """
     release = release or selected()
     bins = node_binaries(release)
+    go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout.strip()
     with testbed_build.file_lock(bins.root / ".lock"):
         for artifact in _artifacts(release):
             out_dir = bins.cni_dir if artifact.name == "cni" else bins.bin_dir
             stamp_file = bins.root / f".{artifact.name}.stamp"
-            go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True)
-            wanted = f"{artifact.stamp} built by {go.stdout.strip()}\n"
+            wanted = f"{artifact.stamp} built by {go}\n"
             present = all((out_dir / name).exists() for name in artifact.outputs)
             if present and stamp_file.exists() and stamp_file.read_text() == wanted:
                 progress(f"{artifact.stamp}: cached in {out_dir}")
