@@ -700,7 +700,7 @@ def _seen(facts: Facts, now: float) -> Memory:
     version: ours, or something newer) and a slot claim the status now shows are dropped."""
     memory = facts.memory
     written = memory.written
-    if written is not None and written.based_on != facts.cluster.metadata.resource_version:
+    if written is not None and facts.cluster.metadata.resource_version not in written.older:
         memory = attrs.evolve(memory, written=None)
     if memory.claim_until is not None and (facts.recorded.rollout is not None or not memory.claims_slot(now)):
         memory = attrs.evolve(memory, claim_until=None)

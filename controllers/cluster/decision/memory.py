@@ -22,10 +22,13 @@ the API server and the nodes do not show again:
 - `quiet`: what the last pass left when it was quiet (cadence.py).
 - `failed_jobs`: the failed slot migration jobs the logs showed, each counted
   once in the failures metric (migration_counts.py).
-- `written`: the status our last write stored, while the cache still holds the
-  resourceVersion it was based on (`recorded_status`): a pass queued by a pod
+- `written`: the status our last write stored, while the cache still holds a
+  resourceVersion from before it (`recorded_status`): a pass queued by a pod
   event between the patch and its watch event reads that status, not the one
-  before it, so a finished rollout is not reported twice. Versions are compared
+  before it, so a finished rollout is not reported twice. Before it means a
+  version one of our writes was based on or produced while the cache lagged:
+  two writes can land before the cache shows the first, and the first one's
+  version is then as stale as the one it was based on. Versions are compared
   for equality only (API conventions: opaque).
 Times are the pass's `now` (unix seconds), so every step here is pure.
 """
@@ -118,10 +121,13 @@ class Expected:
 
 @attrs.frozen(kw_only=True)
 class WrittenStatus:
-    """A status patch that succeeded: the resourceVersion it was based on, and what it stored."""
+    """Our last status patch that succeeded: what it stored, and the resourceVersions known to be
+    older than its own (those our writes were based on or produced since the cache last caught up)."""
 
-    based_on: str
+    older: frozenset[str]
     status: Obj = attrs.field(eq=False)
+    version: str = ""
+    """The resourceVersion the patch produced (empty: the server's answer had none)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -142,14 +148,21 @@ class Memory:
         """A status patch on the cached version based_on succeeded; stored is the server's answer."""
         if not based_on:
             return self
-        return attrs.evolve(self, written=WrittenStatus(based_on=based_on, status=stored.get("status") or {}))
+        older = frozenset({based_on})
+        previous = self.written
+        if previous is not None and based_on in previous.older:  # the cache still lags our last write
+            older |= previous.older | ({previous.version} if previous.version else set())
+        version = str((stored.get("metadata") or {}).get("resourceVersion") or "")
+        return attrs.evolve(
+            self, written=WrittenStatus(older=older, status=stored.get("status") or {}, version=version)
+        )
 
 
 def recorded_status(memory: Memory | None, cached_version: str | None) -> Obj | None:
-    """The status our last write stored while the cache still holds the version it was based on
+    """The status our last write stored while the cache still holds a version from before it
     (None: the cached status is the recorded one)."""
     written = memory.written if memory is not None else None
-    if written is None or cached_version != written.based_on:
+    if written is None or cached_version not in written.older:
         return None
     return written.status
 

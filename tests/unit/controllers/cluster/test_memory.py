@@ -39,6 +39,26 @@ def test_a_cache_still_at_the_written_version_reads_as_the_written_status() -> N
     assert Memory().wrote(None, {"status": {}}) == Memory()  # no version to compare with: nothing kept
 
 
+def test_two_writes_before_the_cache_shows_the_first_leave_the_second_recorded() -> None:
+    """The warm CI of 697de9c saw RolloutFinished twice: pass A wrote a rolling status on version 10
+    (the server made it 11), pass B, with the cache still at 10, wrote the finished one (12); the
+    cache then showed 11, the rolling status, and pass C finished the rollout again."""
+    rolling = {"metadata": {"resourceVersion": "11"}, "status": {"state": "Updating", "rollout": {}}}
+    finished = {"metadata": {"resourceVersion": "12"}, "status": {"state": "Active"}}
+    memory = Memory().wrote("10", rolling).wrote("10", finished)
+    assert recorded_status(memory, "10") == {"state": "Active"}
+    assert recorded_status(memory, "11") == {"state": "Active"}  # our first write: older than the second
+    assert recorded_status(memory, "12") is None  # the cache caught up
+    assert recorded_status(memory, "13") is None  # a later write of anyone's holds ours too
+
+
+def test_versions_known_older_are_forgotten_once_the_cache_caught_up() -> None:
+    memory = Memory().wrote("10", {"metadata": {"resourceVersion": "11"}, "status": {"state": "Updating"}})
+    memory = memory.wrote("11", {"metadata": {"resourceVersion": "12"}, "status": {"state": "Active"}})
+    assert memory.written is not None and memory.written.older == {"11"}
+    assert recorded_status(memory, "10") is None  # no longer remembered: it is not what the cache lags at
+
+
 def test_refusals_last_while_their_pod_lives_and_unnamed_ones_until_it_is_sent_settings() -> None:
     sent = SetConfig("p", (("hz", "15"), ("timeout", "30")))
     refused = remember_refusals(Refusals(), [sent], [Failure(sent, "ERR", refused="")])
