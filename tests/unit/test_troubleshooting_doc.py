@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from controllers.cluster.decision import decide, stalled
+from controllers.cluster.decision import decide, failures, stalled
 from controllers.cluster.decision.report import Reason
 from controllers.cluster.render.acl import AclErrorReason
 from controllers.shared.config_resolve import FailureReason
@@ -84,6 +84,8 @@ def condition_reasons() -> set[str]:
         reasons |= set(typing.get_args(literal))
     # A backup's conditions carry its phase as the reason until it fails (reconciler._conditions).
     reasons |= {str(phase) for phase in BackupPhase if phase is not BackupPhase.FAILED}
+    # A Warning Event of its own, not a condition's, documented among the cluster's problems.
+    reasons.add(failures.POD_FAILED)
     return reasons | inline_reasons()
 
 

@@ -72,6 +72,7 @@ from controllers.cluster.decision.desired import (
     OwnedObject,
     object_key,
 )
+from controllers.cluster.decision.failures import failure_events
 from controllers.cluster.decision.memory import CLAIM_TTL, Memory, remember_refusals
 from controllers.cluster.decision.migration_counts import migration_counts
 from controllers.cluster.decision.owned import owned_objects, retired_objects
@@ -672,16 +673,18 @@ def _conclude(
     if quiet is not None and archived is not None and archived.status is not None:
         quiet = attrs.evolve(quiet, interval=min(quiet.interval, STATUS_REFRESH_S))
     memory = _remembered(facts, now, slot, quiet)
+    pod_failures: tuple[Event, ...] = ()
     if facts.observation is not None:
         counted = migration_counts(facts.observation, memory.failed_jobs)
-        memory = attrs.evolve(memory, failed_jobs=counted.failed)
+        pod_failures, told = failure_events(facts.observation.pods, memory.failed_pods)
+        memory = attrs.evolve(memory, failed_jobs=counted.failed, failed_pods=told)
         metrics = attrs.evolve(
             metrics, migration_failures=counted.new_failures, migrations_active=counted.active
         )
     return Decision(
         actions=actions,
         status=status,
-        events=(*transition, *rollout_events, *resized, *problems, *switch_events),
+        events=(*transition, *rollout_events, *resized, *problems, *switch_events, *pod_failures),
         metrics=metrics,
         requeue_after=quiet.interval if quiet is not None else planned.requeue_after,
         rollout_slot=slot,

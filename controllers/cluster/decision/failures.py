@@ -7,7 +7,9 @@ a guard that is a storm of pods. The guard reads only the world: when a shard
 has FAILURE_LIMIT or more pods of the current template that were created within
 FAILURE_WINDOW seconds and ended Failed, no pod is created for that shard until
 the oldest of them leaves the window (a requeue, not a sleep). Failed pods are
-kept as evidence, at most KEEP_FAILED per shard (older ones are pruned).
+kept as evidence, at most KEEP_FAILED per shard (older ones are pruned), and
+each is told once in a Warning Event with its container's end (`failure_events`):
+on real nodes an OOM kill otherwise showed only as an unreachable node.
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ from collections.abc import Iterable
 
 import attrs
 
+from controllers.cluster.decision.actions import Event
 from controllers.shared.observation import PodObservation, PodPhase
 from controllers.shared.versions import meets_floor, parse_version
 from valkey_operator.api.resources import VERSION_FLOOR_TEXT
+from valkey_operator.core.events import WARNING
 
 RESTORE_FAILURE = "container restore exited"
 """How a restoring pod's init container (the backup's download) reads in the pod's failure."""
 FAILURE_LIMIT = 3
 FAILURE_WINDOW = 300.0
 KEEP_FAILED = FAILURE_LIMIT
+POD_FAILED = "PodFailed"
+"""The reason of the Warning Event that tells a pod ended Failed (its container crashed or was killed)."""
 
 
 @attrs.frozen
@@ -102,3 +108,25 @@ def crash_loops(pods: Iterable[PodObservation], template_hash: str, now: float) 
             wait = FAILURE_WINDOW - (now - (recent[FAILURE_LIMIT - 1].created_at or 0.0))
             retry_after = wait if retry_after is None else min(retry_after, wait)
     return CrashLoops(blocked=blocked, retry_after=retry_after, prune=tuple(prune))
+
+
+def failure_events(
+    pods: Iterable[PodObservation], told: frozenset[str]
+) -> tuple[tuple[Event, ...], frozenset[str]]:
+    """A PodFailed Warning for each Failed pod no earlier pass told (told: their names), and the
+    names told once these are: the Failed pods there now, so the set never outgrows what is kept.
+    A restarted operator tells the kept ones once more."""
+    failed = sorted((pod for pod in pods if pod.phase is PodPhase.FAILED), key=lambda pod: pod.name)
+    events = tuple(Event(WARNING, POD_FAILED, _failed_message(pod)) for pod in failed if pod.name not in told)
+    return events, frozenset(pod.name for pod in failed)
+
+
+def _failed_message(pod: PodObservation) -> str:
+    shard = f"shard {pod.shard}" if pod.shard is not None else "no shard label"
+    said = f"pod {pod.name} ({shard}) failed: {pod.failure or 'Failed'}; it stays as evidence"
+    if "OOMKilled" in (pod.failure or ""):
+        said += (
+            "; the kernel killed Valkey at the pod's memory limit: raise the limit, or leave more of it "
+            "above maxmemory (client output buffers, replication buffers and forks are not bounded by it)"
+        )
+    return said

@@ -22,6 +22,8 @@ the API server and the nodes do not show again:
 - `quiet`: what the last pass left when it was quiet (cadence.py).
 - `failed_jobs`: the failed slot migration jobs the logs showed, each counted
   once in the failures metric (migration_counts.py).
+- `failed_pods`: the Failed pods a PodFailed Event told already, each told once
+  (failures.failure_events).
 - `written`: the status our last write stored, while the cache still holds a
   resourceVersion from before it (`recorded_status`): a pass queued by a pod
   event between the patch and its watch event reads that status, not the one
@@ -140,6 +142,7 @@ class Memory:
     quiet: Quiet | None = None
     written: WrittenStatus | None = None
     failed_jobs: frozenset[str] = frozenset()
+    failed_pods: frozenset[str] = frozenset()
 
     def claims_slot(self, now: float) -> bool:
         return self.claim_until is not None and self.claim_until > now

@@ -89,3 +89,24 @@ def test_a_printed_version_at_or_above_the_floor_is_not_blamed() -> None:
     loops = crash_loops(pods, "h1", NOW)
     assert loops.below_floor_version() is None
     assert "keep failing" in loops.message("valkey/valkey:9.1.2")
+
+
+def test_a_failed_pod_is_told_once_and_an_oom_kill_says_what_to_change() -> None:
+    oom = pod("db-1-a", shard=1, age=5)
+    oom["status"]["containerStatuses"][0]["state"]["terminated"] = {"exitCode": 137, "reason": "OOMKilled"}
+    pods = [PodObservation.from_pod(p) for p in (oom, pod("db-0-b", age=5, phase="Running"))]
+    events, told = failures.failure_events(pods, frozenset())
+    assert [(event.type, event.reason) for event in events] == [("Warning", "PodFailed")]
+    assert (
+        "pod db-1-a (shard 1) failed: container valkey exited with code 137 (OOMKilled)" in events[0].message
+    )
+    assert "raise the limit" in events[0].message
+    assert told == {"db-1-a"}
+    assert failures.failure_events(pods, told) == ((), told)  # the next pass: nothing new to tell
+
+
+def test_a_pruned_failed_pod_is_forgotten_and_a_crash_names_no_memory_limit() -> None:
+    crashed = PodObservation.from_pod(pod("db-0-c", age=5))
+    events, told = failures.failure_events([crashed], frozenset({"db-0-gone"}))
+    assert told == {"db-0-c"}  # db-0-gone was pruned: not remembered any more
+    assert "exited with code 1 (Error)" in events[0].message and "memory limit" not in events[0].message
