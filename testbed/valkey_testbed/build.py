@@ -175,11 +175,26 @@ def go_env(work: Path, cache: Path | None = None) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], cwd: Path, progress: Progress) -> None:
+STEP_TIMEOUT = 3600.0
+"""Seconds one build step may take (a cold kubelet build takes about 5 minutes here)."""
+
+
+def run_step(cmd: list[str], cwd: Path, progress: Progress, *, cgo: bool = False) -> None:
+    """One build command in cwd with the build's Go environment (cgo on when asked); its output is
+    kept for the error, which fails the build."""
     progress("  $ " + " ".join(cmd))
     started = time.monotonic()
+    env = go_env(cwd)
+    if cgo:
+        env["CGO_ENABLED"] = "1"
     result = subprocess.run(
-        cmd, cwd=cwd, env=go_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=STEP_TIMEOUT,
     )
     if result.returncode != 0:
         raise BuildError(f"{' '.join(cmd)} failed in {cwd} (exit {result.returncode}):\n{result.stdout}")
@@ -289,9 +304,9 @@ def _build_kube(release: KubeRelease, work: Path, output: Path, progress: Progre
         f"require k8s.io/kubernetes {release.kubernetes}\n\nreplace (\n{replaces}\n)\n"
     )
     (work / "main.go").write_text(_KUBE_MAIN)
-    _run(["go", "mod", "tidy"], work, progress)
+    run_step(["go", "mod", "tidy"], work, progress)
     ldflags = version_ldflags(release)
-    _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), "."], work, progress)
+    run_step(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), "."], work, progress)
 
 
 def _build_etcd(release: KubeRelease, work: Path, output: Path, progress: Progress) -> None:
@@ -299,8 +314,8 @@ def _build_etcd(release: KubeRelease, work: Path, output: Path, progress: Progre
         f"module valkeyoperator.local/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 {release.etcd}\n"
     )
     (work / "main.go").write_text(_ETCD_MAIN)
-    _run(["go", "mod", "tidy"], work, progress)
-    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(output), "."], work, progress)
+    run_step(["go", "mod", "tidy"], work, progress)
+    run_step(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(output), "."], work, progress)
 
 
 def _build_helm(work: Path, output: Path, progress: Progress) -> None:
@@ -310,9 +325,9 @@ def _build_helm(work: Path, output: Path, progress: Progress) -> None:
     (work / "tools.go").write_text(
         '//go:build tools\n\npackage tools\n\nimport _ "helm.sh/helm/v3/cmd/helm"\n'
     )
-    _run(["go", "mod", "tidy"], work, progress)
+    run_step(["go", "mod", "tidy"], work, progress)
     ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={versions.HELM} " + _helm_kube_ldflags(work)
-    _run(
+    run_step(
         ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), "helm.sh/helm/v3/cmd/helm"],
         work,
         progress,
@@ -375,7 +390,7 @@ def _build_prometheus_command(command: str) -> Callable[[Path, Path, Progress], 
         )
         package = f"github.com/prometheus/prometheus/cmd/{command}"
         flags = ["-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags]
-        _run(["go", "build", *flags, "-o", str(output), package], work, progress)
+        run_step(["go", "build", *flags, "-o", str(output), package], work, progress)
 
     return build
 

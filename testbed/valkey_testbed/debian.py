@@ -14,9 +14,11 @@ import functools
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
-from valkey_testbed.build import BuildError
+from valkey_testbed import versions
+from valkey_testbed.build import BuildError, Progress
 
 PACKAGE = "valkey"
 # Override for the Debian mirror the source is fetched from; by default it is
@@ -29,6 +31,53 @@ _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)(\+[A-Za-z0-9.+]+)?")
 
 class SourceError(BuildError):
     """The archive offers no buildable source, or asking it failed."""
+
+
+class PackageError(BuildError):
+    """A Debian package a build needs is missing and could not be installed."""
+
+
+def install_packages(missing: Sequence[str], purpose: str, progress: Progress) -> None:
+    """apt-get install the missing packages from the machine's own apt sources (as root), once more
+    after an apt-get update if the first try fails (a stale package list); nothing if none is."""
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        raise PackageError(f"{purpose} needs {' '.join(missing)}: install them (apt-get install)")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    progress("  $ " + " ".join(install))
+    if subprocess.run(install, capture_output=True, check=False).returncode == 0:
+        return
+    subprocess.run(["apt-get", "-q", "update"], capture_output=True, check=False)
+    done = subprocess.run(install, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+        raise PackageError(f"{purpose}: {' '.join(install)} failed (exit {done.returncode}):\n{tail}")
+
+
+MINBASE_EXCLUDES = ("/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*")
+"""Left out of an image's base: documentation, manuals and translations (a third of minbase)."""
+
+
+def minbase_argv(include: Sequence[str], target: Path, *, purge: Sequence[str] = ()) -> list[str]:
+    """mmdebstrap making an image's root filesystem (a tar at target) from Debian's minbase of
+    versions.DEBIAN_BASE_SUITE plus include; licences stay (they travel with the binaries), apt's
+    lists and caches and the logs go, and so do the purge packages once the root is made."""
+    argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(include)]
+    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in MINBASE_EXCLUDES]
+    argv += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
+    if purge:
+        argv += [f"--customize-hook=chroot $1 dpkg --purge {' '.join(purge)}"]
+    argv += ["--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/* $1/var/log/*"]
+    return [*argv, versions.DEBIAN_BASE_SUITE, str(target)]
+
+
+def not_installed(packages: Sequence[str]) -> list[str]:
+    """The packages dpkg does not know as installed."""
+    return [
+        name for name in packages
+        if subprocess.run(["dpkg", "-s", name], capture_output=True, check=False).returncode != 0
+    ]  # fmt: skip
 
 
 # --- which version to build (pure) ---------------------------------------------------------------

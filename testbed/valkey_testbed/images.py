@@ -670,13 +670,4 @@ def _ensure_build_tools(progress: Progress) -> None:
     for tool, package in (("make", "make"), ("cc", "gcc"), ("pkg-config", "pkg-config")):
         if not shutil.which(tool):
             needed.append(package)
-    if not needed:
-        return
-    if os.geteuid() != 0:
-        raise ImageError(f"the TLS Valkey build needs {' '.join(needed)}: install them (apt-get install)")
-    env_argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *needed]
-    try:
-        _run(env_argv, Path("/"), progress, "installing build dependencies")
-    except ImageError:
-        _run(["apt-get", "-q", "update"], Path("/"), progress, "apt-get update")
-        _run(env_argv, Path("/"), progress, "installing build dependencies")
+    debian.install_packages(needed, "the TLS Valkey build", progress)

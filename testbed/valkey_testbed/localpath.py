@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from valkey_testbed import images, processes, versions
-from valkey_testbed.build import Binaries, Progress, _run
+from valkey_testbed.build import Binaries, Progress, run_step
 
 Obj = dict[str, Any]
 
@@ -49,9 +49,9 @@ def build_provisioner(work: Path, output: Path, progress: Progress) -> None:
         f"require {module} {versions.LOCAL_PATH_PROVISIONER}\n"
     )
     (work / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{module}"\n')
-    _run(["go", "mod", "tidy"], work, progress)
+    run_step(["go", "mod", "tidy"], work, progress)
     ldflags = f"-s -w -X main.VERSION={versions.LOCAL_PATH_PROVISIONER}"
-    _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), module], work, progress)
+    run_step(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), module], work, progress)
 
 
 def node_dir(state_dir: Path, node: str) -> Path:

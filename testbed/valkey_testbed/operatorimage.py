@@ -31,7 +31,7 @@ from pathlib import Path
 
 import attrs
 
-from valkey_testbed import ocistore, versions
+from valkey_testbed import debian, ocistore, versions
 from valkey_testbed.build import BuildError, cache_root, file_lock
 
 Progress = Callable[[str], None]
@@ -39,8 +39,6 @@ Progress = Callable[[str], None]
 IMAGE_NAME = "valkey-operator"
 # Packages of the base beyond Debian's minbase: the runtime and its venv module (ensurepip).
 BASE_PACKAGES = ("python3", "python3-venv", "usr-is-merged")
-# Left out of the base: documentation, manuals and translations (a third of minbase).
-_BASE_EXCLUDES = ("/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*")
 # Removed from the base once made: needed only while mmdebstrap merges /usr.
 _BASE_PURGE = (
     "usrmerge", "libfile-find-rule-perl", "libnumber-compare-perl", "libtext-glob-perl", "perl",
@@ -185,15 +183,8 @@ def _smoke_check(image: ocistore.OciImage) -> tuple[str, float]:
 
 
 def _mmdebstrap_argv(target: Path) -> list[str]:
-    argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES)]
-    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in _BASE_EXCLUDES]
-    # Licences stay: they travel with the binaries.
-    argv += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
     # usrmerge (and the perl it needs) only sets up the merged /usr while the root is made.
-    purge = " ".join(_BASE_PURGE)
-    argv += [f"--customize-hook=chroot $1 dpkg --purge {purge}"]
-    argv += ["--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/* $1/var/log/*"]
-    return [*argv, versions.DEBIAN_BASE_SUITE, str(target)]
+    return debian.minbase_argv(BASE_PACKAGES, target, purge=_BASE_PURGE)
 
 
 def _base_image(progress: Progress) -> str:
@@ -354,14 +345,7 @@ def _bud(
 
 def _ensure_tools(progress: Progress) -> None:
     missing = [package for tool, package in _TOOLS.items() if shutil.which(tool) is None]
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        raise ImageBuildError(f"building the operator image needs {' '.join(missing)} (apt-get install)")
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
-    if _run(install, progress, "apt-get install", check=False, result=True) != "0":
-        _run(["apt-get", "-q", "update"], progress, "apt-get update")
-        _run(install, progress, "apt-get install")
+    debian.install_packages(missing, "building the operator image", progress)
 
 
 def _run(

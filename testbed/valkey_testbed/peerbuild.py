@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 
-from valkey_testbed.build import BuildError, Progress, _run, cache_root
+from valkey_testbed.build import BuildError, Progress, cache_root, run_step
 from valkey_testbed.peer import ENV_CRDS, ENV_OPERATOR
 
 
@@ -84,7 +84,7 @@ def build(source: Path, ref: str, progress: Progress = print) -> PeerBuild:
         raise PeerBuildError(f"git archive {commit} failed: {archive.stderr.decode()[-2000:]}")
     subprocess.run(["tar", "-x", "-C", str(built.source)], input=archive.stdout, check=True)
     partial = built.manager.with_suffix(".partial")
-    _run(
+    run_step(
         ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "./cmd"], built.source, progress
     )
     partial.rename(built.manager)

@@ -18,14 +18,13 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
 from valkey_testbed import build as testbed_build
-from valkey_testbed import versions
+from valkey_testbed import debian, versions
 from valkey_testbed.kubeversion import KubeRelease, selected
 
 Progress = Callable[[str], None]
@@ -129,20 +128,7 @@ class _Artifact:
 
 
 def _go(work: Path, args: list[str], progress: Progress, cgo: bool = False) -> None:
-    progress("  $ go " + " ".join(args))
-    started = time.monotonic()
-    env = testbed_build.go_env(work)
-    if cgo:
-        env["CGO_ENABLED"] = "1"
-    result = subprocess.run(
-        ["go", *args], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=3600,
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise testbed_build.BuildError(
-            f"go {' '.join(args)} failed in {work} (exit {result.returncode}):\n{result.stdout}"
-        )
-    progress(f"    done in {time.monotonic() - started:.0f}s")
+    testbed_build.run_step(["go", *args], work, progress, cgo=cgo)
 
 
 def _module(work: Path, name: str, requires: dict[str, str], imports: tuple[str, ...] = ()) -> None:
@@ -196,32 +182,13 @@ def _build_coredns(work: Path, out: Path, progress: Progress) -> None:
 
 
 def _build_runc(work: Path, out: Path, progress: Progress) -> None:
-    _ensure_packages(("libseccomp-dev",), progress)
+    debian.install_packages(debian.not_installed(["libseccomp-dev"]), "runc's seccomp build", progress)
     module = "github.com/opencontainers/runc"
     _module(work, "runc", {module: versions.RUNC}, (module,))
     _go(work, ["mod", "tidy"], progress)
     ldflags = f"-s -w -X main.version={versions.RUNC.removeprefix('v')}"
     flags = ["-trimpath", "-tags", "seccomp", "-ldflags", ldflags]
     _go(work, ["build", *flags, "-o", str(out / "runc"), module], progress, cgo=True)
-
-
-def _ensure_packages(packages: tuple[str, ...], progress: Progress) -> None:
-    """Install Debian packages a build needs (root only; the bed needs root anyway)."""
-    missing = [
-        name for name in packages
-        if subprocess.run(["dpkg", "-s", name], capture_output=True, check=False).returncode != 0
-    ]  # fmt: skip
-    if not missing:
-        return
-    progress(f"  $ apt-get install {' '.join(missing)}")
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
-    if subprocess.run(install, capture_output=True, check=False).returncode != 0:
-        subprocess.run(["apt-get", "-q", "update"], capture_output=True, check=False)
-        done = subprocess.run(install, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise testbed_build.BuildError(
-                f"apt-get install {' '.join(missing)} failed:\n{done.stdout[-2000:]}"
-            )
 
 
 def _build_pause(work: Path, out: Path, progress: Progress) -> None:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import attrs
 
+from valkey_testbed import debian, operatorimage, versions
 from valkey_testbed import images as catalog
-from valkey_testbed import operatorimage, versions
 from valkey_testbed.build import BuildError, cache_root, file_lock
 from valkey_testbed.realnodes.build import NodeBinaries
 
@@ -164,20 +164,14 @@ def _pause(bins: NodeBinaries, progress: Progress) -> Archive:
 
 def _base(progress: Progress) -> Path:
     """Debian minbase with libssl3, made by mmdebstrap from Debian's packages (cached)."""
-    argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES)]
-    argv += ["--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/doc/*"]
-    argv += [
-        "--dpkgopt=path-exclude=/usr/share/locale/*",
-        "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-    ]
-    argv += ["--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/* $1/var/log/*"]
-    key = hashlib.sha256(" ".join([*argv, versions.DEBIAN_BASE_SUITE]).encode()).hexdigest()[:12]
+    argv = debian.minbase_argv(BASE_PACKAGES, Path("-"))
+    key = hashlib.sha256(" ".join(argv).encode()).hexdigest()[:12]
     target = image_dir() / f"base-{versions.DEBIAN_BASE_SUITE}-{key}.tar"
     if target.is_file():
         return target
     progress(f"image base {target.name}: making it from Debian packages...")
     partial = target.with_suffix(".partial.tar")
-    done = subprocess.run([*argv, versions.DEBIAN_BASE_SUITE, str(partial)], capture_output=True, text=True)
+    done = subprocess.run(debian.minbase_argv(BASE_PACKAGES, partial), capture_output=True, text=True)
     if done.returncode != 0:
         raise ImageError(f"mmdebstrap failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     partial.replace(target)
