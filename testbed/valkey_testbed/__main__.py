@@ -277,8 +277,10 @@ def _real_nodes_command(args: argparse.Namespace) -> int:
 
     state_dir = args.state_dir.resolve()
     if args.command == "down":
-        RealNodesBed(state_dir).down()
-        return 0
+        left = RealNodesBed(state_dir).down()
+        for thing in left:
+            print(f"error: still on the host after down: {thing}", file=sys.stderr)
+        return 1 if left else 0
     started = time.monotonic()
     bed = RealNodesBed(state_dir, nodes=args.nodes)
     try:

@@ -5,9 +5,10 @@ one does (multipart uploads, signature checks, error codes, TLS), so the test
 bed runs Versity S3 Gateway (versitygw, Apache-2.0, a production S3 gateway
 written in Go). It is built once from its Go module (versions.VERSITYGW) into
 the test bed's cache by `python -m valkey_testbed build`, and started
-like the other test-bed processes: a `processes` record on 127.0.0.1 on a free
-port, its posix backend in a temp directory, a generated root access key and
-secret, plain HTTP or TLS (a serving certificate for 127.0.0.1 from
+like the other test-bed processes: a `processes` record on 127.0.0.1 (or another
+address of ours: the real nodes' bridge gateway, where their pods reach it) on a
+free port, its posix backend in a temp directory, a generated root access key
+and secret, plain HTTP or TLS (a serving certificate for its address from
 certs.py's CA, whose PEM the tests hand to the client).
 
 The helpers here are synchronous (botocore's plain client): call them through
@@ -95,6 +96,7 @@ class ObjectStoreServer:
     """A running gateway we started: where it listens, its root credentials, and its CA if TLS."""
 
     record: processes.ProcessRecord
+    host: str
     port: int
     directory: Path
     access_key_id: str
@@ -106,7 +108,7 @@ class ObjectStoreServer:
     @property
     def endpoint(self) -> str:
         scheme = "https" if self.ca_pem else "http"
-        return f"{scheme}://127.0.0.1:{self.port}"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def data_dir(self) -> Path:
@@ -125,10 +127,10 @@ class ObjectStoreServer:
         connection: http.client.HTTPConnection
         if self.ca_pem:
             connection = http.client.HTTPSConnection(
-                "127.0.0.1", self.port, timeout=2.0, context=self._ssl_context()
+                self.host, self.port, timeout=2.0, context=self._ssl_context()
             )
         else:
-            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2.0)
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=2.0)
         try:
             connection.request("GET", HEALTH_PATH)
             return connection.getresponse().status == 200
@@ -182,11 +184,11 @@ def _tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
 
-def _write_serving_cert(directory: Path) -> tuple[Path, Path, str]:
-    """A CA and a serving certificate for 127.0.0.1 and localhost: (cert path, key path, CA PEM)."""
+def _write_serving_cert(directory: Path, host: str) -> tuple[Path, Path, str]:
+    """A CA and a serving certificate for host and localhost: (cert path, key path, CA PEM)."""
     ca_cert, ca_key = certs.issue_ca("valkey-operator-testbed-objectstore-ca")
     serving, serving_key = certs.issue_leaf(
-        ca_cert, ca_key, "versitygw", dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True
+        ca_cert, ca_key, "versitygw", dns_names=("localhost",), ip_addresses=(host,), server=True
     )
     ca_pem = certs.pem(ca_cert).decode()
     (directory / "ca.crt").write_text(ca_pem)
@@ -198,31 +200,37 @@ def _write_serving_cert(directory: Path) -> tuple[Path, Path, str]:
 
 
 def start(
-    *, tls: bool = False, executable: Path | None = None, directory: Path | None = None
+    *,
+    tls: bool = False,
+    executable: Path | None = None,
+    directory: Path | None = None,
+    host: str = "127.0.0.1",
 ) -> ObjectStoreServer:
-    """Start the gateway on 127.0.0.1 (a free port), serving a fresh posix directory, with a generated
-    root key and secret (passed in its environment, not its command line); ready on return."""
+    """Start the gateway on host (an address of ours; a free port), serving a fresh posix directory,
+    with a generated root key and secret (passed in its environment, not its command line); ready
+    on return."""
     directory = directory or Path(tempfile.mkdtemp(prefix="valkey-operator-objectstore-"))
     data = directory / "data"
     data.mkdir(parents=True, exist_ok=True)
     access_key_id, secret = "root" + secrets.token_hex(8), secrets.token_urlsafe(30)
-    port = processes.free_port()
+    port = processes.free_port(host)
     argv: list[str | Path] = [
         executable or server_path(),
-        "--port", f"127.0.0.1:{port}",
+        "--port", f"{host}:{port}",
         "--region", REGION,
         "--health", HEALTH_PATH,
         "--quiet",
     ]  # fmt: skip
     ca_pem = None
     if tls:
-        cert, key, ca_pem = _write_serving_cert(directory)
+        cert, key, ca_pem = _write_serving_cert(directory, host)
         argv += ["--cert", cert, "--key", key]
     argv += ["posix", data]
     env = {"PATH": "/usr/bin:/bin", "ROOT_ACCESS_KEY_ID": access_key_id, "ROOT_SECRET_ACCESS_KEY": secret}
     record = processes.start("versitygw", argv, directory / "versitygw.log", env=env)
     server = ObjectStoreServer(
         record=record,
+        host=host,
         port=port,
         directory=directory,
         access_key_id=access_key_id,

@@ -253,7 +253,9 @@ class RealNodesBed:
                 )
             time.sleep(0.1)
 
-    def down(self) -> None:
+    def down(self) -> list[str]:
+        """Stop and remove everything of the bed; what is still on the host after that (nothing, when
+        all went well) is returned for the caller to report."""
         records = self.records()
         count = int(self._state().get("nodes", self.nodes))
         nodes = [self.node(index) for index in range(count)] if self._state_file.exists() else []
@@ -275,6 +277,20 @@ class RealNodesBed:
         with contextlib.suppress(FileNotFoundError):
             if Path(LOCK.read_text().strip()) == self.state_dir.resolve():
                 LOCK.unlink()
+        return _leftovers(self.state_dir, records, nodes)
+
+
+def _leftovers(state_dir: Path, records: dict[str, processes.ProcessRecord], nodes: list[Node]) -> list[str]:
+    """What of a bed is still on the host: its processes, mounts, the nodes' cgroups, the network,
+    a lock naming its state dir."""
+    found = [f"process {name} ({record.pid})" for name, record in records.items() if record.alive()]
+    found += [f"mount {point}" for point in mount_points_under(state_dir)]
+    found += [f"cgroup {path}" for node in nodes for path in node.cgroups()]
+    found += network.leftovers()
+    with contextlib.suppress(FileNotFoundError):
+        if Path(LOCK.read_text().strip()) == state_dir.resolve():
+            found.append(f"lock {LOCK}")
+    return found
 
 
 def _socket_answers(node: Node) -> bool:

@@ -110,6 +110,26 @@ def down() -> None:
         _ip("route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC), check=False)
 
 
+def leftovers() -> list[str]:
+    """What of the bed's network is still on the host: nothing, once `down` ran."""
+    found = [f"link {BRIDGE}"] if _ip("-j", "link", "show", BRIDGE, check=False).strip() else []
+    blackholes = json.loads(_ip("-j", "route", "show", "type", "blackhole", check=False) or "[]")
+    found += [
+        f"blackhole {route['dst']}" for route in blackholes if route.get("dst") in (POD_CIDR, SERVICE_CIDR)
+    ]
+    if _iptables("-C") == 0:
+        found.append("iptables -t mangle FORWARD " + " ".join(_FORWARD_RULE))
+    for command in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            listed = subprocess.run(
+                [command, "-w", "-t", table, "-S"], capture_output=True, text=True, check=False
+            )
+            found += [
+                f"{command} -t {table} {rule}" for rule in listed.stdout.splitlines() if "KUBE-" in rule
+            ]
+    return found
+
+
 def remove_kube_chains(command: str, table: str) -> None:
     """Delete every KUBE-* chain of table and the rules that jump to one (the kubelet makes
     KUBE-FIREWALL and KUBE-KUBELET-CANARY, and no cleanup of its own removes them)."""

@@ -284,6 +284,11 @@ state = "{state}"
                 raise TimeoutError(f"{self.name}: processes {pids} survive SIGKILL")
             time.sleep(0.05)
 
+    def cgroups(self) -> list[Path]:
+        """The node's cgroup directories that exist, in every hierarchy."""
+        return [CGROUP_ROOT / controller / self.name for controller in CGROUP_CONTROLLERS
+                if (CGROUP_ROOT / controller / self.name).exists()]  # fmt: skip
+
     def remove_cgroups(self) -> None:
         """Remove the node's (empty) cgroups, deepest first."""
         for controller in CGROUP_CONTROLLERS:
