@@ -103,6 +103,13 @@ def command_line() -> argparse.ArgumentParser:
         "--minors",
         help="comma-separated minors (default: every minor of versions.KUBERNETES_MINORS, oldest first)",
     )
+    _command(
+        commands,
+        "realnodes",
+        "run the users' scenario on real nodes and on the process kubelet; print both side by side",
+        f"{testing}.realnodes.scenario",
+        needs=("pytest", "pytest_asyncio"),  # the scenario runs as `python -m pytest`
+    )
     fuzz = _command(
         commands,
         "fuzz",
@@ -215,6 +222,10 @@ def _run(args: argparse.Namespace) -> int:
         from valkey_testbed import compat
 
         return compat.main(args.minors)
+    if args.command == "realnodes":
+        from valkey_testbed.realnodes import scenario
+
+        return scenario.main()
     if args.command == "chaos":
         from valkey_testbed.chaos import command
 

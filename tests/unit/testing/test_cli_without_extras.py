@@ -76,7 +76,7 @@ print(json.dumps(results))
 """
 )
 
-NEEDS_THE_EXTRA = {"fuzz": "hypothesis", "compat": "pytest"}
+NEEDS_THE_EXTRA = {"fuzz": "hypothesis", "compat": "pytest", "realnodes": "pytest"}
 """The commands that cannot run without the testing extra, and the module they name."""
 
 COMMANDS = sorted(subcommands(command_line()))

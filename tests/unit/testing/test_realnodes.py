@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 import tarfile
 from pathlib import Path
 
 from valkey_testbed.certs import PKI
-from valkey_testbed.realnodes import bed, images, network
+from valkey_testbed.realnodes import bed, images, network, scenario
 from valkey_testbed.realnodes.build import NodeBinaries
 from valkey_testbed.realnodes.node import Node
 
@@ -100,3 +101,48 @@ def test_the_kubernetes_service_endpoint_is_the_forwarder_on_the_gateway() -> No
     assert slice_["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"  # type: ignore[index]
     assert slice_["endpoints"] == [{"addresses": [network.GATEWAY], "conditions": {"ready": True}}]
     assert slice_["ports"] == [{"name": "https", "port": 6443, "protocol": "TCP"}]
+
+
+SCENARIO_OUTPUT = """\
+---------------------------- Captured stdout call -----------------------------
+[real nodes] helm install (--wait): 7.1s
+scenario on real nodes:
+  helm install (--wait)                       7.1s
+  primary OOM-killed: to Active 6/6           6.9s  killed at 1.0s; replica promoted at 3.4s
+  backup to the object store                  1.8s  9677 keys
+PASSED tests/e2e/test_real_nodes.py::test_the_charts_operator
+scenario on process kubelet:
+  helm install (--wait)         6.8s
+  backup to the object store    1.8s  8526 keys
+  restore: create to Active     7.2s  Verified
+"""
+
+
+def test_the_scenario_tables_are_read_from_pytests_output() -> None:
+    tables = scenario.parse_tables(SCENARIO_OUTPUT)
+    assert list(tables) == ["real nodes", "process kubelet"]
+    assert tables["real nodes"]["primary OOM-killed: to Active 6/6"] == (
+        6.9,
+        "killed at 1.0s; replica promoted at 3.4s",
+    )
+    assert tables["real nodes"]["helm install (--wait)"] == (7.1, "")
+    assert "PASSED tests/e2e/test_real_nodes.py::test_the_charts_operator" not in tables["real nodes"]
+    assert list(tables["process kubelet"]) == [
+        "helm install (--wait)",
+        "backup to the object store",
+        "restore: create to Active",
+    ]
+
+
+def test_the_side_by_side_table_keeps_real_nodes_order_and_marks_steps_one_side_skipped() -> None:
+    lines = scenario.side_by_side(scenario.parse_tables(SCENARIO_OUTPUT)).splitlines()
+    assert lines[0].split() == ["step", "real", "process", "on", "real", "nodes"]
+    assert [line.split("  ")[0].strip() for line in lines[1:]] == [
+        "helm install (--wait)",
+        "primary OOM-killed: to Active 6/6",
+        "backup to the object store",
+        "restore: create to Active",
+    ]
+    assert re.search(r"  7\.1s\s+6\.8s\s*$", lines[1]), lines[1]
+    assert re.search(r"  6\.9s\s+-  killed at 1\.0s; replica promoted at 3\.4s$", lines[2]), lines[2]
+    assert re.search(r"^restore: create to Active\s+-\s+7\.2s\s*$", lines[4]), lines[4]
