@@ -58,8 +58,22 @@ RESYNC_SECONDS = 60.0
 SHUTDOWN_GRACE = 2.0
 
 
+ZONES = ("a", "b", "c")
+"""The zones nodes are labelled with, round robin (topology.kubernetes.io/zone)."""
+
+
+def node_name(index: int) -> str:
+    """The name of node `index` (0-based) of a bed, real nodes' too."""
+    return f"node-{index + 1}"
+
+
 def node_names(count: int) -> list[str]:
-    return [f"node-{index + 1}" for index in range(count)]
+    return [node_name(index) for index in range(count)]
+
+
+def zone_of(index: int, zones: Sequence[str] = ZONES) -> str:
+    """The zone of node `index`, real nodes' too."""
+    return zones[index % len(zones)]
 
 
 def kubelet_dir(state_dir: Path) -> Path:
@@ -73,7 +87,7 @@ class Kubelet:
         self,
         client: Client,
         nodes: int = 3,
-        zones: Sequence[str] = ("a", "b", "c"),
+        zones: Sequence[str] = ZONES,
         sync_delay: float = 10.0,
         state_dir: Path = Path("."),
         *,
@@ -90,7 +104,7 @@ class Kubelet:
         self.state_dir = state_dir
         self.dir = kubelet_dir(state_dir)
         self.agents = {
-            name: NodeAgent(client, name, zones[index % len(zones)], node_ip(index), lease_interval)
+            name: NodeAgent(client, name, zone_of(index, zones), node_ip(index), lease_interval)
             for index, name in enumerate(node_names(nodes))
         }
         rest = client.rest

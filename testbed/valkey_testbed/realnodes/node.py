@@ -29,6 +29,7 @@ import yaml
 
 from valkey_testbed import processes
 from valkey_testbed.certs import PKI
+from valkey_testbed.kubelet.kubelet import node_name, zone_of
 from valkey_testbed.realnodes import credentials, network
 from valkey_testbed.realnodes.build import NodeBinaries
 
@@ -50,11 +51,11 @@ class Node:
 
     @property
     def name(self) -> str:
-        return f"node-{self.index + 1}"
+        return node_name(self.index)
 
     @property
     def zone(self) -> str:
-        return "abcdefgh"[self.index % 8]
+        return zone_of(self.index)
 
     @property
     def address(self) -> str:
